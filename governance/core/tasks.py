@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(name="core.ping")
+def ping(payload: str) -> dict[str, str]:
+    """Round-trip check used by /healthz tooling and the worker test."""
+    import os
+
+    return {"echo": payload, "worker_pid": str(os.getpid())}

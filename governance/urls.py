@@ -1,0 +1,26 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from governance.core.api import MeApi
+from governance.core.health import healthz
+
+api_v1 = [
+    path("me", MeApi.as_view(), name="me"),
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
+]
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/", include((api_v1, "api"), namespace="v1")),
+    path(
+        "api/docs/",
+        SpectacularSwaggerView.as_view(url_name="v1:schema", permission_classes=[]),
+        name="api-docs",
+    ),
+    path("", include("governance.web.urls")),
+]

@@ -1,0 +1,150 @@
+"""Shared fixtures: personas (one per role, a second team, an outsider) and a real Celery worker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.db import connection
+from rest_framework.test import APIClient
+
+from governance.core.models import Team
+from governance.core.roles import Role
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Personas:
+    requester: User
+    other_requester: User
+    legal: User
+    engineer: User
+    auditor: User
+    admin: User
+    outsider: User
+    team: Team
+    other_team: Team
+
+    def client(self, user: User | None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user)
+        return client
+
+
+def make_user(username: str, *roles: str, team: Team | None = None) -> User:
+    user = User.objects.create_user(username=username, password="pw-" + username)
+    for role in roles:
+        user.groups.add(Group.objects.get(name=role))
+    if team is not None:
+        team.members.add(user)
+    return user
+
+
+@pytest.fixture
+def personas(db: None) -> Personas:
+    team = Team.objects.create(name="platform")
+    other_team = Team.objects.create(name="research")
+    return Personas(
+        requester=make_user("req", Role.REQUESTER, team=team),
+        other_requester=make_user("req2", Role.REQUESTER, team=other_team),
+        legal=make_user("legal", Role.LEGAL_REVIEWER),
+        engineer=make_user("eng", Role.ENGINEERING_REVIEWER),
+        auditor=make_user("aud", Role.AUDITOR),
+        admin=make_user("adm", Role.ADMIN),
+        outsider=make_user("outsider"),
+        team=team,
+        other_team=other_team,
+    )
+
+
+def _database_url_for_tests() -> str:
+    """A URL for the test database pytest-django created, for processes we start."""
+    settings_dict = connection.settings_dict
+    if settings_dict["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings_dict['NAME']}"
+    user = settings_dict.get("USER") or ""
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
+
+
+@dataclass
+class WorkerHandle:
+    queue: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+
+@pytest.fixture(scope="session")
+def celery_worker(
+    django_db_setup: None, django_db_blocker: object, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerHandle]:
+    """A real `celery worker` process on the configured broker, consuming a queue of its own.
+
+    It talks to the same test database as the tests, so tests using it need
+    `transaction=True` (the worker only sees committed rows).
+    """
+    queue = f"test-{uuid.uuid4().hex[:12]}"
+    log_path = tmp_path_factory.mktemp("celery") / "worker.log"
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="governance.settings_tests",
+        DATABASE_URL=_database_url_for_tests(),
+    )
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "governance",
+            "worker",
+            "-Q",
+            queue,
+            "--pool=solo",
+            "--loglevel=INFO",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    handle = WorkerHandle(queue=queue, process=process, log_path=log_path)
+    try:
+        from governance.core.tasks import ping
+
+        deadline = time.monotonic() + 90
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError("celery worker exited:\n" + log_path.read_text(errors="replace"))
+            try:
+                ping.apply_async(args=["ready"], queue=queue).get(timeout=5)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "celery worker did not answer:\n" + log_path.read_text(errors="replace")
+                    ) from None
+        yield handle
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()

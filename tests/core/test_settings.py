@@ -1,0 +1,61 @@
+"""The settings module itself refuses bad configuration (run in a subprocess: settings load once)."""
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_settings(**env: str) -> subprocess.CompletedProcess[str]:
+    environ = {
+        k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "DEBUG"}
+    }
+    environ.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", "import governance.settings"],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"DEBUG": "1", "DATABASE_URL": "mysql://x@y/z"}, "DATABASE_URL must be postgres:// or sqlite://"),
+        ({"DEBUG": "1", "CELERY_BROKER_URL": "amqp://guest@localhost//"}, "CELERY_BROKER_URL must be"),
+        ({"DEBUG": "perhaps"}, "DEBUG must be one of"),
+        ({}, "SECRET_KEY (or SECRET_KEY_FILE) must be set"),
+        ({"SECRET_KEY": "k" * 50, "SECURE_HSTS_SECONDS": "-1"}, "SECURE_HSTS_SECONDS must be >= 0"),
+    ],
+)
+def test_bad_settings_fail_loudly(env: dict[str, str], message: str) -> None:
+    result = _load_settings(**env)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_production_settings_pass_deploy_checks(tmp_path: Path) -> None:
+    environ = dict(
+        os.environ,
+        SECRET_KEY=secrets.token_urlsafe(50),
+        DEBUG="0",
+        DJANGO_SETTINGS_MODULE="governance.settings",
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
