@@ -1,5 +1,5 @@
-"""Model-license and deployment-readiness governance service."""
+"""Model-license and deployment-readiness governance service.
 
-from governance.celery import app as celery_app
-
-__all__ = ["celery_app"]
+Deliberately empty of imports: `python -m governance.audit.verify` must run with only the
+standard library and `cryptography`. The Celery app is loaded by CoreConfig.ready().
+"""

@@ -40,6 +40,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "governance.core",
+    "governance.audit",
     "governance.web",
 ]
 
@@ -229,4 +230,15 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# --- audit trail ---
+AUDIT_ORIGIN = env_str("AUDIT_ORIGIN", "governance")
+AUDIT_SIGNING_KEY_PATH = env_str("AUDIT_SIGNING_KEY_PATH", str(VAR_DIR / "keys" / "audit-ed25519.pem"))
+# Checkpoints are also appended here (outside the database); empty disables it.
+AUDIT_CHECKPOINT_PUBLISH_PATH = env_str("AUDIT_CHECKPOINT_PUBLISH_PATH", str(VAR_DIR / "audit-checkpoints.jsonl"))
+AUDIT_CHECKPOINT_INTERVAL_S = env_int("AUDIT_CHECKPOINT_INTERVAL_S", 300, minimum=10)
+CELERY_BEAT_SCHEDULE["audit-checkpoint"] = {
+    "task": "audit.checkpoint",
+    "schedule": float(AUDIT_CHECKPOINT_INTERVAL_S),
 }

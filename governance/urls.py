@@ -1,13 +1,14 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from governance.core.api import MeApi
 from governance.core.health import healthz
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("me", MeApi.as_view(), name="me"),
+    path("audit/", include("governance.audit.urls")),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
 ]
 

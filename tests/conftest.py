@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -20,6 +21,38 @@ from governance.core.models import Team
 from governance.core.roles import Role
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _flush_with_audit_triggers_suspended() -> None:
+    """Transactional tests end with a table flush (TRUNCATE/DELETE), which the append-only
+    audit triggers rightly refuse; the suite flushes as a superuser would."""
+    from django.db import connections
+    from django.test import TransactionTestCase
+
+    from governance.audit.triggers import triggers_suspended
+
+    original = TransactionTestCase._fixture_teardown
+
+    def _fixture_teardown(self: TransactionTestCase) -> None:
+        with triggers_suspended(connections["default"]):
+            original(self)
+
+    TransactionTestCase._fixture_teardown = _fixture_teardown  # type: ignore[method-assign]
+
+
+_flush_with_audit_triggers_suspended()
+
+
+@pytest.fixture(autouse=True)
+def audit_signing_key(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every test signs checkpoints with a throwaway key, never the developer's var/ key."""
+    from governance.audit.keys import generate_signing_key
+
+    folder = tmp_path_factory.mktemp("audit-key")
+    settings.AUDIT_SIGNING_KEY_PATH = str(folder / "audit-ed25519.pem")
+    settings.AUDIT_CHECKPOINT_PUBLISH_PATH = str(folder / "published-checkpoints.jsonl")
+    generate_signing_key(Path(settings.AUDIT_SIGNING_KEY_PATH))
+    return Path(settings.AUDIT_SIGNING_KEY_PATH)
 
 
 @dataclass
@@ -44,7 +77,8 @@ class Personas:
 def make_user(username: str, *roles: str, team: Team | None = None) -> User:
     user = User.objects.create_user(username=username, password="pw-" + username)
     for role in roles:
-        user.groups.add(Group.objects.get(name=role))
+        # get_or_create: a transactional test's flush removes the groups the migration made.
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
     if team is not None:
         team.members.add(user)
     return user

@@ -8,4 +8,6 @@ class CoreConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from governance.core import schema  # noqa: F401  (registers the OpenAPI extension)
+        # Registers the OpenAPI extension, and makes our Celery app the one @shared_task binds to.
+        from governance import celery  # noqa: F401
+        from governance.core import schema  # noqa: F401

@@ -1,0 +1,45 @@
+"""Audit event types, in numbered ranges per area (like Zulip's RealmAuditLog)."""
+
+from django.db import models
+
+
+class AuditAction(models.IntegerChoices):
+    # 100-199: identity and access
+    USER_LOGIN = 100, "user.login"
+    API_TOKEN_ISSUED = 110, "api_token.issued"
+    API_TOKEN_REVOKED = 111, "api_token.revoked"
+    # 200-299: license catalog and evaluations
+    LICENSE_CATALOG_LOADED = 200, "license.catalog_loaded"
+    LICENSE_VERSION_PUBLISHED = 201, "license.version_published"
+    LICENSE_TERM_CHANGED = 202, "license.term_changed"
+    FX_RATE_CHANGED = 210, "license.fx_rate_changed"
+    LICENSE_EVALUATED = 220, "license.evaluated"
+    # 300-399: model artifacts
+    ARTIFACT_REGISTERED = 300, "artifact.registered"
+    ARTIFACT_UPDATED = 301, "artifact.updated"
+    # 400-499: deployment requests
+    DEPLOYMENT_CREATED = 400, "deployment.created"
+    DEPLOYMENT_UPDATED = 401, "deployment.updated"
+    DEPLOYMENT_TRANSITIONED = 402, "deployment.transitioned"
+    DEPLOYMENT_REEVALUATED = 403, "deployment.reevaluated"
+    DEPLOYMENT_USAGE_REPORTED = 410, "deployment.usage_reported"
+    WAIVER_GRANTED = 420, "deployment.waiver_granted"
+    WAIVER_EXPIRED = 421, "deployment.waiver_expired"
+    OBLIGATION_ACKNOWLEDGED = 430, "deployment.obligation_acknowledged"
+    OBLIGATION_REVIEWED = 431, "deployment.obligation_reviewed"
+    # 500-599: capacity plans
+    CAPACITY_PLAN_COMPUTED = 500, "capacity.plan_computed"
+    # 600-699: cluster jobs and eval runs
+    CLUSTER_REGISTERED = 600, "cluster.registered"
+    JOB_SUBMITTED = 610, "job.submitted"
+    JOB_STATE_CHANGED = 611, "job.state_changed"
+    EVAL_COMPLETED = 620, "eval.completed"
+    # 700-799: approvals and signatures
+    SIGNOFF_RECORDED = 700, "approval.signoff_recorded"
+    SIGNOFF_VOIDED = 701, "approval.signoff_voided"
+    PACKET_SIGNED = 710, "approval.packet_signed"
+    # 800-899: CI gate
+    GATE_DECISION = 800, "gate.decision"
+    # 900-999: the audit trail itself
+    AUDIT_EXPORTED = 900, "audit.exported"
+    AUDIT_CHECKPOINT = 901, "audit.checkpoint"

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class AuditConfig(AppConfig):
+    name = "governance.audit"
+    label = "audit"
+    verbose_name = "Audit trail"
+    default_auto_field = "django.db.models.BigAutoField"

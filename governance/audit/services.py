@@ -1,0 +1,156 @@
+"""Writes to the audit trail: append an event, sign a checkpoint.
+
+`audit_record` is called by every state-changing service inside that service's own
+transaction, so the change and its audit event commit or roll back together.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from datetime import UTC
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
+from django.db import models, transaction
+from django.utils import timezone
+
+from governance.audit.actions import AuditAction
+from governance.audit.chain import GENESIS_HASH, chain_hash
+from governance.audit.keys import key_id, load_signing_key
+from governance.audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
+from governance.core.canonical import canonical_json
+from governance.core.logging import current_request_id
+
+logger = logging.getLogger(__name__)
+
+BODY_VERSION = 1
+
+AuditObject = models.Model | tuple[str, str] | None
+
+
+def _object_ref(obj: AuditObject) -> tuple[str, str]:
+    if obj is None:
+        return "", ""
+    if isinstance(obj, tuple):
+        return obj
+    public_id = getattr(obj, "code", None) or getattr(obj, "key", None) or obj.pk
+    return obj._meta.label_lower, str(public_id)
+
+
+def _actor_ref(actor: User | AnonymousUser | str | None) -> tuple[User | None, str]:
+    if actor is None or isinstance(actor, AnonymousUser):
+        return None, "system"
+    if isinstance(actor, str):
+        return None, actor  # a system actor, e.g. "system:beat"
+    return actor, actor.get_username()
+
+
+def format_time(moment: Any) -> str:
+    """UTC, microseconds, 'Z': one spelling, so the canonical body never varies by timezone setting."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _lock_head() -> AuditChainHead:
+    head = AuditChainHead.objects.select_for_update().filter(pk=1).first()
+    if head is None:
+        # First append ever (or after a test flush): create the head; a concurrent creator wins the PK.
+        AuditChainHead.objects.bulk_create([AuditChainHead(id=1, seq=0, hash=GENESIS_HASH)], ignore_conflicts=True)
+        head = AuditChainHead.objects.select_for_update().get(pk=1)
+    return head
+
+
+def audit_record(
+    *,
+    actor: User | AnonymousUser | str | None,
+    action: AuditAction,
+    obj: AuditObject = None,
+    data: dict[str, Any] | None = None,
+    request_id: str | None = None,
+) -> AuditEvent:
+    """Append one event to the chain. Serialized on the chain-head row; never forks."""
+    user, actor_name = _actor_ref(actor)
+    object_type, object_id = _object_ref(obj)
+    if request_id is None:
+        request_id = current_request_id()
+        request_id = "" if request_id == "-" else request_id
+    payload = json.loads(json.dumps(data or {}, default=str))  # what the JSON column will hold
+    with transaction.atomic(savepoint=False):
+        head = _lock_head()
+        seq = head.seq + 1
+        occurred_at = timezone.now()
+        body = canonical_json(
+            {
+                "v": BODY_VERSION,
+                "seq": seq,
+                "occurred_at": format_time(occurred_at),
+                "actor": actor_name,
+                "action": AuditAction(action).label,
+                "object": {"type": object_type, "id": object_id} if object_type else None,
+                "request_id": request_id,
+                "data": payload,
+            }
+        )
+        event_hash = chain_hash(head.hash, body)
+        event = AuditEvent.objects.create(
+            seq=seq,
+            occurred_at=occurred_at,
+            actor=user,
+            actor_name=actor_name,
+            action=int(action),
+            object_type=object_type,
+            object_id=object_id,
+            request_id=request_id,
+            data=payload,
+            body=body.decode(),
+            prev_hash=head.hash,
+            hash=event_hash,
+        )
+        AuditChainHead.objects.filter(pk=1).update(seq=seq, hash=event_hash)
+    return event
+
+
+def checkpoint_line(checkpoint: AuditCheckpoint) -> bytes:
+    """The JSON Lines form of a checkpoint: the signed body embedded verbatim as the last member."""
+    head = json.dumps({"key_id": checkpoint.key_id, "signature": checkpoint.signature}, separators=(",", ":"))
+    return head[:-1].encode() + b',"body":' + checkpoint.body.encode() + b"}\n"
+
+
+def audit_checkpoint_create(*, force: bool = False) -> AuditCheckpoint | None:
+    """Sign the current head. Skipped (None) when nothing was appended since the last checkpoint."""
+    signing_key = load_signing_key()
+    with transaction.atomic():
+        head = AuditChainHead.objects.filter(pk=1).first()
+        seq, head_hash = (head.seq, head.hash) if head else (0, GENESIS_HASH)
+        last = AuditCheckpoint.objects.order_by("-seq", "-id").first()
+        if last is not None and last.seq == seq and not force:
+            return None
+        signed_at = timezone.now()
+        body = canonical_json(
+            {"origin": settings.AUDIT_ORIGIN, "seq": seq, "head_hash": head_hash, "time": format_time(signed_at)}
+        )
+        checkpoint = AuditCheckpoint.objects.create(
+            seq=seq,
+            head_hash=head_hash,
+            origin=settings.AUDIT_ORIGIN,
+            signed_at=signed_at,
+            body=body.decode(),
+            signature=base64.b64encode(signing_key.sign(body)).decode(),
+            key_id=key_id(signing_key.public_key()),
+        )
+        transaction.on_commit(lambda: _publish_checkpoint(checkpoint))
+    return checkpoint
+
+
+def _publish_checkpoint(checkpoint: AuditCheckpoint) -> None:
+    """Append the checkpoint to a file outside the database, where a DB superuser cannot rewrite it."""
+    path = settings.AUDIT_CHECKPOINT_PUBLISH_PATH
+    if not path:
+        return
+    try:
+        with open(path, "ab") as handle:
+            handle.write(checkpoint_line(checkpoint))
+    except OSError:
+        logger.exception("could not publish audit checkpoint", extra={"seq": checkpoint.seq})
