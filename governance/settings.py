@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "governance.core",
     "governance.audit",
+    "governance.licenses",
     "governance.web",
 ]
 

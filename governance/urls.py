@@ -9,6 +9,7 @@ from governance.core.health import healthz
 api_v1: list[URLPattern | URLResolver] = [
     path("me", MeApi.as_view(), name="me"),
     path("audit/", include("governance.audit.urls")),
+    path("licenses/", include("governance.licenses.urls")),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
 ]
 

@@ -1,0 +1,122 @@
+"""License API: evaluate facts (stateless), list licenses, show one with its current terms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.generics import ListAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.core.exceptions import validation_error_response
+from governance.licenses.choices import Decision, FindingCode, Severity
+from governance.licenses.facts import FactsError
+from governance.licenses.models import License, LicenseTerm, LicenseVersion
+from governance.licenses.selectors import license_current_version, license_evaluate, license_list
+
+
+class EvaluateInputSerializer(serializers.Serializer):
+    license = serializers.CharField(max_length=64)
+    facts = serializers.JSONField(help_text="deployment facts; see DESIGN.md (missing facts are assumed conservatively)")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(self.initial_data) - set(self.fields)
+        if unknown:
+            raise serializers.ValidationError({key: "unknown field" for key in sorted(unknown)})
+        return attrs
+
+
+class FindingSerializer(serializers.Serializer):
+    code = serializers.ChoiceField(choices=[*FindingCode.values, "facts.assumed"])
+    severity = serializers.ChoiceField(choices=Severity.values)
+    clause = serializers.CharField()
+    message = serializers.CharField()
+    params = serializers.DictField()
+    confidence = serializers.CharField()
+    applies_to = serializers.CharField()
+    how_to_comply = serializers.CharField()
+
+
+class LicenseRefSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    version = serializers.CharField()
+    text_sha256 = serializers.CharField()
+
+
+class EvaluateOutputSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=Decision.values)
+    license = LicenseRefSerializer()
+    findings = FindingSerializer(many=True)
+
+
+class LicenseEvaluateApi(APIView):
+    @extend_schema(
+        request=EvaluateInputSerializer,
+        responses=EvaluateOutputSerializer,
+        summary="Check deployment facts against a license (stateless)",
+    )
+    def post(self, request: Request) -> Response:
+        if not isinstance(request.data, dict):
+            return validation_error_response({"non_field_errors": ["expected a JSON object"]})
+        serializer = EvaluateInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            _version, evaluation = license_evaluate(serializer.validated_data["license"], request.data["facts"])
+        except FactsError as exc:
+            return validation_error_response(exc.fields)
+        return Response(evaluation.as_contract())
+
+
+class TermOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = LicenseTerm
+        fields = ["code", "severity", "clause", "condition", "params", "message", "how_to_comply", "confidence", "applies_to"]
+
+
+class VersionOutputSerializer(serializers.ModelSerializer):
+    text_sha256 = serializers.CharField(source="digest")
+
+    class Meta:
+        model = LicenseVersion
+        fields = ["version", "effective_date", "published_at", "text_sha256"]
+
+
+class LicenseOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = License
+        fields = ["key", "name", "scancode_key", "spdx_id", "source_url", "notes"]
+
+
+class LicenseDetailOutputSerializer(LicenseOutputSerializer):
+    current_version = serializers.SerializerMethodField()
+    versions = VersionOutputSerializer(many=True, read_only=True)
+    terms = serializers.SerializerMethodField()
+
+    class Meta(LicenseOutputSerializer.Meta):
+        fields = [*LicenseOutputSerializer.Meta.fields, "current_version", "versions", "terms"]
+
+    def get_current_version(self, obj: License) -> dict[str, Any]:
+        return dict(VersionOutputSerializer(self.context["version"]).data)
+
+    @extend_schema(responses=TermOutputSerializer(many=True))
+    def get_terms(self, obj: License) -> list[dict[str, Any]]:
+        return list(TermOutputSerializer(self.context["version"].terms.all(), many=True).data)
+
+
+class LicenseListApi(ListAPIView):
+    serializer_class = LicenseOutputSerializer
+
+    def get_queryset(self) -> QuerySet[License]:
+        return license_list()
+
+
+class LicenseDetailApi(APIView):
+    @extend_schema(responses=LicenseDetailOutputSerializer, summary="A license with its current version's terms")
+    def get(self, request: Request, key: str) -> Response:
+        version = license_current_version(key)
+        serializer = LicenseDetailOutputSerializer(version.license, context={"version": version})
+        return Response(serializer.data)

@@ -1,0 +1,120 @@
+"""Loading the license catalog data files (YAML) into validated term specs. Pure Python."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from governance.licenses.engine import TermError, TermSpec
+
+CATALOG_DIR = Path(__file__).resolve().parent
+TERM_KEYS = {
+    "use", "code", "severity", "clause", "condition", "message", "how_to_comply", "params",
+    "confidence", "applies_to", "value_from",
+}  # fmt: skip
+LICENSE_KEYS = {"key", "name", "version", "effective_date", "scancode_key", "spdx_id", "source_url", "notes", "terms"}
+
+
+class CatalogError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class LicenseDocument:
+    key: str
+    name: str
+    version: str
+    effective_date: date
+    scancode_key: str | None
+    spdx_id: str | None
+    source_url: str
+    notes: str
+    terms: tuple[TermSpec, ...]
+    path: str
+
+
+def term_from_dict(data: dict[str, Any], templates: dict[str, dict[str, Any]], where: str) -> TermSpec:
+    unknown = set(data) - TERM_KEYS
+    if unknown:
+        raise CatalogError(f"{where}: unknown keys {sorted(unknown)}")
+    merged: dict[str, Any] = {}
+    if "use" in data:
+        if data["use"] not in templates:
+            raise CatalogError(f"{where}: unknown template {data['use']!r}")
+        merged = dict(templates[data["use"]])
+    params = {**merged.get("params", {}), **data.get("params", {})}
+    merged.update({k: v for k, v in data.items() if k != "use"})
+    merged["params"] = params
+    missing = {"code", "severity", "clause", "condition", "message"} - set(merged)
+    if missing:
+        raise CatalogError(f"{where}: missing {sorted(missing)}")
+    term = TermSpec(
+        code=merged["code"],
+        severity=merged["severity"],
+        clause=str(merged["clause"]),
+        condition=merged["condition"],
+        message=" ".join(str(merged["message"]).split()),
+        how_to_comply=" ".join(str(merged.get("how_to_comply", "")).split()),
+        params=params,
+        confidence=merged.get("confidence", "verified"),
+        applies_to=merged.get("applies_to", "deployment"),
+        value_from=merged.get("value_from"),
+    )
+    try:
+        term.validate()
+    except TermError as exc:
+        raise CatalogError(f"{where}: {exc}") from None
+    return term
+
+
+def load_templates(directory: Path = CATALOG_DIR) -> dict[str, dict[str, Any]]:
+    return yaml.safe_load((directory / "templates.yaml").read_text(encoding="utf-8"))
+
+
+def load_documents(directory: Path = CATALOG_DIR) -> list[LicenseDocument]:
+    """Every license file, parsed and validated; raises CatalogError naming the file and term."""
+    templates = load_templates(directory)
+    documents = []
+    for path in sorted((directory / "licenses").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        where = path.name
+        unknown = set(data) - LICENSE_KEYS
+        if unknown:
+            raise CatalogError(f"{where}: unknown keys {sorted(unknown)}")
+        if data.get("key") != path.stem:
+            raise CatalogError(f"{where}: key {data.get('key')!r} must match the file name")
+        terms = tuple(
+            term_from_dict(term, templates, f"{where} term {index}") for index, term in enumerate(data["terms"])
+        )
+        effective = data["effective_date"]
+        if not isinstance(effective, date):
+            raise CatalogError(f"{where}: effective_date must be a date (YYYY-MM-DD)")
+        documents.append(
+            LicenseDocument(
+                key=data["key"],
+                name=data["name"],
+                version=str(data["version"]),
+                effective_date=effective,
+                scancode_key=data.get("scancode_key"),
+                spdx_id=data.get("spdx_id"),
+                source_url=data["source_url"],
+                notes=" ".join(str(data.get("notes", "")).split()),
+                terms=terms,
+                path=str(path.relative_to(directory)),
+            )
+        )
+    return documents
+
+
+def load_fx_defaults(directory: Path = CATALOG_DIR) -> tuple[date, str, dict[str, Decimal]]:
+    data = yaml.safe_load((directory / "fx_rates.yaml").read_text(encoding="utf-8"))
+    try:
+        rates = {currency: Decimal(value) for currency, value in data["usd_per_unit"].items()}
+    except InvalidOperation as exc:
+        raise CatalogError(f"fx_rates.yaml: bad rate: {exc}") from None
+    return data["as_of"], data["source"], rates

@@ -1,0 +1,294 @@
+"""The policy engine: a pure function of (license version, facts, FX rates) to a decision with findings.
+
+No Django here: the catalog is loaded into frozen specs first, so an evaluation touches no
+database and each CEL condition is compiled once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import cel
+
+from governance.licenses.facts import (
+    CONSERVATIVE_DEFAULTS,
+    FactsError,
+    NormalizedFacts,
+    derive,
+    normalize_facts,
+    to_usd,
+)
+
+ENGINE_VERSION = "1.0.0"
+
+SEVERITIES = ("blocker", "approval", "obligation", "info")
+APPLIES_TO = ("deployment", "derivatives", "redistribution", "outputs")
+CONFIDENCES = ("verified", "secondary", "unverified")
+FINDING_CODES: dict[str, tuple[str, ...]] = {
+    "attribution.display": ("obligation",),
+    "attribution.notice": ("obligation",),
+    "license.copy": ("obligation",),
+    "modified_files.notice": ("obligation",),
+    "naming.prefix": ("obligation", "blocker"),
+    "use_restrictions.passthrough": ("obligation",),
+    "threshold.licensor_approval": ("approval",),
+    "registration.required": ("approval",),
+    "hosting.separate_license": ("approval",),
+    "use.non_commercial": ("blocker",),
+    "use.research_only": ("blocker",),
+    "use.non_production": ("blocker",),
+    "outputs.training_prohibited": ("blocker",),
+    "territory.restricted": ("blocker",),
+    "aup.prohibited_use": ("blocker",),
+    "guardrail.bypass_terminates": ("blocker",),
+    "facts.assumed": ("info",),
+}
+DECISIONS = ("prohibited", "licensor_approval_required", "allowed_with_obligations", "allowed")
+
+
+class TermError(ValueError):
+    """A term that cannot be used (bad code, severity, or a CEL condition that does not compile/run)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_condition(expression: str) -> cel.Program:
+    try:
+        return cel.compile(expression)
+    except (ValueError, RuntimeError) as exc:
+        raise TermError(f"condition does not compile: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class TermSpec:
+    code: str
+    severity: str
+    clause: str
+    condition: str
+    message: str
+    how_to_comply: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    confidence: str = "verified"
+    applies_to: str = "deployment"
+    value_from: str | None = None  # a derived fact reported as params["value"] (thresholds)
+
+    def validate(self) -> None:
+        """Raise TermError unless the term is usable: known code/severity and a condition that runs."""
+        if self.code not in FINDING_CODES or self.code == "facts.assumed":
+            raise TermError(f"code {self.code!r} is not a license finding code")
+        if self.severity not in FINDING_CODES[self.code]:
+            raise TermError(f"severity {self.severity!r} is not allowed for {self.code}")
+        if self.confidence not in CONFIDENCES:
+            raise TermError(f"confidence must be one of {', '.join(CONFIDENCES)}")
+        if self.applies_to not in APPLIES_TO:
+            raise TermError(f"applies_to must be one of {', '.join(APPLIES_TO)}")
+        if self.code == "aup.prohibited_use" and not isinstance(self.params.get("categories"), list):
+            raise TermError("aup.prohibited_use needs params.categories (a list)")
+        program = compile_condition(self.condition)
+        # Dry-run against the conservative facts and a fully known variant, so a typo in a
+        # fact name fails when the term is saved, not during someone's evaluation.
+        for sample in _SAMPLE_CONTEXTS:
+            try:
+                result = program.execute({"facts": sample, "params": self.params})
+            except Exception as exc:  # the CEL runtime raises several types
+                raise TermError(f"condition fails on sample facts: {type(exc).__name__}: {exc}") from None
+            if not isinstance(result, bool):
+                raise TermError(f"condition must be boolean, got {type(result).__name__}")
+        try:
+            self.message.format_map(_Placeholders({**self.params, "value": 0}))
+        except (KeyError, ValueError, IndexError) as exc:
+            raise TermError(f"message template is invalid: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class LicenseSpec:
+    key: str
+    name: str
+    version: str
+    text_sha256: str
+    terms: tuple[TermSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FxTable:
+    usd_per_unit: dict[str, Decimal]
+    as_of: dict[str, date]
+
+    @property
+    def currencies(self) -> frozenset[str]:
+        return frozenset(self.usd_per_unit)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    code: str
+    severity: str
+    clause: str
+    message: str
+    params: dict[str, Any]
+    confidence: str = "verified"
+    applies_to: str = "deployment"
+    how_to_comply: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "clause": self.clause,
+            "message": self.message,
+            "params": self.params,
+            "confidence": self.confidence,
+            "applies_to": self.applies_to,
+            "how_to_comply": self.how_to_comply,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    decision: str
+    license_key: str
+    license_version: str
+    text_sha256: str
+    findings: tuple[Finding, ...]
+    facts: dict[str, Any]
+    engine_version: str = ENGINE_VERSION
+
+    def as_contract(self) -> dict[str, Any]:
+        """The response body of POST /api/v1/licenses/evaluate (DESIGN.md)."""
+        return {
+            "decision": self.decision,
+            "license": {"key": self.license_key, "version": self.license_version, "text_sha256": self.text_sha256},
+            "findings": [finding.as_dict() for finding in self.findings],
+        }
+
+
+class _Placeholders(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def decide(findings: tuple[Finding, ...] | list[Finding]) -> str:
+    severities = {finding.severity for finding in findings}
+    if "blocker" in severities:
+        return "prohibited"
+    if "approval" in severities:
+        return "licensor_approval_required"
+    if "obligation" in severities:
+        return "allowed_with_obligations"
+    return "allowed"
+
+
+def _money(amount: float) -> str:
+    return f"{amount:,.0f}" if amount == int(amount) else f"{amount:,.2f}"
+
+
+def evaluate(spec: LicenseSpec, raw_facts: Any, fx: FxTable) -> Evaluation:
+    """Check `raw_facts` (the contract's facts object) against one license version.
+
+    Raises FactsError naming the bad field; never touches a database.
+    """
+    normalized: NormalizedFacts = normalize_facts(raw_facts, known_currencies=fx.currencies)
+    facts = normalized.facts
+    revenue = facts["monthly_revenue"]
+    revenue_usd: float | None = None
+    conversion: dict[str, Any] = {}
+    if revenue is not None:
+        revenue_usd = to_usd(revenue["amount"], revenue["currency"], fx.usd_per_unit)
+        if revenue["currency"] != "USD":
+            rate = fx.usd_per_unit[revenue["currency"]]
+            conversion = {
+                "amount": revenue["amount"],
+                "currency": revenue["currency"],
+                "fx_usd_per_unit": str(rate),
+                "fx_as_of": fx.as_of[revenue["currency"]].isoformat(),
+                "amount_usd": round(revenue_usd, 2),
+            }
+    context_facts = derive(facts, revenue_usd)
+    findings: list[Finding] = []
+    for term in spec.terms:
+        program = compile_condition(term.condition)
+        if program.execute({"facts": context_facts, "params": term.params}) is not True:
+            continue
+        findings.extend(_findings_for(term, context_facts, conversion))
+    for name in normalized.assumed:
+        findings.append(
+            Finding(
+                code="facts.assumed",
+                severity="info",
+                clause="",
+                message=f"{name} was not given; assumed the most conservative value {CONSERVATIVE_DEFAULTS[name]!r}.",
+                params={"field": name, "value": CONSERVATIVE_DEFAULTS[name]},
+                how_to_comply=f"Provide facts.{name} for a precise evaluation.",
+            )
+        )
+    findings.sort(key=lambda f: SEVERITIES.index(f.severity))
+    return Evaluation(
+        decision=decide(findings),
+        license_key=spec.key,
+        license_version=spec.version,
+        text_sha256=spec.text_sha256,
+        findings=tuple(findings),
+        facts=facts,
+    )
+
+
+def _findings_for(term: TermSpec, facts: dict[str, Any], conversion: dict[str, Any]) -> list[Finding]:
+    def finding(params: dict[str, Any]) -> Finding:
+        return Finding(
+            code=term.code,
+            severity=term.severity,
+            clause=term.clause,
+            message=term.message.format_map(_Placeholders(params)),
+            params=params,
+            confidence=term.confidence,
+            applies_to=term.applies_to,
+            how_to_comply=term.how_to_comply.format_map(_Placeholders(params)),
+        )
+
+    params = {k: v for k, v in term.params.items() if k != "categories"}
+    if term.code == "aup.prohibited_use":
+        banned = set(term.params["categories"])
+        return [finding({**params, "category": use}) for use in facts["intended_uses"] if use in banned]
+    if term.value_from is not None:
+        value = facts[term.value_from]
+        params["value"] = value
+        if value is None:
+            params["assumed"] = "unknown, treated as above the limit"
+        if term.value_from == "revenue_usd" and conversion:
+            params["conversion"] = conversion
+        if isinstance(value, float):
+            params["value"] = round(value, 2)
+        params["value_display"] = "unknown" if value is None else _money(float(value))
+    return [finding(params)]
+
+
+def _sample_contexts() -> list[dict[str, Any]]:
+    conservative = normalize_facts({}, known_currencies={"USD"}).facts
+    known = normalize_facts(
+        {
+            "use_case": "internal",
+            "commercial_entity": False,
+            "hosted_service": False,
+            "production": False,
+            "monthly_active_users": 10,
+            "monthly_active_users_at_model_release": 5,
+            "monthly_revenue": {"amount": 1.5, "currency": "USD"},
+            "org_country": "US",
+            "multimodal": False,
+            "outputs_used_to_train_other_models": False,
+            "derivative": {"kind": "fine_tune", "distribution": "public", "name": "x"},
+            "redistributes_original_weights": False,
+            "intended_uses": ["military"],
+            "guardrails_removed": False,
+        },
+        known_currencies={"USD"},
+    ).facts
+    return [derive(conservative, None), derive(known, 1.5)]
+
+
+_SAMPLE_CONTEXTS = _sample_contexts()
+
+__all__ = ["ENGINE_VERSION", "Evaluation", "FactsError", "Finding", "FxTable", "LicenseSpec", "TermSpec", "evaluate"]

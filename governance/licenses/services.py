@@ -1,0 +1,244 @@
+"""Writes to the license catalog. Each writes its audit event in the same transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.db import models, transaction
+from django.utils import timezone
+
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_record
+from governance.core.canonical import canonical_sha256
+from governance.core.errors import ConflictError
+from governance.licenses.catalog import CATALOG_DIR, LicenseDocument, load_documents, load_fx_defaults
+from governance.licenses.engine import Evaluation, TermSpec
+from governance.licenses.models import FxRate, License, LicenseEvaluation, LicenseTerm, LicenseVersion
+
+Actor = User | AnonymousUser | str | None
+
+
+def _term_document(term: TermSpec) -> dict[str, Any]:
+    return {
+        "code": term.code,
+        "severity": term.severity,
+        "clause": term.clause,
+        "condition": term.condition,
+        "message": term.message,
+        "how_to_comply": term.how_to_comply,
+        "params": term.params,
+        "confidence": term.confidence,
+        "applies_to": term.applies_to,
+        "value_from": term.value_from,
+    }
+
+
+def terms_digest(
+    *, key: str, version: str, effective_date: date, terms: list[TermSpec] | tuple[TermSpec, ...], text: str
+) -> str:
+    """SHA-256 of the canonical JSON of everything the engine uses, plus the full text when present."""
+    return canonical_sha256(
+        {
+            "key": key,
+            "version": version,
+            "effective_date": effective_date.isoformat(),
+            "terms": [_term_document(term) for term in terms],
+            "text_sha256": canonical_sha256(text) if text else None,
+        }
+    )
+
+
+def license_version_refresh_digest(version: LicenseVersion) -> str:
+    terms = [term.spec() for term in version.terms.all()]
+    version.digest = terms_digest(
+        key=version.license.key,
+        version=version.version,
+        effective_date=version.effective_date,
+        terms=terms,
+        text=version.text,
+    )
+    LicenseVersion.objects.filter(pk=version.pk).update(digest=version.digest)
+    return version.digest
+
+
+@dataclass
+class CatalogReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    fx_created: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.updated or self.fx_created)
+
+
+def _write_terms(version: LicenseVersion, terms: tuple[TermSpec, ...]) -> None:
+    version.terms.all().delete()
+    LicenseTerm.objects.bulk_create(
+        LicenseTerm(
+            version=version,
+            position=index,
+            code=term.code,
+            severity=term.severity,
+            clause=term.clause,
+            condition=term.condition,
+            params=term.params,
+            message=term.message,
+            how_to_comply=term.how_to_comply,
+            confidence=term.confidence,
+            applies_to=term.applies_to,
+            value_from=term.value_from or "",
+        )
+        for index, term in enumerate(terms)
+    )
+
+
+def _load_document(document: LicenseDocument, report: CatalogReport) -> None:
+    license_, _ = License.objects.update_or_create(
+        key=document.key,
+        defaults={
+            "name": document.name,
+            "scancode_key": document.scancode_key or "",
+            "spdx_id": document.spdx_id or "",
+            "source_url": document.source_url,
+            "notes": document.notes,
+        },
+    )
+    label = f"{document.key} {document.version}"
+    version = LicenseVersion.objects.filter(license=license_, version=document.version).first()
+    if version is None:
+        version = LicenseVersion.objects.create(
+            license=license_, version=document.version, effective_date=document.effective_date, published_at=timezone.now()
+        )
+        _write_terms(version, document.terms)
+        license_version_refresh_digest(version)
+        report.created.append(label)
+        return
+    wanted = terms_digest(
+        key=document.key,
+        version=document.version,
+        effective_date=document.effective_date,
+        terms=document.terms,
+        text=version.text,
+    )
+    if wanted == version.digest:
+        report.unchanged.append(label)
+    elif version.is_locked:
+        report.conflicts.append(f"{label}: terms differ from {document.path} but evaluations reference it; bump the version")
+    else:
+        version.effective_date = document.effective_date
+        version.published_at = version.published_at or timezone.now()
+        version.save(update_fields=["effective_date", "published_at"])
+        _write_terms(version, document.terms)
+        license_version_refresh_digest(version)
+        report.updated.append(label)
+
+
+def license_catalog_load(*, actor: Actor, directory: Path = CATALOG_DIR) -> CatalogReport:
+    """Load the YAML catalog (idempotent): new versions are created, unused changed ones updated."""
+    documents = load_documents(directory)
+    as_of, source, rates = load_fx_defaults(directory)
+    report = CatalogReport()
+    with transaction.atomic():
+        for document in documents:
+            _load_document(document, report)
+        for currency, rate in rates.items():
+            _, created = FxRate.objects.get_or_create(
+                currency=currency, defaults={"usd_per_unit": rate, "as_of": as_of, "source": source}
+            )
+            if created:
+                report.fx_created.append(currency)
+        if report.changed:
+            audit_record(
+                actor=actor,
+                action=AuditAction.LICENSE_CATALOG_LOADED,
+                data={"created": report.created, "updated": report.updated, "fx_created": report.fx_created},
+            )
+    return report
+
+
+def license_version_publish(*, version: LicenseVersion, actor: Actor) -> list[tuple[str, str]]:
+    """Publish `version` (it becomes current). Returns the subjects evaluated under older versions
+    of the same license, which must be re-evaluated (the deployments app queues that)."""
+    with transaction.atomic():
+        version = LicenseVersion.objects.select_for_update().select_related("license").get(pk=version.pk)
+        if version.published_at is not None:
+            raise ConflictError(f"{version} is already published")
+        if not version.terms.exists():
+            raise ConflictError(f"{version} has no terms", extra={"field": "terms"})
+        license_version_refresh_digest(version)
+        version.published_at = timezone.now()
+        version.save(update_fields=["published_at"])
+        affected = sorted(
+            set(
+                LicenseEvaluation.objects.filter(version__license=version.license)
+                .exclude(version=version)
+                .values_list("subject_type", "subject_id")
+            )
+        )
+        audit_record(
+            actor=actor,
+            action=AuditAction.LICENSE_VERSION_PUBLISHED,
+            obj=version,
+            data={"license": version.license.key, "version": version.version, "digest": version.digest,
+                  "affected_subjects": [f"{t}:{i}" for t, i in affected]},
+        )
+    return affected
+
+
+def license_term_saved(*, term: LicenseTerm, actor: Actor, deleted: bool = False) -> None:
+    """After an admin edit of a (draft or unused) version's term: refresh the digest, audit it."""
+    with transaction.atomic():
+        version = term.version
+        digest = license_version_refresh_digest(version)
+        audit_record(
+            actor=actor,
+            action=AuditAction.LICENSE_TERM_CHANGED,
+            obj=version,
+            data={"term": term.code, "clause": term.clause, "deleted": deleted, "digest": digest},
+        )
+
+
+def fx_rate_set(*, currency: str, usd_per_unit: Decimal, as_of: date, source: str, actor: Actor) -> FxRate:
+    with transaction.atomic():
+        rate, _ = FxRate.objects.update_or_create(
+            currency=currency, defaults={"usd_per_unit": usd_per_unit, "as_of": as_of, "source": source}
+        )
+        audit_record(
+            actor=actor,
+            action=AuditAction.FX_RATE_CHANGED,
+            obj=("licenses.fxrate", currency),
+            data={"currency": currency, "usd_per_unit": str(usd_per_unit), "as_of": as_of.isoformat()},
+        )
+    return rate
+
+
+def license_evaluation_store(
+    *, version: LicenseVersion, subject: models.Model, evaluation: Evaluation, actor: Actor
+) -> LicenseEvaluation:
+    """Store an evaluation of `subject` (this locks the version against edits) and audit it."""
+    subject_type, subject_id = subject._meta.label_lower, str(getattr(subject, "code", subject.pk))
+    with transaction.atomic():
+        stored = LicenseEvaluation.objects.create(
+            version=version,
+            subject_type=subject_type,
+            subject_id=subject_id,
+            facts=evaluation.facts,
+            decision=evaluation.decision,
+            findings=[finding.as_dict() for finding in evaluation.findings],
+            engine_version=evaluation.engine_version,
+        )
+        audit_record(
+            actor=actor,
+            action=AuditAction.LICENSE_EVALUATED,
+            obj=subject,
+            data={"license": version.license.key, "version": version.version, "decision": evaluation.decision},
+        )
+    return stored
