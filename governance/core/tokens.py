@@ -6,7 +6,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import User
 from django.utils import timezone
@@ -15,6 +15,7 @@ from governance.core.models import ApiToken
 
 TOKEN_PREFIX = "gov_"  # noqa: S105  (a public marker, not a secret)
 PREFIX_LENGTH = 12
+LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,8 @@ def api_token_resolve(clear_text: str) -> ApiToken | None:
             return None
         if not candidate.user.is_active:
             return None
-        ApiToken.objects.filter(pk=candidate.pk).update(last_used_at=now)
+        # Write at most once a minute per token: a write on every request would serialize readers.
+        if candidate.last_used_at is None or now - candidate.last_used_at > LAST_USED_RESOLUTION:
+            ApiToken.objects.filter(pk=candidate.pk).update(last_used_at=now)
         return candidate
     return None

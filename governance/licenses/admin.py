@@ -78,7 +78,10 @@ class FxRateAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: FxRate, form: Any, change: bool) -> None:
         try:
             fx_rate_set(
-                currency=obj.currency, usd_per_unit=obj.usd_per_unit, as_of=obj.as_of, source=obj.source,
+                currency=obj.currency,
+                usd_per_unit=obj.usd_per_unit,
+                as_of=obj.as_of,
+                source=obj.source,
                 actor=request.user,
             )
         except ValidationError as exc:

@@ -21,7 +21,9 @@ from governance.licenses.selectors import license_current_version, license_evalu
 
 class EvaluateInputSerializer(serializers.Serializer):
     license = serializers.CharField(max_length=64)
-    facts = serializers.JSONField(help_text="deployment facts; see DESIGN.md (missing facts are assumed conservatively)")
+    facts = serializers.JSONField(
+        help_text="deployment facts; see DESIGN.md (missing facts are assumed conservatively)"
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         unknown = set(self.initial_data) - set(self.fields)
@@ -74,7 +76,17 @@ class LicenseEvaluateApi(APIView):
 class TermOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = LicenseTerm
-        fields = ["code", "severity", "clause", "condition", "params", "message", "how_to_comply", "confidence", "applies_to"]
+        fields = [
+            "code",
+            "severity",
+            "clause",
+            "condition",
+            "params",
+            "message",
+            "how_to_comply",
+            "confidence",
+            "applies_to",
+        ]
 
 
 class VersionOutputSerializer(serializers.ModelSerializer):

@@ -7,6 +7,8 @@ database and each CEL condition is compiled once per process.
 from __future__ import annotations
 
 import functools
+import json
+import re
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -62,6 +64,22 @@ def compile_condition(expression: str) -> cel.Program:
         raise TermError(f"condition does not compile: {exc}") from None
 
 
+_PARAM_REF = re.compile(r"\bparams\.([A-Za-z_]\w*)")
+_FACT_REF = re.compile(r"\bfacts\.([A-Za-z_]\w*)")
+
+
+def specialize(condition: str, params: dict[str, Any]) -> str:
+    """Inline each `params.NAME` as a literal. JSON literals (strings, numbers, booleans, null,
+    lists, objects) are also CEL literals, so the program needs no per-call `params` variable:
+    converting Python values into CEL on every call cost more than running the program."""
+
+    def literal(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return json.dumps(params[name]) if name in params else match.group(0)
+
+    return _PARAM_REF.sub(literal, condition)
+
+
 @dataclass(frozen=True, slots=True)
 class TermSpec:
     code: str
@@ -74,6 +92,16 @@ class TermSpec:
     confidence: str = "verified"
     applies_to: str = "deployment"
     value_from: str | None = None  # a derived fact reported as params["value"] (thresholds)
+    program_source: str = field(init=False, repr=False, compare=False, default="")
+    fact_names: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "program_source", specialize(self.condition, self.params))
+        object.__setattr__(self, "fact_names", frozenset(_FACT_REF.findall(self.condition)))
+
+    def matches(self, facts: dict[str, Any] | cel.Context) -> bool:
+        context = facts if isinstance(facts, cel.Context) else _cel_context(facts, self.fact_names)
+        return compile_condition(self.program_source).execute(context) is True
 
     def validate(self) -> None:
         """Raise TermError unless the term is usable: known code/severity and a condition that runs."""
@@ -87,12 +115,15 @@ class TermSpec:
             raise TermError(f"applies_to must be one of {', '.join(APPLIES_TO)}")
         if self.code == "aup.prohibited_use" and not isinstance(self.params.get("categories"), list):
             raise TermError("aup.prohibited_use needs params.categories (a list)")
-        program = compile_condition(self.condition)
+        unknown_params = set(_PARAM_REF.findall(self.condition)) - set(self.params)
+        if unknown_params:
+            raise TermError(f"condition fails on sample facts: no params {sorted(unknown_params)}")
+        program = compile_condition(self.program_source)
         # Dry-run against the conservative facts and a fully known variant, so a typo in a
         # fact name fails when the term is saved, not during someone's evaluation.
         for sample in _SAMPLE_CONTEXTS:
             try:
-                result = program.execute({"facts": sample, "params": self.params})
+                result = program.execute(_cel_context(sample, self.fact_names))
             except Exception as exc:  # the CEL runtime raises several types
                 raise TermError(f"condition fails on sample facts: {type(exc).__name__}: {exc}") from None
             if not isinstance(result, bool):
@@ -207,10 +238,11 @@ def evaluate(spec: LicenseSpec, raw_facts: Any, fx: FxTable) -> Evaluation:
                 "amount_usd": round(revenue_usd, 2),
             }
     context_facts = derive(facts, revenue_usd)
+    # One CEL context per evaluation, holding only the facts this license's conditions read.
+    context = _cel_context(context_facts, frozenset().union(*(term.fact_names for term in spec.terms)))
     findings: list[Finding] = []
     for term in spec.terms:
-        program = compile_condition(term.condition)
-        if program.execute({"facts": context_facts, "params": term.params}) is not True:
+        if not term.matches(context):
             continue
         findings.extend(_findings_for(term, context_facts, conversion))
     for name in normalized.assumed:
@@ -263,6 +295,13 @@ def _findings_for(term: TermSpec, facts: dict[str, Any], conversion: dict[str, A
             params["value"] = round(value, 2)
         params["value_display"] = "unknown" if value is None else _money(float(value))
     return [finding(params)]
+
+
+def _cel_context(facts: dict[str, Any], names: frozenset[str]) -> cel.Context:
+    try:
+        return cel.Context(variables={"facts": {name: facts[name] for name in names}})
+    except KeyError as exc:
+        raise TermError(f"condition fails on sample facts: unknown fact {exc.args[0]!r}") from None
 
 
 def _sample_contexts() -> list[dict[str, Any]]:

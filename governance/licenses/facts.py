@@ -22,7 +22,35 @@ AUP_CATEGORIES = (
 )  # fmt: skip
 # Member states of the European Union (ISO 3166-1 alpha-2), for the Llama 3.2+ multimodal clause.
 EU_COUNTRIES = frozenset(
-    "AT BE BG HR CY CZ DK EE FI FR DE GR HU IE IT LV LT LU MT NL PL PT RO SK SI ES SE".split()
+    [
+        "AT",
+        "BE",
+        "BG",
+        "HR",
+        "CY",
+        "CZ",
+        "DK",
+        "EE",
+        "FI",
+        "FR",
+        "DE",
+        "GR",
+        "HU",
+        "IE",
+        "IT",
+        "LV",
+        "LT",
+        "LU",
+        "MT",
+        "NL",
+        "PL",
+        "PT",
+        "RO",
+        "SK",
+        "SI",
+        "ES",
+        "SE",
+    ]
 )
 
 # The most conservative value of each fact, used when the fact is missing (with an info finding).

@@ -82,6 +82,18 @@ class LicenseTerm(models.Model):
     def __str__(self) -> str:
         return f"{self.code} ({self.clause})"
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self._refuse_if_locked()
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        self._refuse_if_locked()
+        return super().delete(*args, **kwargs)
+
+    def _refuse_if_locked(self) -> None:
+        if self.version_id and LicenseEvaluation.objects.filter(version_id=self.version_id).exists():
+            raise ValidationError("this license version is referenced by evaluations: publish a new version instead")
+
     def spec(self) -> TermSpec:
         return TermSpec(
             code=self.code,
@@ -102,18 +114,6 @@ class LicenseTerm(models.Model):
         except TermError as exc:
             field = "condition" if "condition" in str(exc) else "message" if "message" in str(exc) else "code"
             raise ValidationError({field: str(exc)}) from None
-
-    def _refuse_if_locked(self) -> None:
-        if self.version_id and LicenseEvaluation.objects.filter(version_id=self.version_id).exists():
-            raise ValidationError("this license version is referenced by evaluations: publish a new version instead")
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        self._refuse_if_locked()
-        super().save(*args, **kwargs)
-
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
-        self._refuse_if_locked()
-        return super().delete(*args, **kwargs)
 
 
 class FxRate(models.Model):

@@ -115,7 +115,10 @@ def _load_document(document: LicenseDocument, report: CatalogReport) -> None:
     version = LicenseVersion.objects.filter(license=license_, version=document.version).first()
     if version is None:
         version = LicenseVersion.objects.create(
-            license=license_, version=document.version, effective_date=document.effective_date, published_at=timezone.now()
+            license=license_,
+            version=document.version,
+            effective_date=document.effective_date,
+            published_at=timezone.now(),
         )
         _write_terms(version, document.terms)
         license_version_refresh_digest(version)
@@ -131,7 +134,9 @@ def _load_document(document: LicenseDocument, report: CatalogReport) -> None:
     if wanted == version.digest:
         report.unchanged.append(label)
     elif version.is_locked:
-        report.conflicts.append(f"{label}: terms differ from {document.path} but evaluations reference it; bump the version")
+        report.conflicts.append(
+            f"{label}: terms differ from {document.path} but evaluations reference it; bump the version"
+        )
     else:
         version.effective_date = document.effective_date
         version.published_at = version.published_at or timezone.now()
@@ -187,8 +192,12 @@ def license_version_publish(*, version: LicenseVersion, actor: Actor) -> list[tu
             actor=actor,
             action=AuditAction.LICENSE_VERSION_PUBLISHED,
             obj=version,
-            data={"license": version.license.key, "version": version.version, "digest": version.digest,
-                  "affected_subjects": [f"{t}:{i}" for t, i in affected]},
+            data={
+                "license": version.license.key,
+                "version": version.version,
+                "digest": version.digest,
+                "affected_subjects": [f"{t}:{i}" for t, i in affected],
+            },
         )
     return affected
 

@@ -1,0 +1,182 @@
+"""Loading the catalog, versions that freeze once used, publishing, CEL validation on save."""
+
+import shutil
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.management import call_command
+
+from governance.audit.actions import AuditAction
+from governance.audit.models import AuditEvent
+from governance.core.errors import ConflictError
+from governance.licenses.catalog import CATALOG_DIR, CatalogError, load_documents
+from governance.licenses.engine import TermError, TermSpec
+from governance.licenses.models import FxRate, License, LicenseTerm, LicenseVersion
+from governance.licenses.selectors import license_evaluate
+from governance.licenses.services import (
+    license_catalog_load,
+    license_evaluation_store,
+    license_version_publish,
+)
+from tests.conftest import Personas
+from tests.licenses.helpers import BASE_FACTS
+
+
+def _copy_catalog(tmp_path: Path) -> Path:
+    target = tmp_path / "catalog"
+    shutil.copytree(CATALOG_DIR, target, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    return target
+
+
+def test_catalog_has_every_reference_license_with_sources() -> None:
+    documents = {doc.key: doc for doc in load_documents()}
+    assert len(documents) == 25
+    for doc in documents.values():
+        assert doc.source_url.startswith("https://"), doc.key
+        assert doc.terms, doc.key
+    assert documents["apache-2.0"].spdx_id == "Apache-2.0"
+    assert documents["llama-3.1"].scancode_key == "llama-3.1-license-2024"
+
+
+def test_load_is_idempotent_and_reports_changes(db: None) -> None:
+    out = StringIO()
+    call_command("load_license_catalog", stdout=out)
+    assert "25 created" in out.getvalue()
+    out = StringIO()
+    call_command("load_license_catalog", stdout=out)
+    assert "0 created, 0 updated, 25 unchanged" in out.getvalue()
+    assert License.objects.count() == 25
+    assert FxRate.objects.get(currency="CNY").usd_per_unit > 0
+    assert AuditEvent.objects.filter(action=AuditAction.LICENSE_CATALOG_LOADED).count() == 1
+
+
+def test_changed_file_updates_an_unused_version_and_conflicts_with_a_used_one(
+    personas: Personas, tmp_path: Path
+) -> None:
+    license_catalog_load(actor="system:test")
+    catalog = _copy_catalog(tmp_path)
+    mit = catalog / "licenses" / "mit.yaml"
+    mit.write_text(mit.read_text().replace("Keep the copyright", "Retain the copyright"))
+    before = LicenseVersion.objects.get(license__key="mit").digest
+    report = license_catalog_load(actor="system:test", directory=catalog)
+    assert report.updated == ["mit 1.0"]
+    assert LicenseVersion.objects.get(license__key="mit").digest != before
+    # Once an evaluation references the version, it is frozen.
+    version, evaluation = license_evaluate("mit", BASE_FACTS)
+    license_evaluation_store(version=version, subject=personas.team, evaluation=evaluation, actor=personas.legal)
+    mit.write_text(mit.read_text().replace("Retain the copyright", "Keep all copyright"))
+    report = license_catalog_load(actor="system:test", directory=catalog)
+    assert report.conflicts
+    assert "bump the version" in report.conflicts[0]
+
+
+def test_used_version_refuses_term_edits(personas: Personas) -> None:
+    license_catalog_load(actor="system:test")
+    version, evaluation = license_evaluate("llama-3.1", BASE_FACTS)
+    license_evaluation_store(version=version, subject=personas.team, evaluation=evaluation, actor=personas.legal)
+    term = version.terms.first()
+    assert term is not None
+    term.message = "changed"
+    with pytest.raises(ValidationError, match="referenced by evaluations"):
+        term.save()
+    with pytest.raises(ValidationError):
+        term.delete()
+    version.text = "new full text"
+    with pytest.raises(ValidationError):
+        version.save()
+
+
+def test_publishing_a_new_version_lists_subjects_to_reevaluate(personas: Personas) -> None:
+    license_catalog_load(actor="system:test")
+    old, evaluation = license_evaluate("qwen", BASE_FACTS)
+    license_evaluation_store(version=old, subject=personas.team, evaluation=evaluation, actor=personas.legal)
+    new = LicenseVersion.objects.create(license=old.license, version="2026-01-01", effective_date="2026-01-01")
+    with pytest.raises(ConflictError, match="no terms"):
+        license_version_publish(version=new, actor=personas.admin)
+    for term in old.terms.all():
+        term.pk = None
+        term.version = new
+        term.save()
+    affected = license_version_publish(version=new, actor=personas.admin)
+    assert affected == [("core.team", str(personas.team.code))]
+    current, _ = license_evaluate("qwen", BASE_FACTS)
+    assert current.version == "2026-01-01"
+    event = AuditEvent.objects.get(action=AuditAction.LICENSE_VERSION_PUBLISHED)
+    assert event.data["affected_subjects"] == [f"core.team:{personas.team.code}"]
+    with pytest.raises(ConflictError, match="already published"):
+        license_version_publish(version=new, actor=personas.admin)
+
+
+@pytest.mark.parametrize(
+    ("condition", "message"),
+    [("facts.mau >", "does not compile"), ("facts.no_such_fact == 1", "fails on sample facts"), ("1 + 1", "boolean")],
+)
+def test_bad_cel_is_rejected_when_a_term_is_saved(condition: str, message: str) -> None:
+    term = TermSpec(code="license.copy", severity="obligation", clause="1", condition=condition, message="m")
+    with pytest.raises(TermError, match=message):
+        term.validate()
+
+
+def test_model_clean_names_the_condition_field(db: None) -> None:
+    license_catalog_load(actor="system:test")
+    term = LicenseTerm(
+        version=LicenseVersion.objects.get(license__key="mit"),
+        code="license.copy",
+        severity="obligation",
+        clause="1",
+        condition="facts.mau >",
+        message="m",
+    )
+    with pytest.raises(ValidationError) as raised:
+        term.full_clean()
+    assert "condition" in raised.value.message_dict
+
+
+def test_admin_shows_the_cel_compile_error(personas: Personas, client) -> None:  # type: ignore[no-untyped-def]
+    license_catalog_load(actor="system:test")
+    personas.admin.is_staff = personas.admin.is_superuser = True
+    personas.admin.save()
+    client.force_login(personas.admin)
+    version = LicenseVersion.objects.get(license__key="mit")
+    term = version.terms.get()
+    url = f"/admin/licenses/licenseversion/{version.pk}/change/"
+    assert client.get(url).status_code == 200
+    prefix = "terms"
+    data = {
+        "license": version.license.pk,
+        "version": version.version,
+        "effective_date": "1988-01-01",
+        "text": "",
+        f"{prefix}-TOTAL_FORMS": "1",
+        f"{prefix}-INITIAL_FORMS": "1",
+        f"{prefix}-MIN_NUM_FORMS": "0",
+        f"{prefix}-MAX_NUM_FORMS": "1000",
+        f"{prefix}-0-id": term.pk,
+        f"{prefix}-0-version": version.pk,
+        f"{prefix}-0-position": "0",
+        f"{prefix}-0-code": "license.copy",
+        f"{prefix}-0-severity": "obligation",
+        f"{prefix}-0-clause": "x",
+        f"{prefix}-0-condition": "facts.redistributes_original_weights &&",
+        f"{prefix}-0-params": "{}",
+        f"{prefix}-0-message": "m",
+        f"{prefix}-0-how_to_comply": "",
+        f"{prefix}-0-confidence": "verified",
+        f"{prefix}-0-applies_to": "redistribution",
+        f"{prefix}-0-value_from": "",
+    }
+    response = client.post(url, data)
+    assert response.status_code == 200  # the form is shown again with the error
+    assert "does not compile" in response.content.decode()
+    term.refresh_from_db()
+    assert term.condition != "facts.redistributes_original_weights &&"
+
+
+def test_catalog_errors_name_file_and_term(tmp_path: Path) -> None:
+    catalog = _copy_catalog(tmp_path)
+    gemma = catalog / "licenses" / "gemma.yaml"
+    gemma.write_text(gemma.read_text().replace("use: modified_files", "use: no_such_template"))
+    with pytest.raises(CatalogError, match=r"gemma.yaml term 3: unknown template"):
+        load_documents(catalog)
