@@ -1,0 +1,122 @@
+"""Parameter counts from the architecture, by component, so memory can shard each part its own way.
+
+Counts are elements (parameters). Conventions: norms and biases counted; the MoE router
+(and DeepSeek's routing bias) counted; MTP layers not counted (not served by default);
+`active_per_token` excludes the input embedding (a lookup, no matmul) and includes lm_head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.specs import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LayerParams:
+    attention: int  # projections (+ biases, sinks, q/k norms)
+    attention_replicated: int  # parts every TP rank holds whole (MLA down-projections and their norms)
+    norms: int
+    dense_mlp: int
+    routed_experts: int  # all routed experts of the layer
+    routed_expert_each: int
+    shared_experts: int
+    router: int
+
+    @property
+    def total(self) -> int:
+        return (
+            self.attention + self.attention_replicated + self.norms + self.dense_mlp
+            + self.routed_experts + self.shared_experts + self.router
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ParamBreakdown:
+    embedding: int
+    lm_head: int
+    final_norm: int
+    vision: int
+    layers: tuple[LayerParams, ...]
+    experts_per_token: int
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.lm_head + self.final_norm + self.vision + sum(layer.total for layer in self.layers)
+
+    @property
+    def active_per_token(self) -> int:
+        active = self.lm_head + self.final_norm
+        for layer in self.layers:
+            active += layer.attention + layer.attention_replicated + layer.norms + layer.dense_mlp
+            active += layer.shared_experts + layer.router + self.experts_per_token * layer.routed_expert_each * bool(
+                layer.routed_experts
+            )
+        return active
+
+
+def _swiglu(hidden: int, intermediate: int, bias: bool = False) -> int:
+    """gate, up and down projections of a SwiGLU MLP."""
+    return 3 * hidden * intermediate + (2 * intermediate + hidden if bias else 0)
+
+
+def _attention(spec: ModelSpec) -> tuple[int, int]:
+    """(TP-sharded part, replicated part) of one attention block."""
+    h = spec.hidden_size
+    if spec.attention == "mla":
+        qk_head = spec.qk_nope_head_dim + spec.qk_rope_head_dim
+        heads = spec.num_attention_heads
+        replicated = h * (spec.kv_lora_rank + spec.qk_rope_head_dim) + spec.kv_lora_rank  # kv_a + its norm
+        if spec.q_lora_rank:
+            replicated += h * spec.q_lora_rank + spec.q_lora_rank  # q_a + its norm
+            q_up = spec.q_lora_rank * heads * qk_head
+        else:
+            q_up = h * heads * qk_head
+        kv_up = spec.kv_lora_rank * heads * (spec.qk_nope_head_dim + spec.v_head_dim)
+        out = heads * spec.v_head_dim * h
+        return q_up + kv_up + out, replicated
+    q = spec.num_attention_heads * spec.head_dim
+    kv = spec.num_kv_heads * spec.head_dim
+    sharded = h * q + 2 * h * kv + q * h
+    if spec.attention_bias:
+        sharded += q + 2 * kv + h
+    if spec.attention_sinks:
+        sharded += spec.num_attention_heads
+    if spec.qk_norm:
+        sharded += 2 * spec.head_dim
+    return sharded, 0
+
+
+def count_params(spec: ModelSpec) -> ParamBreakdown:
+    h = spec.hidden_size
+    attention, replicated = _attention(spec)
+    layers = []
+    for index in range(spec.num_layers):
+        moe = spec.is_moe_layer(index)
+        expert = _swiglu(h, spec.moe_intermediate_size, spec.expert_bias) if moe else 0
+        router = (h * spec.n_routed_experts + (spec.n_routed_experts if spec.expert_bias or spec.attention == "mla" else 0)) if moe else 0
+        layers.append(
+            LayerParams(
+                attention=attention,
+                attention_replicated=replicated,
+                norms=2 * h,
+                dense_mlp=0 if moe else _swiglu(h, spec.dense_intermediate_size),
+                routed_experts=expert * spec.n_routed_experts,
+                routed_expert_each=expert,
+                shared_experts=_swiglu(h, spec.moe_intermediate_size) * spec.n_shared_experts if moe else 0,
+                router=router,
+            )
+        )
+    vision = 0
+    if spec.vision is not None:
+        v = spec.vision
+        vision = v.num_layers * (4 * v.hidden_size * v.hidden_size + 2 * v.hidden_size * v.intermediate_size)
+    embedding = spec.vocab_size * h
+    return ParamBreakdown(
+        embedding=embedding,
+        lm_head=0 if spec.tie_word_embeddings else embedding,
+        final_norm=h,
+        vision=vision,
+        layers=tuple(layers),
+        experts_per_token=spec.experts_per_token,
+    )

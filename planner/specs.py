@@ -1,0 +1,235 @@
+"""Typed, frozen descriptions of models, GPUs and weight precisions, loaded from the catalog files.
+
+Every loader validates its input and raises ValueError naming the entry and field.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
+MIB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class VisionSpec:
+    hidden_size: int
+    num_layers: int
+    intermediate_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """A decoder as served. MoE fields are zero for dense models; MLA fields zero for GQA."""
+
+    key: str
+    architecture: str
+    num_layers: int
+    hidden_size: int
+    vocab_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    attention: str = "gqa"  # gqa | mla
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    qk_norm: bool = False
+    attention_bias: bool = False
+    attention_sinks: bool = False
+    sliding_window: int = 0  # tokens a sliding-window layer keeps
+    sliding_window_every: int = 0  # every Nth layer is full attention, the others windowed (0: none)
+    chunked_attention_size: int = 0  # Llama 4 chunked (local) attention
+    global_attention_every: int = 0  # with chunked attention: every Nth layer is global
+    dense_intermediate_size: int = 0
+    moe_intermediate_size: int = 0
+    n_routed_experts: int = 0
+    n_shared_experts: int = 0
+    experts_per_token: int = 0
+    first_k_dense_layers: int = 0
+    moe_layer_step: int = 1  # MoE on every Nth layer (after the dense-first ones)
+    expert_bias: bool = False
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int = 0
+    vision: VisionSpec | None = None
+    checkpoint_precision: str | None = None
+    published: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_routed_experts > 0
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Layer `index` (0-based) has routed experts: honours dense-first layers and interleave."""
+        if not self.is_moe or index < self.first_k_dense_layers:
+            return False
+        return (index - self.first_k_dense_layers + 1) % self.moe_layer_step == 0
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(1 for i in range(self.num_layers) if self.is_moe_layer(i))
+
+    def kv_window(self, index: int) -> int | None:
+        """Tokens layer `index` keeps in its KV cache (None: the whole context)."""
+        if self.sliding_window and self.sliding_window_every and (index % self.sliding_window_every) == 0:
+            return self.sliding_window
+        if self.chunked_attention_size and self.global_attention_every:
+            if (index + 1) % self.global_attention_every != 0:
+                return self.chunked_attention_size
+        return None
+
+    def validate(self) -> None:
+        where = f"model {self.key!r}"
+        for name in ("num_layers", "hidden_size", "vocab_size", "num_attention_heads", "num_kv_heads", "head_dim"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{where}: {name} must be positive")
+        if self.attention not in ("gqa", "mla"):
+            raise ValueError(f"{where}: attention must be 'gqa' or 'mla'")
+        if self.attention == "mla" and (self.kv_lora_rank <= 0 or self.qk_rope_head_dim <= 0):
+            raise ValueError(f"{where}: MLA needs kv_lora_rank and qk_rope_head_dim")
+        if self.num_attention_heads % self.num_kv_heads:
+            raise ValueError(f"{where}: num_attention_heads must be a multiple of num_kv_heads")
+        if self.is_moe and not (0 < self.experts_per_token <= self.n_routed_experts):
+            raise ValueError(f"{where}: experts_per_token must be in 1..n_routed_experts")
+        if self.is_moe and self.moe_intermediate_size <= 0:
+            raise ValueError(f"{where}: moe_intermediate_size must be positive for an MoE model")
+        if not self.is_moe and self.dense_intermediate_size <= 0:
+            raise ValueError(f"{where}: dense_intermediate_size must be positive for a dense model")
+        if self.first_k_dense_layers or (self.is_moe and self.moe_layer_step > 1):
+            if self.dense_intermediate_size <= 0:
+                raise ValueError(f"{where}: dense layers need dense_intermediate_size")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    key: str
+    name: str
+    memory_mib: int
+    hbm_bandwidth_gb_per_s: float
+    bf16_tflops: float
+    fp8_tflops: float | None
+    int8_tops: float | None
+    nvlink_gb_per_s: float
+    nvlink_domain: int
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mib * MIB
+
+    def peak_tflops(self, compute: str) -> float:
+        """Dense peak for the scheme's math; falls back to BF16 where the GPU lacks the format."""
+        if compute == "fp8" and self.fp8_tflops:
+            return self.fp8_tflops
+        if compute == "int8" and self.int8_tops:
+            return self.int8_tops
+        return self.bf16_tflops
+
+
+@dataclass(frozen=True, slots=True)
+class PrecisionSpec:
+    key: str
+    weight_bits: int
+    scale_bits: int
+    zero_bits: int
+    group_size: int | None
+    compute: str
+    activation_bits: int
+    vllm_quantization: str | None
+    note: str = ""
+
+    def with_group_size(self, group_size: int | None) -> PrecisionSpec:
+        if group_size is None:
+            return self
+        if group_size <= 0 or group_size & (group_size - 1):
+            raise ValueError("group_size must be a positive power of two")
+        if self.weight_bits != 4 or self.key in ("mxfp4", "nvfp4"):
+            raise ValueError(f"group_size applies to the INT4 schemes (w4a16, w4a8), not {self.key}")
+        return PrecisionSpec(**{**{f.name: getattr(self, f.name) for f in fields(self)}, "group_size": group_size})
+
+    @property
+    def bits_per_weight(self) -> float:
+        """Weight bits plus the amortised scale and zero-point bits of its group."""
+        if not self.group_size:
+            return float(self.weight_bits)
+        return self.weight_bits + (self.scale_bits + self.zero_bits) / self.group_size
+
+
+def _build(cls: type, key: str, data: dict[str, Any], kind: str) -> Any:
+    names = {f.name for f in fields(cls)} - {"key"}
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"{kind} {key!r}: unknown fields {sorted(unknown)}")
+    try:
+        return cls(key=key, **data)
+    except TypeError as exc:
+        raise ValueError(f"{kind} {key!r}: {exc}") from None
+
+
+@functools.cache
+def models() -> dict[str, ModelSpec]:
+    raw = yaml.safe_load((CATALOG_DIR / "models.yaml").read_text(encoding="utf-8"))
+    result = {}
+    for key, data in raw.items():
+        data = dict(data)
+        if data.get("vision"):
+            data["vision"] = VisionSpec(**data["vision"])
+        spec = _build(ModelSpec, key, data, "model")
+        spec.validate()
+        result[key] = spec
+    return result
+
+
+@functools.cache
+def gpus() -> dict[str, GpuSpec]:
+    raw = yaml.safe_load((CATALOG_DIR / "gpus.yaml").read_text(encoding="utf-8"))
+    result = {}
+    for key, data in raw.items():
+        spec = _build(GpuSpec, key, data, "gpu")
+        if spec.memory_mib <= 0 or spec.hbm_bandwidth_gb_per_s <= 0 or spec.bf16_tflops <= 0:
+            raise ValueError(f"gpu {key!r}: memory, bandwidth and bf16_tflops must be positive")
+        result[key] = spec
+    return result
+
+
+@functools.cache
+def precisions() -> dict[str, PrecisionSpec]:
+    raw = yaml.safe_load((CATALOG_DIR / "precisions.yaml").read_text(encoding="utf-8"))
+    result = {}
+    for key, data in raw.items():
+        spec = _build(PrecisionSpec, key, data, "precision")
+        if spec.compute not in ("bf16", "fp8", "int8"):
+            raise ValueError(f"precision {key!r}: compute must be bf16, fp8 or int8")
+        result[key] = spec
+    return result
+
+
+def model(key: str) -> ModelSpec:
+    try:
+        return models()[key]
+    except KeyError:
+        raise ValueError(f"model: unknown key {key!r}; known: {', '.join(sorted(models()))}") from None
+
+
+def gpu(key: str) -> GpuSpec:
+    try:
+        return gpus()[key]
+    except KeyError:
+        raise ValueError(f"gpu: unknown key {key!r}; known: {', '.join(sorted(gpus()))}") from None
+
+
+def precision(key: str, group_size: int | None = None) -> PrecisionSpec:
+    try:
+        spec = precisions()[key]
+    except KeyError:
+        raise ValueError(f"precision: unknown key {key!r}; known: {', '.join(sorted(precisions()))}") from None
+    try:
+        return spec.with_group_size(group_size)
+    except ValueError as exc:
+        raise ValueError(f"group_size: {exc}") from None
