@@ -6,7 +6,9 @@ named dataclass, because engines differ up to 2x in KV tokens for the same deplo
 
 from __future__ import annotations
 
+import functools
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 from planner.params import LayerParams, ParamBreakdown
@@ -83,6 +85,7 @@ def _keep_bf16(part: str, keep: frozenset[str]) -> bool:
     return part in keep
 
 
+@functools.lru_cache(maxsize=65536)
 def layer_weight_bytes(
     layer: LayerParams, model: ModelSpec, precision: PrecisionSpec, layout: Layout, keep: frozenset[str]
 ) -> float:
@@ -115,6 +118,20 @@ def layer_weight_bytes(
     return total
 
 
+@functools.lru_cache(maxsize=4096)
+def stage_groups(
+    params: ParamBreakdown, model: ModelSpec, pp: int
+) -> tuple[tuple[tuple[LayerParams, int | None, int], ...], ...]:
+    """Per stage, its distinct (layer params, KV window, count): a 61-layer model has 2-3 kinds of
+    layer, so memory is summed over kinds instead of layers (the layout search calls this a lot)."""
+    result = []
+    for layers in stage_layers(model.num_layers, pp):
+        kinds = Counter((params.layers[i], model.kv_window(i)) for i in layers)
+        result.append(tuple((layer, window, count) for (layer, window), count in kinds.items()))
+    return tuple(result)
+
+
+@functools.lru_cache(maxsize=4096)
 def stage_layers(num_layers: int, pp: int) -> list[range]:
     """Split layers into pp contiguous stages as evenly as possible (earlier stages get the extra)."""
     base, extra = divmod(num_layers, pp)
@@ -129,10 +146,12 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
 def weights_per_stage(
     params: ParamBreakdown, model: ModelSpec, precision: PrecisionSpec, layout: Layout, keep: frozenset[str]
 ) -> list[float]:
-    stages = stage_layers(model.num_layers, layout.pp)
+    stages = stage_groups(params, model, layout.pp)
     result = []
-    for index, layers in enumerate(stages):
-        stage_bytes = sum(layer_weight_bytes(params.layers[i], model, precision, layout, keep) for i in layers)
+    for index, groups in enumerate(stages):
+        stage_bytes = sum(
+            count * layer_weight_bytes(layer, model, precision, layout, keep) for layer, _window, count in groups
+        )
         if index == 0:  # embeddings (vocab-parallel over TP) and the vision tower live on the first stage
             stage_bytes += _bytes(params.embedding / layout.tp + params.vision, BF16_BYTES * 8)
         if index == len(stages) - 1:
@@ -141,6 +160,7 @@ def weights_per_stage(
     return result
 
 
+@functools.lru_cache(maxsize=1024)
 def weights_total_bytes(params: ParamBreakdown, model: ModelSpec, precision: PrecisionSpec, keep: frozenset[str]) -> int:
     single = Layout(1, 1, 1, 1)
     return int(sum(weights_per_stage(params, model, precision, single, keep)))
@@ -158,16 +178,18 @@ def kv_bytes_per_token_layer(model: ModelSpec, kv_dtype: str, tp: int) -> float:
     return 2 * math.ceil(model.num_kv_heads / tp) * model.head_dim * width
 
 
-def kv_per_stage(model: ModelSpec, kv_dtype: str, layout: Layout, max_model_len: int) -> list[tuple[float, float]]:
+def kv_per_stage(
+    params: ParamBreakdown, model: ModelSpec, kv_dtype: str, layout: Layout, max_model_len: int
+) -> list[tuple[float, float]]:
     """(bytes per token, bytes per full-length sequence) per stage; windowed layers capped."""
     per_layer = kv_bytes_per_token_layer(model, kv_dtype, layout.tp)
     result = []
-    for layers in stage_layers(model.num_layers, layout.pp):
-        per_token = per_layer * len(layers)
-        per_sequence = 0.0
-        for i in layers:
-            window = model.kv_window(i)
-            per_sequence += per_layer * (min(window, max_model_len) if window else max_model_len)
+    for groups in stage_groups(params, model, layout.pp):
+        per_token = per_layer * sum(count for _layer, _window, count in groups)
+        per_sequence = sum(
+            per_layer * count * (min(window, max_model_len) if window else max_model_len)
+            for _layer, window, count in groups
+        )
         result.append((per_token, per_sequence))
     return result
 
@@ -201,7 +223,7 @@ def memory_breakdown(
     engine: EngineConvention = VLLM,
 ) -> MemoryBreakdown:
     stage_weights = weights_per_stage(params, model, precision, layout, keep_bf16)
-    stage_kv = kv_per_stage(model, kv_dtype, layout, max_model_len)
+    stage_kv = kv_per_stage(params, model, kv_dtype, layout, max_model_len)
     activations = activation_bytes(model, layout, engine, max_model_len)
     overhead = engine.cuda_context_bytes + engine.cuda_graph_bytes + (engine.nccl_bytes if layout.gpus > 1 else 0)
     capacity = int(gpu.memory_bytes * gpu_memory_utilization)

@@ -7,6 +7,7 @@ Counts are elements (parameters). Conventions: norms and biases counted; the MoE
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from planner.specs import ModelSpec
@@ -31,7 +32,7 @@ class LayerParams:
         )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False)  # identity hash: it keys the memory caches, and is built once per model
 class ParamBreakdown:
     embedding: int
     lm_head: int
@@ -40,11 +41,15 @@ class ParamBreakdown:
     layers: tuple[LayerParams, ...]
     experts_per_token: int
 
-    @property
+    @functools.cached_property
     def total(self) -> int:
         return self.embedding + self.lm_head + self.final_norm + self.vision + sum(layer.total for layer in self.layers)
 
-    @property
+    @functools.cached_property
+    def heaviest_layer(self) -> LayerParams:
+        return max(self.layers, key=lambda layer: layer.total)
+
+    @functools.cached_property
     def active_per_token(self) -> int:
         active = self.lm_head + self.final_norm
         for layer in self.layers:
@@ -87,6 +92,7 @@ def _attention(spec: ModelSpec) -> tuple[int, int]:
     return sharded, 0
 
 
+@functools.lru_cache(maxsize=256)
 def count_params(spec: ModelSpec) -> ParamBreakdown:
     h = spec.hidden_size
     attention, replicated = _attention(spec)

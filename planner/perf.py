@@ -42,7 +42,7 @@ def _decode_step_s(
 ) -> float:
     bits = precision.bits_per_weight
     layers = max(len(stage) for stage in stage_layers(model.num_layers, layout.pp))
-    layer = max(params.layers, key=lambda p: p.total)
+    layer = params.heaviest_layer
     dense_bytes = (layer.attention / layout.tp + layer.attention_replicated + layer.dense_mlp / layout.tp
                    + layer.shared_experts / layout.tp) * bits / 8  # fmt: skip
     expert_bytes = 0.0

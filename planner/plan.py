@@ -176,9 +176,16 @@ def plan(request: PlanRequest) -> PlanResult:
     max_len = request.max_model_len or spec.max_position_embeddings or 8192
     keep = frozenset(request.keep_bf16) | DEFAULT_KEEP_BF16.get(scheme.key, frozenset())
     evaluate = functools.partial(_evaluate, spec, params, scheme, device, request, max_len, keep)
-    candidates = [evaluate(layout) for layout in candidate_layouts(request, spec)]
-    if not candidates:
+    layouts = candidate_layouts(request, spec)
+    if not layouts:
         raise ValueError("tp/pp/ep/dp: no valid layout for these fixed values")
+    # Evaluate by growing GPU count and stop at the first count where something fits: the
+    # objective is fewest GPUs first, so larger layouts cannot win.
+    candidates: list[Candidate] = []
+    for count in sorted({layout.gpus for layout in layouts}):
+        candidates += [evaluate(layout) for layout in layouts if layout.gpus == count]
+        if any(c.fits for c in candidates):
+            break
     fitting = [c for c in candidates if c.fits]
     notes = [
         "Memory follows vLLM V1's convention: pool = HBM x gpu_memory_utilization - weights - peak activations "
@@ -201,7 +208,7 @@ def plan(request: PlanRequest) -> PlanResult:
         notes.append(
             f"Chosen: tp={chosen.layout.tp} pp={chosen.layout.pp} ep={chosen.layout.ep} dp={chosen.layout.dp} "
             f"({chosen.layout.gpus} GPUs): objective = fewest GPUs that fit, then highest decode throughput; "
-            f"{len(fitting)} of {len(candidates)} layouts fit."
+            f"{len(fitting)} of the {len(candidates)} layouts evaluated fit."
         )
     else:
         chosen = max(candidates, key=lambda c: (c.memory.kv_pool_bytes, -c.layout.gpus))

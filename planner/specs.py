@@ -23,7 +23,7 @@ class VisionSpec:
     intermediate_size: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # identity hash: specs key the planner's caches
 class ModelSpec:
     """A decoder as served. MoE fields are zero for dense models; MLA fields zero for GQA."""
 
@@ -132,7 +132,7 @@ class GpuSpec:
         return self.bf16_tflops
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PrecisionSpec:
     key: str
     weight_bits: int

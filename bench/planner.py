@@ -1,0 +1,63 @@
+"""Planner benchmark: one plan (layout search included), and a full search for one model over
+every GPU x precision, against a baseline of one fixed-layout memory evaluation in the same run.
+
+    .venv/bin/python bench/planner.py [--model kimi-k2]
+Targets (issue 6): one plan <= 5 ms, full search <= 200 ms on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from planner import specs  # noqa: E402
+from planner.memory import Layout, memory_breakdown  # noqa: E402
+from planner.params import count_params  # noqa: E402
+from planner.plan import PlanRequest, plan  # noqa: E402
+
+
+def timed(function, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    samples = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - began)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="kimi-k2")
+    args = parser.parse_args()
+    model = specs.model(args.model)
+    params = count_params(model)
+
+    def baseline() -> None:
+        memory_breakdown(model=model, params=params, precision=specs.precision("fp8"), gpu=specs.gpu("h200"),
+                         layout=Layout(8, 1, 8, 1), kv_dtype="bf16", max_model_len=131072,
+                         gpu_memory_utilization=0.9, keep_bf16=frozenset())
+
+    def one_plan() -> None:
+        plan(PlanRequest(model=args.model, precision="fp8", gpu="h200", max_model_len=131072, concurrency=16))
+
+    def full_search() -> None:
+        for gpu in specs.gpus():
+            for precision in specs.precisions():
+                plan(PlanRequest(model=args.model, precision=precision, gpu=gpu, max_model_len=131072, concurrency=16))
+
+    base = timed(baseline, 200)
+    single = timed(one_plan, 50)
+    full = timed(full_search, 5)
+    combos = len(specs.gpus()) * len(specs.precisions())
+    print(f"baseline: one fixed-layout memory evaluation {base * 1e3:.3f} ms")
+    print(f"one plan ({args.model}, fp8, h200, 128k, layout search): {single * 1e3:.2f} ms = {single / base:.0f}x baseline")
+    print(f"full search ({args.model}, {combos} GPU x precision plans): {full * 1e3:.1f} ms = {full / base:.0f}x baseline")
+
+
+if __name__ == "__main__":
+    main()
