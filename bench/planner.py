@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner import specs  # noqa: E402
-from planner.memory import Layout, memory_breakdown  # noqa: E402
-from planner.params import count_params  # noqa: E402
-from planner.plan import PlanRequest, plan  # noqa: E402
+from planner import specs
+from planner.memory import Layout, memory_breakdown
+from planner.params import count_params
+from planner.plan import PlanRequest, plan
 
 
 def timed(function, repeat: int) -> float:  # type: ignore[no-untyped-def]
@@ -38,9 +38,17 @@ def main() -> None:
     params = count_params(model)
 
     def baseline() -> None:
-        memory_breakdown(model=model, params=params, precision=specs.precision("fp8"), gpu=specs.gpu("h200"),
-                         layout=Layout(8, 1, 8, 1), kv_dtype="bf16", max_model_len=131072,
-                         gpu_memory_utilization=0.9, keep_bf16=frozenset())
+        memory_breakdown(
+            model=model,
+            params=params,
+            precision=specs.precision("fp8"),
+            gpu=specs.gpu("h200"),
+            layout=Layout(8, 1, 8, 1),
+            kv_dtype="bf16",
+            max_model_len=131072,
+            gpu_memory_utilization=0.9,
+            keep_bf16=frozenset(),
+        )
 
     def one_plan() -> None:
         plan(PlanRequest(model=args.model, precision="fp8", gpu="h200", max_model_len=131072, concurrency=16))
@@ -55,8 +63,12 @@ def main() -> None:
     full = timed(full_search, 5)
     combos = len(specs.gpus()) * len(specs.precisions())
     print(f"baseline: one fixed-layout memory evaluation {base * 1e3:.3f} ms")
-    print(f"one plan ({args.model}, fp8, h200, 128k, layout search): {single * 1e3:.2f} ms = {single / base:.0f}x baseline")
-    print(f"full search ({args.model}, {combos} GPU x precision plans): {full * 1e3:.1f} ms = {full / base:.0f}x baseline")
+    print(
+        f"one plan ({args.model}, fp8, h200, 128k, layout search): {single * 1e3:.2f} ms = {single / base:.0f}x baseline"
+    )
+    print(
+        f"full search ({args.model}, {combos} GPU x precision plans): {full * 1e3:.1f} ms = {full / base:.0f}x baseline"
+    )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "governance.core",
     "governance.audit",
     "governance.licenses",
+    "governance.capacity",
     "governance.web",
 ]
 

@@ -89,25 +89,43 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "models":
         for key, spec in sorted(models().items()):
             counted = count_params(spec)
-            print(f"{key:18} {spec.architecture:32} {counted.total / 1e9:8.1f}B total {counted.active_per_token / 1e9:6.1f}B active")
+            print(
+                f"{key:18} {spec.architecture:32} {counted.total / 1e9:8.1f}B total {counted.active_per_token / 1e9:6.1f}B active"
+            )
         return 0
     if args.command == "gpus":
         for key, device in sorted(gpus().items()):
-            print(f"{key:10} {device.name:40} {device.memory_mib / 1024:6.1f} GiB {device.hbm_bandwidth_gb_per_s:6.0f} GB/s")
+            print(
+                f"{key:10} {device.name:40} {device.memory_mib / 1024:6.1f} GiB {device.hbm_bandwidth_gb_per_s:6.0f} GB/s"
+            )
         return 0
     try:
         request = PlanRequest(
-            model=_model_argument(args.model), precision=args.precision, gpu=args.gpu, group_size=args.group_size,
-            kv_dtype=args.kv_dtype, gpus_per_node=args.gpus_per_node, max_model_len=args.max_model_len,
-            concurrency=args.concurrency, tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp,
-            gpu_memory_utilization=args.gpu_memory_utilization, keep_bf16=tuple(args.keep_bf16),
+            model=_model_argument(args.model),
+            precision=args.precision,
+            gpu=args.gpu,
+            group_size=args.group_size,
+            kv_dtype=args.kv_dtype,
+            gpus_per_node=args.gpus_per_node,
+            max_model_len=args.max_model_len,
+            concurrency=args.concurrency,
+            tp=args.tp,
+            pp=args.pp,
+            ep=args.ep,
+            dp=args.dp,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            keep_bf16=tuple(args.keep_bf16),
         )
         contract = plan(request).as_contract()
     except ValueError as exc:
         message = str(exc).splitlines()[0]
         option = message.split(":", 1)[0].replace("_", "-")
-        print(f"python -m planner plan: error: --{option.lstrip('-')}: {message.split(':', 1)[-1].strip()}"
-              if ":" in message else f"python -m planner plan: error: {message}", file=sys.stderr)
+        print(
+            f"python -m planner plan: error: --{option.lstrip('-')}: {message.split(':', 1)[-1].strip()}"
+            if ":" in message
+            else f"python -m planner plan: error: {message}",
+            file=sys.stderr,
+        )
         return 2
     print(json.dumps(contract, indent=2) if args.format == "json" else _table(contract))
     return 0

@@ -111,7 +111,8 @@ def parse_config(config: Any, key: str = "custom") -> ModelSpec:
         vision = config.get("vision_config")
         if isinstance(vision, dict):
             fields["vision"] = VisionSpec(
-                hidden_size=_int(vision, "hidden_size"), num_layers=_int(vision, "num_hidden_layers"),
+                hidden_size=_int(vision, "hidden_size"),
+                num_layers=_int(vision, "num_hidden_layers"),
                 intermediate_size=_int(vision, "intermediate_size"),
             )
     elif arch == "GptOssForCausalLM":
@@ -124,7 +125,9 @@ def parse_config(config: Any, key: str = "custom") -> ModelSpec:
             expert_bias=True,
             n_routed_experts=_int(text, "num_local_experts"),
             experts_per_token=_int(text, "num_experts_per_tok", _int(text, "experts_per_token", 4)),
-            checkpoint_precision="mxfp4" if (text.get("quantization_config") or {}).get("quant_method") == "mxfp4" else None,
+            checkpoint_precision="mxfp4"
+            if (text.get("quantization_config") or {}).get("quant_method") == "mxfp4"
+            else None,
         )
     elif arch == "Glm4MoeForCausalLM":
         fields.update(

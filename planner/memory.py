@@ -110,7 +110,7 @@ def layer_weight_bytes(
     if layer.routed_experts:
         if layout.ep > 1:
             experts_here = math.ceil(model.n_routed_experts / layout.ep)
-            routed = experts_here * layer.routed_expert_each
+            routed: float = experts_here * layer.routed_expert_each
         else:
             routed = layer.routed_experts / layout.tp
         total += _bytes(routed, quantized("experts"))
@@ -161,7 +161,9 @@ def weights_per_stage(
 
 
 @functools.lru_cache(maxsize=1024)
-def weights_total_bytes(params: ParamBreakdown, model: ModelSpec, precision: PrecisionSpec, keep: frozenset[str]) -> int:
+def weights_total_bytes(
+    params: ParamBreakdown, model: ModelSpec, precision: PrecisionSpec, keep: frozenset[str]
+) -> int:
     single = Layout(1, 1, 1, 1)
     return int(sum(weights_per_stage(params, model, precision, single, keep)))
 

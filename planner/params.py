@@ -54,8 +54,10 @@ class ParamBreakdown:
         active = self.lm_head + self.final_norm
         for layer in self.layers:
             active += layer.attention + layer.attention_replicated + layer.norms + layer.dense_mlp
-            active += layer.shared_experts + layer.router + self.experts_per_token * layer.routed_expert_each * bool(
-                layer.routed_experts
+            active += (
+                layer.shared_experts
+                + layer.router
+                + self.experts_per_token * layer.routed_expert_each * bool(layer.routed_experts)
             )
         return active
 
@@ -100,7 +102,11 @@ def count_params(spec: ModelSpec) -> ParamBreakdown:
     for index in range(spec.num_layers):
         moe = spec.is_moe_layer(index)
         expert = _swiglu(h, spec.moe_intermediate_size, spec.expert_bias) if moe else 0
-        router = (h * spec.n_routed_experts + (spec.n_routed_experts if spec.expert_bias or spec.attention == "mla" else 0)) if moe else 0
+        router = (
+            (h * spec.n_routed_experts + (spec.n_routed_experts if spec.expert_bias or spec.attention == "mla" else 0))
+            if moe
+            else 0
+        )
         layers.append(
             LayerParams(
                 attention=attention,

@@ -37,8 +37,15 @@ def experts_touched(local_experts: float, total_experts: int, top_k: int, batch:
 
 
 def _decode_step_s(
-    *, model: ModelSpec, params: ParamBreakdown, precision: PrecisionSpec, gpu: GpuSpec, layout: Layout,
-    batch: int, context: int, kv_bytes_per_token_per_gpu: float,
+    *,
+    model: ModelSpec,
+    params: ParamBreakdown,
+    precision: PrecisionSpec,
+    gpu: GpuSpec,
+    layout: Layout,
+    batch: int,
+    context: int,
+    kv_bytes_per_token_per_gpu: float,
 ) -> float:
     bits = precision.bits_per_weight
     layers = max(len(stage) for stage in stage_layers(model.num_layers, layout.pp))
@@ -72,20 +79,49 @@ def _decode_step_s(
 
 
 def estimate(
-    *, model: ModelSpec, params: ParamBreakdown, precision: PrecisionSpec, gpu: GpuSpec, layout: Layout,
-    concurrency: int, max_model_len: int, kv_bytes_per_token_per_gpu: float,
+    *,
+    model: ModelSpec,
+    params: ParamBreakdown,
+    precision: PrecisionSpec,
+    gpu: GpuSpec,
+    layout: Layout,
+    concurrency: int,
+    max_model_len: int,
+    kv_bytes_per_token_per_gpu: float,
 ) -> Throughput:
     """Tokens/s for `concurrency` sequences in total (spread over DP replicas), mid-way through
     sequences of max_model_len/2 context; TTFT for a PREFILL_TOKENS prompt on an idle replica."""
     batch = max(1, -(-concurrency // layout.dp))
     context = max(1, max_model_len // 2)
-    stage_s = _decode_step_s(model=model, params=params, precision=precision, gpu=gpu, layout=layout, batch=batch,
-                             context=context, kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu)
+    stage_s = _decode_step_s(
+        model=model,
+        params=params,
+        precision=precision,
+        gpu=gpu,
+        layout=layout,
+        batch=batch,
+        context=context,
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu,
+    )
     tpot_s = stage_s * layout.pp  # a token passes every stage
-    one_s = _decode_step_s(model=model, params=params, precision=precision, gpu=gpu, layout=layout, batch=1,
-                           context=context, kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu) * layout.pp
+    one_s = (
+        _decode_step_s(
+            model=model,
+            params=params,
+            precision=precision,
+            gpu=gpu,
+            layout=layout,
+            batch=1,
+            context=context,
+            kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu,
+        )
+        * layout.pp
+    )
     prompt = min(PREFILL_TOKENS, max_model_len)
-    prefill_flops = 2 * params.active_per_token * prompt + 2 * prompt * prompt * model.num_attention_heads * model.head_dim * model.num_layers
+    prefill_flops = (
+        2 * params.active_per_token * prompt
+        + 2 * prompt * prompt * model.num_attention_heads * model.head_dim * model.num_layers
+    )
     ttft_s = prefill_flops / (layout.tp * layout.pp * gpu.peak_tflops(precision.compute) * 1e12 * COMPUTE_EFFICIENCY)
     ttft_s += tpot_s
     return Throughput(

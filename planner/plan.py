@@ -107,7 +107,11 @@ class PlanResult:
                 "capacity_tokens": memory.kv_capacity_tokens,
             },
             "parallel": {
-                "tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "dp": layout.dp, "gpus": layout.gpus,
+                "tp": layout.tp,
+                "pp": layout.pp,
+                "ep": layout.ep,
+                "dp": layout.dp,
+                "gpus": layout.gpus,
                 "nodes": -(-layout.gpus // self.request.gpus_per_node),
             },
             "memory_per_gpu": {
@@ -203,7 +207,9 @@ def plan(request: PlanRequest) -> PlanResult:
         notes.append("MLA: every TP rank holds the whole latent KV cache (it is not divided by TP).")
     if fitting:
         for candidate in fitting:
-            object.__setattr__(candidate, "throughput", _throughput(spec, params, scheme, device, request, max_len, candidate))
+            object.__setattr__(
+                candidate, "throughput", _throughput(spec, params, scheme, device, request, max_len, candidate)
+            )
         chosen = min(fitting, key=lambda c: (c.layout.gpus, -c.throughput.decode_tokens_per_s))  # type: ignore[union-attr]
         notes.append(
             f"Chosen: tp={chosen.layout.tp} pp={chosen.layout.pp} ep={chosen.layout.ep} dp={chosen.layout.dp} "
@@ -224,26 +230,66 @@ def plan(request: PlanRequest) -> PlanResult:
         f"batch-1 figure {throughput.batch1_tokens_per_s_upper_bound:.0f} tokens/s is an upper bound, not an expectation."
     )
     path = request.model_path or (HF_REPOS.get(spec.key, spec.key))
-    common = {"max_model_len": max_len, "gpu_memory_utilization": request.gpu_memory_utilization,
-              "max_num_seqs": max(request.concurrency, 1)}  # fmt: skip
+    utilization, seqs = request.gpu_memory_utilization, max(request.concurrency, 1)
     serving = {
-        "vllm": vllm_command(path, spec, scheme, chosen.layout, kv_dtype=request.kv_dtype, **common),
-        "sglang": sglang_command(path, spec, scheme, chosen.layout, kv_dtype=request.kv_dtype, **common),
-        "tensorrt_llm": trtllm_command(path, chosen.layout, **common),
+        "vllm": vllm_command(
+            path,
+            spec,
+            scheme,
+            chosen.layout,
+            kv_dtype=request.kv_dtype,
+            max_model_len=max_len,
+            gpu_memory_utilization=utilization,
+            max_num_seqs=seqs,
+        ),
+        "sglang": sglang_command(
+            path,
+            spec,
+            scheme,
+            chosen.layout,
+            kv_dtype=request.kv_dtype,
+            max_model_len=max_len,
+            gpu_memory_utilization=utilization,
+            max_num_seqs=seqs,
+        ),
+        "tensorrt_llm": trtllm_command(
+            path, chosen.layout, max_model_len=max_len, gpu_memory_utilization=utilization, max_num_seqs=seqs
+        ),
     }
     return PlanResult(
-        request=request, model=spec, precision=scheme, gpu=device, params=params, max_model_len=max_len,
-        chosen=chosen, throughput=throughput, serving=serving, notes=tuple(notes),
+        request=request,
+        model=spec,
+        precision=scheme,
+        gpu=device,
+        params=params,
+        max_model_len=max_len,
+        chosen=chosen,
+        throughput=throughput,
+        serving=serving,
+        notes=tuple(notes),
     )
 
 
 def _evaluate(
-    spec: ModelSpec, params: ParamBreakdown, scheme: PrecisionSpec, device: GpuSpec, request: PlanRequest,
-    max_len: int, keep: frozenset[str], layout: Layout,
+    spec: ModelSpec,
+    params: ParamBreakdown,
+    scheme: PrecisionSpec,
+    device: GpuSpec,
+    request: PlanRequest,
+    max_len: int,
+    keep: frozenset[str],
+    layout: Layout,
 ) -> Candidate:
     memory = memory_breakdown(
-        model=spec, params=params, precision=scheme, gpu=device, layout=layout, kv_dtype=request.kv_dtype,
-        max_model_len=max_len, gpu_memory_utilization=request.gpu_memory_utilization, keep_bf16=keep,
+        model=spec,
+        params=params,
+        precision=scheme,
+        gpu=device,
+        layout=layout,
+        kv_dtype=request.kv_dtype,
+        max_model_len=max_len,
+        gpu_memory_utilization=request.gpu_memory_utilization,
+        keep_bf16=keep,
     )
     max_concurrency = memory.sequences_per_replica * layout.dp
     gib = 1 << 30
@@ -260,11 +306,21 @@ def _evaluate(
 
 
 def _throughput(
-    spec: ModelSpec, params: ParamBreakdown, scheme: PrecisionSpec, device: GpuSpec, request: PlanRequest,
-    max_len: int, candidate: Candidate,
+    spec: ModelSpec,
+    params: ParamBreakdown,
+    scheme: PrecisionSpec,
+    device: GpuSpec,
+    request: PlanRequest,
+    max_len: int,
+    candidate: Candidate,
 ) -> Throughput:
     return estimate(
-        model=spec, params=params, precision=scheme, gpu=device, layout=candidate.layout,
-        concurrency=request.concurrency, max_model_len=max_len,
+        model=spec,
+        params=params,
+        precision=scheme,
+        gpu=device,
+        layout=candidate.layout,
+        concurrency=request.concurrency,
+        max_model_len=max_len,
         kv_bytes_per_token_per_gpu=candidate.memory.kv_bytes_per_token_per_gpu,
     )

@@ -11,8 +11,15 @@ SGLANG_KV = {"fp8": "fp8_e4m3"}
 
 
 def vllm_command(
-    model_path: str, model: ModelSpec, precision: PrecisionSpec, layout: Layout, *, max_model_len: int,
-    gpu_memory_utilization: float, kv_dtype: str, max_num_seqs: int,
+    model_path: str,
+    model: ModelSpec,
+    precision: PrecisionSpec,
+    layout: Layout,
+    *,
+    max_model_len: int,
+    gpu_memory_utilization: float,
+    kv_dtype: str,
+    max_num_seqs: int,
 ) -> str:
     argv = ["vllm", "serve", model_path, "--tensor-parallel-size", str(layout.tp)]
     if layout.pp > 1:
@@ -31,8 +38,15 @@ def vllm_command(
 
 
 def sglang_command(
-    model_path: str, model: ModelSpec, precision: PrecisionSpec, layout: Layout, *, max_model_len: int,
-    gpu_memory_utilization: float, kv_dtype: str, max_num_seqs: int,
+    model_path: str,
+    model: ModelSpec,
+    precision: PrecisionSpec,
+    layout: Layout,
+    *,
+    max_model_len: int,
+    gpu_memory_utilization: float,
+    kv_dtype: str,
+    max_num_seqs: int,
 ) -> str:
     argv = ["python", "-m", "sglang.launch_server", "--model-path", model_path, "--tp", str(layout.tp * layout.dp)]
     if layout.pp > 1:

@@ -80,9 +80,9 @@ class ModelSpec:
         """Tokens layer `index` keeps in its KV cache (None: the whole context)."""
         if self.sliding_window and self.sliding_window_every and (index % self.sliding_window_every) == 0:
             return self.sliding_window
-        if self.chunked_attention_size and self.global_attention_every:
-            if (index + 1) % self.global_attention_every != 0:
-                return self.chunked_attention_size
+        chunked = self.chunked_attention_size and self.global_attention_every
+        if chunked and (index + 1) % self.global_attention_every != 0:
+            return self.chunked_attention_size
         return None
 
     def validate(self) -> None:
@@ -102,9 +102,9 @@ class ModelSpec:
             raise ValueError(f"{where}: moe_intermediate_size must be positive for an MoE model")
         if not self.is_moe and self.dense_intermediate_size <= 0:
             raise ValueError(f"{where}: dense_intermediate_size must be positive for a dense model")
-        if self.first_k_dense_layers or (self.is_moe and self.moe_layer_step > 1):
-            if self.dense_intermediate_size <= 0:
-                raise ValueError(f"{where}: dense layers need dense_intermediate_size")
+        has_dense_layers = self.first_k_dense_layers or (self.is_moe and self.moe_layer_step > 1)
+        if has_dense_layers and self.dense_intermediate_size <= 0:
+            raise ValueError(f"{where}: dense layers need dense_intermediate_size")
 
 
 @dataclass(frozen=True, slots=True)

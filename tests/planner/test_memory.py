@@ -22,7 +22,9 @@ def test_mla_kv_per_token_is_the_latent_and_not_divided_by_tp() -> None:
     for tp in (1, 8):
         per_token = kv_bytes_per_token_layer(deepseek, "bf16", tp) * deepseek.num_layers
         assert per_token == 61 * 576 * 2 == 70_272
-    result = plan(PlanRequest(model="kimi-k2", precision="w4a8", gpu="h200", max_model_len=131072, tp=8, ep=8)).as_contract()
+    result = plan(
+        PlanRequest(model="kimi-k2", precision="w4a8", gpu="h200", max_model_len=131072, tp=8, ep=8)
+    ).as_contract()
     assert result["kv_cache"]["bytes_per_token"] == 70_272
     assert result["kv_cache"]["bytes_per_token_per_gpu"] == 70_272  # every TP rank holds the whole latent
     # Treating Kimi K2 as GQA (64 heads x 128 dims K and V) would overstate it many times over.
@@ -64,7 +66,7 @@ def test_hf_config_parsing_matches_the_catalog() -> None:
     assert parsed.checkpoint_precision == "fp8"
     qwen = json.loads((FIXTURES / "qwen3-30b-a3b.json").read_text())
     assert count_params(parse_config(qwen)).total == count_params(specs.model("qwen3-30b-a3b")).total
-    with pytest.raises(ValueError, match="config.num_hidden_layers"):
+    with pytest.raises(ValueError, match=r"config\.num_hidden_layers"):
         parse_config({**qwen, "num_hidden_layers": -1})
     with pytest.raises(ValueError, match="not supported"):
         parse_config({"architectures": ["BertModel"]})
@@ -106,12 +108,29 @@ def test_memory_is_monotone_in_context(key: str, layout: tuple[int, int, int, in
     more=st.sampled_from([2, 4]),
 )
 def test_more_gpus_never_stop_a_fitting_plan_fitting(key: str, concurrency: int, more: int) -> None:
-    base = plan(PlanRequest(model=key, precision="fp8", gpu="h200", max_model_len=32768, tp=8, pp=1, ep=1, dp=1,
-                            concurrency=concurrency))
-    wider = plan(PlanRequest(model=key, precision="fp8", gpu="h200", max_model_len=32768, tp=8, pp=1, ep=1, dp=more,
-                             concurrency=concurrency))
-    deeper = plan(PlanRequest(model=key, precision="fp8", gpu="h200", max_model_len=32768, tp=8, pp=2, ep=1, dp=1,
-                              concurrency=concurrency))
+    base = plan(
+        PlanRequest(
+            model=key, precision="fp8", gpu="h200", max_model_len=32768, tp=8, pp=1, ep=1, dp=1, concurrency=concurrency
+        )
+    )
+    wider = plan(
+        PlanRequest(
+            model=key,
+            precision="fp8",
+            gpu="h200",
+            max_model_len=32768,
+            tp=8,
+            pp=1,
+            ep=1,
+            dp=more,
+            concurrency=concurrency,
+        )
+    )
+    deeper = plan(
+        PlanRequest(
+            model=key, precision="fp8", gpu="h200", max_model_len=32768, tp=8, pp=2, ep=1, dp=1, concurrency=concurrency
+        )
+    )
     if base.chosen.fits:
         assert wider.chosen.fits
         assert deeper.chosen.fits
@@ -121,8 +140,11 @@ def test_more_gpus_never_stop_a_fitting_plan_fitting(key: str, concurrency: int,
 @settings(max_examples=20, deadline=None)
 @given(concurrency=st.integers(min_value=1, max_value=256))
 def test_memory_is_monotone_in_concurrency_and_fits_only_within_capacity(concurrency: int) -> None:
-    result = plan(PlanRequest(model="qwen3-30b-a3b", precision="bf16", gpu="h100-80g", max_model_len=32768,
-                              concurrency=concurrency))
+    result = plan(
+        PlanRequest(
+            model="qwen3-30b-a3b", precision="bf16", gpu="h100-80g", max_model_len=32768, concurrency=concurrency
+        )
+    )
     contract = result.as_contract()
     memory = contract["memory_per_gpu"]
     assert memory["total"] <= memory["capacity"]

@@ -1,0 +1,35 @@
+"""A stored capacity plan: its inputs, the planner's output and version, for one subject."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from governance.core.models import BaseModel
+
+
+class CapacityPlanStatus(models.TextChoices):
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class CapacityPlan(BaseModel):
+    subject_type = models.CharField(max_length=64, blank=True)  # e.g. deployments.deploymentrequest
+    subject_id = models.CharField(max_length=64, blank=True)
+    inputs = models.JSONField()
+    status = models.CharField(max_length=10, choices=CapacityPlanStatus.choices, default=CapacityPlanStatus.PENDING)
+    result = models.JSONField(null=True, blank=True)
+    fits = models.BooleanField(null=True)
+    planner_version = models.CharField(max_length=20, blank=True)
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    computed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        # serves "the latest plan of this deployment request"
+        indexes = [models.Index(fields=["subject_type", "subject_id", "-created_at"], name="capacity_subject_idx")]
+
+    def __str__(self) -> str:
+        return f"plan {self.code} ({self.status})"

@@ -1,0 +1,59 @@
+"""Input of POST /api/v1/planner/plan (DESIGN.md); shared by the API and stored plans."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from planner.plan import KEEP_BF16_PARTS, PlanRequest
+from planner.specs import gpus, precisions
+
+
+class PlanInputSerializer(serializers.Serializer):
+    model = serializers.JSONField(help_text="catalog key (string) or an inline Hugging Face config.json (object)")
+    precision = serializers.ChoiceField(choices=sorted(precisions()))
+    group_size = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], default="bf16")
+    gpu = serializers.ChoiceField(choices=sorted(gpus()))
+    gpus_per_node = serializers.IntegerField(default=8, min_value=1, max_value=16)
+    max_model_len = serializers.IntegerField(required=False, allow_null=True, min_value=16)
+    concurrency = serializers.IntegerField(default=1, min_value=1, max_value=100_000)
+    tp = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    pp = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    ep = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    dp = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    gpu_memory_utilization = serializers.FloatField(default=0.9, min_value=0.1, max_value=0.99)
+    keep_bf16 = serializers.ListField(child=serializers.ChoiceField(choices=KEEP_BF16_PARTS), required=False)
+    model_path = serializers.CharField(required=False, max_length=300)
+
+    def validate_model(self, value: Any) -> Any:
+        if not isinstance(value, str | dict):
+            raise serializers.ValidationError("must be a catalog key or a config.json object")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(self.initial_data) - set(self.fields)
+        if unknown:
+            raise serializers.ValidationError({key: "unknown field" for key in sorted(unknown)})
+        return attrs
+
+
+def plan_request_from(data: dict[str, Any]) -> PlanRequest:
+    return PlanRequest(
+        model=data["model"],
+        precision=data["precision"],
+        gpu=data["gpu"],
+        group_size=data.get("group_size"),
+        kv_dtype=data.get("kv_dtype", "bf16"),
+        gpus_per_node=data.get("gpus_per_node", 8),
+        max_model_len=data.get("max_model_len"),
+        concurrency=data.get("concurrency", 1),
+        tp=data.get("tp"),
+        pp=data.get("pp"),
+        ep=data.get("ep"),
+        dp=data.get("dp"),
+        gpu_memory_utilization=data.get("gpu_memory_utilization", 0.9),
+        keep_bf16=tuple(data.get("keep_bf16") or ()),
+        model_path=data.get("model_path"),
+    )

@@ -1,0 +1,110 @@
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from governance.audit.actions import AuditAction
+from governance.audit.models import AuditEvent
+from governance.capacity.models import CapacityPlan, CapacityPlanStatus
+from governance.capacity.services import capacity_findings, capacity_plan_compute
+from planner.plan import PlanRequest, plan
+from tests.conftest import Personas
+
+CONFIGS = Path(__file__).resolve().parents[1] / "planner" / "configs"
+
+
+def test_plan_endpoint_returns_the_library_contract(personas: Personas) -> None:
+    body = {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "max_model_len": 131072}
+    response = personas.client(personas.engineer).post("/api/v1/planner/plan", body, format="json")
+    assert response.status_code == 200, response.json()
+    expected = plan(PlanRequest(model="deepseek-v3", precision="fp8", gpu="h200", max_model_len=131072)).as_contract()
+    assert response.json() == json.loads(json.dumps(expected))
+
+
+def test_plan_endpoint_accepts_an_inline_config(personas: Personas) -> None:
+    config = json.loads((CONFIGS / "qwen3-30b-a3b.json").read_text())
+    body = {"model": config, "precision": "w4a8", "gpu": "l40s", "kv_dtype": "fp8"}
+    response = personas.client(personas.requester).post("/api/v1/planner/plan", body, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["params"]["total"] == pytest.approx(30.5e9, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"model": "deepseek-v3", "precision": "fp9", "gpu": "h200"}, "precision"),
+        ({"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "tp": 3}, "tp"),
+        ({"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "tp": 16}, "tp"),
+        ({"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "bananas": 1}, "bananas"),
+        ({"model": "nope", "precision": "fp8", "gpu": "h200"}, "model"),
+        ({"model": 5, "precision": "fp8", "gpu": "h200"}, "model"),
+        ({"model": {"architectures": ["BertModel"]}, "precision": "fp8", "gpu": "h200"}, "config.architectures"),
+        (
+            {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "gpu_memory_utilization": 2},
+            "gpu_memory_utilization",
+        ),
+        ({"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "group_size": 64}, "group_size"),
+    ],
+)
+def test_bad_input_is_400_naming_the_field(personas: Personas, body: dict, field: str) -> None:
+    response = personas.client(personas.engineer).post("/api/v1/planner/plan", body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()["extra"]["fields"], response.json()
+
+
+def test_outsider_is_refused(personas: Personas) -> None:
+    body = {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200"}
+    assert personas.client(personas.outsider).post("/api/v1/planner/plan", body, format="json").status_code == 403
+
+
+def test_compute_is_idempotent_and_audited(personas: Personas) -> None:
+    stored = CapacityPlan.objects.create(
+        inputs={"model": "kimi-k2", "precision": "bf16", "gpu": "a100-80g", "tp": 8, "pp": 1, "dp": 1, "ep": 8}
+    )
+    done = capacity_plan_compute(plan_id=stored.pk)
+    assert done.status == CapacityPlanStatus.DONE
+    assert done.fits is False
+    findings = capacity_findings(done)
+    assert findings[0]["code"] == "capacity.does_not_fit"
+    assert findings[0]["severity"] == "blocker"
+    assert capacity_plan_compute(plan_id=stored.pk).computed_at == done.computed_at  # not recomputed
+    assert AuditEvent.objects.filter(action=AuditAction.CAPACITY_PLAN_COMPUTED).count() == 1
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_stored_plan_is_computed_by_a_real_worker(celery_worker) -> None:  # type: ignore[no-untyped-def]
+    from governance.celery import app
+
+    previous_queue = app.conf.task_default_queue
+    app.conf.task_default_queue = celery_worker.queue  # route .delay() to this test's worker
+    try:
+        _run_stored_plan_through_worker()
+    finally:
+        app.conf.task_default_queue = previous_queue
+
+
+def _run_stored_plan_through_worker() -> None:
+    from django.contrib.auth.models import Group, User
+    from rest_framework.test import APIClient
+
+    user = User.objects.create_user("eng-worker")
+    user.groups.add(Group.objects.get_or_create(name="engineering_reviewer")[0])
+    client = APIClient()
+    client.force_authenticate(user)
+    body = {"model": "qwen3-235b-a22b", "precision": "fp8", "gpu": "h200", "max_model_len": 32768}
+    response = client.post("/api/v1/capacity/plans", body, format="json")
+    assert response.status_code == 202
+    code = response.json()["code"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        detail = client.get(f"/api/v1/capacity/plans/{code}").json()
+        if detail["status"] != "pending":
+            break
+        time.sleep(0.3)
+    assert detail["status"] == "done", detail
+    assert detail["fits"] is True
+    expected = plan(PlanRequest(model="qwen3-235b-a22b", precision="fp8", gpu="h200", max_model_len=32768))
+    assert detail["result"]["parallel"] == expected.as_contract()["parallel"]
+    assert AuditEvent.objects.filter(action=AuditAction.CAPACITY_PLAN_COMPUTED).count() == 1
