@@ -43,6 +43,8 @@ INSTALLED_APPS = [
     "governance.audit",
     "governance.licenses",
     "governance.capacity",
+    "governance.artifacts",
+    "governance.deployments",
     "governance.web",
 ]
 
@@ -233,6 +235,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- deployments ---
+DEPLOYMENT_APPROVAL_VALIDITY_DAYS = env_int("DEPLOYMENT_APPROVAL_VALIDITY_DAYS", 180, minimum=1, maximum=3650)
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "governance@localhost")
+CELERY_BEAT_SCHEDULE["deployments-expire"] = {"task": "deployments.expire", "schedule": 300.0}
 
 # --- audit trail ---
 AUDIT_ORIGIN = env_str("AUDIT_ORIGIN", "governance")

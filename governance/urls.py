@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from governance.artifacts.api import ArtifactDetailApi, ArtifactListCreateApi
 from governance.capacity.api import CapacityPlanCreateApi, CapacityPlanDetailApi, PlannerPlanApi
 from governance.core.api import MeApi
 from governance.core.health import healthz
@@ -12,6 +13,9 @@ api_v1: list[URLPattern | URLResolver] = [
     path("audit/", include("governance.audit.urls")),
     path("licenses/", include("governance.licenses.urls")),
     path("planner/plan", PlannerPlanApi.as_view(), name="planner-plan"),
+    path("artifacts", ArtifactListCreateApi.as_view(), name="artifact-list"),
+    path("artifacts/<uuid:code>", ArtifactDetailApi.as_view(), name="artifact-detail"),
+    path("deployments/", include("governance.deployments.urls")),
     path("capacity/plans", CapacityPlanCreateApi.as_view(), name="capacity-plan-create"),
     path("capacity/plans/<uuid:code>", CapacityPlanDetailApi.as_view(), name="capacity-plan-detail"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
@@ -15,6 +16,9 @@ from governance.capacity.serializers import plan_request_from
 from governance.core.errors import ApplicationError
 from planner import __version__ as planner_version
 from planner.plan import plan
+
+# Called after commit with each computed plan (the deployments app registers one).
+PLAN_COMPUTED_HOOKS: list[Callable[[CapacityPlan], None]] = []
 
 
 def planner_error(exc: ValueError) -> ApplicationError:
@@ -80,6 +84,8 @@ def capacity_plan_compute(*, plan_id: int) -> CapacityPlan:
                 "parallel": (result or {}).get("parallel"),
             },
         )
+        for hook in PLAN_COMPUTED_HOOKS:
+            transaction.on_commit(lambda hook=hook: hook(stored))  # type: ignore[misc]
     return stored
 
 

@@ -27,7 +27,10 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     fields: dict[str, list[str]] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():
-            name = str(key) if not prefix else f"{prefix}.{key}"
+            if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+                name = f"{prefix}[{key}]"  # DRF reports list items as {index: errors}
+            else:
+                name = str(key) if not prefix else f"{prefix}.{key}"
             if key == "non_field_errors" and not prefix:
                 name = "non_field_errors"
             fields.update(_flatten(value, name))

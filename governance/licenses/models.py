@@ -13,9 +13,13 @@ from governance.core.models import BaseModel
 from governance.licenses.choices import AppliesTo, Confidence, Decision, FindingCode, Severity
 from governance.licenses.engine import TermError, TermSpec
 
+LICENSE_KEY_VALIDATOR = RegexValidator(r"^[a-z0-9][a-z0-9.-]{0,63}$", "lower-case letters, digits, dots and hyphens")
+
 
 class License(BaseModel):
-    key = models.SlugField(max_length=64, unique=True, help_text="catalog key, e.g. llama-3.1")
+    key = models.CharField(
+        max_length=64, unique=True, validators=[LICENSE_KEY_VALIDATOR], help_text="catalog key, e.g. llama-3.1"
+    )
     name = models.CharField(max_length=200)
     scancode_key = models.CharField(max_length=100, blank=True)
     spdx_id = models.CharField(max_length=100, blank=True)

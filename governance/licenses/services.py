@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -21,6 +22,8 @@ from governance.licenses.engine import Evaluation, TermSpec
 from governance.licenses.models import FxRate, License, LicenseEvaluation, LicenseTerm, LicenseVersion
 
 Actor = User | AnonymousUser | str | None
+# Called after commit with the license key of each newly published version (deployments re-evaluate).
+VERSION_PUBLISHED_HOOKS: list[Callable[[str], None]] = []
 
 
 def _term_document(term: TermSpec) -> dict[str, Any]:
@@ -199,6 +202,9 @@ def license_version_publish(*, version: LicenseVersion, actor: Actor) -> list[tu
                 "affected_subjects": [f"{t}:{i}" for t, i in affected],
             },
         )
+        key = version.license.key
+        for hook in VERSION_PUBLISHED_HOOKS:
+            transaction.on_commit(lambda hook=hook: hook(key))  # type: ignore[misc]
     return affected
 
 

@@ -5,5 +5,5 @@ from governance.licenses import api
 urlpatterns = [
     path("evaluate", api.LicenseEvaluateApi.as_view(), name="license-evaluate"),
     path("", api.LicenseListApi.as_view(), name="license-list"),
-    path("<slug:key>/", api.LicenseDetailApi.as_view(), name="license-detail"),
+    path("<str:key>/", api.LicenseDetailApi.as_view(), name="license-detail"),
 ]

@@ -162,6 +162,7 @@ def test_list_and_detail(personas: Personas, catalog: None) -> None:
     listing = client.get("/api/v1/licenses/", {"page_size": 100}).json()
     assert listing["count"] == 25
     assert {row["key"] for row in listing["results"]} >= {"llama-3.1", "kimi-k2-modified-mit", "apache-2.0"}
+    assert client.get("/api/v1/licenses/llama-3.1/").json()["current_version"]["version"] == "2024-07-23"
     detail = client.get("/api/v1/licenses/kimi-k2-modified-mit/").json()
     assert detail["scancode_key"] == "moonshot-ai-modified-mit-2025"
     assert detail["current_version"]["version"] == "2025-07-11"

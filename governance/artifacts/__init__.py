@@ -1,0 +1,1 @@
+"""Model artifacts: the exact weights (by digest), their license, architecture and lineage."""

@@ -1,0 +1,116 @@
+"""Artifacts API: register, list, read."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.generics import ListAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.artifacts.models import DIGEST_VALIDATOR, Derivation, Modality, ModelArtifact
+from governance.artifacts.selectors import artifacts_visible_to
+from governance.artifacts.services import artifact_register
+from governance.core.errors import NotFoundError
+from governance.core.models import Team
+from governance.core.permissions import role_permission
+from governance.core.roles import Role
+
+
+class ArtifactInputSerializer(serializers.Serializer):
+    team = serializers.CharField(max_length=120, required=False, help_text="team name (default: your only team)")
+    name = serializers.CharField(max_length=200)
+    source_repo = serializers.CharField(max_length=300)
+    revision = serializers.CharField(max_length=100)
+    weights_digest = serializers.CharField(max_length=71, validators=[DIGEST_VALIDATOR])
+    license = serializers.RegexField(r"^[a-z0-9][a-z0-9.-]{0,63}$", help_text="license catalog key, e.g. llama-3.1")
+    architecture_key = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    config = serializers.JSONField(required=False)
+    modality = serializers.ChoiceField(choices=Modality.choices, default=Modality.TEXT)
+    quantization_config = serializers.JSONField(required=False)
+    parent = serializers.UUIDField(required=False, allow_null=True)  # type: ignore[assignment]  # DRF's Field.parent
+    derivation = serializers.ChoiceField(choices=Derivation.choices, default=Derivation.NONE)
+    merged_with = serializers.ListField(child=serializers.UUIDField(), required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(self.initial_data) - set(self.fields)
+        if unknown:
+            raise serializers.ValidationError({key: "unknown field" for key in sorted(unknown)})
+        if ModelArtifact.objects.filter(weights_digest=attrs["weights_digest"]).exists():
+            raise serializers.ValidationError({"weights_digest": "an artifact with this digest is registered already"})
+        visible = artifacts_visible_to(self.context["user"])
+        if attrs.get("parent"):
+            attrs["parent"] = visible.filter(code=attrs["parent"]).first()
+            if attrs["parent"] is None:
+                raise serializers.ValidationError({"parent": "no such artifact"})
+        merged = []
+        for code in attrs.get("merged_with", []):
+            found = visible.filter(code=code).first()
+            if found is None:
+                raise serializers.ValidationError({"merged_with": f"no such artifact {code}"})
+            merged.append(found)
+        attrs["merged_with"] = merged
+        return attrs
+
+
+class ArtifactOutputSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.name")
+    license = serializers.CharField(source="license.key")
+    license_version = serializers.CharField(source="license_version.version")
+    parent = serializers.SerializerMethodField()  # type: ignore[assignment]  # DRF's Field.parent
+    licenses = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ModelArtifact
+        fields = ["code", "team", "name", "source_repo", "revision", "weights_digest", "license", "license_version",
+                  "architecture_key", "modality", "quantization_config", "parent", "derivation", "licenses",
+                  "created_at"]  # fmt: skip
+
+    def get_parent(self, obj: ModelArtifact) -> str | None:
+        return str(obj.parent.code) if obj.parent else None
+
+    def get_licenses(self, obj: ModelArtifact) -> list[str]:
+        return [f"{v.license.key} {v.version}" for v in obj.license_versions()]
+
+
+def _team_for(user: Any, name: str | None) -> Team:
+    teams = Team.objects.filter(members=user)
+    if name:
+        team = teams.filter(name=name).first()
+        if team is None:
+            raise serializers.ValidationError({"team": "you are not a member of this team"})
+        return team
+    if teams.count() != 1:
+        raise serializers.ValidationError({"team": "give the team (you belong to several or none)"})
+    return teams.get()
+
+
+class ArtifactListCreateApi(ListAPIView):
+    serializer_class = ArtifactOutputSerializer
+
+    def get_queryset(self) -> QuerySet[ModelArtifact]:
+        return artifacts_visible_to(self.request.user)
+
+    @extend_schema(request=ArtifactInputSerializer, responses={201: ArtifactOutputSerializer})
+    def post(self, request: Request) -> Response:
+        if not role_permission(Role.REQUESTER)().has_permission(request, self):
+            return Response({"message": "Only requesters register artifacts.", "extra": {}}, status=403)
+        serializer = ArtifactInputSerializer(data=request.data, context={"user": request.user})
+        serializer.is_valid(raise_exception=True)
+        team = _team_for(request.user, serializer.validated_data.get("team"))
+        artifact = artifact_register(actor=cast(User, request.user), team=team, data=serializer.validated_data)
+        return Response(ArtifactOutputSerializer(artifact).data, status=201)
+
+
+class ArtifactDetailApi(APIView):
+    @extend_schema(responses=ArtifactOutputSerializer)
+    def get(self, request: Request, code: str) -> Response:
+        artifact = artifacts_visible_to(request.user).filter(code=code).first()
+        if artifact is None:
+            raise NotFoundError("no such artifact")
+        return Response(ArtifactOutputSerializer(artifact).data)

@@ -1,0 +1,1 @@
+"""Deployment requests: facts, serving plan, review state machine, evidence, obligations, waivers, usage."""

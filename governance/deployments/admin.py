@@ -1,0 +1,51 @@
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, UsageReport, Waiver
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class DecisionInline(ReadOnlyInline):
+    model = ReviewDecision
+    fields = ("role", "verdict", "reviewer", "evidence_digest", "voided_at", "void_reason")
+
+
+class ObligationInline(ReadOnlyInline):
+    model = ObligationItem
+    fields = ("license_key", "finding_code", "clause", "status", "how_met")
+
+
+class WaiverInline(ReadOnlyInline):
+    model = Waiver
+    fields = ("license_key", "finding_code", "clause", "reason", "expires_at", "granted_by")
+
+
+@admin.register(DeploymentRequest)
+class DeploymentRequestAdmin(admin.ModelAdmin):
+    # Status and evidence change only through the services (audited); the admin reads.
+    list_display = ("product_name", "team", "status", "flagged", "approval_expires_at", "created_at")
+    list_filter = ("status", "flagged", "team")
+    search_fields = ("product_name", "code")
+    readonly_fields = [f.name for f in DeploymentRequest._meta.fields]
+    inlines = [DecisionInline, ObligationInline, WaiverInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(UsageReport)
+class UsageReportAdmin(admin.ModelAdmin):
+    list_display = ("request", "month", "monthly_active_users", "revenue_amount", "revenue_currency", "crossed")
+    readonly_fields = [f.name for f in UsageReport._meta.fields]

@@ -1,0 +1,48 @@
+from django.db import models
+
+
+class Status(models.TextChoices):
+    DRAFT = "draft"
+    SUBMITTED = "submitted"
+    IN_REVIEW = "in_review"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+
+
+# The only allowed status changes (django-oscar style); deployment_transition() enforces them.
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    Status.DRAFT: (Status.SUBMITTED,),
+    Status.SUBMITTED: (Status.IN_REVIEW,),
+    Status.IN_REVIEW: (Status.APPROVED, Status.REJECTED),
+    Status.APPROVED: (Status.REVOKED, Status.EXPIRED, Status.IN_REVIEW),  # in_review: evidence changed
+    Status.REJECTED: (),
+    Status.REVOKED: (),
+    Status.EXPIRED: (),
+}
+EDITABLE = (Status.DRAFT, Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED)
+
+
+class ReviewRole(models.TextChoices):
+    LEGAL = "legal"
+    ENGINEERING = "engineering"
+
+
+class ReviewVerdict(models.TextChoices):
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+class ObligationStatus(models.TextChoices):
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"  # the requester said how it is met
+    ACCEPTED = "accepted"  # legal accepted that answer
+    REJECTED = "rejected"  # legal did not; the requester answers again
+    SUPERSEDED = "superseded"  # the finding went away on re-evaluation
+
+
+class Engine(models.TextChoices):
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    TENSORRT_LLM = "tensorrt_llm"

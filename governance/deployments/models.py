@@ -1,0 +1,107 @@
+"""Deployment requests and what hangs off them. Status changes only through services.deployment_transition."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from governance.artifacts.models import ModelArtifact
+from governance.core.models import BaseModel, Team
+from governance.deployments.choices import ObligationStatus, ReviewRole, ReviewVerdict, Status
+
+
+class DeploymentRequest(BaseModel):
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="deployment_requests")
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    artifact = models.ForeignKey(ModelArtifact, on_delete=models.PROTECT, related_name="deployment_requests")
+    product_name = models.CharField(max_length=200)
+    environments = models.JSONField(default=list)
+    facts = models.JSONField(help_text="license facts, as given (validated like the evaluate API)")
+    serving_plan = models.JSONField()
+    target_cluster = models.CharField(max_length=120, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.DRAFT, db_index=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    approved_at = models.DateTimeField(null=True, blank=True)
+    approval_expires_at = models.DateTimeField(null=True, blank=True)
+    evidence = models.JSONField(null=True, blank=True)
+    evidence_digest = models.CharField(max_length=64, blank=True)
+    flagged = models.BooleanField(default=False)
+    flag_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        # serves the expiry sweep: WHERE status = 'approved' AND approval_expires_at <= now
+        indexes = [models.Index(fields=["status", "approval_expires_at"], name="deployment_expiry_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.product_name} ({self.status})"
+
+
+class ReviewDecision(BaseModel):
+    """A reviewer's verdict on one evidence digest. Voided when the evidence changes."""
+
+    request = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="decisions")
+    role = models.CharField(max_length=12, choices=ReviewRole.choices)
+    verdict = models.CharField(max_length=8, choices=ReviewVerdict.choices)
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    evidence_digest = models.CharField(max_length=64)
+    comment = models.TextField(blank=True)
+    voided_at = models.DateTimeField(null=True, blank=True)
+    void_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+
+class ObligationItem(BaseModel):
+    """One obligation finding the requester must meet (e.g. where "Built with Llama" is shown)."""
+
+    request = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="obligations")
+    license_key = models.CharField(max_length=64)
+    finding_code = models.CharField(max_length=40)
+    clause = models.CharField(max_length=120)
+    params = models.JSONField(default=dict)
+    message = models.TextField()
+    fingerprint = models.CharField(max_length=64)  # license + code + clause + params: survives re-evaluation
+    status = models.CharField(max_length=14, choices=ObligationStatus.choices, default=ObligationStatus.OPEN)
+    how_met = models.TextField(blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    review_comment = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["license_key", "finding_code", "clause"]
+        constraints = [models.UniqueConstraint(fields=["request", "fingerprint"], name="obligation_unique")]
+
+
+class Waiver(BaseModel):
+    """Legal waives one finding (license + code [+ clause]) on one request until `expires_at`."""
+
+    request = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="waivers")
+    license_key = models.CharField(max_length=64)
+    finding_code = models.CharField(max_length=40)
+    clause = models.CharField(max_length=120, blank=True)
+    reason = models.TextField()
+    expires_at = models.DateTimeField()
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    expired_recorded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["expires_at"]
+        # serves the expiry sweep: WHERE expired_recorded_at IS NULL AND expires_at <= now
+        indexes = [models.Index(fields=["expired_recorded_at", "expires_at"], name="waiver_expiry_idx")]
+
+
+class UsageReport(BaseModel):
+    request = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="usage_reports")
+    month = models.CharField(max_length=7)  # YYYY-MM
+    monthly_active_users = models.BigIntegerField()
+    revenue_amount = models.DecimalField(max_digits=20, decimal_places=2, null=True)
+    revenue_currency = models.CharField(max_length=3, blank=True)
+    reported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    crossed = models.JSONField(default=list)  # findings that appeared with this report
+
+    class Meta:
+        ordering = ["-month", "-created_at"]

@@ -1,0 +1,138 @@
+"""Fixtures: the license catalog, artifacts of several licenses, and a helper to drive requests."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from governance.artifacts.models import ModelArtifact
+from governance.artifacts.services import artifact_register
+from governance.capacity.services import capacity_plan_compute
+from governance.deployments.models import DeploymentRequest
+from governance.deployments.selectors import latest_capacity_plan
+from governance.licenses.services import license_catalog_load
+from tests.conftest import Personas
+
+FACTS: dict[str, Any] = {
+    "use_case": "external_commercial",
+    "commercial_entity": True,
+    "hosted_service": True,
+    "production": True,
+    "monthly_active_users": 2_000_000,
+    "monthly_active_users_at_model_release": None,
+    "monthly_revenue": {"amount": 1_000_000, "currency": "USD"},
+    "org_country": "US",
+    "multimodal": False,
+    "outputs_used_to_train_other_models": False,
+    "derivative": {"kind": "none", "distribution": "none", "name": None},
+    "redistributes_original_weights": False,
+    "intended_uses": [],
+    "guardrails_removed": False,
+}
+SERVING = {"engine": "vllm", "precision": "fp8", "gpu": "h200", "max_model_len": 32768, "concurrency": 4}
+
+
+def digest_of(name: str) -> str:
+    return "sha256:" + hashlib.sha256(name.encode()).hexdigest()
+
+
+@pytest.fixture
+def catalog(db: None) -> None:
+    license_catalog_load(actor="system:test")
+
+
+@pytest.fixture
+def artifacts(personas: Personas, catalog: None) -> dict[str, ModelArtifact]:
+    def register(name: str, license_key: str, arch: str, **extra: Any) -> ModelArtifact:
+        data = {
+            "name": name,
+            "source_repo": f"org/{name}",
+            "revision": "abc123",
+            "weights_digest": digest_of(name),
+            "license": license_key,
+            "architecture_key": arch,
+            **extra,
+        }
+        return artifact_register(actor=personas.requester, team=personas.team, data=data)
+
+    return {
+        "kimi": register("Kimi-K2-Instruct", "kimi-k2-modified-mit", "kimi-k2"),
+        "qwen": register("Qwen2.5-72B-Instruct", "qwen", "qwen3-30b-a3b"),
+        "llama": register("Llama-3.1-70B", "llama-3.1", "qwen3-30b-a3b"),
+        "apache": register("Qwen3-30B-A3B", "apache-2.0", "qwen3-30b-a3b"),
+    }
+
+
+class Flow:
+    """Drives one request through the API as the personas would."""
+
+    def __init__(self, personas: Personas) -> None:
+        self.p = personas
+
+    def client(self, user: User | None) -> APIClient:
+        return self.p.client(user)
+
+    def create(self, artifact: ModelArtifact, facts: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+        body = {
+            "artifact": str(artifact.code),
+            "product_name": "Acme Assistant",
+            "environments": ["production"],
+            "facts": facts or FACTS,
+            "serving_plan": SERVING,
+            **extra,
+        }
+        response = self.client(self.p.requester).post("/api/v1/deployments/", body, format="json")
+        assert response.status_code == 201, response.json()
+        return response.json()
+
+    def post(self, user: User, code: str, action: str, body: dict[str, Any] | None = None) -> Any:
+        return self.client(user).post(f"/api/v1/deployments/{code}/{action}", body or {}, format="json")
+
+    def get(self, user: User, code: str) -> dict[str, Any]:
+        response = self.client(user).get(f"/api/v1/deployments/{code}")
+        assert response.status_code == 200, response.json()
+        return response.json()
+
+    def compute_capacity(self, code: str) -> None:
+        stored = latest_capacity_plan(DeploymentRequest.objects.get(code=code))
+        assert stored is not None
+        capacity_plan_compute(plan_id=stored.pk)
+
+    def to_review(self, artifact: ModelArtifact, facts: dict[str, Any] | None = None) -> str:
+        code = self.create(artifact, facts)["code"]
+        assert self.post(self.p.requester, code, "submit").status_code == 200
+        assert self.post(self.p.legal, code, "start-review").status_code == 200
+        return code
+
+    def meet_obligations(self, code: str) -> None:
+        for item in self.get(self.p.requester, code)["obligations"]:
+            if item["status"] in ("open", "rejected"):
+                r = self.post(
+                    self.p.requester,
+                    code,
+                    f"obligations/{item['code']}/acknowledge",
+                    {"how_met": "footer of every page"},
+                )
+                assert r.status_code == 200, r.json()
+        for item in self.get(self.p.legal, code)["obligations"]:
+            if item["status"] == "acknowledged":
+                r = self.post(self.p.legal, code, f"obligations/{item['code']}/review", {"accept": True})
+                assert r.status_code == 200, r.json()
+
+    def approve(self, code: str) -> dict[str, Any]:
+        self.compute_capacity(code)
+        self.meet_obligations(code)
+        digest = self.get(self.p.legal, code)["evidence_digest"]
+        for user in (self.p.legal, self.p.engineer):
+            response = self.post(user, code, "review", {"verdict": "approve", "evidence_digest": digest})
+            assert response.status_code == 200, response.json()
+        return self.get(self.p.legal, code)
+
+
+@pytest.fixture
+def flow(personas: Personas, artifacts: dict[str, ModelArtifact]) -> Flow:
+    return Flow(personas)
