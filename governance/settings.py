@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "governance.capacity",
     "governance.artifacts",
     "governance.deployments",
+    "governance.evaluations",
     "governance.web",
 ]
 
@@ -198,6 +199,7 @@ CELERY_RESULT_BACKEND = env_str(
 )
 if CELERY_RESULT_BACKEND.startswith("file://"):
     Path(CELERY_RESULT_BACKEND.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -241,6 +243,13 @@ DEPLOYMENT_APPROVAL_VALIDITY_DAYS = env_int("DEPLOYMENT_APPROVAL_VALIDITY_DAYS",
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "governance@localhost")
 CELERY_BEAT_SCHEDULE["deployments-expire"] = {"task": "deployments.expire", "schedule": 300.0}
+
+# --- cluster jobs ---
+JOB_POLL_INITIAL_S = float(env_int("JOB_POLL_INITIAL_S", 2, minimum=1))
+JOB_POLL_MAX_S = float(env_int("JOB_POLL_MAX_S", 60, minimum=1))
+JOB_LOST_GRACE_S = env_int("JOB_LOST_GRACE_S", 30, minimum=0)
+JOB_RETRY_GRACE_S = env_int("JOB_RETRY_GRACE_S", 30, minimum=0)
+CELERY_BEAT_SCHEDULE["jobs-resume"] = {"task": "jobs.resume", "schedule": 60.0}
 
 # --- audit trail ---
 AUDIT_ORIGIN = env_str("AUDIT_ORIGIN", "governance")

@@ -16,6 +16,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("artifacts", ArtifactListCreateApi.as_view(), name="artifact-list"),
     path("artifacts/<uuid:code>", ArtifactDetailApi.as_view(), name="artifact-detail"),
     path("deployments/", include("governance.deployments.urls")),
+    path("", include("governance.evaluations.urls")),
     path("capacity/plans", CapacityPlanCreateApi.as_view(), name="capacity-plan-create"),
     path("capacity/plans/<uuid:code>", CapacityPlanDetailApi.as_view(), name="capacity-plan-detail"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),

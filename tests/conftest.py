@@ -120,65 +120,76 @@ class WorkerHandle:
     log_path: Path
 
 
-@pytest.fixture(scope="session")
-def celery_worker(
-    django_db_setup: None, django_db_blocker: object, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[WorkerHandle]:
-    """A real `celery worker` process on the configured broker, consuming a queue of its own.
-
-    It talks to the same test database as the tests, so tests using it need
-    `transaction=True` (the worker only sees committed rows).
-    """
-    queue = f"test-{uuid.uuid4().hex[:12]}"
-    log_path = tmp_path_factory.mktemp("celery") / "worker.log"
+def start_worker(queue: str, log_path: Path) -> subprocess.Popen[bytes]:
+    """A real `celery worker` process consuming `queue`, against the test database."""
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="governance.settings_tests",
         DATABASE_URL=_database_url_for_tests(),
+        CELERY_TASK_DEFAULT_QUEUE=queue,  # tasks the worker sends go to its own queue too
+        JOB_POLL_INITIAL_S="1",
+        JOB_POLL_MAX_S="2",
+        JOB_LOST_GRACE_S="5",
     )
-    log = log_path.open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "governance",
-            "worker",
-            "-Q",
-            queue,
-            "--pool=solo",
-            "--loglevel=INFO",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "governance.celery",
+                "worker",
+                "-Q",
+                queue,
+                "--pool=solo",
+                "--loglevel=INFO",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def wait_for_worker(process: subprocess.Popen[bytes], queue: str, log_path: Path) -> None:
+    from governance.core.tasks import ping
+
+    deadline = time.monotonic() + 90
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError("celery worker exited:\n" + log_path.read_text(errors="replace"))
+        try:
+            ping.apply_async(args=["ready"], queue=queue).get(timeout=5)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise RuntimeError("celery worker did not answer:\n" + log_path.read_text(errors="replace")) from None
+
+
+def stop_worker(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(
+    django_db_setup: None, django_db_blocker: object, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerHandle]:
+    """A real worker on the configured broker, on a queue of its own, against the test database.
+    Tests using it need `transaction=True` (the worker only sees committed rows)."""
+    queue = f"test-{uuid.uuid4().hex[:12]}"
+    log_path = tmp_path_factory.mktemp("celery") / "worker.log"
+    process = start_worker(queue, log_path)
     handle = WorkerHandle(queue=queue, process=process, log_path=log_path)
     try:
-        from governance.core.tasks import ping
-
-        deadline = time.monotonic() + 90
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError("celery worker exited:\n" + log_path.read_text(errors="replace"))
-            try:
-                ping.apply_async(args=["ready"], queue=queue).get(timeout=5)
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "celery worker did not answer:\n" + log_path.read_text(errors="replace")
-                    ) from None
+        wait_for_worker(process, queue, log_path)
         yield handle
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+        stop_worker(process)

@@ -1,0 +1,1 @@
+"""Clusters and job runs: the Django side of planner.cluster (SSH + Slurm, or local)."""

@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+
+
+class EvaluationsConfig(AppConfig):
+    name = "governance.evaluations"
+    label = "evaluations"
+    verbose_name = "Clusters and job runs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from celery.signals import worker_ready
+
+        from governance.evaluations.tasks import resume_polling_on_start
+
+        # A restarted worker picks up every active run's polling (without submitting again).
+        worker_ready.connect(resume_polling_on_start, weak=False)

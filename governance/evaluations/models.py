@@ -1,0 +1,108 @@
+"""A cluster the service submits to, and one job run (all its attempts) on it."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+
+from governance.core.models import BaseModel
+
+TOKEN = RegexValidator(r"^[A-Za-z0-9_.-]{1,64}$", "letters, digits, '_', '.', '-' only")
+PATH = RegexValidator(r"^/[A-Za-z0-9_./-]{1,400}$", "an absolute path of letters, digits, '_', '.', '-', '/'")
+
+
+class ExecutorKind(models.TextChoices):
+    SLURM = "slurm", "Slurm over SSH"
+    LOCAL = "local", "Local subprocess"
+
+
+class Cluster(BaseModel):
+    name = models.CharField(max_length=100, unique=True, validators=[TOKEN])
+    executor = models.CharField(max_length=8, choices=ExecutorKind.choices, default=ExecutorKind.SLURM)
+    host = models.CharField(max_length=253, blank=True)
+    port = models.PositiveIntegerField(default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)])
+    user = models.CharField(max_length=64, blank=True, validators=[TOKEN])
+    host_keys = models.TextField(blank=True, help_text="pinned host keys, known_hosts format")
+    key_path = models.CharField(
+        max_length=400,
+        blank=True,
+        validators=[PATH],
+        help_text="path of the private key file on the workers (the key is never stored)",
+    )
+    remote_root = models.CharField(max_length=400, validators=[PATH])
+    partition = models.CharField(max_length=64, blank=True, validators=[TOKEN])
+    account = models.CharField(max_length=64, blank=True, validators=[TOKEN])
+    qos = models.CharField(max_length=64, blank=True, validators=[TOKEN])
+    gres_pattern = models.CharField(max_length=64, blank=True, help_text="e.g. gpu:h200:{gpus}")
+    default_time_limit_s = models.PositiveIntegerField(default=3600)
+    setup_lines = models.TextField(blank=True, help_text="shell lines run before the payload (module load …)")
+    last_test_at = models.DateTimeField(null=True, blank=True)
+    last_test_ok = models.BooleanField(null=True)
+    last_test_message = models.TextField(blank=True)
+    inventory = models.JSONField(null=True, blank=True, help_text="nodes and GPUs found by the discovery job")
+    discovered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JobRunState(models.TextChoices):
+    QUEUED = "queued"
+    SUBMITTING = "submitting"
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    LOST = "lost"
+
+
+ACTIVE_STATES = (JobRunState.QUEUED, JobRunState.SUBMITTING, JobRunState.PENDING, JobRunState.RUNNING)
+
+
+class JobKind(models.TextChoices):
+    EVAL = "eval"
+    DISCOVERY = "discovery"
+    COMMAND = "command"
+
+
+class JobRun(BaseModel):
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="runs")
+    kind = models.CharField(max_length=10, choices=JobKind.choices)
+    subject_type = models.CharField(max_length=64, blank=True)
+    subject_id = models.CharField(max_length=64, blank=True)
+    command = models.JSONField(help_text="argv of the payload")
+    files = models.JSONField(default=dict, help_text="name -> text content uploaded next to the job script")
+    time_limit_s = models.PositiveIntegerField()
+    cpus = models.PositiveSmallIntegerField(default=1)
+    gpus = models.PositiveSmallIntegerField(default=0)
+    state = models.CharField(max_length=12, choices=JobRunState.choices, default=JobRunState.QUEUED, db_index=True)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    timeout_retried = models.BooleanField(default=False)
+    job_id = models.CharField(max_length=32, blank=True)
+    run_dir = models.CharField(max_length=500, blank=True)
+    slurm_state = models.CharField(max_length=40, blank=True)
+    reason = models.TextField(blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    poll_interval_s = models.FloatField(default=2.0)
+    next_poll_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    log_tail = models.TextField(blank=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} run {self.code} ({self.state})"
+
+    @property
+    def spec_name(self) -> str:
+        return f"gov-{self.code.hex[:20]}-a{self.attempt}"

@@ -1,0 +1,40 @@
+"""Thin Celery tasks around the job services. Polling re-schedules itself; no worker ever sleeps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from governance.evaluations.services import Next, jobrun_poll, jobrun_submit, jobs_resume
+
+
+def _follow(run_id: int, step: Next) -> None:
+    if step.poll_in is not None:
+        jobrun_poll_task.apply_async((run_id,), countdown=step.poll_in)
+    if step.resubmit_in is not None:
+        jobrun_submit_task.apply_async((run_id,), countdown=step.resubmit_in)
+
+
+@shared_task(name="jobs.submit")
+def jobrun_submit_task(run_id: int) -> None:
+    _follow(run_id, jobrun_submit(run_id=run_id))
+
+
+@shared_task(name="jobs.poll")
+def jobrun_poll_task(run_id: int) -> None:
+    _follow(run_id, jobrun_poll(run_id=run_id))
+
+
+@shared_task(name="jobs.resume")
+def jobs_resume_task() -> dict[str, list[int]]:
+    found = jobs_resume()
+    for run_id in found["poll"]:
+        jobrun_poll_task.delay(run_id)
+    for run_id in found["submit"]:
+        jobrun_submit_task.delay(run_id)
+    return found
+
+
+def resume_polling_on_start(sender: Any = None, **kwargs: Any) -> None:
+    jobs_resume_task.delay()

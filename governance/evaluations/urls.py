@@ -1,0 +1,11 @@
+from django.urls import path
+
+from governance.evaluations import api
+
+urlpatterns = [
+    path("clusters", api.ClusterListApi.as_view(), name="cluster-list"),
+    path("clusters/<uuid:code>/test", api.ClusterTestApi.as_view(), name="cluster-test"),
+    path("clusters/<uuid:code>/discover", api.ClusterDiscoverApi.as_view(), name="cluster-discover"),
+    path("jobs/<uuid:code>", api.JobRunDetailApi.as_view(), name="job-detail"),
+    path("jobs/<uuid:code>/cancel", api.JobRunCancelApi.as_view(), name="job-cancel"),
+]

@@ -1,0 +1,190 @@
+"""The executor interface, job descriptions, validation of everything that reaches a shell, and the
+job script (which writes a sentinel with its exit code so completion is known without accounting)."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class ClusterError(Exception):
+    """`permanent` errors (bad host key, bad auth, invalid input) are not retried."""
+
+    def __init__(self, message: str, *, permanent: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.permanent = permanent
+
+
+class JobState(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    RETRYABLE = "retryable"  # PREEMPTED, NODE_FAIL: retry after a grace period
+    LOST = "lost"  # vanished without its sentinel
+
+    @property
+    def active(self) -> bool:
+        return self in (JobState.PENDING, JobState.RUNNING)
+
+
+# Slurm state -> executor state (planner reference, slurm-ssh.md). COMPLETED is checked against the result.
+SLURM_STATES: dict[str, JobState] = {
+    "PENDING": JobState.PENDING, "CONFIGURING": JobState.PENDING, "REQUEUED": JobState.PENDING,
+    "REQUEUE_HOLD": JobState.PENDING, "REQUEUE_FED": JobState.PENDING, "RESV_DEL_HOLD": JobState.PENDING,
+    "RUNNING": JobState.RUNNING, "COMPLETING": JobState.RUNNING, "SUSPENDED": JobState.RUNNING,
+    "STAGE_OUT": JobState.RUNNING, "SIGNALING": JobState.RUNNING, "RESIZING": JobState.RUNNING,
+    "COMPLETED": JobState.SUCCEEDED,
+    "FAILED": JobState.FAILED, "OUT_OF_MEMORY": JobState.FAILED, "BOOT_FAIL": JobState.FAILED,
+    "DEADLINE": JobState.FAILED, "SPECIAL_EXIT": JobState.FAILED,
+    "CANCELLED": JobState.CANCELLED, "REVOKED": JobState.CANCELLED,
+    "TIMEOUT": JobState.TIMEOUT,
+    "PREEMPTED": JobState.RETRYABLE, "NODE_FAIL": JobState.RETRYABLE,
+}  # fmt: skip
+
+
+def map_slurm_state(raw: str) -> JobState:
+    """'CANCELLED by 1001' -> CANCELLED; unknown states count as running (never as done)."""
+    return SLURM_STATES.get(raw.split()[0].rstrip("+") if raw else "", JobState.RUNNING)
+
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+_TOKEN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_GRES = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_PATH = re.compile(r"^/[A-Za-z0-9_./-]{1,400}$")
+_FILE = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+def _check(pattern: re.Pattern[str], value: str, field_name: str) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ClusterError(f"{field_name}: {value!r} is not allowed (pattern {pattern.pattern})", permanent=True)
+    return value
+
+
+def check_path(value: str, field_name: str) -> str:
+    _check(_PATH, value, field_name)
+    if "/../" in value + "/" or value.endswith("/.."):
+        raise ClusterError(f"{field_name}: '..' is not allowed", permanent=True)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One attempt of one run. Every field is validated before anything reaches a cluster."""
+
+    run_id: str
+    attempt: int
+    command: tuple[str, ...]  # argv of the payload, run in the attempt directory
+    files: Mapping[str, bytes] = field(default_factory=dict)  # uploaded next to the job script
+    time_limit_s: int = 1800
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    gres: str | None = None
+    cpus: int = 1
+    mem_mb: int | None = None
+    setup: tuple[str, ...] = ()  # environment lines from the cluster record (module load …)
+
+    @property
+    def name(self) -> str:
+        return f"gov-{self.run_id}-a{self.attempt}"
+
+    def validate(self) -> None:
+        _check(_NAME, self.run_id, "run_id")
+        if not 1 <= self.attempt <= 10:
+            raise ClusterError("attempt: must be 1..10", permanent=True)
+        if not 10 <= self.time_limit_s <= 7 * 24 * 3600:
+            raise ClusterError("time_limit_s: must be 10 s .. 7 days", permanent=True)
+        if not 1 <= self.cpus <= 512:
+            raise ClusterError("cpus: must be 1..512", permanent=True)
+        for name, value, pattern in (("partition", self.partition, _TOKEN), ("account", self.account, _TOKEN),
+                                     ("qos", self.qos, _TOKEN), ("gres", self.gres, _GRES)):  # fmt: skip
+            if value is not None:
+                _check(pattern, value, name)
+        if not self.command:
+            raise ClusterError("command: empty", permanent=True)
+        for part in (*self.command, *self.setup):
+            if "\n" in part or "\r" in part or "\0" in part:
+                raise ClusterError("command/setup: newlines and NUL are not allowed", permanent=True)
+        for name in self.files:
+            _check(_FILE, name, "files")
+            if name in ("job.sh", ".exit_code") or name.startswith("slurm-"):
+                raise ClusterError(f"files: {name!r} is reserved", permanent=True)
+
+
+def slurm_time(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    job_id: str
+    run_dir: str  # the attempt directory
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    state: JobState
+    raw_state: str = ""
+    exit_code: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutput:
+    result: dict[str, Any] | None  # result.json when present and its checksum matched
+    result_ok: bool
+    log_tail: str
+    problem: str = ""
+
+
+class Executor(Protocol):
+    def submit(self, spec: JobSpec) -> JobRef: ...
+    def poll(self, refs: list[JobRef]) -> dict[JobRef, JobStatus]: ...
+    def fetch(self, ref: JobRef) -> JobOutput: ...
+    def cancel(self, ref: JobRef) -> None: ...
+    def find_by_name(self, name: str, run_dir: str) -> JobRef | None: ...
+
+
+def job_script(spec: JobSpec) -> str:
+    """The batch script (run in the attempt directory: sbatch --chdir, or the local cwd). The trap writes `.exit_code` however the payload ends (unless killed
+    with SIGKILL, e.g. on timeout: then Slurm's own state tells, or the job counts as lost)."""
+    lines = [
+        "#!/bin/bash",
+        "# written by governance: one attempt of one run",
+        "set -uo pipefail",
+        "trap 'echo $? > .exit_code.tmp && mv .exit_code.tmp .exit_code' EXIT",
+        f"export GOV_RUN_ID={shlex.quote(spec.run_id)} GOV_ATTEMPT={int(spec.attempt)}",
+        *spec.setup,
+        "set -e",
+        shlex.join(spec.command),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def verify_result(raw: bytes | None, checksum: bytes | None) -> tuple[dict[str, Any] | None, str]:
+    """result.json is valid only with a matching result.json.sha256 written after it."""
+    if raw is None:
+        return None, "no result.json"
+    if checksum is None:
+        return None, "no result.json.sha256"
+    expected = checksum.decode(errors="replace").split()[0] if checksum.strip() else ""
+    if hashlib.sha256(raw).hexdigest() != expected:
+        return None, "result.json does not match its checksum"
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None, "result.json is not JSON"
+    if not isinstance(parsed, dict):
+        return None, "result.json is not an object"
+    return parsed, ""
