@@ -1,0 +1,1 @@
+"""The eval job payload that runs on the cluster: baseline vs quantized, metrics, result.json."""

@@ -1,0 +1,5 @@
+import sys
+
+from planner.evaljob.run import main
+
+sys.exit(main())

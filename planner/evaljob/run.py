@@ -1,0 +1,192 @@
+"""python -m planner.evaljob run --spec spec.json --out DIR
+
+Loads the baseline (a local Hugging Face model directory, or a config for a random-weight model
+in tests), builds the quantized variant, runs every case through both in this process, caches
+each finished case (a requeued job resumes), prints progress lines, and writes result.json
+atomically with result.json.sha256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from planner.evaljob.metrics import case_verdict, summarize_kl, token_agreement
+from planner.evaljob.stats import gate
+from planner.quant.modules import quantize_model
+from planner.quant.schemes import scheme as scheme_named
+
+DEFAULT_SET = Path(__file__).resolve().parent / "data" / "default-v1.jsonl"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
+def load_cases(path: str | None, limit: int | None) -> tuple[list[dict[str, Any]], str]:
+    raw = Path(path or DEFAULT_SET).read_bytes()
+    cases = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+    for index, case in enumerate(cases):
+        for key in ("id", "category", "turns", "key_items"):
+            if key not in case:
+                raise ValueError(f"eval set line {index + 1}: missing {key}")
+    if limit:
+        per_category: dict[str, int] = {}
+        kept = []
+        for case in cases:
+            if per_category.get(case["category"], 0) < limit:
+                per_category[case["category"]] = per_category.get(case["category"], 0) + 1
+                kept.append(case)
+        cases = kept
+    return cases, hashlib.sha256(raw).hexdigest()
+
+
+def load_models(spec: dict[str, Any], device: str) -> tuple[Any, Any]:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+    model_spec = spec["model"]
+    dtype = getattr(torch, model_spec.get("dtype", "bfloat16"))
+    if "path" in model_spec:
+        tokenizer = AutoTokenizer.from_pretrained(model_spec["path"], local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(model_spec["path"], dtype=dtype, local_files_only=True)
+    else:  # a random-weight model built from a config (tests, and GPU runs without weights)
+        tokenizer = PreTrainedTokenizerFast(tokenizer_file=model_spec["tokenizer_file"], eos_token="<eos>",
+                                            pad_token="<pad>")  # fmt: skip
+        config = AutoConfig.for_model(**model_spec["config"])
+        torch.manual_seed(int(model_spec.get("seed", 0)))
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return tokenizer, model.to(device).eval()
+
+
+def prompt_text(case: dict[str, Any]) -> str:
+    return "\n".join(f"User: {turn}" for turn in case["turns"]) + "\nAssistant:"
+
+
+@torch.no_grad()
+def generate(model: Any, tokenizer: Any, text: str, max_new_tokens: int, device: str) -> tuple[str, list[int]]:
+    encoded = tokenizer(text, return_tensors="pt").to(device)
+    output = model.generate(**encoded, max_new_tokens=max_new_tokens, do_sample=False,
+                            pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)  # fmt: skip
+    new = output[0, encoded["input_ids"].shape[1]:]
+    return tokenizer.decode(new, skip_special_tokens=True), output[0].tolist()
+
+
+def versions(device: str) -> dict[str, Any]:
+    import transformers
+
+    info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
+                            "transformers": transformers.__version__, "cuda": torch.version.cuda, "device": device}  # fmt: skip
+    if device.startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cases").mkdir(exist_ok=True)
+    device = spec.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
+    cases, set_sha = load_cases(spec.get("eval_set"), spec.get("max_cases_per_category"))
+    chosen = scheme_named(spec["scheme"], spec.get("group_size"))
+    started = time.perf_counter()
+    tokenizer, baseline = load_models(spec, device)
+    quantized = copy.deepcopy(baseline)
+    began = time.perf_counter()
+    applied = quantize_model(quantized, chosen, spec.get("ignore"), real_int8=bool(spec.get("real_int8")))
+    quantize_s = time.perf_counter() - began
+    max_new = int(spec.get("max_new_tokens", 32))
+    timings = {"baseline_s": 0.0, "quantized_s": 0.0}
+    for done, case in enumerate(cases, start=1):
+        cache = out / "cases" / f"{case['id']}.json"
+        if cache.exists():
+            print(f"progress {done}/{len(cases)} (cached {case['id']})", flush=True)
+            continue
+        text = prompt_text(case)
+        t0 = time.perf_counter()
+        base_text, base_tokens = generate(baseline, tokenizer, text, max_new, device)
+        t1 = time.perf_counter()
+        quant_text, _ = generate(quantized, tokenizer, text, max_new, device)
+        t2 = time.perf_counter()
+        timings["baseline_s"] += t1 - t0
+        timings["quantized_s"] += t2 - t1
+        ids = torch.tensor([base_tokens], device=device)
+        tokens = token_agreement(baseline(ids).logits[0], quantized(ids).logits[0])
+        record = {"id": case["id"], "category": case["category"], "baseline": base_text, "quantized": quant_text,
+                  **case_verdict(case, base_text, quant_text), "tokens": tokens}  # fmt: skip
+        _write_atomic(cache, json.dumps(record, ensure_ascii=False).encode())
+        print(f"progress {done}/{len(cases)}", flush=True)
+    records = [json.loads((out / "cases" / f"{case['id']}.json").read_text()) for case in cases]
+    result = summarize(records, float(spec.get("threshold", 0.05)))
+    result.update({
+        "scheme": spec["scheme"], "quantization": applied, "eval_set_sha256": set_sha, "versions": versions(device),
+        "timing": {"quantize_s": round(quantize_s, 3), "total_s": round(time.perf_counter() - started, 3),
+                   "baseline_cases_per_s": len(cases) / timings["baseline_s"] if timings["baseline_s"] else None,
+                   "quantized_cases_per_s": len(cases) / timings["quantized_s"] if timings["quantized_s"] else None},
+    })  # fmt: skip
+    data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
+    _write_atomic(out / "result.json", data)
+    _write_atomic(out / "result.json.sha256", hashlib.sha256(data).hexdigest().encode())
+    return result
+
+
+def summarize(records: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
+    categories: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        categories.setdefault(record["category"], []).append(record)
+
+    def block(items: list[dict[str, Any]]) -> dict[str, Any]:
+        failures = [r for r in items if r["failed"]]
+        kl = [v for r in items for v in r["tokens"]["kl"]]
+        positions = sum(r["tokens"]["positions"] for r in items)
+        with_reference = [r for r in items if "baseline_correct" in r]
+        summary: dict[str, Any] = {
+            **gate(len(failures), len(items), threshold),
+            "failing_cases": [{"id": r["id"], "lost_items": r["lost_items"], "contradictions": r["contradictions"]}
+                              for r in failures],
+            "top1_agreement": sum(r["tokens"]["agree"] for r in items) / positions if positions else None,
+            "kl": summarize_kl(kl),
+        }  # fmt: skip
+        if with_reference:
+            base = sum(r["baseline_correct"] for r in with_reference)
+            quant = sum(r["quantized_correct"] for r in with_reference)
+            summary.update(
+                baseline_accuracy=base / len(with_reference), quantized_accuracy=quant / len(with_reference),
+                recovery=(quant / base) if base else None,
+                flips={"correct_to_wrong": sum(r["baseline_correct"] and not r["quantized_correct"] for r in with_reference),
+                       "wrong_to_correct": sum(not r["baseline_correct"] and r["quantized_correct"] for r in with_reference)},
+            )  # fmt: skip
+        return summary
+
+    per_category = {name: block(items) for name, items in sorted(categories.items())}
+    overall = block(records)
+    return {"categories": per_category, "overall": overall,
+            "pass": overall["pass"] and all(c["pass"] for c in per_category.values())}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m planner.evaljob")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run")
+    run_parser.add_argument("--spec", required=True)
+    run_parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    try:
+        spec = json.loads(Path(args.spec).read_text())
+        result = run(spec, Path(args.out))
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"evaljob: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"done: pass={result['pass']} overall bound={result['overall']['upper_bound_95']:.4f}", flush=True)
+    return 0
