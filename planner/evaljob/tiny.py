@@ -1,0 +1,40 @@
+"""Offline stand-ins for tests and GPU benchmarks: a byte-level BPE trained on the eval texts, and a
+random-weight model spec built from a real architecture config (no downloads anywhere)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from planner.evaljob.run import DEFAULT_SET
+
+QWEN3_30B_A3B = {
+    "model_type": "qwen3_moe", "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 6144,
+    "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
+    "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "max_position_embeddings": 40960,
+    "norm_topk_prob": True, "tie_word_embeddings": False,
+}  # fmt: skip
+TINY_QWEN3_MOE = {
+    "model_type": "qwen3_moe", "vocab_size": 512, "hidden_size": 128, "intermediate_size": 256,
+    "moe_intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2, "max_position_embeddings": 4096,
+}  # fmt: skip
+
+
+def train_tokenizer(path: Path, vocab_size: int = 512) -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    corpus = ["\n".join(json.loads(line)["turns"]) for line in DEFAULT_SET.read_text(encoding="utf-8").splitlines()]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<eos>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    tokenizer.train_from_iterator(corpus, trainer)
+    tokenizer.save(str(path))
+    return path
+
+
+def random_model_spec(config: dict[str, Any], tokenizer_file: Path, dtype: str = "bfloat16", seed: int = 0) -> dict[str, Any]:
+    return {"config": config, "tokenizer_file": str(tokenizer_file), "dtype": dtype, "seed": seed}
