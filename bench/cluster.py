@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner.cluster.base import JobSpec  # noqa: E402
-from planner.cluster.slurm import SlurmSSHExecutor, SshTarget  # noqa: E402
+from planner.cluster.base import JobSpec
+from planner.cluster.slurm import SlurmSSHExecutor, SshTarget
 
 WRITER = ("import hashlib,json;d=json.dumps({'ok':1}).encode();open('result.json','wb').write(d);"
           "open('result.json.sha256','w').write(hashlib.sha256(d).hexdigest())")  # fmt: skip
@@ -60,11 +60,15 @@ def main() -> None:
     rtt = statistics.median(rtts)
     submit_to_result = statistics.median(latencies)
     print(f"ssh round trip (true): {rtt * 1e3:.1f} ms")
-    print(f"submit -> result (trivial job, median of 5): {submit_to_result:.2f} s = {submit_to_result / rtt:.0f}x one round trip")
-    print(f"poll cycle of 50 jobs: {cycle * 1e3:.0f} ms, {SlurmSSHExecutor.connections_opened - opened} new SSH connections, "
-          f"{len(commands) - commands_before} remote commands ({', '.join(commands[commands_before:])}); "
-          f"{SlurmSSHExecutor.connections_opened} connection(s) opened by this process in all; "
-          f"states: {sorted({s.state.value for s in statuses.values()})}")
+    print(
+        f"submit -> result (trivial job, median of 5): {submit_to_result:.2f} s = {submit_to_result / rtt:.0f}x one round trip"
+    )
+    print(
+        f"poll cycle of 50 jobs: {cycle * 1e3:.0f} ms, {SlurmSSHExecutor.connections_opened - opened} new SSH connections, "
+        f"{len(commands) - commands_before} remote commands ({', '.join(commands[commands_before:])}); "
+        f"{SlurmSSHExecutor.connections_opened} connection(s) opened by this process in all; "
+        f"states: {sorted({s.state.value for s in statuses.values()})}"
+    )
 
 
 if __name__ == "__main__":

@@ -22,11 +22,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planner.evaljob.run import run  # noqa: E402
-from planner.evaljob.tiny import QWEN3_30B_A3B, random_model_spec, train_tokenizer  # noqa: E402
-from planner.quant import numerics  # noqa: E402
-from planner.quant.modules import int8_linear  # noqa: E402
-from planner.quant.schemes import scheme  # noqa: E402
+from planner.evaljob.run import run
+from planner.evaljob.tiny import QWEN3_30B_A3B, random_model_spec, train_tokenizer
+from planner.quant import numerics
+from planner.quant.modules import int8_linear
+from planner.quant.schemes import scheme
 
 
 def cuda_time(fn, repeat: int = 50) -> float:  # type: ignore[no-untyped-def]
@@ -53,12 +53,12 @@ def linear_bench() -> list[dict]:
         weight_q, weight_scale = numerics.quantize_int8_per_channel(fake)
         for m in (1, 8, 16, 32, 64, 1024, 2048, 4096, 8192):
             x = torch.randn(m, in_features, device="cuda", dtype=torch.bfloat16)
-            bf16 = cuda_time(lambda: torch.nn.functional.linear(x, weight))
-            int8 = cuda_time(lambda: int8_linear(x, weight_q, weight_scale))
+            bf16 = cuda_time(lambda x=x, weight=weight: torch.nn.functional.linear(x, weight))
+            int8 = cuda_time(lambda x=x, wq=weight_q, ws=weight_scale: int8_linear(x, wq, ws))
             x_q = numerics.quantize_int8_per_token(x)[0]
             if m < 17:
                 x_q = torch.nn.functional.pad(x_q, (0, 0, 0, 17 - m))
-            kernel = cuda_time(lambda: torch._int_mm(x_q, weight_q.t()))
+            kernel = cuda_time(lambda x_q=x_q, wq=weight_q: torch._int_mm(x_q, wq.t()))
             real = int8_linear(x, weight_q, weight_scale).float()
             reference = torch.nn.functional.linear(numerics.fake_int8_per_token(x.float()), fake.float())
             error = float((real - reference).norm() / reference.norm())
@@ -73,15 +73,19 @@ def main() -> None:
     parser.add_argument("--cases-per-category", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--out", default=tempfile.mkdtemp(prefix="quant-gpu-"))
+    parser.add_argument("--skip-linear", action="store_true")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"gpu: {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
-    rows = linear_bench()
+    rows = [] if args.skip_linear else linear_bench()
     for row in rows:
-        print(f"{row['matrix']:8} M={row['M']:5}: bf16 {row['bf16_ms']:.4f} ms, int8 W4A8 {row['int8_w4a8_ms']:.4f} ms "
-              f"({row['int8_over_bf16']:.2f}x), _int_mm alone {row['int_mm_only_ms']:.4f} ms ({row['int_mm_over_bf16']:.2f}x), "
-              f"real vs fake rel. error {row['real_vs_fake_rel_error']:.2e}", flush=True)
+        print(
+            f"{row['matrix']:8} M={row['M']:5}: bf16 {row['bf16_ms']:.4f} ms, int8 W4A8 {row['int8_w4a8_ms']:.4f} ms "
+            f"({row['int8_over_bf16']:.2f}x), _int_mm alone {row['int_mm_only_ms']:.4f} ms ({row['int_mm_over_bf16']:.2f}x), "
+            f"real vs fake rel. error {row['real_vs_fake_rel_error']:.2e}",
+            flush=True,
+        )
     tokenizer = train_tokenizer(out / "tokenizer.json")
     summary = {"linear": rows}
     for scheme_name in ("w4a8",):

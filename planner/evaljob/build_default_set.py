@@ -45,9 +45,11 @@ def zh_case(rng: random.Random, index: int) -> dict:
     company, city = rng.choice(COMPANIES_ZH), rng.choice(CITIES_ZH)
     year, revenue, staff = rng.randint(2015, 2025), rng.randint(12, 980), rng.randint(120, 9000)
     growth = rng.randint(3, 45)
-    body = (f"{company}成立于{year}年，总部位于{city}。公司主要从事工业软件与数据服务，"
-            f"去年营业收入为{revenue}亿元，同比增长{growth}%，员工总数为{staff}人。"
-            f"管理层表示，未来三年将继续加大研发投入，并在{city}建设新的研发中心。") * 3
+    body = (
+        f"{company}成立于{year}年，总部位于{city}。公司主要从事工业软件与数据服务，"
+        f"去年营业收入为{revenue}亿元，同比增长{growth}%，员工总数为{staff}人。"
+        f"管理层表示，未来三年将继续加大研发投入，并在{city}建设新的研发中心。"
+    ) * 3
     prompt = f"请用三句话总结以下文档，保留公司名称、城市、年份和关键数字：\n{body}"
     return {"id": f"zh-{index:03d}", "category": "zh_summary", "turns": [prompt], "reference": None,
             "key_items": [company, city, str(year), str(revenue), str(staff)]}  # fmt: skip
@@ -62,14 +64,14 @@ def multiturn_case(rng: random.Random, index: int) -> dict:
             "key_items": [str(order), name], "contradictions": [str(wrong)]}  # fmt: skip
 
 
-def build() -> str:
+def build(out: Path = OUT) -> str:
     rng = random.Random(20261129)
     cases = []
     for maker in (math_case, code_case, zh_case, multiturn_case):
         cases += [maker(rng, i) for i in range(100)]
     text = "".join(json.dumps(case, ensure_ascii=False, sort_keys=True) + "\n" for case in cases)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text, encoding="utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
     return hashlib.sha256(text.encode()).hexdigest()
 
 

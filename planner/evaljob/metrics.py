@@ -42,4 +42,7 @@ def summarize_kl(values: list[float]) -> dict[str, float]:
     if not values:
         return {"mean": 0.0, "p99": 0.0}
     ordered = sorted(values)
-    return {"mean": sum(ordered) / len(ordered), "p99": ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]}
+    return {
+        "mean": sum(ordered) / len(ordered),
+        "p99": ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)],
+    }

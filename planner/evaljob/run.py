@@ -62,13 +62,14 @@ def load_models(spec: dict[str, Any], device: str) -> tuple[Any, Any]:
         tokenizer = AutoTokenizer.from_pretrained(model_spec["path"], local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(model_spec["path"], dtype=dtype, local_files_only=True)
     else:  # a random-weight model built from a config (tests, and GPU runs without weights)
-        tokenizer = PreTrainedTokenizerFast(tokenizer_file=model_spec["tokenizer_file"], eos_token="<eos>",
-                                            pad_token="<pad>")  # fmt: skip
+        tokenizer = PreTrainedTokenizerFast(tokenizer_file=model_spec["tokenizer_file"], eos_token="<eos>",  # noqa: S106
+                                            pad_token="<pad>")  # noqa: S106  # fmt: skip
         config = AutoConfig.for_model(**model_spec["config"])
         torch.manual_seed(int(model_spec.get("seed", 0)))
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return tokenizer, model.to(device).eval()
+    loaded: Any = model
+    return tokenizer, loaded.to(device).eval()
 
 
 def prompt_text(case: dict[str, Any]) -> str:
@@ -80,7 +81,7 @@ def generate(model: Any, tokenizer: Any, text: str, max_new_tokens: int, device:
     encoded = tokenizer(text, return_tensors="pt").to(device)
     output = model.generate(**encoded, max_new_tokens=max_new_tokens, do_sample=False,
                             pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)  # fmt: skip
-    new = output[0, encoded["input_ids"].shape[1]:]
+    new = output[0, encoded["input_ids"].shape[1] :]
     return tokenizer.decode(new, skip_special_tokens=True), output[0].tolist()
 
 

@@ -13,7 +13,9 @@ def _binom_cdf(k: int, n: int, p: float) -> float:
     log_p, log_q = math.log(p), math.log1p(-p)
     total = 0.0
     for i in range(k + 1):
-        total += math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
+        total += math.exp(
+            math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q
+        )
     return min(total, 1.0)
 
 

@@ -36,5 +36,7 @@ def train_tokenizer(path: Path, vocab_size: int = 512) -> Path:
     return path
 
 
-def random_model_spec(config: dict[str, Any], tokenizer_file: Path, dtype: str = "bfloat16", seed: int = 0) -> dict[str, Any]:
+def random_model_spec(
+    config: dict[str, Any], tokenizer_file: Path, dtype: str = "bfloat16", seed: int = 0
+) -> dict[str, Any]:
     return {"config": config, "tokenizer_file": str(tokenizer_file), "dtype": dtype, "seed": seed}

@@ -36,11 +36,17 @@ def int8_linear(x: torch.Tensor, weight_q: torch.Tensor, weight_scale: torch.Ten
 
 
 class QuantLinear(nn.Module):
+    weight_q: torch.Tensor
+    weight_scale: torch.Tensor
+
     def __init__(self, linear: nn.Linear, scheme: Scheme, real_int8: bool = False) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        dequantized = scheme.weight_fn()(linear.weight.detach()).to(linear.weight.dtype)
-        self.weight = nn.Parameter(dequantized, requires_grad=False)
+        with torch.no_grad():  # in place: a 30B model has no room for a second copy of its weights
+            linear.weight.copy_(scheme.weight_fn()(linear.weight.detach()).to(linear.weight.dtype))
+        dequantized = linear.weight.detach()
+        self.weight = linear.weight
+        self.weight.requires_grad_(False)
         self.bias = linear.bias
         self.act_fn = scheme.activation_fn()
         self.real_int8 = bool(real_int8 and scheme.activations == "int8")
@@ -62,14 +68,22 @@ class QuantLinear(nn.Module):
 class QuantExperts(nn.Module):
     """Fused experts (3D gate_up_proj / down_proj, as transformers 5 stores Qwen3-MoE and Mixtral)."""
 
+    gate_up_proj: torch.Tensor
+    down_proj: torch.Tensor
+    num_experts: int
+    act_fn: Any
+
     def __init__(self, experts: nn.Module, scheme: Scheme) -> None:
         super().__init__()
         quantize = scheme.weight_fn()
-        self.num_experts = experts.gate_up_proj.shape[0]
+        self.num_experts = int(experts.gate_up_proj.shape[0])  # type: ignore[index]
         for name in ("gate_up_proj", "down_proj"):
-            stacked = getattr(experts, name).detach()
-            dequantized = torch.stack([quantize(stacked[e]) for e in range(stacked.shape[0])]).to(stacked.dtype)
-            setattr(self, name, nn.Parameter(dequantized, requires_grad=False))
+            parameter = getattr(experts, name)
+            with torch.no_grad():  # expert by expert, in place: no second copy of the experts
+                for expert in range(parameter.shape[0]):
+                    parameter[expert].copy_(quantize(parameter[expert].detach()).to(parameter.dtype))
+            parameter.requires_grad_(False)
+            setattr(self, name, parameter)
         self.act_fn = experts.act_fn
         self.input_fn = scheme.activation_fn()
 
@@ -78,7 +92,9 @@ class QuantExperts(nn.Module):
             x = self.input_fn(x)
         return nn.functional.linear(x, weight)
 
-    def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+    ) -> torch.Tensor:
         final = torch.zeros_like(hidden_states)
         mask = nn.functional.one_hot(top_k_index, num_classes=self.num_experts).permute(2, 1, 0)
         for expert in torch.nonzero(mask.sum(dim=(-1, -2)) > 0).flatten().tolist():
@@ -95,12 +111,13 @@ def _is_fused_experts(module: nn.Module) -> bool:
     return isinstance(gate_up, torch.Tensor) and isinstance(down, torch.Tensor) and gate_up.dim() == 3
 
 
-def quantize_model(model: nn.Module, scheme: Scheme, ignore: list[str] | None = None, real_int8: bool = False) -> dict[str, Any]:
+def quantize_model(
+    model: nn.Module, scheme: Scheme, ignore: list[str] | None = None, real_int8: bool = False
+) -> dict[str, Any]:
     """Swap modules in place; returns the applied config (recorded in the eval result)."""
     ignore = list(ignore or [])
     quantized, kept = [], []
-    replacements: list[tuple[nn.Module, str, nn.Module]] = []
-    for name, module in model.named_modules():
+    for name, module in list(model.named_modules()):
         if not isinstance(module, nn.Linear) and not _is_fused_experts(module):
             continue
         if NEVER.search(name) or any(fnmatch.fnmatch(name, pattern) for pattern in ignore):
@@ -108,10 +125,15 @@ def quantize_model(model: nn.Module, scheme: Scheme, ignore: list[str] | None = 
             continue
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        replacement = QuantLinear(module, scheme, real_int8) if isinstance(module, nn.Linear) else QuantExperts(module, scheme)
-        replacements.append((parent, child, replacement))
-        quantized.append(name)
-    for parent, child, replacement in replacements:
+        replacement = (
+            QuantLinear(module, scheme, real_int8) if isinstance(module, nn.Linear) else QuantExperts(module, scheme)
+        )
         setattr(parent, child, replacement)
-    return {"scheme": scheme.as_config(), "ignore": ignore, "real_int8": real_int8, "quantized_modules": len(quantized),
-            "kept_bf16": kept}
+        quantized.append(name)
+    return {
+        "scheme": scheme.as_config(),
+        "ignore": ignore,
+        "real_int8": real_int8,
+        "quantized_modules": len(quantized),
+        "kept_bf16": kept,
+    }
