@@ -17,5 +17,9 @@ class DeploymentsConfig(AppConfig):
 
             deployments_reevaluate_license_task.delay(license_key)
 
+        from governance.deployments.services import on_eval_finished
+        from governance.evaluations.evals import EVAL_FINISHED_HOOKS
+
         PLAN_COMPUTED_HOOKS.append(on_capacity_plan_computed)
+        EVAL_FINISHED_HOOKS.append(on_eval_finished)
         VERSION_PUBLISHED_HOOKS.append(queue_reevaluation)

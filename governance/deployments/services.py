@@ -34,6 +34,7 @@ from governance.deployments.choices import (
 )
 from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, UsageReport, Waiver
 from governance.deployments.selectors import latest_capacity_plan
+from governance.evaluations.evals import eval_evidence, eval_findings
 from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError
 from governance.licenses.selectors import license_current_version, license_evaluate
@@ -237,7 +238,7 @@ def build_evidence(request: DeploymentRequest, evaluations: list[dict[str, Any]]
             for o in request.obligations.exclude(status=ObligationStatus.SUPERSEDED).order_by("fingerprint")
         ],
         "capacity_plan": _capacity_evidence(request),
-        "eval_results": [],
+        "eval_results": eval_evidence(request),
         "serving_envelope": request.serving_plan,
     }
 
@@ -501,6 +502,7 @@ def deployment_blockers(request: DeploymentRequest, role: str | None = None) -> 
             blockers.append({"code": "capacity.missing", "message": "no capacity plan yet", "severity": "blocker"})
         else:
             blockers.extend(capacity_findings(stored))
+        blockers.extend(eval_findings(request))
     return blockers
 
 
@@ -708,6 +710,15 @@ def on_capacity_plan_computed(stored: CapacityPlan) -> None:
         return
     with transaction.atomic():
         _refresh(_lock(request), "system:capacity", f"capacity plan {stored.status}")
+
+
+def on_eval_finished(evaluation: Any) -> None:
+    """Eval hook: a finished eval run is evidence of its request."""
+    request = evaluation.request
+    if request is None or request.status in (Status.REJECTED, Status.REVOKED, Status.EXPIRED):
+        return
+    with transaction.atomic():
+        _refresh(_lock(request), "system:evals", f"{evaluation.scheme} eval {evaluation.status}")
 
 
 def license_version_current(key: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
@@ -16,8 +16,10 @@ from rest_framework.views import APIView
 from governance.core.errors import NotFoundError
 from governance.core.permissions import role_permission
 from governance.core.roles import Role
-from governance.evaluations.models import Cluster, JobRun
+from governance.evaluations.evals import eval_run_request
+from governance.evaluations.models import Cluster, EvalRun, JobRun
 from governance.evaluations.services import cluster_discover, cluster_test_connection, jobrun_cancel
+from planner.quant.schemes import SCHEMES
 
 Engineering = role_permission(Role.ENGINEERING_REVIEWER, Role.ADMIN)
 CanRead = role_permission(Role.ENGINEERING_REVIEWER, Role.ADMIN, Role.AUDITOR, Role.LEGAL_REVIEWER, Role.REQUESTER)
@@ -101,3 +103,62 @@ class JobRunCancelApi(APIView):
         if run is None:
             raise NotFoundError("no such job run")
         return Response(JobRunOutputSerializer(jobrun_cancel(run=run, actor=cast(User, request.user))).data)
+
+
+class EvalRequestInputSerializer(serializers.Serializer):
+    cluster = serializers.CharField(max_length=100)
+    scheme = serializers.ChoiceField(choices=sorted(SCHEMES))
+    model_path = serializers.RegexField(r"^/[A-Za-z0-9_./-]{1,400}$", help_text="checkpoint directory on the cluster")
+    threshold = serializers.FloatField(default=0.05, min_value=0.001, max_value=0.5)
+    max_cases_per_category = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+
+
+class EvalRunOutputSerializer(serializers.ModelSerializer):
+    job = serializers.SerializerMethodField()
+
+    class Meta:
+        model = EvalRun
+        fields = ["code", "scheme", "status", "threshold", "eval_set_sha256", "summary", "job", "created_at"]
+
+    def get_job(self, obj: EvalRun) -> dict[str, Any] | None:
+        return dict(JobRunOutputSerializer(obj.job).data) if obj.job else None
+
+
+class DeploymentEvalCreateApi(APIView):
+    permission_classes = [Engineering]
+
+    @extend_schema(request=EvalRequestInputSerializer, responses={202: EvalRunOutputSerializer},
+                   summary="Run the quantization eval of this request's model on a cluster")  # fmt: skip
+    def post(self, request: Request, code: str) -> Response:
+        from governance.deployments.selectors import deployment_get
+
+        deployment = deployment_get(request.user, code)
+        serializer = EvalRequestInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        cluster = Cluster.objects.filter(name=data["cluster"]).first()
+        if cluster is None:
+            raise serializers.ValidationError({"cluster": "no such cluster"})
+        evaluation = eval_run_request(
+            cluster=cluster,
+            scheme=data["scheme"],
+            model={"path": data["model_path"], "dtype": "bfloat16"},
+            actor=cast(User, request.user),
+            request=deployment,
+            threshold=data["threshold"],
+            max_cases_per_category=data.get("max_cases_per_category"),
+        )
+        return Response(EvalRunOutputSerializer(evaluation).data, status=202)
+
+
+class EvalRunDetailApi(APIView):
+    permission_classes = [CanRead]
+
+    @extend_schema(
+        responses=EvalRunOutputSerializer, summary="An eval run: per-category bound vs threshold, failing cases"
+    )
+    def get(self, request: Request, code: str) -> Response:
+        evaluation = EvalRun.objects.select_related("job", "job__cluster").filter(code=code).first()
+        if evaluation is None:
+            raise NotFoundError("no such eval run")
+        return Response(EvalRunOutputSerializer(evaluation).data)

@@ -14,3 +14,8 @@ class EvaluationsConfig(AppConfig):
 
         # A restarted worker picks up every active run's polling (without submitting again).
         worker_ready.connect(resume_polling_on_start, weak=False)
+
+        from governance.evaluations.evals import on_job_finished
+        from governance.evaluations.services import JOB_FINISHED_HOOKS
+
+        JOB_FINISHED_HOOKS.append(on_job_finished)

@@ -106,3 +106,31 @@ class JobRun(BaseModel):
     @property
     def spec_name(self) -> str:
         return f"gov-{self.code.hex[:20]}-a{self.attempt}"
+
+
+class EvalStatus(models.TextChoices):
+    RUNNING = "running"
+    PASSED = "passed"
+    FAILED = "failed"  # the gate failed: the quantized model is not good enough
+    ERROR = "error"  # the job did not produce a result
+
+
+class EvalRun(BaseModel):
+    """A quantization eval of one deployment request's model under one scheme, run as a cluster job."""
+
+    request = models.ForeignKey("deployments.DeploymentRequest", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="eval_runs")  # fmt: skip
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="eval_runs")
+    job = models.OneToOneField(JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_run")
+    scheme = models.CharField(max_length=20)
+    threshold = models.FloatField(default=0.05)
+    status = models.CharField(max_length=10, choices=EvalStatus.choices, default=EvalStatus.RUNNING)
+    eval_set_sha256 = models.CharField(max_length=64, blank=True)
+    summary = models.JSONField(null=True, blank=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"eval {self.scheme} ({self.status})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -29,6 +30,8 @@ from planner.cluster.slurm import SlurmSSHExecutor, SshTarget
 
 logger = logging.getLogger(__name__)
 SYSTEM = "system:jobs"
+# Called after commit with each job run that reached a final state (eval runs summarise theirs).
+JOB_FINISHED_HOOKS: list[Callable[[JobRun], None]] = []
 LEASE = timedelta(seconds=120)  # a poll in progress owns the run this long
 
 
@@ -75,6 +78,9 @@ def _set_state(run: JobRun, state: str, reason: str = "", **fields: Any) -> None
     if state not in ACTIVE_STATES and run.finished_at is None:
         run.finished_at = timezone.now()
     run.save()
+    if state not in ACTIVE_STATES and previous != state:
+        for hook in JOB_FINISHED_HOOKS:
+            transaction.on_commit(lambda hook=hook: hook(run))  # type: ignore[misc]
     if previous != state:
         audit_record(actor=SYSTEM, action=AuditAction.JOB_STATE_CHANGED, obj=run,
                      data={"from": previous, "to": state, "job_id": run.job_id, "attempt": run.attempt,

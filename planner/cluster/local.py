@@ -26,6 +26,7 @@ class LocalExecutor:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._exit_codes: dict[int, int] = {}
 
     def submit(self, spec: JobSpec) -> JobRef:
         spec.validate()
@@ -53,13 +54,25 @@ class LocalExecutor:
         child = self._children.get(pid)
         if child is not None:
             return child.poll() is None  # also reaps our own zombies
+        try:  # a child of this process started by another executor instance: reap it if it ended
+            reaped, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            reaped, status = 0, 0
+        if reaped:
+            self._exit_codes[pid] = os.waitstatus_to_exitcode(status)
+            return False
+        if pid in self._exit_codes:
+            return False
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
-        return True
+        try:  # a zombie we cannot reap is not running
+            return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"
+        except (OSError, IndexError):
+            return True
 
     def poll(self, refs: list[JobRef]) -> dict[JobRef, JobStatus]:
         statuses = {}
@@ -68,7 +81,8 @@ class LocalExecutor:
             sentinel = Path(ref.run_dir) / ".exit_code"
             alive = self._alive(pid)
             child = self._children.get(pid)
-            if child is not None and not alive and child.returncode == TIMEOUT_EXIT:
+            code = child.returncode if child is not None else self._exit_codes.get(pid)
+            if not alive and code == TIMEOUT_EXIT:
                 statuses[ref] = JobStatus(JobState.TIMEOUT, "TIMEOUT", TIMEOUT_EXIT, "time limit")
             elif sentinel.exists() and not alive:
                 code = int(sentinel.read_text().strip() or 1)

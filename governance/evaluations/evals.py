@@ -1,0 +1,122 @@
+"""Eval runs: ship the eval-job payload spec to a cluster, summarise its result.json as evidence."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_record
+from governance.core.errors import ApplicationError
+from governance.evaluations.models import Cluster, EvalRun, EvalStatus, JobKind, JobRun, JobRunState
+from governance.evaluations.services import jobrun_create
+from planner.quant.schemes import SCHEMES
+
+# Called after commit with each finished eval run (the deployments app refreshes its evidence).
+EVAL_FINISHED_HOOKS: list[Callable[[EvalRun], None]] = []
+EVAL_COMMAND = ["python3", "-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]
+
+
+def eval_run_request(
+    *,
+    cluster: Cluster,
+    scheme: str,
+    model: dict[str, Any],
+    actor: User | None,
+    request: Any = None,
+    threshold: float = 0.05,
+    max_cases_per_category: int | None = None,
+    max_new_tokens: int = 64,
+    ignore: list[str] | None = None,
+    extra_files: dict[str, str] | None = None,
+    time_limit_s: int | None = None,
+) -> EvalRun:
+    if scheme not in SCHEMES:
+        raise ApplicationError(
+            f"Invalid input. scheme: unknown {scheme!r}", extra={"fields": {"scheme": [f"one of {', '.join(SCHEMES)}"]}}
+        )
+    if not ("path" in model or "config" in model):
+        raise ApplicationError("Invalid input. model: give a checkpoint path on the cluster",
+                               extra={"fields": {"model": ["needs 'path'"]}})  # fmt: skip
+    if not 0 < threshold < 1:
+        raise ApplicationError(
+            "Invalid input. threshold: must be between 0 and 1", extra={"fields": {"threshold": ["(0, 1)"]}}
+        )
+    spec = {"model": model, "scheme": scheme, "threshold": threshold, "max_new_tokens": max_new_tokens,
+            "max_cases_per_category": max_cases_per_category, "ignore": list(ignore or [])}  # fmt: skip
+    with transaction.atomic():
+        evaluation = EvalRun.objects.create(request=request, cluster=cluster, scheme=scheme, threshold=threshold,
+                                            requested_by=actor)  # fmt: skip
+        job = jobrun_create(cluster=cluster, kind=JobKind.EVAL, command=EVAL_COMMAND,
+                            files={"spec.json": json.dumps(spec), **(extra_files or {})},
+                            time_limit_s=time_limit_s, subject=evaluation, actor=actor)  # fmt: skip
+        evaluation.job = job
+        evaluation.save(update_fields=["job", "updated_at"])
+    return evaluation
+
+
+def summarise(result: dict[str, Any]) -> dict[str, Any]:
+    """The evidence view: per category n, failures, the bound vs the threshold, failing cases."""
+
+    def row(block: dict[str, Any]) -> dict[str, Any]:
+        return {key: block.get(key) for key in ("n", "failures", "fail_rate", "upper_bound_95", "threshold", "pass",
+                                                "top1_agreement", "kl", "recovery", "flips")} | {
+            "failing_cases": block.get("failing_cases", [])[:50]}  # fmt: skip
+
+    return {"pass": bool(result.get("pass")), "overall": row(result.get("overall", {})),
+            "categories": {name: row(block) for name, block in result.get("categories", {}).items()},
+            "quantization": result.get("quantization"), "versions": result.get("versions"),
+            "timing": result.get("timing")}  # fmt: skip
+
+
+def on_job_finished(job: JobRun) -> None:
+    """Job hook: turn the finished eval job into the eval run's verdict."""
+    evaluation = EvalRun.objects.filter(job=job).select_related("request").first()
+    if evaluation is None or evaluation.status != EvalStatus.RUNNING:
+        return
+    with transaction.atomic():
+        if job.state == JobRunState.SUCCEEDED and job.result:
+            evaluation.summary = summarise(job.result)
+            evaluation.eval_set_sha256 = str(job.result.get("eval_set_sha256", ""))
+            evaluation.status = EvalStatus.PASSED if evaluation.summary["pass"] else EvalStatus.FAILED
+        else:
+            evaluation.status = EvalStatus.ERROR
+            evaluation.summary = {"pass": False, "error": job.reason, "log_tail": job.log_tail[-2000:]}
+        evaluation.save(update_fields=["summary", "eval_set_sha256", "status", "updated_at"])
+        audit_record(actor="system:evals", action=AuditAction.EVAL_COMPLETED,
+                     obj=evaluation.request if evaluation.request else evaluation,
+                     data={"eval": str(evaluation.code), "scheme": evaluation.scheme, "status": evaluation.status,
+                           "bound": (evaluation.summary or {}).get("overall", {}).get("upper_bound_95")})  # fmt: skip
+        for hook in EVAL_FINISHED_HOOKS:
+            transaction.on_commit(lambda hook=hook: hook(evaluation))  # type: ignore[misc]
+
+
+def eval_evidence(request: Any) -> list[dict[str, Any]]:
+    """The latest eval run per scheme of a deployment request, for its evidence document."""
+    latest: dict[str, EvalRun] = {}
+    for evaluation in EvalRun.objects.filter(request=request).order_by("created_at"):
+        latest[evaluation.scheme] = evaluation
+    return [
+        {"eval": str(e.code), "scheme": e.scheme, "status": e.status, "eval_set_sha256": e.eval_set_sha256,
+         "threshold": e.threshold, "overall": (e.summary or {}).get("overall")}
+        for e in sorted(latest.values(), key=lambda e: e.scheme)
+    ]  # fmt: skip
+
+
+def eval_findings(request: Any) -> list[dict[str, Any]]:
+    """A failing or unfinished eval run blocks engineering approval (and the gate)."""
+    findings = []
+    for item in eval_evidence(request):
+        if item["status"] == EvalStatus.RUNNING:
+            findings.append(
+                {"code": "eval.pending", "severity": "blocker", "message": f"{item['scheme']} eval still running"}
+            )
+        elif item["status"] != EvalStatus.PASSED:
+            bound = (item["overall"] or {}).get("upper_bound_95")
+            findings.append({"code": "eval.failed", "severity": "blocker",
+                             "message": f"{item['scheme']} eval {item['status']} (95% upper bound {bound})"})  # fmt: skip
+    return findings

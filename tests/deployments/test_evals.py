@@ -1,0 +1,76 @@
+"""An eval run through a (local) cluster becomes evidence; a failing gate blocks engineering approval."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from governance.deployments.models import DeploymentRequest
+from governance.evaluations.evals import eval_run_request
+from governance.evaluations.models import Cluster, ExecutorKind
+from planner.evaljob.tiny import TINY_QWEN3_MOE, random_model_spec, train_tokenizer
+from tests.deployments.conftest import Flow
+from tests.evaluations.conftest import drive
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_failing_eval_is_evidence_and_blocks_engineering(  # type: ignore[no-untyped-def]
+    flow: Flow, artifacts, personas, tmp_path, settings, django_capture_on_commit_callbacks
+) -> None:
+    settings.JOB_POLL_INITIAL_S = 0.5
+    settings.JOB_POLL_MAX_S = 1.0
+    cluster = Cluster.objects.create(
+        name="local",
+        executor=ExecutorKind.LOCAL,
+        remote_root=str(tmp_path / "runs"),
+        default_time_limit_s=600,
+        setup_lines=f"export PATH={Path(sys.executable).parent}:$PATH PYTHONPATH={ROOT}",
+    )
+    code = flow.to_review(artifacts["apache"])
+    request = DeploymentRequest.objects.get(code=code)
+    tokenizer = train_tokenizer(tmp_path / "tokenizer.json")
+    evaluation = eval_run_request(
+        cluster=cluster,
+        scheme="w4a8",
+        request=request,
+        actor=personas.engineer,
+        max_cases_per_category=2,
+        max_new_tokens=4,
+        model={
+            **random_model_spec(TINY_QWEN3_MOE, Path("tokenizer.json"), dtype="float32"),
+            "device": "cpu",
+        },
+        extra_files={"tokenizer.json": tokenizer.read_text()},
+    )
+    assert flow.get(personas.engineer, code)["blockers"][-1]["code"] == "eval.pending"
+    with django_capture_on_commit_callbacks(execute=True):
+        job = drive(evaluation.job, timeout_s=240)  # type: ignore[arg-type]
+    assert job.state == "succeeded", job.reason + job.log_tail
+    evaluation.refresh_from_db()
+    assert evaluation.status == "failed"  # 8 cases cannot pass a 5% gate: the bound is >= 0.31
+    assert evaluation.summary["overall"]["n"] == 8
+    assert set(evaluation.summary["categories"]) == {"math", "code", "zh_summary", "multi_turn"}
+    body = flow.get(personas.engineer, code)
+    assert any(b["code"] == "eval.failed" for b in body["blockers"])
+    request.refresh_from_db()
+    assert request.evidence["eval_results"][0]["scheme"] == "w4a8"
+    assert request.evidence["eval_results"][0]["status"] == "failed"
+    detail = flow.client(personas.auditor).get(f"/api/v1/evals/{evaluation.code}").json()
+    assert detail["summary"]["overall"]["upper_bound_95"] >= 0.31
+
+
+def test_eval_request_api_validates_input(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+    code = flow.to_review(artifacts["apache"])
+    client = flow.client(personas.engineer)
+    for body, field in (
+        ({"cluster": "x", "scheme": "w3a3", "model_path": "/m"}, "scheme"),
+        ({"cluster": "x", "scheme": "w4a8", "model_path": "m;rm -rf /"}, "model_path"),
+        ({"cluster": "nope", "scheme": "w4a8", "model_path": "/m"}, "cluster"),
+    ):
+        response = client.post(f"/api/v1/deployments/{code}/evals", body, format="json")
+        assert response.status_code == 400
+        assert field in response.json()["extra"]["fields"]
+    assert (
+        flow.client(personas.requester).post(f"/api/v1/deployments/{code}/evals", {}, format="json").status_code == 403
+    )
