@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.db.models import QuerySet
@@ -95,6 +96,17 @@ def _record_export(request: Request, kind: str) -> None:
     )
 
 
+def _stream_export(
+    request: Request, kind: str, render: Callable[[QuerySet[AuditEvent]], Iterator[bytes]], content_type: str
+) -> StreamingHttpResponse:
+    """Validate the filters, record who exported what, then stream (nothing is held in memory)."""
+    events = _filtered_events(request)
+    _record_export(request, kind)
+    response = StreamingHttpResponse(render(events), content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="audit-events.{kind}"'
+    return response
+
+
 class AuditExportJsonlApi(APIView):
     permission_classes = [CanExportAudit]
 
@@ -104,11 +116,7 @@ class AuditExportJsonlApi(APIView):
         summary="Stream events as JSON Lines (each line: seq, prev_hash, hash, body verbatim)",
     )
     def get(self, request: Request) -> StreamingHttpResponse:
-        events = _filtered_events(request)
-        _record_export(request, "jsonl")
-        response = StreamingHttpResponse(iter_jsonl(events), content_type="application/x-ndjson")
-        response["Content-Disposition"] = 'attachment; filename="audit-events.jsonl"'
-        return response
+        return _stream_export(request, "jsonl", iter_jsonl, "application/x-ndjson")
 
 
 class AuditExportCsvApi(APIView):
@@ -120,11 +128,7 @@ class AuditExportCsvApi(APIView):
         summary="Stream events as CSV for spreadsheets",
     )
     def get(self, request: Request) -> StreamingHttpResponse:
-        events = _filtered_events(request)
-        _record_export(request, "csv")
-        response = StreamingHttpResponse(iter_csv(events), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = 'attachment; filename="audit-events.csv"'
-        return response
+        return _stream_export(request, "csv", iter_csv, "text/csv; charset=utf-8")
 
 
 class AuditBundleApi(APIView):

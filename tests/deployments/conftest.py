@@ -16,23 +16,11 @@ from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import latest_capacity_plan
 from governance.licenses.services import license_catalog_load
 from tests.conftest import Personas
+from tests.licenses.helpers import BASE_FACTS
 
-FACTS: dict[str, Any] = {
-    "use_case": "external_commercial",
-    "commercial_entity": True,
-    "hosted_service": True,
-    "production": True,
-    "monthly_active_users": 2_000_000,
-    "monthly_active_users_at_model_release": None,
-    "monthly_revenue": {"amount": 1_000_000, "currency": "USD"},
-    "org_country": "US",
-    "multimodal": False,
-    "outputs_used_to_train_other_models": False,
-    "derivative": {"kind": "none", "distribution": "none", "name": None},
-    "redistributes_original_weights": False,
-    "intended_uses": [],
-    "guardrails_removed": False,
-}
+# The licenses tests' benign facts, as a hosted commercial product with 2M users.
+FACTS: dict[str, Any] = {**BASE_FACTS, "hosted_service": True, "monthly_active_users": 2_000_000,
+                         "monthly_revenue": {"amount": 1_000_000, "currency": "USD"}}  # fmt: skip
 SERVING = {"engine": "vllm", "precision": "fp8", "gpu": "h200", "max_model_len": 32768, "concurrency": 4}
 
 
