@@ -111,6 +111,8 @@ class EvalRequestInputSerializer(serializers.Serializer):
     model_path = serializers.RegexField(r"^/[A-Za-z0-9_./-]{1,400}$", help_text="checkpoint directory on the cluster")
     threshold = serializers.FloatField(default=0.05, min_value=0.001, max_value=0.5)
     max_cases_per_category = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    eval_set = serializers.CharField(required=False, max_length=20_000_000, trim_whitespace=False,
+                                     help_text="your own eval set as JSONL (id, category, turns, key_items per line)")  # fmt: skip
 
 
 class EvalRunOutputSerializer(serializers.ModelSerializer):
@@ -147,6 +149,7 @@ class DeploymentEvalCreateApi(APIView):
             request=deployment,
             threshold=data["threshold"],
             max_cases_per_category=data.get("max_cases_per_category"),
+            eval_set=data.get("eval_set"),
         )
         return Response(EvalRunOutputSerializer(evaluation).data, status=202)
 

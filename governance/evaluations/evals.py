@@ -21,6 +21,29 @@ EVAL_FINISHED_HOOKS: list[Callable[[EvalRun], None]] = []
 EVAL_COMMAND = ["python3", "-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]
 
 
+def validate_eval_set(text: str) -> int:
+    """A user's eval set (JSONL): each line an object with id, category, turns and key_items."""
+    count, seen = 0, set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            case = json.loads(line)
+        except ValueError:
+            raise ApplicationError(f"Invalid input. eval_set: line {number} is not JSON",
+                                   extra={"fields": {"eval_set": [f"line {number}: not JSON"]}}) from None  # fmt: skip
+        missing = [k for k in ("id", "category", "turns", "key_items") if not isinstance(case, dict) or k not in case]
+        if missing or not isinstance(case.get("turns"), list) or case["id"] in seen:
+            problem = f"missing {', '.join(missing)}" if missing else "turns must be a list and ids unique"
+            raise ApplicationError(f"Invalid input. eval_set: line {number}: {problem}",
+                                   extra={"fields": {"eval_set": [f"line {number}: {problem}"]}})  # fmt: skip
+        seen.add(case["id"])
+        count += 1
+    if count == 0:
+        raise ApplicationError("Invalid input. eval_set: no cases", extra={"fields": {"eval_set": ["empty"]}})
+    return count
+
+
 def eval_run_request(
     *,
     cluster: Cluster,
@@ -34,6 +57,7 @@ def eval_run_request(
     ignore: list[str] | None = None,
     extra_files: dict[str, str] | None = None,
     time_limit_s: int | None = None,
+    eval_set: str | None = None,
 ) -> EvalRun:
     if scheme not in SCHEMES:
         raise ApplicationError(
@@ -46,13 +70,18 @@ def eval_run_request(
         raise ApplicationError(
             "Invalid input. threshold: must be between 0 and 1", extra={"fields": {"threshold": ["(0, 1)"]}}
         )
-    spec = {"model": model, "scheme": scheme, "threshold": threshold, "max_new_tokens": max_new_tokens,
-            "max_cases_per_category": max_cases_per_category, "ignore": list(ignore or [])}  # fmt: skip
+    spec: dict[str, Any] = {"model": model, "scheme": scheme, "threshold": threshold, "max_new_tokens": max_new_tokens,
+                            "max_cases_per_category": max_cases_per_category, "ignore": list(ignore or [])}  # fmt: skip
+    files = dict(extra_files or {})
+    if eval_set is not None:  # the user's own set travels with the job; the default ships with the payload
+        validate_eval_set(eval_set)
+        files["eval_set.jsonl"] = eval_set
+        spec["eval_set"] = "eval_set.jsonl"
     with transaction.atomic():
         evaluation = EvalRun.objects.create(request=request, cluster=cluster, scheme=scheme, threshold=threshold,
                                             requested_by=actor)  # fmt: skip
         job = jobrun_create(cluster=cluster, kind=JobKind.EVAL, command=EVAL_COMMAND,
-                            files={"spec.json": json.dumps(spec), **(extra_files or {})},
+                            files={"spec.json": json.dumps(spec), **files},
                             time_limit_s=time_limit_s, subject=evaluation, actor=actor)  # fmt: skip
         evaluation.job = job
         evaluation.save(update_fields=["job", "updated_at"])

@@ -74,3 +74,32 @@ def test_eval_request_api_validates_input(flow: Flow, artifacts, personas) -> No
     assert (
         flow.client(personas.requester).post(f"/api/v1/deployments/{code}/evals", {}, format="json").status_code == 403
     )
+
+
+def test_uploaded_eval_set_is_validated_and_shipped(flow: Flow, artifacts, personas, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    import pytest
+
+    from governance.core.errors import ApplicationError
+    from governance.evaluations.evals import validate_eval_set
+    from governance.evaluations.models import JobRun
+
+    Cluster.objects.create(name="c2", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path))
+    code = flow.to_review(artifacts["apache"])
+    client = flow.client(personas.engineer)
+    body = {"cluster": "c2", "scheme": "w8a8", "model_path": "/models/x"}
+    bad = client.post(f"/api/v1/deployments/{code}/evals", {**body, "eval_set": '{"id": "a"}\n'}, format="json")
+    assert bad.status_code == 400
+    assert "eval_set" in bad.json()["extra"]["fields"]
+    assert JobRun.objects.count() == 0
+    own = "\n".join(
+        json.dumps({"id": f"c{i}", "category": "ops", "turns": ["hi"], "key_items": ["x"]}) for i in range(3)
+    )
+    ok = client.post(f"/api/v1/deployments/{code}/evals", {**body, "eval_set": own}, format="json")
+    assert ok.status_code == 202, ok.json()
+    job = JobRun.objects.get()
+    assert job.files["eval_set.jsonl"] == own
+    assert json.loads(job.files["spec.json"])["eval_set"] == "eval_set.jsonl"
+    with pytest.raises(ApplicationError, match="no cases"):
+        validate_eval_set("")
