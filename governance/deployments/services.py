@@ -37,7 +37,7 @@ from governance.deployments.selectors import latest_capacity_plan
 from governance.evaluations.evals import eval_evidence, eval_findings
 from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError
-from governance.licenses.selectors import license_current_version, license_evaluate
+from governance.licenses.selectors import license_evaluate
 from governance.licenses.services import license_evaluation_store
 
 logger = logging.getLogger(__name__)
@@ -696,7 +696,8 @@ def deployments_reevaluate(*, license_key: str | None = None, request_ids: list[
             continue
         with transaction.atomic():
             locked = _lock(request)
-            if _refresh(locked, SYSTEM, f"license {license_key or ''} re-evaluation".replace("  ", " ")):
+            reason = f"license {license_key} re-evaluation" if license_key else "license re-evaluation"
+            if _refresh(locked, SYSTEM, reason):
                 changed += 1
     return changed
 
@@ -719,7 +720,3 @@ def on_eval_finished(evaluation: Any) -> None:
         return
     with transaction.atomic():
         _refresh(_lock(request), "system:evals", f"{evaluation.scheme} eval {evaluation.status}")
-
-
-def license_version_current(key: str) -> str:
-    return license_current_version(key).version
