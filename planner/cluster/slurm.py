@@ -119,10 +119,17 @@ class SlurmSSHExecutor:
     def run(self, argv: list[str], timeout: int = COMMAND_TIMEOUT_S) -> tuple[int, str, str]:
         command = shlex.join(argv)
         try:
-            _stdin, stdout, stderr = self._client().exec_command(command, timeout=timeout)
-            out = stdout.read().decode(errors="replace")
-            err = stderr.read().decode(errors="replace")
-            return stdout.channel.recv_exit_status(), out, err
+            stdin, stdout, stderr = self._client().exec_command(command, timeout=timeout)
+            # Close every file object here, in this thread: left to the garbage collector, paramiko may
+            # finalize stdin inside its transport thread and deadlock the next open_session().
+            stdin.close()
+            try:
+                out = stdout.read().decode(errors="replace")
+                err = stderr.read().decode(errors="replace")
+                return stdout.channel.recv_exit_status(), out, err
+            finally:
+                stdout.close()
+                stderr.close()
         except ClusterError:
             raise
         except (TimeoutError, paramiko.SSHException, OSError, EOFError) as exc:
