@@ -20,9 +20,10 @@ from governance.core.errors import NotFoundError
 from governance.core.models import Team
 from governance.core.permissions import role_permission
 from governance.core.roles import Role
+from governance.core.serializers import StrictSerializer
 
 
-class ArtifactInputSerializer(serializers.Serializer):
+class ArtifactInputSerializer(StrictSerializer):
     team = serializers.CharField(max_length=120, required=False, help_text="team name (default: your only team)")
     name = serializers.CharField(max_length=200)
     source_repo = serializers.CharField(max_length=300)
@@ -38,9 +39,6 @@ class ArtifactInputSerializer(serializers.Serializer):
     merged_with = serializers.ListField(child=serializers.UUIDField(), required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(self.initial_data) - set(self.fields)
-        if unknown:
-            raise serializers.ValidationError({key: "unknown field" for key in sorted(unknown)})
         if ModelArtifact.objects.filter(weights_digest=attrs["weights_digest"]).exists():
             raise serializers.ValidationError({"weights_digest": "an artifact with this digest is registered already"})
         visible = artifacts_visible_to(self.context["user"])

@@ -6,11 +6,12 @@ from typing import Any
 
 from rest_framework import serializers
 
+from governance.core.serializers import StrictSerializer
 from planner.plan import KEEP_BF16_PARTS, PlanRequest
 from planner.specs import gpus, precisions
 
 
-class PlanInputSerializer(serializers.Serializer):
+class PlanInputSerializer(StrictSerializer):
     model = serializers.JSONField(help_text="catalog key (string) or an inline Hugging Face config.json (object)")
     precision = serializers.ChoiceField(choices=sorted(precisions()))
     group_size = serializers.IntegerField(required=False, allow_null=True, min_value=1)
@@ -31,12 +32,6 @@ class PlanInputSerializer(serializers.Serializer):
         if not isinstance(value, str | dict):
             raise serializers.ValidationError("must be a catalog key or a config.json object")
         return value
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(self.initial_data) - set(self.fields)
-        if unknown:
-            raise serializers.ValidationError({key: "unknown field" for key in sorted(unknown)})
-        return attrs
 
 
 def plan_request_from(data: dict[str, Any]) -> PlanRequest:

@@ -20,6 +20,7 @@ from governance.artifacts.selectors import artifacts_visible_to
 from governance.core.errors import NotFoundError, PermissionDeniedError
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role
+from governance.core.serializers import StrictSerializer
 from governance.deployments import services
 from governance.deployments.choices import Engine, ReviewRole, ReviewVerdict, Status
 from governance.deployments.models import DeploymentRequest
@@ -37,17 +38,6 @@ VISIBLE_TO_ANY_USER = [IsAuthenticated]
 
 def _user(request: Request) -> User:
     return cast(User, request.user)  # IsAuthenticated ran first
-
-
-class StrictSerializer(serializers.Serializer):
-    """Unknown keys are an error naming them, not silently dropped."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):  # nested serializers have no initial_data: check here
-            unknown = set(data) - set(self.fields)
-            if unknown:
-                raise serializers.ValidationError({key: "unknown field" for key in sorted(unknown)})
-        return super().to_internal_value(data)
 
 
 class ServingPlanSerializer(StrictSerializer):

@@ -13,23 +13,18 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.core.exceptions import validation_error_response
+from governance.core.serializers import StrictSerializer
 from governance.licenses.choices import Decision, FindingCode, Severity
 from governance.licenses.facts import FactsError
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
 from governance.licenses.selectors import license_current_version, license_evaluate, license_list
 
 
-class EvaluateInputSerializer(serializers.Serializer):
+class EvaluateInputSerializer(StrictSerializer):
     license = serializers.CharField(max_length=64)
     facts = serializers.JSONField(
         help_text="deployment facts; see DESIGN.md (missing facts are assumed conservatively)"
     )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(self.initial_data) - set(self.fields)
-        if unknown:
-            raise serializers.ValidationError({key: "unknown field" for key in sorted(unknown)})
-        return attrs
 
 
 class FindingSerializer(serializers.Serializer):
