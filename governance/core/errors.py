@@ -18,6 +18,11 @@ class ApplicationError(Exception):
             self.status = status
 
 
+def invalid_input(field: str, message: str) -> ApplicationError:
+    """A 400 naming the bad field, in the shape of a serializer validation error."""
+    return ApplicationError(f"Invalid input. {field}: {message}", extra={"fields": {field: [message]}})
+
+
 class NotFoundError(ApplicationError):
     status = 404
 

@@ -22,7 +22,7 @@ from governance.audit.services import audit_record
 from governance.capacity.models import CapacityPlan
 from governance.capacity.services import capacity_findings, capacity_plan_request
 from governance.core.canonical import canonical_sha256
-from governance.core.errors import ApplicationError, ConflictError, PermissionDeniedError
+from governance.core.errors import ApplicationError, ConflictError, PermissionDeniedError, invalid_input
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import (
     EDITABLE,
@@ -46,10 +46,6 @@ Actor = User | str
 SYSTEM = "system:deployments"
 # Hooks run after a request is submitted or its serving plan changes (the eval-run app adds one).
 SUBMIT_HOOKS: list[Callable[[DeploymentRequest, Any], None]] = []
-
-
-def _invalid(field: str, message: str) -> ApplicationError:
-    return ApplicationError(f"Invalid input. {field}: {message}", extra={"fields": {field: [message]}})
 
 
 def _lock(request: DeploymentRequest) -> DeploymentRequest:
@@ -291,7 +287,7 @@ def deployment_create(*, actor: User, data: dict[str, Any]) -> DeploymentRequest
     validate_facts(data["facts"])
     team, artifact = data["team"], data["artifact"]
     if not team.members.filter(pk=actor.pk).exists():
-        raise _invalid("team", "you are not a member of this team")
+        raise invalid_input("team", "you are not a member of this team")
     with transaction.atomic():
         request = DeploymentRequest.objects.create(
             team=team,
@@ -359,7 +355,7 @@ def deployment_submit(*, request: DeploymentRequest, actor: User) -> DeploymentR
 
 def obligation_acknowledge(*, item: ObligationItem, actor: User, how_met: str) -> ObligationItem:
     if not how_met.strip():
-        raise _invalid("how_met", "say how the obligation is met (e.g. where the notice is displayed)")
+        raise invalid_input("how_met", "say how the obligation is met (e.g. where the notice is displayed)")
     with transaction.atomic():
         request = _lock(item.request)
         _require_team_requester(request, actor)
@@ -430,9 +426,9 @@ def waiver_grant(
     expires_at: datetime,
 ) -> Waiver:
     if not reason.strip():
-        raise _invalid("reason", "a waiver needs a reason")
+        raise invalid_input("reason", "a waiver needs a reason")
     if expires_at <= timezone.now():
-        raise _invalid("expires_at", "must be in the future")
+        raise invalid_input("expires_at", "must be in the future")
     with transaction.atomic():
         request = _lock(request)
         _require_reviewer(request, actor, Role.LEGAL_REVIEWER)
@@ -442,7 +438,7 @@ def waiver_grant(
             for f in e["findings"]
         )
         if not present:
-            raise _invalid("finding_code", f"no finding {finding_code} of {license_key} on this request")
+            raise invalid_input("finding_code", f"no finding {finding_code} of {license_key} on this request")
         waiver = Waiver.objects.create(
             request=request,
             license_key=license_key,
@@ -523,7 +519,7 @@ def deployment_review(
         if role is None and len(roles) == 1:
             role = roles[0]
         if role not in roles:
-            raise _invalid("role", f"you review as one of: {', '.join(roles)}")
+            raise invalid_input("role", f"you review as one of: {', '.join(roles)}")
         if request.status != Status.IN_REVIEW:
             raise ConflictError(
                 f"a {request.status} request is not in review", extra={"fields": {"status": [request.status]}}
@@ -568,7 +564,7 @@ def deployment_review(
 
 def deployment_revoke(*, request: DeploymentRequest, actor: User, reason: str) -> DeploymentRequest:
     if not reason.strip():
-        raise _invalid("reason", "say why the approval is revoked")
+        raise invalid_input("reason", "say why the approval is revoked")
     with transaction.atomic():
         request = _lock(request)
         _require_reviewer(request, actor, Role.LEGAL_REVIEWER, Role.ADMIN)
