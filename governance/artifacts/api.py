@@ -14,12 +14,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.artifacts.models import DIGEST_VALIDATOR, Derivation, Modality, ModelArtifact
-from governance.artifacts.selectors import artifacts_visible_to
+from governance.artifacts.selectors import artifact_get, artifacts_visible_to
 from governance.artifacts.services import artifact_register
-from governance.core.errors import NotFoundError
-from governance.core.models import Team
 from governance.core.permissions import role_permission
 from governance.core.roles import Role
+from governance.core.selectors import team_choose
 from governance.core.serializers import StrictSerializer
 
 
@@ -76,18 +75,6 @@ class ArtifactOutputSerializer(serializers.ModelSerializer):
         return [f"{v.license.key} {v.version}" for v in obj.license_versions()]
 
 
-def _team_for(user: Any, name: str | None) -> Team:
-    teams = Team.objects.filter(members=user)
-    if name:
-        team = teams.filter(name=name).first()
-        if team is None:
-            raise serializers.ValidationError({"team": "you are not a member of this team"})
-        return team
-    if teams.count() != 1:
-        raise serializers.ValidationError({"team": "give the team (you belong to several or none)"})
-    return teams.get()
-
-
 class ArtifactListCreateApi(ListAPIView):
     serializer_class = ArtifactOutputSerializer
 
@@ -100,7 +87,7 @@ class ArtifactListCreateApi(ListAPIView):
             return Response({"message": "Only requesters register artifacts.", "extra": {}}, status=403)
         serializer = ArtifactInputSerializer(data=request.data, context={"user": request.user})
         serializer.is_valid(raise_exception=True)
-        team = _team_for(request.user, serializer.validated_data.get("team"))
+        team = team_choose(request.user, serializer.validated_data.get("team"))
         artifact = artifact_register(actor=cast(User, request.user), team=team, data=serializer.validated_data)
         return Response(ArtifactOutputSerializer(artifact).data, status=201)
 
@@ -108,7 +95,4 @@ class ArtifactListCreateApi(ListAPIView):
 class ArtifactDetailApi(APIView):
     @extend_schema(responses=ArtifactOutputSerializer)
     def get(self, request: Request, code: str) -> Response:
-        artifact = artifacts_visible_to(request.user).filter(code=code).first()
-        if artifact is None:
-            raise NotFoundError("no such artifact")
-        return Response(ArtifactOutputSerializer(artifact).data)
+        return Response(ArtifactOutputSerializer(artifact_get(request.user, code)).data)

@@ -5,6 +5,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from governance.artifacts.models import ModelArtifact
+from governance.core.errors import NotFoundError
 from governance.core.roles import Role, has_role
 
 
@@ -16,3 +17,10 @@ def artifacts_visible_to(user: Any) -> QuerySet[ModelArtifact]:
     if has_role(user, Role.REQUESTER):
         return artifacts.filter(team__members=user)
     return artifacts.none()
+
+
+def artifact_get(user: Any, code: Any) -> ModelArtifact:
+    found = artifacts_visible_to(user).filter(code=code).first()
+    if found is None:
+        raise NotFoundError("no such artifact")
+    return found

@@ -12,9 +12,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.capacity.models import CapacityPlan
+from governance.capacity.selectors import capacity_plan_get
 from governance.capacity.serializers import PlanInputSerializer
 from governance.capacity.services import capacity_plan_request, capacity_plan_run
-from governance.core.errors import NotFoundError
 from governance.core.exceptions import validation_error_response
 
 
@@ -58,7 +58,4 @@ class CapacityPlanCreateApi(APIView):
 class CapacityPlanDetailApi(APIView):
     @extend_schema(responses=CapacityPlanOutputSerializer)
     def get(self, request: Request, code: str) -> Response:
-        stored = CapacityPlan.objects.filter(code=code).first()
-        if stored is None:
-            raise NotFoundError("no such capacity plan")
-        return Response(CapacityPlanOutputSerializer(stored).data)
+        return Response(CapacityPlanOutputSerializer(capacity_plan_get(request.user, code)).data)

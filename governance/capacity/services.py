@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
@@ -13,12 +12,10 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.capacity.serializers import plan_request_from
+from governance.capacity.signals import plan_computed
 from governance.core.errors import ApplicationError
 from planner import __version__ as planner_version
 from planner.plan import plan
-
-# Called after commit with each computed plan (the deployments app registers one).
-PLAN_COMPUTED_HOOKS: list[Callable[[CapacityPlan], None]] = []
 
 
 def planner_error(exc: ValueError) -> ApplicationError:
@@ -84,29 +81,5 @@ def capacity_plan_compute(*, plan_id: int) -> CapacityPlan:
                 "parallel": (result or {}).get("parallel"),
             },
         )
-        for hook in PLAN_COMPUTED_HOOKS:
-            transaction.on_commit(lambda hook=hook: hook(stored))  # type: ignore[misc]
+        transaction.on_commit(lambda: plan_computed.send(sender=CapacityPlan, plan=stored))
     return stored
-
-
-def capacity_findings(stored: CapacityPlan) -> list[dict[str, Any]]:
-    """What the gate and reviewers see: a plan that does not fit (or failed) blocks the deployment."""
-    if stored.status == CapacityPlanStatus.PENDING:
-        return [{"code": "capacity.pending", "severity": "blocker", "message": "The capacity plan is still computing."}]
-    if stored.status == CapacityPlanStatus.FAILED:
-        return [
-            {"code": "capacity.failed", "severity": "blocker", "message": f"The capacity plan failed: {stored.error}"}
-        ]
-    if not stored.fits:
-        reasons = [
-            note for note in (stored.result or {}).get("notes", []) if note.startswith(("Rejected", "No layout"))
-        ]
-        return [
-            {
-                "code": "capacity.does_not_fit",
-                "severity": "blocker",
-                "message": "The serving plan does not fit the target GPUs.",
-                "params": {"reasons": reasons[:3]},
-            }
-        ]
-    return []

@@ -17,15 +17,30 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.artifacts.selectors import artifacts_visible_to
-from governance.core.errors import NotFoundError, PermissionDeniedError
-from governance.core.models import ApiToken, Team
+from governance.core.errors import PermissionDeniedError
+from governance.core.models import ApiToken
+from governance.core.permissions import role_permission
 from governance.core.roles import Role, has_role
+from governance.core.selectors import team_choose
 from governance.core.serializers import StrictSerializer
 from governance.deployments import services
 from governance.deployments.choices import Engine, ReviewRole, ReviewVerdict, Status
 from governance.deployments.models import DeploymentRequest
-from governance.deployments.selectors import deployment_get, deployments_visible_to, latest_capacity_plan
+from governance.deployments.selectors import (
+    active_waivers,
+    deployment_blockers,
+    deployment_get,
+    deployment_get_for_usage,
+    deployments_visible_to,
+    finding_is_waived,
+    latest_capacity_plan,
+    obligation_get,
+)
+from governance.evaluations.api import EvalRunOutputSerializer
+from governance.evaluations.evals import eval_run_request
+from governance.evaluations.selectors import cluster_by_name
 from governance.licenses.selectors import fx_table
+from planner.quant.schemes import SCHEMES
 from planner.specs import gpus, precisions
 
 USAGE_SCOPE = "usage:write"
@@ -104,12 +119,11 @@ class DeploymentOutputSerializer(serializers.ModelSerializer):
                   "blockers", "created_at", "updated_at"]  # fmt: skip
 
     def get_licenses(self, obj: DeploymentRequest) -> list[dict[str, Any]]:
-        now = timezone.now()
-        waivers = list(obj.waivers.filter(expires_at__gt=now))
+        waivers = active_waivers(obj)
         result = []
         for evaluation in (obj.evidence or {}).get("licenses", []):
             findings = [
-                {**finding, "waived": services._is_waived(evaluation["license"], finding, waivers)}
+                {**finding, "waived": finding_is_waived(evaluation["license"], finding, waivers)}
                 for finding in evaluation["findings"]
             ]
             result.append({**evaluation, "findings": findings})
@@ -144,7 +158,7 @@ class DeploymentOutputSerializer(serializers.ModelSerializer):
         return None if stored is None else {"code": str(stored.code), "status": stored.status, "fits": stored.fits}
 
     def get_blockers(self, obj: DeploymentRequest) -> list[dict[str, Any]]:
-        return services.deployment_blockers(obj) if obj.status not in (Status.DRAFT,) else []
+        return deployment_blockers(obj) if obj.status not in (Status.DRAFT,) else []
 
 
 def _output(request_obj: DeploymentRequest, status: int = 200) -> Response:
@@ -177,15 +191,7 @@ class DeploymentListCreateApi(ListAPIView):
         serializer = DeploymentInputSerializer(data=request.data, context={"user": request.user})
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        teams = Team.objects.filter(members=_user(request))
-        team = (
-            teams.filter(name=data.pop("team")).first()
-            if data.get("team")
-            else (teams.first() if teams.count() == 1 else None)
-        )
-        if team is None:
-            raise serializers.ValidationError({"team": "give one of your teams"})
-        data["team"] = team
+        data["team"] = team_choose(request.user, data.pop("team", None))
         return _output(services.deployment_create(actor=_user(request), data=data), status=201)
 
 
@@ -202,7 +208,7 @@ class DeploymentDetailApi(APIView):
         serializer = DeploymentUpdateSerializer(data=request.data, context={"user": request.user})
         serializer.is_valid(raise_exception=True)
         return _output(
-            services.deployment_update(request=target, actor=_user(request), changes=dict(serializer.validated_data))
+            services.deployment_update(deployment=target, actor=_user(request), changes=dict(serializer.validated_data))
         )
 
 
@@ -216,13 +222,13 @@ class _ActionApi(APIView):
 class DeploymentSubmitApi(_ActionApi):
     @extend_schema(request=None, responses=DeploymentOutputSerializer)
     def post(self, request: Request, code: str) -> Response:
-        return _output(services.deployment_submit(request=self.target(request, code), actor=_user(request)))
+        return _output(services.deployment_submit(deployment=self.target(request, code), actor=_user(request)))
 
 
 class DeploymentStartReviewApi(_ActionApi):
     @extend_schema(request=None, responses=DeploymentOutputSerializer)
     def post(self, request: Request, code: str) -> Response:
-        return _output(services.deployment_start_review(request=self.target(request, code), actor=_user(request)))
+        return _output(services.deployment_start_review(deployment=self.target(request, code), actor=_user(request)))
 
 
 class ReviewInputSerializer(StrictSerializer):
@@ -239,7 +245,7 @@ class DeploymentReviewApi(_ActionApi):
         serializer.is_valid(raise_exception=True)
         return _output(
             services.deployment_review(
-                request=self.target(request, code), actor=_user(request), **serializer.validated_data
+                deployment=self.target(request, code), actor=_user(request), **serializer.validated_data
             )
         )
 
@@ -255,7 +261,9 @@ class DeploymentRevokeApi(_ActionApi):
         serializer.is_valid(raise_exception=True)
         return _output(
             services.deployment_revoke(
-                request=self.target(request, code), actor=_user(request), reason=serializer.validated_data["reason"]
+                deployment=self.target(request, code),
+                actor=_user(request),
+                reason=serializer.validated_data["reason"],
             )
         )
 
@@ -269,13 +277,6 @@ class ObligationReviewInputSerializer(StrictSerializer):
     comment = serializers.CharField(required=False, allow_blank=True, max_length=4000)
 
 
-def _obligation(deployment: DeploymentRequest, item: str) -> Any:
-    found = deployment.obligations.filter(code=item).first()
-    if found is None:
-        raise NotFoundError("no such obligation on this request")
-    return found
-
-
 class ObligationAcknowledgeApi(_ActionApi):
     @extend_schema(request=AcknowledgeInputSerializer, responses=DeploymentOutputSerializer)
     def post(self, request: Request, code: str, item: str) -> Response:
@@ -283,7 +284,7 @@ class ObligationAcknowledgeApi(_ActionApi):
         serializer = AcknowledgeInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         services.obligation_acknowledge(
-            item=_obligation(deployment, item), actor=_user(request), how_met=serializer.validated_data["how_met"]
+            item=obligation_get(deployment, item), actor=_user(request), how_met=serializer.validated_data["how_met"]
         )
         return _output(deployment_get(request.user, code))
 
@@ -295,7 +296,7 @@ class ObligationReviewApi(_ActionApi):
         serializer = ObligationReviewInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         services.obligation_review(
-            item=_obligation(deployment, item), actor=_user(request), **serializer.validated_data
+            item=obligation_get(deployment, item), actor=_user(request), **serializer.validated_data
         )
         return _output(deployment_get(request.user, code))
 
@@ -315,9 +316,15 @@ class WaiverCreateApi(_ActionApi):
         serializer = WaiverInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        services.waiver_grant(request=deployment, actor=_user(request), license_key=data["license"],
-                              finding_code=data["finding_code"], clause=data["clause"], reason=data["reason"],
-                              expires_at=data["expires_at"])  # fmt: skip
+        services.waiver_grant(
+            deployment=deployment,
+            actor=_user(request),
+            license_key=data["license"],
+            finding_code=data["finding_code"],
+            clause=data["clause"],
+            reason=data["reason"],
+            expires_at=data["expires_at"],
+        )
         return _output(deployment_get(request.user, code), status=201)
 
 
@@ -347,21 +354,53 @@ class DeploymentUsageApi(APIView):
         if not request.user or not request.user.is_authenticated:
             raise PermissionDeniedError("authentication required")
         token = request.auth if isinstance(request.auth, ApiToken) else None
-        deployment = DeploymentRequest.objects.filter(code=code).first()
         scoped = token is not None and USAGE_SCOPE in (token.scopes or [])
-        if not scoped:
-            deployment = deployments_visible_to(request.user).filter(code=code, team__members=request.user).first()
-        if deployment is None:
-            raise NotFoundError("no such deployment request")
+        deployment = deployment_get_for_usage(request.user, code, token_scoped=scoped)
         serializer = UsageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         revenue = data.get("monthly_revenue")
         services.usage_report_record(
-            request=deployment,
+            deployment=deployment,
             actor=_user(request),
             month=data["month"],
             monthly_active_users=data["monthly_active_users"],
             revenue={"amount": float(revenue["amount"]), "currency": revenue["currency"]} if revenue else None,
         )
         return _output(DeploymentRequest.objects.get(pk=deployment.pk), status=201)
+
+
+class EvalRequestInputSerializer(serializers.Serializer):
+    cluster = serializers.CharField(max_length=100)
+    scheme = serializers.ChoiceField(choices=sorted(SCHEMES))
+    model_path = serializers.RegexField(r"^/[A-Za-z0-9_./-]{1,400}$", help_text="checkpoint directory on the cluster")
+    threshold = serializers.FloatField(default=0.05, min_value=0.001, max_value=0.5)
+    max_cases_per_category = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    eval_set = serializers.CharField(required=False, max_length=20_000_000, trim_whitespace=False,
+                                     help_text="your own eval set as JSONL (id, category, turns, key_items per line)")  # fmt: skip
+
+
+class DeploymentEvalCreateApi(APIView):
+    permission_classes = [role_permission(Role.ENGINEERING_REVIEWER, Role.ADMIN)]
+
+    @extend_schema(request=EvalRequestInputSerializer, responses={202: EvalRunOutputSerializer},
+                   summary="Run the quantization eval of this request's model on a cluster")  # fmt: skip
+    def post(self, request: Request, code: str) -> Response:
+        deployment = deployment_get(request.user, code)
+        serializer = EvalRequestInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        cluster = cluster_by_name(data["cluster"])
+        if cluster is None:
+            raise serializers.ValidationError({"cluster": "no such cluster"})
+        evaluation = eval_run_request(
+            cluster=cluster,
+            scheme=data["scheme"],
+            model={"path": data["model_path"], "dtype": "bfloat16"},
+            actor=cast(User, request.user),
+            deployment=deployment,
+            threshold=data["threshold"],
+            max_cases_per_category=data.get("max_cases_per_category"),
+            eval_set=data.get("eval_set"),
+        )
+        return Response(EvalRunOutputSerializer(evaluation).data, status=202)

@@ -8,18 +8,16 @@ class DeploymentsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from governance.capacity.services import PLAN_COMPUTED_HOOKS
-        from governance.deployments.services import on_capacity_plan_computed
-        from governance.licenses.services import VERSION_PUBLISHED_HOOKS
+        # The apps below announce events with signals; this app listens, so none of them imports it.
+        from governance.capacity.signals import plan_computed
+        from governance.deployments.services import (
+            on_capacity_plan_computed,
+            on_eval_finished,
+            on_license_version_published,
+        )
+        from governance.evaluations.signals import eval_finished
+        from governance.licenses.signals import version_published
 
-        def queue_reevaluation(license_key: str) -> None:
-            from governance.deployments.tasks import deployments_reevaluate_license_task
-
-            deployments_reevaluate_license_task.delay(license_key)
-
-        from governance.deployments.services import on_eval_finished
-        from governance.evaluations.evals import EVAL_FINISHED_HOOKS
-
-        PLAN_COMPUTED_HOOKS.append(on_capacity_plan_computed)
-        EVAL_FINISHED_HOOKS.append(on_eval_finished)
-        VERSION_PUBLISHED_HOOKS.append(queue_reevaluation)
+        plan_computed.connect(on_capacity_plan_computed, dispatch_uid="deployments.plan_computed")
+        eval_finished.connect(on_eval_finished, dispatch_uid="deployments.eval_finished")
+        version_published.connect(on_license_version_published, dispatch_uid="deployments.version_published")

@@ -1,4 +1,4 @@
-"""Deployment requests and what hangs off them. Status changes only through services.deployment_transition."""
+"""Deployment requests and what hangs off them. Status changes only in services.transitions.deployment_transition."""
 
 from __future__ import annotations
 

@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from governance.capacity.models import CapacityPlan
+from governance.capacity.selectors import capacity_findings
 from governance.core.errors import NotFoundError
 from governance.core.roles import Role, has_role
-from governance.deployments.choices import Status
-from governance.deployments.models import DeploymentRequest
+from governance.deployments.choices import ObligationStatus, ReviewRole, Status
+from governance.deployments.models import DeploymentRequest, ObligationItem, Waiver
+from governance.evaluations.evals import eval_findings
+
+# Severities of a license finding that stand in the way of approval unless waived.
+BLOCKING_SEVERITIES = ("blocker", "approval")
 
 
 def deployments_visible_to(user: Any) -> QuerySet[DeploymentRequest]:
-    requests = DeploymentRequest.objects.select_related("team", "artifact", "requester")
+    deployments = DeploymentRequest.objects.select_related("team", "artifact", "requester")
     if has_role(user, Role.AUDITOR, Role.ADMIN):
-        return requests
+        return deployments
     condition = Q(pk__in=[])
     if has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER):
         condition |= ~Q(status=Status.DRAFT)  # reviewers see what was submitted, any team
     if has_role(user, Role.REQUESTER):
         condition |= Q(team__members=user)
-    return requests.filter(condition).distinct()
+    return deployments.filter(condition).distinct()
 
 
 def deployment_get(user: Any, code: Any) -> DeploymentRequest:
@@ -32,9 +39,80 @@ def deployment_get(user: Any, code: Any) -> DeploymentRequest:
     return found
 
 
-def latest_capacity_plan(request: DeploymentRequest) -> CapacityPlan | None:
+def deployment_get_for_usage(user: Any, code: Any, *, token_scoped: bool) -> DeploymentRequest:
+    """Usage reports come from billing/CI with a usage:write token (any request), or from a
+    requester of the owning team."""
+    if token_scoped:
+        found = DeploymentRequest.objects.filter(code=code).first()
+    else:
+        found = deployments_visible_to(user).filter(code=code, team__members=user).first()
+    if found is None:
+        raise NotFoundError("no such deployment request")
+    return found
+
+
+def obligation_get(deployment: DeploymentRequest, code: Any) -> ObligationItem:
+    """An obligation of a request the caller already may see (deployment_get)."""
+    found = deployment.obligations.filter(code=code).first()
+    if found is None:
+        raise NotFoundError("no such obligation on this request")
+    return found
+
+
+def latest_capacity_plan(deployment: DeploymentRequest) -> CapacityPlan | None:
     return (
-        CapacityPlan.objects.filter(subject_type=request._meta.label_lower, subject_id=str(request.code))
+        CapacityPlan.objects.filter(subject_type=deployment._meta.label_lower, subject_id=str(deployment.code))
         .order_by("-created_at")
         .first()
     )
+
+
+def active_waivers(deployment: DeploymentRequest, now: datetime | None = None) -> list[Waiver]:
+    return list(deployment.waivers.filter(expires_at__gt=now or timezone.now()).order_by("created_at"))
+
+
+def finding_is_waived(license_key: str, finding: dict[str, Any], waivers: list[Waiver]) -> bool:
+    """A waiver names the license and finding code, and optionally the clause."""
+    return any(
+        w.license_key == license_key and w.finding_code == finding["code"] and w.clause in ("", finding["clause"])
+        for w in waivers
+    )
+
+
+def deployment_blockers(deployment: DeploymentRequest, role: str | None = None) -> list[dict[str, Any]]:
+    """What stands between this request and approval (the gate uses the same list)."""
+    blockers: list[dict[str, Any]] = []
+    if role in (None, ReviewRole.LEGAL):
+        waivers = active_waivers(deployment)
+        for evaluation in (deployment.evidence or {}).get("licenses", []):
+            for finding in evaluation["findings"]:
+                if finding["severity"] not in BLOCKING_SEVERITIES:
+                    continue
+                if finding_is_waived(evaluation["license"], finding, waivers):
+                    continue
+                blockers.append(
+                    {
+                        "code": finding["code"],
+                        "license": evaluation["license"],
+                        "message": finding["message"],
+                        "severity": finding["severity"],
+                    }
+                )
+        settled = [ObligationStatus.ACCEPTED, ObligationStatus.SUPERSEDED]
+        for item in deployment.obligations.exclude(status__in=settled):
+            blockers.append(
+                {
+                    "code": "obligation.not_accepted",
+                    "license": item.license_key,
+                    "message": f"{item.finding_code} ({item.clause}) is {item.status}",
+                    "severity": "blocker",
+                }
+            )
+    if role in (None, ReviewRole.ENGINEERING):
+        stored = latest_capacity_plan(deployment)
+        if stored is None:
+            blockers.append({"code": "capacity.missing", "message": "no capacity plan yet", "severity": "blocker"})
+        else:
+            blockers.extend(capacity_findings(stored))
+        blockers.extend(eval_findings(deployment))
+    return blockers

@@ -10,6 +10,7 @@ urlpatterns = [
     path("<uuid:code>/review", api.DeploymentReviewApi.as_view(), name="deployment-review"),
     path("<uuid:code>/revoke", api.DeploymentRevokeApi.as_view(), name="deployment-revoke"),
     path("<uuid:code>/waivers", api.WaiverCreateApi.as_view(), name="deployment-waivers"),
+    path("<uuid:code>/evals", api.DeploymentEvalCreateApi.as_view(), name="deployment-evals"),
     path("<uuid:code>/usage", api.DeploymentUsageApi.as_view(), name="deployment-usage"),
     path(
         "<uuid:code>/obligations/<uuid:item>/acknowledge", api.ObligationAcknowledgeApi.as_view(), name="obligation-ack"

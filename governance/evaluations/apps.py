@@ -16,6 +16,6 @@ class EvaluationsConfig(AppConfig):
         worker_ready.connect(resume_polling_on_start, weak=False)
 
         from governance.evaluations.evals import on_job_finished
-        from governance.evaluations.services import JOB_FINISHED_HOOKS
+        from governance.evaluations.signals import job_finished
 
-        JOB_FINISHED_HOOKS.append(on_job_finished)
+        job_finished.connect(on_job_finished, dispatch_uid="evaluations.job_finished")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -11,13 +10,12 @@ from django.db import transaction
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
-from governance.core.errors import ApplicationError
+from governance.core.errors import invalid_input
 from governance.evaluations.models import Cluster, EvalRun, EvalStatus, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create
+from governance.evaluations.signals import eval_finished
 from planner.quant.schemes import SCHEMES
 
-# Called after commit with each finished eval run (the deployments app refreshes its evidence).
-EVAL_FINISHED_HOOKS: list[Callable[[EvalRun], None]] = []
 EVAL_COMMAND = ["python3", "-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]
 
 
@@ -30,17 +28,15 @@ def validate_eval_set(text: str) -> int:
         try:
             case = json.loads(line)
         except ValueError:
-            raise ApplicationError(f"Invalid input. eval_set: line {number} is not JSON",
-                                   extra={"fields": {"eval_set": [f"line {number}: not JSON"]}}) from None  # fmt: skip
+            raise invalid_input("eval_set", f"line {number}: not JSON") from None
         missing = [k for k in ("id", "category", "turns", "key_items") if not isinstance(case, dict) or k not in case]
         if missing or not isinstance(case.get("turns"), list) or case["id"] in seen:
             problem = f"missing {', '.join(missing)}" if missing else "turns must be a list and ids unique"
-            raise ApplicationError(f"Invalid input. eval_set: line {number}: {problem}",
-                                   extra={"fields": {"eval_set": [f"line {number}: {problem}"]}})  # fmt: skip
+            raise invalid_input("eval_set", f"line {number}: {problem}")
         seen.add(case["id"])
         count += 1
     if count == 0:
-        raise ApplicationError("Invalid input. eval_set: no cases", extra={"fields": {"eval_set": ["empty"]}})
+        raise invalid_input("eval_set", "no cases")
     return count
 
 
@@ -50,7 +46,7 @@ def eval_run_request(
     scheme: str,
     model: dict[str, Any],
     actor: User | None,
-    request: Any = None,
+    deployment: Any = None,
     threshold: float = 0.05,
     max_cases_per_category: int | None = None,
     max_new_tokens: int = 64,
@@ -60,16 +56,11 @@ def eval_run_request(
     eval_set: str | None = None,
 ) -> EvalRun:
     if scheme not in SCHEMES:
-        raise ApplicationError(
-            f"Invalid input. scheme: unknown {scheme!r}", extra={"fields": {"scheme": [f"one of {', '.join(SCHEMES)}"]}}
-        )
+        raise invalid_input("scheme", f"unknown {scheme!r}; one of {', '.join(SCHEMES)}")
     if not ("path" in model or "config" in model):
-        raise ApplicationError("Invalid input. model: give a checkpoint path on the cluster",
-                               extra={"fields": {"model": ["needs 'path'"]}})  # fmt: skip
+        raise invalid_input("model", "give a checkpoint path on the cluster ('path')")
     if not 0 < threshold < 1:
-        raise ApplicationError(
-            "Invalid input. threshold: must be between 0 and 1", extra={"fields": {"threshold": ["(0, 1)"]}}
-        )
+        raise invalid_input("threshold", "must be between 0 and 1")
     spec: dict[str, Any] = {"model": model, "scheme": scheme, "threshold": threshold, "max_new_tokens": max_new_tokens,
                             "max_cases_per_category": max_cases_per_category, "ignore": list(ignore or [])}  # fmt: skip
     files = dict(extra_files or {})
@@ -78,7 +69,7 @@ def eval_run_request(
         files["eval_set.jsonl"] = eval_set
         spec["eval_set"] = "eval_set.jsonl"
     with transaction.atomic():
-        evaluation = EvalRun.objects.create(request=request, cluster=cluster, scheme=scheme, threshold=threshold,
+        evaluation = EvalRun.objects.create(request=deployment, cluster=cluster, scheme=scheme, threshold=threshold,
                                             requested_by=actor)  # fmt: skip
         job = jobrun_create(cluster=cluster, kind=JobKind.EVAL, command=EVAL_COMMAND,
                             files={"spec.json": json.dumps(spec), **files},
@@ -102,32 +93,31 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             "timing": result.get("timing")}  # fmt: skip
 
 
-def on_job_finished(job: JobRun) -> None:
-    """Job hook: turn the finished eval job into the eval run's verdict."""
-    evaluation = EvalRun.objects.filter(job=job).select_related("request").first()
+def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
+    """Receiver of signals.job_finished: turn the finished eval job into the eval run's verdict."""
+    evaluation = EvalRun.objects.filter(job=run).select_related("request").first()
     if evaluation is None or evaluation.status != EvalStatus.RUNNING:
         return
     with transaction.atomic():
-        if job.state == JobRunState.SUCCEEDED and job.result:
-            evaluation.summary = summarise(job.result)
-            evaluation.eval_set_sha256 = str(job.result.get("eval_set_sha256", ""))
+        if run.state == JobRunState.SUCCEEDED and run.result:
+            evaluation.summary = summarise(run.result)
+            evaluation.eval_set_sha256 = str(run.result.get("eval_set_sha256", ""))
             evaluation.status = EvalStatus.PASSED if evaluation.summary["pass"] else EvalStatus.FAILED
         else:
             evaluation.status = EvalStatus.ERROR
-            evaluation.summary = {"pass": False, "error": job.reason, "log_tail": job.log_tail[-2000:]}
+            evaluation.summary = {"pass": False, "error": run.reason, "log_tail": run.log_tail[-2000:]}
         evaluation.save(update_fields=["summary", "eval_set_sha256", "status", "updated_at"])
         audit_record(actor="system:evals", action=AuditAction.EVAL_COMPLETED,
                      obj=evaluation.request if evaluation.request else evaluation,
                      data={"eval": str(evaluation.code), "scheme": evaluation.scheme, "status": evaluation.status,
                            "bound": (evaluation.summary or {}).get("overall", {}).get("upper_bound_95")})  # fmt: skip
-        for hook in EVAL_FINISHED_HOOKS:
-            transaction.on_commit(lambda hook=hook: hook(evaluation))  # type: ignore[misc]
+        transaction.on_commit(lambda: eval_finished.send(sender=EvalRun, evaluation=evaluation))
 
 
-def eval_evidence(request: Any) -> list[dict[str, Any]]:
+def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
     """The latest eval run per scheme of a deployment request, for its evidence document."""
     latest: dict[str, EvalRun] = {}
-    for evaluation in EvalRun.objects.filter(request=request).order_by("created_at"):
+    for evaluation in EvalRun.objects.filter(request=deployment).order_by("created_at"):
         latest[evaluation.scheme] = evaluation
     return [
         {"eval": str(e.code), "scheme": e.scheme, "status": e.status, "eval_set_sha256": e.eval_set_sha256,
@@ -136,10 +126,10 @@ def eval_evidence(request: Any) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def eval_findings(request: Any) -> list[dict[str, Any]]:
+def eval_findings(deployment: Any) -> list[dict[str, Any]]:
     """A failing or unfinished eval run blocks engineering approval (and the gate)."""
     findings = []
-    for item in eval_evidence(request):
+    for item in eval_evidence(deployment):
         if item["status"] == EvalStatus.RUNNING:
             findings.append(
                 {"code": "eval.pending", "severity": "blocker", "message": f"{item['scheme']} eval still running"}

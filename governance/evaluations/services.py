@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -24,14 +23,13 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ApplicationError, ConflictError
 from governance.evaluations.models import ACTIVE_STATES, Cluster, ExecutorKind, JobKind, JobRun, JobRunState
+from governance.evaluations.signals import job_finished
 from planner.cluster.base import ClusterError, Executor, JobRef, JobSpec, JobState
 from planner.cluster.local import LocalExecutor
 from planner.cluster.slurm import SlurmSSHExecutor, SshTarget
 
 logger = logging.getLogger(__name__)
 SYSTEM = "system:jobs"
-# Called after commit with each job run that reached a final state (eval runs summarise theirs).
-JOB_FINISHED_HOOKS: list[Callable[[JobRun], None]] = []
 LEASE = timedelta(seconds=120)  # a poll in progress owns the run this long
 
 
@@ -79,8 +77,7 @@ def _set_state(run: JobRun, state: str, reason: str = "", **fields: Any) -> None
         run.finished_at = timezone.now()
     run.save()
     if state not in ACTIVE_STATES and previous != state:
-        for hook in JOB_FINISHED_HOOKS:
-            transaction.on_commit(lambda hook=hook: hook(run))  # type: ignore[misc]
+        transaction.on_commit(lambda: job_finished.send(sender=JobRun, run=run))
     if previous != state:
         audit_record(actor=SYSTEM, action=AuditAction.JOB_STATE_CHANGED, obj=run,
                      data={"from": previous, "to": state, "job_id": run.job_id, "attempt": run.attempt,

@@ -8,6 +8,5 @@ urlpatterns = [
     path("clusters/<uuid:code>/discover", api.ClusterDiscoverApi.as_view(), name="cluster-discover"),
     path("jobs/<uuid:code>", api.JobRunDetailApi.as_view(), name="job-detail"),
     path("jobs/<uuid:code>/cancel", api.JobRunCancelApi.as_view(), name="job-cancel"),
-    path("deployments/<uuid:code>/evals", api.DeploymentEvalCreateApi.as_view(), name="deployment-evals"),
     path("evals/<uuid:code>", api.EvalRunDetailApi.as_view(), name="eval-detail"),
 ]

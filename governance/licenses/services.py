@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -20,10 +19,9 @@ from governance.core.errors import ConflictError
 from governance.licenses.catalog import CATALOG_DIR, LicenseDocument, load_documents, load_fx_defaults
 from governance.licenses.engine import Evaluation, TermSpec
 from governance.licenses.models import FxRate, License, LicenseEvaluation, LicenseTerm, LicenseVersion
+from governance.licenses.signals import version_published
 
 Actor = User | AnonymousUser | str | None
-# Called after commit with the license key of each newly published version (deployments re-evaluate).
-VERSION_PUBLISHED_HOOKS: list[Callable[[str], None]] = []
 
 
 def _term_document(term: TermSpec) -> dict[str, Any]:
@@ -203,8 +201,7 @@ def license_version_publish(*, version: LicenseVersion, actor: Actor) -> list[tu
             },
         )
         key = version.license.key
-        for hook in VERSION_PUBLISHED_HOOKS:
-            transaction.on_commit(lambda hook=hook: hook(key))  # type: ignore[misc]
+        transaction.on_commit(lambda: version_published.send(sender=LicenseVersion, license_key=key))
     return affected
 
 

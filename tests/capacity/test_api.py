@@ -7,7 +7,8 @@ import pytest
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
-from governance.capacity.services import capacity_findings, capacity_plan_compute
+from governance.capacity.selectors import capacity_findings
+from governance.capacity.services import capacity_plan_compute
 from planner.plan import PlanRequest, plan
 from tests.conftest import Personas
 

@@ -33,7 +33,7 @@ def test_failing_eval_is_evidence_and_blocks_engineering(  # type: ignore[no-unt
     evaluation = eval_run_request(
         cluster=cluster,
         scheme="w4a8",
-        request=request,
+        deployment=request,
         actor=personas.engineer,
         max_cases_per_category=2,
         max_new_tokens=4,

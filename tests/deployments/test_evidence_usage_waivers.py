@@ -9,7 +9,12 @@ from django.utils import timezone
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.deployments.models import DeploymentRequest
-from governance.deployments.services import _lock, _refresh, deployments_reevaluate, waivers_expire
+from governance.deployments.services import (
+    deployment_evidence_refresh,
+    deployment_lock,
+    deployments_reevaluate,
+    waivers_expire,
+)
 from governance.licenses.models import LicenseVersion
 from governance.licenses.services import license_version_publish
 from tests.deployments.conftest import FACTS, Flow
@@ -21,7 +26,7 @@ def test_same_evidence_same_digest_any_change_another(flow: Flow, artifacts, per
     digest = request.evidence_digest
     assert len(digest) == 64
     with transaction.atomic():
-        assert _refresh(_lock(request), "system:test", "no change") is False
+        assert deployment_evidence_refresh(deployment_lock(request), "system:test", "no change") is False
     assert DeploymentRequest.objects.get(code=code).evidence_digest == digest
     seen = {digest}
     for change in (

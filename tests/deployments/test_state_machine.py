@@ -146,7 +146,7 @@ def test_concurrent_submits_submit_once(personas, artifacts) -> None:  # type: i
     def submit() -> None:
         try:
             barrier.wait()
-            deployment_submit(request=request, actor=personas.requester)
+            deployment_submit(deployment=request, actor=personas.requester)
             outcomes.append("ok")
         except Exception as exc:
             outcomes.append(type(exc).__name__)

@@ -1,0 +1,70 @@
+"""Every write to deployment requests, split by concern. Each runs in one transaction, locks the
+request row (select_for_update) and writes its audit events in that transaction; Celery work and
+e-mail are queued with transaction.on_commit.
+
+- transitions: the row lock, permission checks, deployment_transition (the only status change), expiry
+- evidence: license evaluations, obligations derived from them, the evidence document and its refresh
+- lifecycle: create, update, submit, review, revoke
+- obligations, waivers, usage: what hangs off a request
+
+Callers import from `governance.deployments.services`; the submodules are the layout, not the API."""
+
+from governance.deployments.selectors import deployment_blockers
+from governance.deployments.services.evidence import (
+    build_evidence,
+    deployment_evidence_refresh,
+    deployments_reevaluate,
+    on_capacity_plan_computed,
+    on_eval_finished,
+    on_license_version_published,
+    planner_inputs,
+    validate_facts,
+)
+from governance.deployments.services.lifecycle import (
+    EVIDENCE_FIELDS,
+    deployment_create,
+    deployment_review,
+    deployment_revoke,
+    deployment_start_review,
+    deployment_submit,
+    deployment_update,
+)
+from governance.deployments.services.obligations import obligation_acknowledge, obligation_review
+from governance.deployments.services.transitions import (
+    SYSTEM,
+    Actor,
+    deployment_lock,
+    deployment_transition,
+    deployments_expire_approvals,
+)
+from governance.deployments.services.usage import usage_report_record
+from governance.deployments.services.waivers import waiver_grant, waivers_expire
+
+__all__ = [
+    "EVIDENCE_FIELDS",
+    "SYSTEM",
+    "Actor",
+    "build_evidence",
+    "deployment_blockers",
+    "deployment_create",
+    "deployment_evidence_refresh",
+    "deployment_lock",
+    "deployment_review",
+    "deployment_revoke",
+    "deployment_start_review",
+    "deployment_submit",
+    "deployment_transition",
+    "deployment_update",
+    "deployments_expire_approvals",
+    "deployments_reevaluate",
+    "obligation_acknowledge",
+    "obligation_review",
+    "on_capacity_plan_computed",
+    "on_eval_finished",
+    "on_license_version_published",
+    "planner_inputs",
+    "usage_report_record",
+    "validate_facts",
+    "waiver_grant",
+    "waivers_expire",
+]

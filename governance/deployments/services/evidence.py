@@ -1,0 +1,263 @@
+"""The evidence document of a request: license evaluations, obligations derived from them, the
+capacity plan and eval runs. Recomputing it voids reviewers' decisions on an older digest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from governance.artifacts.models import ModelArtifact
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_record
+from governance.capacity.models import CapacityPlan
+from governance.capacity.services import capacity_plan_request
+from governance.core.canonical import canonical_sha256
+from governance.core.errors import ApplicationError
+from governance.deployments.choices import ObligationStatus, Status
+from governance.deployments.models import DeploymentRequest, ObligationItem
+from governance.deployments.selectors import active_waivers, latest_capacity_plan
+from governance.deployments.services.transitions import SYSTEM, Actor, deployment_lock, deployment_transition
+from governance.evaluations.evals import eval_evidence
+from governance.licenses.engine import ENGINE_VERSION
+from governance.licenses.facts import FactsError, normalize_facts
+from governance.licenses.selectors import fx_table, license_evaluate
+from governance.licenses.services import license_evaluation_store
+
+# Requests in these states are closed: new evidence no longer concerns them.
+CLOSED = (Status.REJECTED, Status.REVOKED, Status.EXPIRED)
+
+
+def validate_facts(facts: Any) -> None:
+    """The same rules as POST /api/v1/licenses/evaluate."""
+    try:
+        normalize_facts(facts, known_currencies=fx_table().currencies)
+    except FactsError as exc:
+        raise ApplicationError(
+            "Invalid input. " + "; ".join(f"{k}: {v}" for k, v in exc.fields.items()),
+            extra={"fields": dict(exc.fields.items())},
+        ) from None
+
+
+def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
+    artifact = deployment.artifact
+    plan = deployment.serving_plan
+    inputs: dict[str, Any] = {
+        "model": artifact.architecture_key or artifact.config,
+        "precision": plan["precision"],
+        "gpu": plan["gpu"],
+        "max_model_len": plan.get("max_model_len"),
+        "concurrency": plan.get("concurrency", 1),
+        "gpu_memory_utilization": plan.get("gpu_memory_utilization", 0.9),
+        "kv_dtype": plan.get("kv_dtype", "bf16"),
+        "model_path": artifact.source_repo,
+    }
+    for name in ("tp", "pp", "ep", "dp"):
+        if plan.get(name):
+            inputs[name] = plan[name]
+    return inputs
+
+
+def capacity_plan_queue(deployment: DeploymentRequest, actor: Actor) -> CapacityPlan:
+    requested_by = actor if isinstance(actor, User) else None
+    return capacity_plan_request(inputs=planner_inputs(deployment), actor=requested_by, subject=deployment)
+
+
+def _license_evaluations(deployment: DeploymentRequest, actor: Actor) -> list[dict[str, Any]]:
+    """Evaluate the facts under the current version of every license in the artifact's lineage."""
+    results = []
+    for pinned in deployment.artifact.license_versions():
+        version, evaluation = license_evaluate(pinned.license.key, deployment.facts)
+        license_evaluation_store(version=version, subject=deployment, evaluation=evaluation, actor=actor)
+        results.append(
+            {
+                "license": version.license.key,
+                "version": version.version,
+                "text_sha256": version.digest,
+                "decision": evaluation.decision,
+                "engine_version": ENGINE_VERSION,
+                "findings": [finding.as_dict() for finding in evaluation.findings],
+            }
+        )
+    return results
+
+
+def _obligations_sync(deployment: DeploymentRequest, evaluations: list[dict[str, Any]]) -> None:
+    """One obligation item per obligation finding; items no finding asks for any more are superseded."""
+    wanted: dict[str, tuple[str, dict[str, Any]]] = {}
+    for evaluation in evaluations:
+        for finding in evaluation["findings"]:
+            if finding["severity"] == "obligation":
+                fingerprint = canonical_sha256(
+                    [evaluation["license"], finding["code"], finding["clause"], finding["params"]]
+                )
+                wanted[fingerprint] = (evaluation["license"], finding)
+    existing = {item.fingerprint: item for item in deployment.obligations.all()}
+    for fingerprint, (license_key, finding) in wanted.items():
+        item = existing.get(fingerprint)
+        if item is None:
+            ObligationItem.objects.create(
+                request=deployment,
+                license_key=license_key,
+                finding_code=finding["code"],
+                clause=finding["clause"],
+                params=finding["params"],
+                message=finding["message"],
+                fingerprint=fingerprint,
+            )
+        elif item.status == ObligationStatus.SUPERSEDED:
+            item.status = ObligationStatus.OPEN
+            item.save(update_fields=["status", "updated_at"])
+    for fingerprint, item in existing.items():
+        if fingerprint not in wanted and item.status != ObligationStatus.SUPERSEDED:
+            item.status = ObligationStatus.SUPERSEDED
+            item.save(update_fields=["status", "updated_at"])
+
+
+def _capacity_evidence(deployment: DeploymentRequest) -> dict[str, Any] | None:
+    stored = latest_capacity_plan(deployment)
+    if stored is None:
+        return None
+    return {
+        "plan": str(stored.code),
+        "status": stored.status,
+        "fits": stored.fits,
+        "result": stored.result,
+        "planner_version": stored.planner_version,
+    }
+
+
+def build_evidence(deployment: DeploymentRequest, evaluations: list[dict[str, Any]]) -> dict[str, Any]:
+    """The evidence document (DESIGN.md): its canonical SHA-256 is the evidence digest."""
+    now = timezone.now()
+    artifact: ModelArtifact = deployment.artifact
+    return {
+        "request": {
+            "code": str(deployment.code),
+            "team": deployment.team.name,
+            "product_name": deployment.product_name,
+            "environments": deployment.environments,
+            "facts": deployment.facts,
+            "target_cluster": deployment.target_cluster,
+        },
+        "artifact": {
+            "code": str(artifact.code),
+            "name": artifact.name,
+            "source_repo": artifact.source_repo,
+            "revision": artifact.revision,
+            "weights_digest": artifact.weights_digest,
+            "derivation": artifact.derivation,
+            "parent": str(artifact.parent.code) if artifact.parent else None,
+        },
+        "licenses": evaluations,
+        "waivers": [
+            {
+                "license": w.license_key,
+                "code": w.finding_code,
+                "clause": w.clause,
+                "reason": w.reason,
+                "expires_at": w.expires_at.isoformat(),
+            }
+            for w in active_waivers(deployment, now)
+        ],
+        "obligations": [
+            {
+                "license": o.license_key,
+                "code": o.finding_code,
+                "clause": o.clause,
+                "status": o.status,
+                "how_met": o.how_met,
+            }
+            for o in deployment.obligations.exclude(status=ObligationStatus.SUPERSEDED).order_by("fingerprint")
+        ],
+        "capacity_plan": _capacity_evidence(deployment),
+        "eval_results": eval_evidence(deployment),
+        "serving_envelope": deployment.serving_plan,
+    }
+
+
+def deployment_evidence_refresh(deployment: DeploymentRequest, actor: Actor, reason: str) -> bool:
+    """Re-evaluate and recompute the evidence (row locked). When the digest changes, reviewers'
+    decisions on the old digest are voided and an approved request returns to review.
+    Returns True when the evidence changed."""
+    evaluations = _license_evaluations(deployment, actor)
+    _obligations_sync(deployment, evaluations)
+    evidence = build_evidence(deployment, evaluations)
+    digest = canonical_sha256(evidence)
+    if digest == deployment.evidence_digest:
+        return False
+    previous = deployment.evidence_digest
+    deployment.evidence, deployment.evidence_digest = evidence, digest
+    deployment.save(update_fields=["evidence", "evidence_digest", "updated_at"])
+    now = timezone.now()
+    for decision in deployment.decisions.filter(voided_at__isnull=True).exclude(evidence_digest=digest):
+        decision.voided_at, decision.void_reason = now, reason
+        decision.save(update_fields=["voided_at", "void_reason", "updated_at"])
+        audit_record(
+            actor=actor,
+            action=AuditAction.SIGNOFF_VOIDED,
+            obj=deployment,
+            data={"role": decision.role, "reviewer": decision.reviewer.username, "reason": reason},
+        )
+    audit_record(
+        actor=actor,
+        action=AuditAction.DEPLOYMENT_REEVALUATED,
+        obj=deployment,
+        data={
+            "reason": reason,
+            "previous_digest": previous,
+            "evidence_digest": digest,
+            "decisions": {e["license"]: e["decision"] for e in evaluations},
+        },
+    )
+    if deployment.status == Status.APPROVED:
+        deployment_transition(deployment, Status.IN_REVIEW, actor, f"evidence changed: {reason}")
+    return True
+
+
+def deployments_reevaluate(*, license_key: str | None = None, request_ids: list[int] | None = None) -> int:
+    """Re-evaluate live requests (e.g. after a new license version): evidence changes send approved
+    requests back to review."""
+    live = DeploymentRequest.objects.filter(status__in=[Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED])
+    if request_ids is not None:
+        live = live.filter(pk__in=request_ids)
+    changed = 0
+    for deployment in live.select_related("artifact"):
+        if license_key and license_key not in {v.license.key for v in deployment.artifact.license_versions()}:
+            continue
+        with transaction.atomic():
+            locked = deployment_lock(deployment)
+            reason = f"license {license_key} re-evaluation" if license_key else "license re-evaluation"
+            if deployment_evidence_refresh(locked, SYSTEM, reason):
+                changed += 1
+    return changed
+
+
+def on_capacity_plan_computed(sender: Any = None, *, plan: CapacityPlan, **kwargs: Any) -> None:
+    """Receiver of capacity.signals.plan_computed: a computed plan is evidence of its request."""
+    if plan.subject_type != DeploymentRequest._meta.label_lower:
+        return
+    deployment = DeploymentRequest.objects.filter(code=plan.subject_id).first()
+    if deployment is None or deployment.status in CLOSED:
+        return
+    with transaction.atomic():
+        deployment_evidence_refresh(deployment_lock(deployment), "system:capacity", f"capacity plan {plan.status}")
+
+
+def on_eval_finished(sender: Any = None, *, evaluation: Any, **kwargs: Any) -> None:
+    """Receiver of evaluations.signals.eval_finished: a finished eval run is evidence of its request."""
+    deployment = evaluation.request
+    if deployment is None or deployment.status in CLOSED:
+        return
+    with transaction.atomic():
+        reason = f"{evaluation.scheme} eval {evaluation.status}"
+        deployment_evidence_refresh(deployment_lock(deployment), "system:evals", reason)
+
+
+def on_license_version_published(sender: Any = None, *, license_key: str, **kwargs: Any) -> None:
+    """Receiver of licenses.signals.version_published: re-evaluate in the background."""
+    from governance.deployments.tasks import deployments_reevaluate_license_task
+
+    deployments_reevaluate_license_task.delay(license_key)

@@ -1,0 +1,88 @@
+"""The lock, the permission checks and the one function that changes a request's status."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_record
+from governance.core.errors import ConflictError, PermissionDeniedError
+from governance.core.roles import Role, has_role
+from governance.deployments.choices import TRANSITIONS, Status
+from governance.deployments.models import DeploymentRequest
+
+Actor = User | str
+SYSTEM = "system:deployments"
+
+
+def deployment_lock(deployment: DeploymentRequest) -> DeploymentRequest:
+    """Lock the request row for the caller's transaction and load it afresh."""
+    return DeploymentRequest.objects.select_for_update().select_related("artifact", "team").get(pk=deployment.pk)
+
+
+def deployment_transition(deployment: DeploymentRequest, to: str, actor: Actor, reason: str) -> None:
+    """The only place a status changes. The row must be locked by the caller's transaction."""
+    allowed = TRANSITIONS[deployment.status]
+    if to not in allowed:
+        raise ConflictError(
+            f"a {deployment.status} request cannot become {to}",
+            extra={"fields": {"status": [f"allowed from {deployment.status}: {', '.join(allowed) or 'none'}"]}},
+        )
+    previous = deployment.status
+    deployment.status = to
+    now = timezone.now()
+    if to == Status.SUBMITTED:
+        deployment.submitted_at = now
+    if to == Status.APPROVED:
+        deployment.approved_at = now
+        deployment.approval_expires_at = now + timedelta(days=settings.DEPLOYMENT_APPROVAL_VALIDITY_DAYS)
+        deployment.flagged, deployment.flag_reason = False, ""
+    deployment.save(
+        update_fields=[
+            "status",
+            "submitted_at",
+            "approved_at",
+            "approval_expires_at",
+            "flagged",
+            "flag_reason",
+            "updated_at",
+        ]
+    )
+    audit_record(
+        actor=actor,
+        action=AuditAction.DEPLOYMENT_TRANSITIONED,
+        obj=deployment,
+        data={"from": previous, "to": to, "reason": reason, "evidence_digest": deployment.evidence_digest},
+    )
+
+
+def require_team_requester(deployment: DeploymentRequest, actor: User) -> None:
+    if not has_role(actor, Role.REQUESTER) or not deployment.team.members.filter(pk=actor.pk).exists():
+        raise PermissionDeniedError("only a requester of the owning team can do this")
+
+
+def require_reviewer(deployment: DeploymentRequest, actor: User, *roles: str) -> None:
+    if not has_role(actor, *roles):
+        raise PermissionDeniedError(f"this needs the role {' or '.join(roles)}")
+    if actor.pk == deployment.requester_id:
+        raise PermissionDeniedError("nobody reviews their own request (separation of duties)")
+
+
+def deployments_expire_approvals(*, now: datetime | None = None) -> int:
+    """Beat: end approvals past their validity."""
+    now = now or timezone.now()
+    count = 0
+    due = DeploymentRequest.objects.filter(status=Status.APPROVED, approval_expires_at__lte=now)
+    for pk in due.values_list("pk", flat=True):
+        with transaction.atomic():
+            deployment = DeploymentRequest.objects.select_for_update().get(pk=pk)
+            expires_at = deployment.approval_expires_at
+            if deployment.status == Status.APPROVED and expires_at and expires_at <= now:
+                deployment_transition(deployment, Status.EXPIRED, SYSTEM, "approval validity ended")
+                count += 1
+    return count

@@ -1,0 +1,98 @@
+"""Monthly usage reports (billing, CI or the team): they update the facts, and crossing a license
+threshold flags the request and tells the reviewers."""
+
+from __future__ import annotations
+
+import logging
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.mail import send_mail
+from django.db import transaction
+
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_record
+from governance.core.roles import Role
+from governance.deployments.models import DeploymentRequest, UsageReport
+from governance.deployments.services.evidence import deployment_evidence_refresh, validate_facts
+from governance.deployments.services.transitions import Actor, deployment_lock
+
+logger = logging.getLogger(__name__)
+
+# Severities a reviewer must hear about when usage newly triggers them.
+FLAGGED_SEVERITIES = ("blocker", "approval", "obligation")
+
+
+def _finding_keys(evidence: dict[str, Any] | None) -> set[tuple[str, str, str]]:
+    return {
+        (evaluation["license"], finding["code"], finding["severity"])
+        for evaluation in (evidence or {}).get("licenses", [])
+        for finding in evaluation["findings"]
+    }
+
+
+def usage_report_record(
+    *,
+    deployment: DeploymentRequest,
+    actor: User | None,
+    month: str,
+    monthly_active_users: int,
+    revenue: dict[str, Any] | None,
+) -> UsageReport:
+    """Record a month's usage; re-evaluate; flag the request when a license threshold is crossed."""
+    with transaction.atomic():
+        deployment = deployment_lock(deployment)
+        before = _finding_keys(deployment.evidence)
+        facts = dict(deployment.facts)
+        facts["monthly_active_users"] = monthly_active_users
+        if revenue is not None:
+            facts["monthly_revenue"] = {"amount": revenue["amount"], "currency": revenue["currency"]}
+        validate_facts(facts)
+        deployment.facts = facts
+        deployment.save(update_fields=["facts", "updated_at"])
+        report = UsageReport.objects.create(
+            request=deployment,
+            month=month,
+            monthly_active_users=monthly_active_users,
+            revenue_amount=Decimal(str(revenue["amount"])) if revenue else None,
+            revenue_currency=revenue["currency"] if revenue else "",
+            reported_by=actor,
+        )
+        actor_ref: Actor = actor if actor is not None else "system:usage"
+        deployment_evidence_refresh(deployment, actor_ref, f"usage report {month}")
+        crossed = sorted(
+            f"{license_key}:{code}:{severity}"
+            for license_key, code, severity in _finding_keys(deployment.evidence) - before
+            if severity in FLAGGED_SEVERITIES and code != "facts.assumed"
+        )
+        report.crossed = crossed
+        report.save(update_fields=["crossed", "updated_at"])
+        audit_record(
+            actor=actor_ref,
+            action=AuditAction.DEPLOYMENT_USAGE_REPORTED,
+            obj=deployment,
+            data={"month": month, "monthly_active_users": monthly_active_users, "revenue": revenue, "crossed": crossed},
+        )
+        if crossed:
+            deployment.flagged = True
+            deployment.flag_reason = f"usage {month} crossed license terms: {', '.join(crossed)}"
+            deployment.save(update_fields=["flagged", "flag_reason", "updated_at"])
+            flagged = deployment
+            transaction.on_commit(lambda: _notify_reviewers(flagged, flagged.flag_reason))
+    return report
+
+
+def _notify_reviewers(deployment: DeploymentRequest, message: str) -> None:
+    recipients = list(
+        User.objects.filter(groups__name__in=[Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER], is_active=True)
+        .exclude(email="")
+        .values_list("email", flat=True)
+        .distinct()
+    )
+    if not recipients:
+        return
+    try:
+        send_mail(f"[governance] {deployment.product_name} needs review", message, None, recipients)
+    except OSError:
+        logger.exception("could not notify reviewers", extra={"deployment": str(deployment.code)})

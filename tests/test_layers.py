@@ -1,0 +1,92 @@
+"""Import rule: each app imports only apps below it, so the apps built on top (approvals, gate, web)
+can change without touching the base, and no cycle can form.
+
+    core  <-  audit  <-  licenses  <-  artifacts, capacity, evaluations  <-  deployments  <-  approvals, gate, web
+
+Apps of one layer do not import each other. Lower apps announce events with Django signals (each app's
+signals.py) and the app above connects receivers in its AppConfig.ready(). `planner` is a library
+without Django: it imports neither Django nor `governance`. The project modules at the top of
+`governance/` (settings, urls, celery) wire everything together and are exempt. Imports inside
+functions count too: a lazy import is still a dependency."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LAYERS: dict[str, int] = {
+    "core": 0,
+    "audit": 1,
+    "licenses": 2,
+    "artifacts": 3,
+    "capacity": 3,
+    "evaluations": 3,
+    "deployments": 4,
+    "approvals": 5,
+    "gate": 5,
+    "web": 5,
+}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def _app_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "governance" else None
+
+
+def upward_imports(root: Path = ROOT) -> list[str]:
+    problems = []
+    for app_dir in sorted(p for p in (root / "governance").iterdir() if (p / "apps.py").exists()):
+        app = app_dir.name
+        if app not in LAYERS:
+            problems.append(f"{app}: not placed in a layer (add it to LAYERS in {Path(__file__).name})")
+            continue
+        for path in app_dir.rglob("*.py"):
+            for line, module in _imports(path):
+                target = _app_of(module)
+                if target is None or target == app or target not in LAYERS:
+                    continue
+                if LAYERS[target] >= LAYERS[app]:
+                    problems.append(f"{path.relative_to(root)}:{line} {app} imports {module} ({target} is not below)")
+    return problems
+
+
+def planner_imports() -> list[str]:
+    problems = []
+    for path in (ROOT / "planner").rglob("*.py"):
+        for line, module in _imports(path):
+            if module.split(".")[0] in ("django", "rest_framework", "governance"):
+                problems.append(f"{path.relative_to(ROOT)}:{line} planner imports {module}")
+    return problems
+
+
+def test_no_app_imports_upwards_or_sideways() -> None:
+    assert upward_imports() == []
+
+
+def test_planner_imports_no_django_and_no_governance() -> None:
+    assert planner_imports() == []
+
+
+def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
+    """The checker itself: a core module that imports deployments is reported."""
+    fake = tmp_path / "governance"
+    for app in ("core", "deployments"):
+        (fake / app).mkdir(parents=True)
+        (fake / app / "apps.py").write_text("")
+    (fake / "core" / "bad.py").write_text("def f():\n    from governance.deployments.models import DeploymentRequest\n")
+    (fake / "deployments" / "ok.py").write_text("from governance.core.models import Team\n")
+    assert upward_imports(tmp_path) == [
+        "governance/core/bad.py:2 core imports governance.deployments.models (deployments is not below)"
+    ]
