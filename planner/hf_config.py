@@ -1,4 +1,10 @@
-"""Build a ModelSpec from a Hugging Face config.json, for the families the planner knows."""
+"""Build a ModelSpec from any decoder's Hugging Face config.json, reading the standard fields.
+
+Families the tests cover are listed in TESTED_ARCHITECTURES; any other architecture whose config
+uses the standard fields (layers, hidden size, heads, MoE, MLA, sliding windows under their
+common names) plans too, with a note saying the family was not tested. A missing field needed
+for the count raises one ValueError line naming it.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +12,48 @@ from typing import Any
 
 from planner.specs import ModelSpec, VisionSpec
 
-SUPPORTED = (
-    "DeepseekV3ForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Llama4ForConditionalGeneration",
-    "GptOssForCausalLM", "Glm4MoeForCausalLM", "LlamaForCausalLM", "Qwen2ForCausalLM",
-)  # fmt: skip
+TESTED_ARCHITECTURES = frozenset(
+    {
+        "LlamaForCausalLM",
+        "Llama4ForConditionalGeneration",
+        "Llama4ForCausalLM",
+        "MistralForCausalLM",
+        "MixtralForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen2MoeForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "Gemma2ForCausalLM",
+        "Gemma3ForCausalLM",
+        "Gemma3ForConditionalGeneration",
+        "Phi3ForCausalLM",
+        "DeepseekV2ForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "Glm4MoeForCausalLM",
+        "GptOssForCausalLM",
+    }
+)
+# Layer kinds the KV model does not cover: refusing beats a confident wrong plan.
+UNMODELLED_LAYER_TYPES = frozenset({"linear_attention", "mamba", "mamba2", "conv", "recurrent"})
+_QK_NORM_FAMILIES = ("Qwen3", "Gemma3", "Olmo2")
+_BIASED_QKV_FAMILIES = ("Qwen2",)  # Qwen2 / Qwen2.5 / Qwen2-MoE carry q/k/v biases without a config key
+DECODER_SUFFIXES = ("ForCausalLM", "ForConditionalGeneration", "LMHeadModel")
+_MISSING = object()
 
 
-def _int(config: dict[str, Any], name: str, default: int | None = None) -> int:
-    value = config.get(name, default)
+def _pick(config: dict[str, Any], names: tuple[str, ...], default: Any = _MISSING) -> Any:
+    for name in names:
+        if config.get(name) is not None:
+            return config[name]
+    if default is _MISSING:
+        raise ValueError(f"config.{names[0]}: missing; the planner needs it to size the model")
+    return default
+
+
+def _int(config: dict[str, Any], *names: str, default: Any = _MISSING) -> int:
+    value = _pick(config, names, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"config.{name} must be a non-negative integer, got {value!r}")
+        raise ValueError(f"config.{names[0]} must be a non-negative integer, got {value!r}")
     return value
 
 
@@ -41,112 +79,244 @@ def checkpoint_quantization(config: dict[str, Any]) -> dict[str, Any] | None:
     return summary
 
 
+def _kept_bf16(ignored: Any) -> tuple[str, ...]:
+    """Map a scheme's ignore list (module names or `re:` patterns) to the planner's parts."""
+    if not isinstance(ignored, list):
+        return ()
+    text = " ".join(str(item) for item in ignored)
+    parts = []
+    if "attn" in text or "attention" in text:
+        parts.append("attention")
+    if "shared_expert" in text:
+        parts.append("shared_experts")
+    return tuple(parts)
+
+
+def infer_precision(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The planner precision a checkpoint's quantization_config implies, or None for BF16/FP16.
+
+    Returns {"precision", "group_size", "keep_bf16", "zero_point", "note"}.
+    """
+    qc = config.get("quantization_config")
+    if not isinstance(qc, dict):
+        return None
+    method = str(qc.get("quant_method", "")).lower()
+    result: dict[str, Any] = {"precision": None, "group_size": None, "keep_bf16": (), "zero_point": False, "note": ""}
+    if method == "fp8":
+        result.update(
+            precision="fp8", keep_bf16=_kept_bf16(qc.get("modules_to_not_convert") or qc.get("ignored_layers"))
+        )
+    elif method == "mxfp4":
+        result.update(precision="mxfp4")
+    elif method in ("awq", "gptq"):
+        bits = qc.get("bits", qc.get("w_bit", 4))
+        group = qc.get("group_size", qc.get("q_group_size", 128))
+        if bits == 4:
+            zero = (method == "awq" and bool(qc.get("zero_point", True))) or (
+                method == "gptq" and not qc.get("sym", True)
+            )
+            result.update(precision="w4a16", group_size=group if group and group > 0 else None, zero_point=zero)
+        else:
+            result.update(precision="w8a8", note=f"{method} {bits}-bit weights planned at 8 bits (w8a8 sizes)")
+    elif method == "modelopt":
+        algo = str(qc.get("quant_algo", "")).upper()
+        result.update(precision="nvfp4" if "FP4" in algo else "fp8")
+    elif method == "compressed-tensors":
+        _compressed_tensors(qc, result)
+    elif method == "bitsandbytes":
+        result.update(precision="w4a16", group_size=64, note="bitsandbytes 4-bit planned as INT4 group 64")
+    else:
+        result["note"] = f"quantization method {method!r} is not modelled: weights planned as BF16"
+        return result
+    return result
+
+
+def _compressed_tensors(qc: dict[str, Any], result: dict[str, Any]) -> None:
+    fmt = str(qc.get("format", ""))
+    groups = qc.get("config_groups") or {}
+    scheme = next((g for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)), None)
+    result["keep_bf16"] = _kept_bf16(qc.get("ignore"))
+    if scheme is None:
+        result["note"] = "compressed-tensors config without weight groups: planned as BF16"
+        return
+    weights, inputs = scheme["weights"], scheme.get("input_activations") or {}
+    bits, kind = weights.get("num_bits"), weights.get("type", "int")
+    if "nvfp4" in fmt or (bits == 4 and kind == "float"):
+        result["precision"] = "nvfp4"
+    elif bits == 8 and kind == "float":
+        result["precision"] = "fp8"
+    elif bits == 8:
+        result["precision"] = "w8a8"
+        if not inputs:
+            result["note"] = "INT8 weight-only checkpoint planned with w8a8 sizes"
+    elif bits == 4:
+        result["precision"] = "w4a8" if inputs.get("num_bits") == 8 else "w4a16"
+        group = weights.get("group_size")
+        result["group_size"] = group if isinstance(group, int) and group > 0 else None
+        result["zero_point"] = weights.get("symmetric") is False
+    else:
+        result["note"] = f"compressed-tensors {bits}-bit weights are not modelled: planned as BF16"
+
+
+def _layer_windows(text: dict[str, Any], arch: str, layers: int) -> tuple[int, ...]:
+    """Per-layer KV window (0: full attention), from layer_types or the family's interleave rule."""
+    window = text.get("sliding_window") or 0
+    types = text.get("layer_types")
+    if isinstance(types, list) and types:
+        unmodelled = sorted(set(map(str, types)) & UNMODELLED_LAYER_TYPES)
+        if unmodelled:
+            raise ValueError(f"config.layer_types: {', '.join(unmodelled)} layers are not modelled by the planner")
+        if len(types) != layers:
+            raise ValueError("config.layer_types must list one type per layer")
+        chunk = text.get("attention_chunk_size") or 0
+        return tuple(
+            window if kind == "sliding_attention" else chunk if kind == "chunked_attention" else 0 for kind in types
+        )
+    if arch.startswith("Llama4") and text.get("attention_chunk_size"):
+        chunk = int(text["attention_chunk_size"])  # every 4th layer is global (NoPE), the rest chunked
+        return tuple(0 if (i + 1) % 4 == 0 else chunk for i in range(layers))
+    if not window:
+        return ()
+    if arch.startswith("Gemma2"):
+        return tuple(window if i % 2 == 0 else 0 for i in range(layers))
+    if arch.startswith("Gemma3"):
+        pattern = int(text.get("sliding_window_pattern") or 6)
+        return tuple(0 if (i + 1) % pattern == 0 else window for i in range(layers))
+    if arch.startswith("GptOss"):
+        return tuple(window if i % 2 == 0 else 0 for i in range(layers))
+    if "use_sliding_window" in text:  # Qwen2/3: off by default; when on, layers from max_window_layers slide
+        if not text["use_sliding_window"]:
+            return ()
+        first = int(text.get("max_window_layers") or 0)
+        return tuple(window if i >= first else 0 for i in range(layers))
+    return tuple(window for _ in range(layers))  # Mistral 7B v0.1, Phi-3: every layer slides
+
+
+def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+    text = config.get("text_config")
+    if isinstance(text, dict) and ("num_hidden_layers" in text or "hidden_size" in text):
+        return {**{k: v for k, v in config.items() if k != "text_config"}, **text}
+    return config
+
+
+def _moe_fields(text: dict[str, Any], arch: str) -> dict[str, Any]:
+    experts = _int(text, "n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts", default=0)
+    if not experts:
+        return {}
+    top_k = _int(text, "num_experts_per_tok", "experts_per_token", "moe_top_k", "num_experts_per_token")
+    separate_expert_size = text.get("moe_intermediate_size") is not None
+    expert_size = _int(text, "moe_intermediate_size", "expert_intermediate_size", "intermediate_size")
+    dense = _int(text, "intermediate_size_mlp", default=0) or (
+        _int(text, "intermediate_size", default=0) if separate_expert_size else 0
+    )
+    shared = _int(text, "n_shared_experts", "num_shared_experts", default=0)
+    shared_size = _int(text, "shared_expert_intermediate_size", default=0)
+    if shared_size and not shared:
+        shared = 1  # Qwen2-MoE: one shared expert of its own size
+    if arch.startswith("Llama4"):
+        shared = 1
+    step = _int(text, "moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step", default=1) or 1
+    dense_layers = text.get("mlp_only_layers") or []
+    if not isinstance(dense_layers, list) or not all(isinstance(i, int) for i in dense_layers):
+        raise ValueError("config.mlp_only_layers must be a list of layer indices")
+    return {
+        "n_routed_experts": experts,
+        "experts_per_token": top_k,
+        "moe_intermediate_size": expert_size,
+        "dense_intermediate_size": dense,
+        "n_shared_experts": shared,
+        "shared_expert_intermediate_size": shared_size,
+        "first_k_dense_layers": _int(text, "first_k_dense_replace", default=0),
+        "moe_layer_step": step,
+        "dense_layers": tuple(dense_layers),
+    }
+
+
+def _mla_fields(text: dict[str, Any]) -> dict[str, Any]:
+    if text.get("kv_lora_rank") is None:
+        return {}
+    return {
+        "attention": "mla",
+        "q_lora_rank": _int(text, "q_lora_rank", default=0),
+        "kv_lora_rank": _int(text, "kv_lora_rank"),
+        "qk_nope_head_dim": _int(text, "qk_nope_head_dim"),
+        "qk_rope_head_dim": _int(text, "qk_rope_head_dim"),
+        "v_head_dim": _int(text, "v_head_dim"),
+        "head_dim": _int(text, "v_head_dim"),
+    }
+
+
 def parse_config(config: Any, key: str = "custom") -> ModelSpec:
     if not isinstance(config, dict):
         raise ValueError("model: an inline config must be a JSON object (a config.json)")
     architectures = config.get("architectures") or []
-    arch = architectures[0] if architectures else config.get("model_type", "")
-    if arch not in SUPPORTED:
-        raise ValueError(f"config.architectures: {arch!r} is not supported; supported: {', '.join(SUPPORTED)}")
-    text = config.get("text_config", config) if arch == "Llama4ForConditionalGeneration" else config
-    heads = _int(text, "num_attention_heads")
-    hidden = _int(text, "hidden_size")
+    if not isinstance(architectures, list):
+        raise ValueError("config.architectures must be a list of class names")
+    arch = str(architectures[0]) if architectures else str(config.get("model_type", "unknown"))
+    if not arch.endswith(DECODER_SUFFIXES):
+        raise ValueError(
+            f"config.architectures: {arch!r} is not a decoder language model (…ForCausalLM); the planner sizes decoders"
+        )
+    text = _text_config(config)
+    notes = []
+    if arch not in TESTED_ARCHITECTURES:
+        notes.append(
+            f"Architecture {arch} is not one the planner is tested on: planned from its standard config fields."
+        )
+    layers = _int(text, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _int(text, "hidden_size", "n_embd", "d_model")
+    heads = _int(text, "num_attention_heads", "n_head")
+    if not heads:
+        raise ValueError("config.num_attention_heads must be positive")
     fields: dict[str, Any] = {
         "key": key,
         "architecture": arch,
-        "num_layers": _int(text, "num_hidden_layers"),
+        "num_layers": layers,
         "hidden_size": hidden,
         "vocab_size": _int(text, "vocab_size"),
         "num_attention_heads": heads,
-        "num_kv_heads": _int(text, "num_key_value_heads", heads),
-        # head_dim is read, never assumed hidden/heads (wrong for Qwen3 and gpt-oss)
-        "head_dim": _int(text, "head_dim", hidden // heads if heads else 0),
-        "tie_word_embeddings": bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
-        "max_position_embeddings": _int(text, "max_position_embeddings", 0),
+        "num_kv_heads": _int(text, "num_key_value_heads", "num_kv_heads", "multi_query_group_num", default=heads),
+        # head_dim is read, never assumed hidden/heads (wrong for Qwen3, Gemma and gpt-oss)
+        "head_dim": _int(text, "head_dim", default=hidden // heads),
+        "tie_word_embeddings": bool(text.get("tie_word_embeddings", arch.startswith("Gemma"))),
+        "max_position_embeddings": _int(
+            text, "max_position_embeddings", "max_sequence_length", "n_positions", default=0
+        ),
+        "qk_norm": bool(text.get("use_qk_norm")) or arch.startswith(_QK_NORM_FAMILIES),
+        "attention_bias": bool(text.get("attention_bias") or text.get("qkv_bias"))
+        or arch.startswith(_BIASED_QKV_FAMILIES),
+        "norms_per_layer": 4 if arch.startswith(("Gemma2", "Gemma3")) else 2,
     }
-    if arch == "DeepseekV3ForCausalLM":
-        fields.update(
-            attention="mla",
-            q_lora_rank=_int(text, "q_lora_rank", 0) if text.get("q_lora_rank") is not None else 0,
-            kv_lora_rank=_int(text, "kv_lora_rank"),
-            qk_nope_head_dim=_int(text, "qk_nope_head_dim"),
-            qk_rope_head_dim=_int(text, "qk_rope_head_dim"),
-            v_head_dim=_int(text, "v_head_dim"),
-            head_dim=_int(text, "v_head_dim"),
-            dense_intermediate_size=_int(text, "intermediate_size"),
-            moe_intermediate_size=_int(text, "moe_intermediate_size"),
-            n_routed_experts=_int(text, "n_routed_experts"),
-            n_shared_experts=_int(text, "n_shared_experts", 0),
-            experts_per_token=_int(text, "num_experts_per_tok"),
-            first_k_dense_layers=_int(text, "first_k_dense_replace", 0),
-            moe_layer_step=_int(text, "moe_layer_freq", 1) or 1,
+    fields.update(_mla_fields(text))
+    moe = _moe_fields(text, arch)
+    fields.update(moe)
+    if not moe or moe.get("first_k_dense_layers") or moe.get("dense_layers") or moe.get("moe_layer_step", 1) > 1:
+        if not fields.get("dense_intermediate_size"):
+            fields["dense_intermediate_size"] = _int(text, "intermediate_size", "ffn_hidden_size", "n_inner")
+    if arch.startswith("GptOss"):
+        fields.update(attention_bias=True, attention_sinks=True, expert_bias=True)
+    windows = _layer_windows(text, arch, layers)
+    if any(windows):
+        fields["layer_windows"] = windows
+        fields["sliding_window"] = max(windows)
+    vision = config.get("vision_config")
+    if isinstance(vision, dict) and all(
+        vision.get(k) for k in ("hidden_size", "num_hidden_layers", "intermediate_size")
+    ):
+        fields["vision"] = VisionSpec(
+            hidden_size=_int(vision, "hidden_size"),
+            num_layers=_int(vision, "num_hidden_layers"),
+            intermediate_size=_int(vision, "intermediate_size"),
         )
-    elif arch == "Qwen3MoeForCausalLM":
-        fields.update(
-            qk_norm=True,
-            moe_intermediate_size=_int(text, "moe_intermediate_size"),
-            n_routed_experts=_int(text, "num_experts"),
-            experts_per_token=_int(text, "num_experts_per_tok"),
-            dense_intermediate_size=_int(text, "intermediate_size", 0),
-            moe_layer_step=_int(text, "decoder_sparse_step", 1) or 1,
-        )
-    elif arch == "MixtralForCausalLM":
-        fields.update(
-            moe_intermediate_size=_int(text, "intermediate_size"),
-            n_routed_experts=_int(text, "num_local_experts"),
-            experts_per_token=_int(text, "num_experts_per_tok"),
-        )
-    elif arch == "Llama4ForConditionalGeneration":
-        step = _int(text, "interleave_moe_layer_step", 1) or 1
-        fields.update(
-            moe_intermediate_size=_int(text, "intermediate_size"),
-            dense_intermediate_size=_int(text, "intermediate_size_mlp"),
-            n_routed_experts=_int(text, "num_local_experts"),
-            n_shared_experts=1,
-            experts_per_token=_int(text, "num_experts_per_tok"),
-            moe_layer_step=step,
-            chunked_attention_size=_int(text, "attention_chunk_size", 0),
-            global_attention_every=4 if text.get("attention_chunk_size") else 0,
-        )
-        vision = config.get("vision_config")
-        if isinstance(vision, dict):
-            fields["vision"] = VisionSpec(
-                hidden_size=_int(vision, "hidden_size"),
-                num_layers=_int(vision, "num_hidden_layers"),
-                intermediate_size=_int(vision, "intermediate_size"),
-            )
-    elif arch == "GptOssForCausalLM":
-        fields.update(
-            attention_bias=True,
-            attention_sinks=True,
-            sliding_window=_int(text, "sliding_window", 128),
-            sliding_window_every=2,
-            moe_intermediate_size=_int(text, "intermediate_size"),
-            expert_bias=True,
-            n_routed_experts=_int(text, "num_local_experts"),
-            experts_per_token=_int(text, "num_experts_per_tok", _int(text, "experts_per_token", 4)),
-            checkpoint_precision="mxfp4"
-            if (text.get("quantization_config") or {}).get("quant_method") == "mxfp4"
-            else None,
-        )
-    elif arch == "Glm4MoeForCausalLM":
-        fields.update(
-            attention_bias=bool(text.get("attention_bias", True)),
-            dense_intermediate_size=_int(text, "intermediate_size"),
-            moe_intermediate_size=_int(text, "moe_intermediate_size"),
-            n_routed_experts=_int(text, "n_routed_experts"),
-            n_shared_experts=_int(text, "n_shared_experts", 0),
-            experts_per_token=_int(text, "num_experts_per_tok"),
-            first_k_dense_layers=_int(text, "first_k_dense_replace", 0),
-        )
-    else:  # dense Llama / Qwen2
-        fields.update(
-            dense_intermediate_size=_int(text, "intermediate_size"),
-            attention_bias=arch == "Qwen2ForCausalLM" or bool(text.get("attention_bias", False)),
-        )
-    qc = checkpoint_quantization(config)
-    if qc and qc.get("method") == "fp8":
-        fields["checkpoint_precision"] = "fp8"
+    quant = infer_precision(config)
+    if quant:
+        fields["checkpoint_precision"] = quant["precision"]
+        fields["checkpoint_group_size"] = quant["group_size"]
+        fields["checkpoint_zero_point"] = quant["zero_point"]
+        fields["checkpoint_keep_bf16"] = tuple(quant["keep_bf16"])
+        if quant["note"]:
+            notes.append(f"Checkpoint quantization: {quant['note']}.")
+    fields["notes"] = tuple(notes)
     spec = ModelSpec(**fields)
     spec.validate()
     return spec

@@ -1,7 +1,7 @@
-"""Per-GPU memory under a parallel layout: weights, KV cache, activations, reserves (vLLM convention).
+"""Per-GPU memory under a parallel layout: weights, KV cache, activations and reserves, in a named
+engine's accounting (planner/engines.py), because engines differ up to 2x in KV tokens.
 
-All figures are bytes (int). The engine convention (what is reserved outside the KV pool) is a
-named dataclass, because engines differ up to 2x in KV tokens for the same deployment.
+All figures are bytes (int).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from planner.engines import EngineProfile, activation_bytes, engine_profile
 from planner.params import LayerParams, ParamBreakdown
 from planner.specs import GpuSpec, ModelSpec, PrecisionSpec
 
 GIB = 1 << 30
-BLOCK_TOKENS = 16  # vLLM's KV block size
 KV_BYTES = {"bf16": 2, "fp8": 1}
 BF16_BYTES = 2
 
@@ -44,21 +44,6 @@ class Layout:
 
 
 @dataclass(frozen=True, slots=True)
-class EngineConvention:
-    """What an engine reserves outside the KV pool, per GPU. Values follow vLLM V1's profiling:
-    the pool is `memory * gpu_memory_utilization - weights - peak activations - non-torch - graphs`."""
-
-    name: str = "vllm"
-    cuda_context_bytes: int = 600 * (1 << 20)  # CUDA context + cuBLAS workspaces (non-torch memory)
-    nccl_bytes: int = 512 * (1 << 20)  # NCCL buffers when more than one GPU talks
-    cuda_graph_bytes: int = 1 * GIB  # decode CUDA graphs for the captured batch sizes
-    prefill_chunk_tokens: int = 8192  # max_num_batched_tokens: bounds the activation peak
-
-
-VLLM = EngineConvention()
-
-
-@dataclass(frozen=True, slots=True)
 class MemoryBreakdown:
     weights_total_bytes: int  # one full copy of the model at this precision
     weights_per_gpu_bytes: int  # heaviest GPU
@@ -69,8 +54,13 @@ class MemoryBreakdown:
     overhead_bytes: int
     capacity_bytes: int  # memory * gpu_memory_utilization
     kv_pool_bytes: int  # what is left for the KV cache (may be negative: does not fit)
-    kv_capacity_tokens: int  # whole 16-token blocks
+    kv_capacity_tokens: int  # whole blocks of the engine's block size
     sequences_per_replica: int  # full-length sequences that fit in the pool
+    total_gpu_memory_bytes: int  # what CUDA reports
+    non_torch_bytes: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    engine_figures: tuple[tuple[str, int], ...]  # the breakdown in the engine's own log names
 
     @property
     def total_bytes(self) -> int:
@@ -85,9 +75,22 @@ def _keep_bf16(part: str, keep: frozenset[str]) -> bool:
     return part in keep
 
 
+def _expert_padding(model: ModelSpec, precision: PrecisionSpec, pad_to: int) -> float:
+    """MXFP4 kernels need hidden and intermediate sizes padded to a multiple (gpt-oss: 2880 -> 3072)."""
+    if precision.key != "mxfp4" or not pad_to:
+        return 1.0
+    h, i = model.hidden_size, model.moe_intermediate_size
+    return (-(-h // pad_to) * pad_to) * (-(-i // pad_to) * pad_to) / (h * i)
+
+
 @functools.lru_cache(maxsize=65536)
 def layer_weight_bytes(
-    layer: LayerParams, model: ModelSpec, precision: PrecisionSpec, layout: Layout, keep: frozenset[str]
+    layer: LayerParams,
+    model: ModelSpec,
+    precision: PrecisionSpec,
+    layout: Layout,
+    keep: frozenset[str],
+    pad_to: int = 0,
 ) -> float:
     """Bytes of one layer on one GPU: attention and dense MLP / TP, experts / EP (or / TP without EP)."""
     bits = precision.bits_per_weight
@@ -113,7 +116,7 @@ def layer_weight_bytes(
             routed: float = experts_here * layer.routed_expert_each
         else:
             routed = layer.routed_experts / layout.tp
-        total += _bytes(routed, quantized("experts"))
+        total += _bytes(routed * _expert_padding(model, precision, pad_to), quantized("experts"))
     total += _bytes(layer.norms + layer.router, BF16_BYTES * 8)  # never quantized
     return total
 
@@ -144,13 +147,19 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
 
 
 def weights_per_stage(
-    params: ParamBreakdown, model: ModelSpec, precision: PrecisionSpec, layout: Layout, keep: frozenset[str]
+    params: ParamBreakdown,
+    model: ModelSpec,
+    precision: PrecisionSpec,
+    layout: Layout,
+    keep: frozenset[str],
+    pad_to: int = 0,
 ) -> list[float]:
     stages = stage_groups(params, model, layout.pp)
     result = []
     for index, groups in enumerate(stages):
         stage_bytes = sum(
-            count * layer_weight_bytes(layer, model, precision, layout, keep) for layer, _window, count in groups
+            count * layer_weight_bytes(layer, model, precision, layout, keep, pad_to)
+            for layer, _window, count in groups
         )
         if index == 0:  # embeddings (vocab-parallel over TP) and the vision tower live on the first stage
             stage_bytes += _bytes(params.embedding / layout.tp + params.vision, BF16_BYTES * 8)
@@ -180,35 +189,36 @@ def kv_bytes_per_token_layer(model: ModelSpec, kv_dtype: str, tp: int) -> float:
     return 2 * math.ceil(model.num_kv_heads / tp) * model.head_dim * width
 
 
+def window_charge_tokens(window: int | None, max_model_len: int, engine: EngineProfile, batched_tokens: int) -> int:
+    """Tokens the engine reserves per sequence for a layer. vLLM V1's hybrid allocator charges a window
+    layer min(window - 1 + max_num_batched_tokens, max_model_len) plus one block (a prefill chunk
+    attends back a whole window); engines without it charge every layer the whole context."""
+    if not window or not engine.hybrid_kv_allocator:
+        return max_model_len
+    return min(window - 1 + batched_tokens, max_model_len) + engine.block_size_tokens
+
+
 def kv_per_stage(
-    params: ParamBreakdown, model: ModelSpec, kv_dtype: str, layout: Layout, max_model_len: int
+    params: ParamBreakdown,
+    model: ModelSpec,
+    kv_dtype: str,
+    layout: Layout,
+    max_model_len: int,
+    engine: EngineProfile | None = None,
+    batched_tokens: int = 8192,
 ) -> list[tuple[float, float]]:
-    """(bytes per token, bytes per full-length sequence) per stage; windowed layers capped."""
+    """(bytes per token over the stage's layers, bytes per full-length sequence) per stage."""
+    engine = engine or engine_profile()
     per_layer = kv_bytes_per_token_layer(model, kv_dtype, layout.tp)
     result = []
     for groups in stage_groups(params, model, layout.pp):
         per_token = per_layer * sum(count for _layer, _window, count in groups)
         per_sequence = sum(
-            per_layer * count * (min(window, max_model_len) if window else max_model_len)
+            per_layer * count * window_charge_tokens(window, max_model_len, engine, batched_tokens)
             for _layer, window, count in groups
         )
         result.append((per_token, per_sequence))
     return result
-
-
-def activation_bytes(model: ModelSpec, layout: Layout, engine: EngineConvention, max_model_len: int) -> int:
-    """Peak activations for one prefill chunk: residual stream and attention in BF16, the widest
-    MLP intermediate on this rank, and FP32 logits for the chunk's sampled rows (one per sequence)."""
-    tokens = min(engine.prefill_chunk_tokens, max_model_len)
-    widest_mlp = max(
-        model.dense_intermediate_size // layout.tp,
-        model.moe_intermediate_size * model.experts_per_token // max(layout.tp, 1),
-        model.moe_intermediate_size,
-    )
-    q_width = model.num_attention_heads * max(model.head_dim, model.qk_nope_head_dim + model.qk_rope_head_dim)
-    per_token = BF16_BYTES * (4 * model.hidden_size + 2 * widest_mlp + 3 * q_width // layout.tp)
-    logits = 256 * model.vocab_size // layout.tp * 4
-    return int(tokens * per_token + logits)
 
 
 def memory_breakdown(
@@ -222,36 +232,96 @@ def memory_breakdown(
     max_model_len: int,
     gpu_memory_utilization: float,
     keep_bf16: frozenset[str],
-    engine: EngineConvention = VLLM,
+    engine: EngineProfile | None = None,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
 ) -> MemoryBreakdown:
-    stage_weights = weights_per_stage(params, model, precision, layout, keep_bf16)
-    stage_kv = kv_per_stage(params, model, kv_dtype, layout, max_model_len)
-    activations = activation_bytes(model, layout, engine, max_model_len)
-    overhead = engine.cuda_context_bytes + engine.cuda_graph_bytes + (engine.nccl_bytes if layout.gpus > 1 else 0)
-    capacity = int(gpu.memory_bytes * gpu_memory_utilization)
+    engine = engine or engine_profile()
+    default_tokens, default_seqs = engine.defaults(gpu, max_model_len)
+    batched = max_num_batched_tokens or default_tokens
+    seqs = max_num_seqs or default_seqs
+    stage_weights = weights_per_stage(params, model, precision, layout, keep_bf16, engine.mxfp4_pad_to)
+    stage_kv = kv_per_stage(params, model, kv_dtype, layout, max_model_len, engine, batched)
+    activations = activation_bytes(model, layout.tp, engine, batched, seqs)
+    non_torch = engine.non_torch_bytes(layout.gpus)
+    total = gpu.memory_bytes
+    capacity = int(total * gpu_memory_utilization)
+
+    def pool_for(weights: float) -> int:
+        if engine.name == "sglang":  # activations live outside mem_fraction_static
+            return int(capacity - weights - non_torch)
+        if engine.name == "trtllm":  # a fraction of what is free after everything else
+            return int((total - weights - activations - non_torch) * gpu_memory_utilization)
+        return int(capacity - weights - activations - non_torch)
+
     # The heaviest stage bounds everyone: its pool is the smallest relative to its KV needs.
     best: tuple[int, float, float, float] | None = None
     for weights, (kv_token, kv_sequence) in zip(stage_weights, stage_kv, strict=True):
-        pool = capacity - weights - activations - overhead
+        pool = pool_for(weights)
         sequences = math.floor(pool / kv_sequence) if kv_sequence > 0 and pool > 0 else 0
         if best is None or sequences < best[0] or (sequences == best[0] and weights > best[1]):
             best = (sequences, weights, kv_token, kv_sequence)
     assert best is not None
     sequences, weights, kv_token, kv_sequence = best
-    pool = int(capacity - weights - activations - overhead)
-    effective_per_token = kv_sequence / max_model_len  # windows make long sequences cheaper per token
-    tokens = int(pool / effective_per_token) // BLOCK_TOKENS * BLOCK_TOKENS if pool > 0 else 0
+    pool = pool_for(weights)
+    block = engine.block_size_tokens
+    tokens = int(pool // kv_token) // block * block if pool > 0 and kv_token > 0 else 0
     full_copy = kv_bytes_per_token_layer(model, kv_dtype, 1) * model.num_layers
+    figures = _engine_figures(engine, total, capacity, int(weights), activations, non_torch, pool, tokens)
     return MemoryBreakdown(
         weights_total_bytes=weights_total_bytes(params, model, precision, keep_bf16),
         weights_per_gpu_bytes=int(weights),
         kv_bytes_per_token=int(full_copy),
         kv_bytes_per_token_per_gpu=int(kv_token),
         kv_bytes_per_sequence_per_gpu=int(kv_sequence),
-        activations_bytes=activations,
-        overhead_bytes=overhead,
-        capacity_bytes=capacity,
+        activations_bytes=activations if engine.name != "sglang" else 0,
+        overhead_bytes=non_torch,
+        capacity_bytes=capacity if engine.name != "trtllm" else total,
         kv_pool_bytes=pool,
         kv_capacity_tokens=tokens,
         sequences_per_replica=sequences,
+        total_gpu_memory_bytes=total,
+        non_torch_bytes=non_torch,
+        max_num_batched_tokens=batched,
+        max_num_seqs=seqs,
+        engine_figures=figures,
+    )
+
+
+def _engine_figures(
+    engine: EngineProfile,
+    total: int,
+    capacity: int,
+    weights: int,
+    activations: int,
+    non_torch: int,
+    pool: int,
+    tokens: int,
+) -> tuple[tuple[str, int], ...]:
+    if engine.name == "sglang":
+        return (
+            ("total_gpu_memory", total),
+            ("mem_fraction_static_bytes", capacity),
+            ("weights_memory", weights),
+            ("memory_before_kv_pool", non_torch),
+            ("kv_cache_memory", pool),
+            ("max_total_num_tokens", tokens),
+        )
+    if engine.name == "trtllm":
+        return (
+            ("total_gpu_memory", total),
+            ("model_weights_memory", weights),
+            ("activation_memory", activations),
+            ("runtime_buffers", non_torch),
+            ("kv_cache_memory", pool),
+            ("max_tokens_in_paged_kv_cache", tokens),
+        )
+    return (
+        ("total_gpu_memory", total),
+        ("requested_memory", capacity),
+        ("model_loading", weights),
+        ("torch_peak_increase", activations),
+        ("non_torch_memory", non_torch),
+        ("available_kv_cache_memory", pool),
+        ("gpu_kv_cache_tokens", tokens),
     )

@@ -26,10 +26,8 @@ class LayerParams:
 
     @property
     def total(self) -> int:
-        return (
-            self.attention + self.attention_replicated + self.norms + self.dense_mlp
-            + self.routed_experts + self.shared_experts + self.router
-        )  # fmt: skip
+        parts = (self.attention, self.attention_replicated, self.norms, self.dense_mlp)
+        return sum(parts) + self.routed_experts + self.shared_experts + self.router
 
 
 @dataclass(frozen=True, eq=False)  # identity hash: it keys the memory caches, and is built once per model
@@ -98,6 +96,7 @@ def _attention(spec: ModelSpec) -> tuple[int, int]:
 def count_params(spec: ModelSpec) -> ParamBreakdown:
     h = spec.hidden_size
     attention, replicated = _attention(spec)
+    shared_size = spec.shared_expert_intermediate_size or spec.moe_intermediate_size
     layers = []
     for index in range(spec.num_layers):
         moe = spec.is_moe_layer(index)
@@ -111,11 +110,11 @@ def count_params(spec: ModelSpec) -> ParamBreakdown:
             LayerParams(
                 attention=attention,
                 attention_replicated=replicated,
-                norms=2 * h,
+                norms=spec.norms_per_layer * h,
                 dense_mlp=0 if moe else _swiglu(h, spec.dense_intermediate_size),
                 routed_experts=expert * spec.n_routed_experts,
                 routed_expert_each=expert,
-                shared_experts=_swiglu(h, spec.moe_intermediate_size) * spec.n_shared_experts if moe else 0,
+                shared_experts=_swiglu(h, shared_size) * spec.n_shared_experts if moe else 0,
                 router=router,
             )
         )

@@ -6,36 +6,31 @@ result's `as_contract()` is the JSON of DESIGN.md (bytes as integers).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 from planner import __version__
+from planner.engines import ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
-from planner.memory import KV_BYTES, VLLM, Layout, MemoryBreakdown, memory_breakdown
+from planner.memory import KV_BYTES, Layout, MemoryBreakdown, memory_breakdown
 from planner.params import ParamBreakdown, count_params
-from planner.perf import Throughput, estimate
+from planner.perf import COMPUTE_EFFICIENCY, MEMORY_EFFICIENCY, Throughput, estimate
 from planner.serving import sglang_command, trtllm_command, vllm_command
 from planner.specs import GpuSpec, ModelSpec, PrecisionSpec, gpu, model, precision
 
 KEEP_BF16_PARTS = ("attention", "dense_mlp", "shared_experts", "experts")
 DEFAULT_KEEP_BF16 = {"mxfp4": frozenset({"attention", "dense_mlp", "shared_experts"})}  # MXFP4 on experts only
 MAX_GPUS = 256
-HF_REPOS = {
-    "deepseek-v3": "deepseek-ai/DeepSeek-V3", "kimi-k2": "moonshotai/Kimi-K2-Instruct",
-    "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B", "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
-    "mixtral-8x7b": "mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x22b": "mistralai/Mixtral-8x22B-Instruct-v0.1",
-    "llama-4-scout": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
-    "llama-4-maverick": "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
-    "gpt-oss-120b": "openai/gpt-oss-120b", "gpt-oss-20b": "openai/gpt-oss-20b", "glm-4.5": "zai-org/GLM-4.5",
-}  # fmt: skip
+AUTO_PRECISION = "auto"  # the checkpoint's own (from quantization_config), else BF16
 
 
 @dataclass(frozen=True, slots=True)
 class PlanRequest:
     model: str | dict[str, Any]  # catalog key or an inline config.json
-    precision: str
-    gpu: str
+    precision: str  # a catalog precision or "auto"
+    gpu: str | GpuSpec  # catalog key, or a spec read with --gpu-spec
     group_size: int | None = None
     kv_dtype: str = "bf16"
     gpus_per_node: int = 8
@@ -48,6 +43,10 @@ class PlanRequest:
     gpu_memory_utilization: float = 0.9
     keep_bf16: tuple[str, ...] = ()
     model_path: str | None = None
+    engine: str = "vllm"
+    engine_version: str | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None  # default: the concurrency asked for (the command sets it)
 
     def validate(self) -> None:
         if self.kv_dtype not in KV_BYTES:
@@ -66,6 +65,12 @@ class PlanRequest:
                 raise ValueError(f"{name}: must be a power of two >= 1")
         if self.tp is not None and self.tp > self.gpus_per_node:
             raise ValueError("tp: tensor parallelism stays inside a node (tp <= gpus_per_node)")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine: must be one of {', '.join(ENGINES)}")
+        for name in ("max_num_batched_tokens", "max_num_seqs"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name}: must be >= 1")
         for part in self.keep_bf16:
             if part not in KEEP_BF16_PARTS:
                 raise ValueError(f"keep_bf16: unknown part {part!r}; known: {', '.join(KEEP_BF16_PARTS)}")
@@ -87,6 +92,7 @@ class PlanResult:
     model: ModelSpec
     precision: PrecisionSpec
     gpu: GpuSpec
+    engine: EngineProfile
     params: ParamBreakdown
     max_model_len: int
     chosen: Candidate
@@ -132,6 +138,15 @@ class PlanResult:
             "serving": self.serving,
             "notes": list(self.notes),
             "planner_version": __version__,
+            "gpu": {"key": self.gpu.key, "name": self.gpu.name, "total_memory_bytes": self.gpu.memory_bytes},
+            "engine": {
+                "name": self.engine.name,
+                "version": self.engine.version,
+                "max_num_batched_tokens": memory.max_num_batched_tokens,
+                "max_num_seqs": memory.max_num_seqs,
+                "block_size": self.engine.block_size_tokens,
+                "memory_per_gpu": dict(memory.engine_figures),
+            },
         }
 
 
@@ -171,15 +186,31 @@ def _resolve_model(request: PlanRequest) -> ModelSpec:
     return model(request.model)
 
 
+def _resolve_precision(request: PlanRequest, spec: ModelSpec) -> tuple[PrecisionSpec, frozenset[str]]:
+    """The weight scheme and the parts kept in BF16; "auto" takes the checkpoint's own quantization."""
+    key = request.precision
+    keep = frozenset(request.keep_bf16)
+    group_size = request.group_size
+    if key == AUTO_PRECISION:
+        key = spec.checkpoint_precision or "bf16"
+        keep |= frozenset(spec.checkpoint_keep_bf16)
+        if key in ("w4a16", "w4a8"):
+            group_size = group_size or spec.checkpoint_group_size
+    scheme = precision(key, group_size)
+    if spec.checkpoint_zero_point and scheme.key == spec.checkpoint_precision and not scheme.zero_bits:
+        scheme = dataclasses.replace(scheme, zero_bits=scheme.scale_bits // 4)  # a 4-bit zero per group
+    return scheme, keep | DEFAULT_KEEP_BF16.get(scheme.key, frozenset())
+
+
 def plan(request: PlanRequest) -> PlanResult:
     request.validate()
     spec = _resolve_model(request)
-    scheme = precision(request.precision, request.group_size)
-    device = gpu(request.gpu)
+    scheme, keep = _resolve_precision(request, spec)
+    device = request.gpu if isinstance(request.gpu, GpuSpec) else gpu(request.gpu)
+    engine = engine_profile(request.engine, request.engine_version)
     params = count_params(spec)
     max_len = request.max_model_len or spec.max_position_embeddings or 8192
-    keep = frozenset(request.keep_bf16) | DEFAULT_KEEP_BF16.get(scheme.key, frozenset())
-    evaluate = functools.partial(_evaluate, spec, params, scheme, device, request, max_len, keep)
+    evaluate = functools.partial(_evaluate, spec, params, scheme, device, engine, request, max_len, keep)
     layouts = candidate_layouts(request, spec)
     if not layouts:
         raise ValueError("tp/pp/ep/dp: no valid layout for these fixed values")
@@ -191,10 +222,9 @@ def plan(request: PlanRequest) -> PlanResult:
         if any(c.fits for c in candidates):
             break
     fitting = [c for c in candidates if c.fits]
-    notes = [
-        "Memory follows vLLM V1's convention: pool = HBM x gpu_memory_utilization - weights - peak activations "
-        f"(prefill chunk {VLLM.prefill_chunk_tokens} tokens) - CUDA context, NCCL and CUDA-graph reserves; "
-        "SGLang and TensorRT-LLM reserve differently.",
+    notes = list(spec.notes) + [
+        f"Memory follows {engine.name} {engine.version}: {engine.note}. GPU total is what CUDA reports "
+        f"({device.memory_bytes / (1 << 30):.2f} GiB on {device.name}).",
         f"Weights at {scheme.bits_per_weight:.3f} bits/weight ({scheme.key}); embeddings, lm_head, router and norms "
         f"stay BF16{'; also BF16: ' + ', '.join(sorted(keep)) if keep else ''}.",
     ]
@@ -206,11 +236,11 @@ def plan(request: PlanRequest) -> PlanResult:
     if spec.attention == "mla":
         notes.append("MLA: every TP rank holds the whole latent KV cache (it is not divided by TP).")
     if fitting:
-        for candidate in fitting:
-            object.__setattr__(
-                candidate, "throughput", _throughput(spec, params, scheme, device, request, max_len, candidate)
-            )
-        chosen = min(fitting, key=lambda c: (c.layout.gpus, -c.throughput.decode_tokens_per_s))  # type: ignore[union-attr]
+        fitting = [
+            dataclasses.replace(c, throughput=_throughput(spec, params, scheme, device, request, max_len, c))
+            for c in fitting
+        ]
+        chosen = min(fitting, key=_fewest_gpus_then_fastest)
         notes.append(
             f"Chosen: tp={chosen.layout.tp} pp={chosen.layout.pp} ep={chosen.layout.ep} dp={chosen.layout.dp} "
             f"({chosen.layout.gpus} GPUs): objective = fewest GPUs that fit, then highest decode throughput; "
@@ -221,15 +251,16 @@ def plan(request: PlanRequest) -> PlanResult:
         notes.append(f"No layout of up to {MAX_GPUS} GPUs fits; showing the one closest to fitting.")
     rejected = sorted((c for c in candidates if not c.fits), key=lambda c: c.layout.gpus)[:5]
     for candidate in rejected:
-        l = candidate.layout  # noqa: E741
-        notes.append(f"Rejected tp={l.tp} pp={l.pp} ep={l.ep} dp={l.dp}: {candidate.reason}")
+        shape = candidate.layout
+        notes.append(f"Rejected tp={shape.tp} pp={shape.pp} ep={shape.ep} dp={shape.dp}: {candidate.reason}")
     throughput = chosen.throughput or _throughput(spec, params, scheme, device, request, max_len, chosen)
     notes.append(
-        f"Throughput: roofline with {int(0.7 * 100)}% HBM / 50% compute efficiency plus launch and collective "
+        f"Throughput: roofline with {MEMORY_EFFICIENCY:.0%} HBM / {COMPUTE_EFFICIENCY:.0%} compute efficiency "
+        "plus launch and collective "
         f"latency, at {throughput.batch} sequences per replica mid-way through {max_len}-token contexts; "
         f"batch-1 figure {throughput.batch1_tokens_per_s_upper_bound:.0f} tokens/s is an upper bound, not an expectation."
     )
-    path = request.model_path or (HF_REPOS.get(spec.key, spec.key))
+    path = request.model_path or spec.hf_repo or spec.key
     utilization, seqs = request.gpu_memory_utilization, max(request.concurrency, 1)
     serving = {
         "vllm": vllm_command(
@@ -261,6 +292,7 @@ def plan(request: PlanRequest) -> PlanResult:
         model=spec,
         precision=scheme,
         gpu=device,
+        engine=engine,
         params=params,
         max_model_len=max_len,
         chosen=chosen,
@@ -275,6 +307,7 @@ def _evaluate(
     params: ParamBreakdown,
     scheme: PrecisionSpec,
     device: GpuSpec,
+    engine: EngineProfile,
     request: PlanRequest,
     max_len: int,
     keep: frozenset[str],
@@ -290,12 +323,17 @@ def _evaluate(
         max_model_len=max_len,
         gpu_memory_utilization=request.gpu_memory_utilization,
         keep_bf16=keep,
+        engine=engine,
+        max_num_batched_tokens=request.max_num_batched_tokens,
+        max_num_seqs=request.max_num_seqs or request.concurrency,
     )
     max_concurrency = memory.sequences_per_replica * layout.dp
     gib = 1 << 30
     if memory.kv_pool_bytes <= 0:
-        reason = (f"weights {memory.weights_per_gpu_bytes / gib:.1f} GiB + reserves exceed "
-                  f"{memory.capacity_bytes / gib:.1f} GiB per GPU")  # fmt: skip
+        reason = (
+            f"weights {memory.weights_per_gpu_bytes / gib:.1f} GiB + reserves exceed "
+            f"{memory.capacity_bytes / gib:.1f} GiB per GPU"
+        )
     elif memory.sequences_per_replica < 1:
         reason = f"KV pool {memory.kv_pool_bytes / gib:.1f} GiB cannot hold one {max_len}-token sequence per replica"
     elif max_concurrency < request.concurrency:
@@ -303,6 +341,11 @@ def _evaluate(
     else:
         reason = ""
     return Candidate(layout=layout, memory=memory, max_concurrency=max_concurrency, fits=not reason, reason=reason)
+
+
+def _fewest_gpus_then_fastest(candidate: Candidate) -> tuple[int, float]:
+    speed = candidate.throughput.decode_tokens_per_s if candidate.throughput else 0.0
+    return candidate.layout.gpus, -speed
 
 
 def _throughput(

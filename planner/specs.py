@@ -6,6 +6,7 @@ Every loader validates its input and raises ValueError naming the entry and fiel
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ class ModelSpec:
     sliding_window_every: int = 0  # every Nth layer is full attention, the others windowed (0: none)
     chunked_attention_size: int = 0  # Llama 4 chunked (local) attention
     global_attention_every: int = 0  # with chunked attention: every Nth layer is global
+    layer_windows: tuple[int, ...] = ()  # per layer: tokens it keeps (0: whole context); overrides the two above
     dense_intermediate_size: int = 0
     moe_intermediate_size: int = 0
     n_routed_experts: int = 0
@@ -55,11 +57,19 @@ class ModelSpec:
     experts_per_token: int = 0
     first_k_dense_layers: int = 0
     moe_layer_step: int = 1  # MoE on every Nth layer (after the dense-first ones)
+    dense_layers: tuple[int, ...] = ()  # further layers with a dense MLP (Qwen's mlp_only_layers)
+    shared_expert_intermediate_size: int = 0  # 0: the routed experts' size
     expert_bias: bool = False
+    norms_per_layer: int = 2  # Gemma 2/3 add pre/post feed-forward norms: 4
     tie_word_embeddings: bool = False
     max_position_embeddings: int = 0
     vision: VisionSpec | None = None
     checkpoint_precision: str | None = None
+    checkpoint_group_size: int | None = None
+    checkpoint_zero_point: bool = False  # AWQ / asymmetric INT4: a zero point per group
+    checkpoint_keep_bf16: tuple[str, ...] = ()  # parts the checkpoint's quantization leaves in BF16
+    hf_repo: str | None = None  # Hugging Face repository the serving command loads
+    notes: tuple[str, ...] = ()  # what parsing a config.json assumed
     published: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -68,7 +78,7 @@ class ModelSpec:
 
     def is_moe_layer(self, index: int) -> bool:
         """Layer `index` (0-based) has routed experts: honours dense-first layers and interleave."""
-        if not self.is_moe or index < self.first_k_dense_layers:
+        if not self.is_moe or index < self.first_k_dense_layers or index in self.dense_layers:
             return False
         return (index - self.first_k_dense_layers + 1) % self.moe_layer_step == 0
 
@@ -78,6 +88,8 @@ class ModelSpec:
 
     def kv_window(self, index: int) -> int | None:
         """Tokens layer `index` keeps in its KV cache (None: the whole context)."""
+        if self.layer_windows:
+            return self.layer_windows[index] or None
         if self.sliding_window and self.sliding_window_every and (index % self.sliding_window_every) == 0:
             return self.sliding_window
         chunked = self.chunked_attention_size and self.global_attention_every
@@ -102,7 +114,9 @@ class ModelSpec:
             raise ValueError(f"{where}: moe_intermediate_size must be positive for an MoE model")
         if not self.is_moe and self.dense_intermediate_size <= 0:
             raise ValueError(f"{where}: dense_intermediate_size must be positive for a dense model")
-        has_dense_layers = self.first_k_dense_layers or (self.is_moe and self.moe_layer_step > 1)
+        if self.layer_windows and len(self.layer_windows) != self.num_layers:
+            raise ValueError(f"{where}: layer_windows must list one window per layer")
+        has_dense_layers = self.first_k_dense_layers or self.dense_layers or (self.is_moe and self.moe_layer_step > 1)
         if has_dense_layers and self.dense_intermediate_size <= 0:
             raise ValueError(f"{where}: dense layers need dense_intermediate_size")
 
@@ -111,13 +125,14 @@ class ModelSpec:
 class GpuSpec:
     key: str
     name: str
-    memory_mib: int
+    memory_mib: int  # what CUDA reports as total memory (engines budget against this figure)
     hbm_bandwidth_gb_per_s: float
     bf16_tflops: float
     fp8_tflops: float | None
     int8_tops: float | None
     nvlink_gb_per_s: float
     nvlink_domain: int
+    nvidia_smi_memory_mib: int | None = None
 
     @property
     def memory_bytes(self) -> int:
@@ -180,6 +195,9 @@ def models() -> dict[str, ModelSpec]:
         data = dict(data)
         if data.get("vision"):
             data["vision"] = VisionSpec(**data["vision"])
+        for name in ("layer_windows", "dense_layers", "checkpoint_keep_bf16", "notes"):
+            if name in data:
+                data[name] = tuple(data[name])
         spec = _build(ModelSpec, key, data, "model")
         spec.validate()
         result[key] = spec
@@ -189,13 +207,34 @@ def models() -> dict[str, ModelSpec]:
 @functools.cache
 def gpus() -> dict[str, GpuSpec]:
     raw = yaml.safe_load((CATALOG_DIR / "gpus.yaml").read_text(encoding="utf-8"))
-    result = {}
-    for key, data in raw.items():
-        spec = _build(GpuSpec, key, data, "gpu")
-        if spec.memory_mib <= 0 or spec.hbm_bandwidth_gb_per_s <= 0 or spec.bf16_tflops <= 0:
-            raise ValueError(f"gpu {key!r}: memory, bandwidth and bf16_tflops must be positive")
-        result[key] = spec
-    return result
+    return {key: _gpu(key, data) for key, data in raw.items()}
+
+
+def _gpu(key: str, data: Any) -> GpuSpec:
+    if not isinstance(data, dict):
+        raise ValueError(f"gpu {key!r}: must be a mapping of fields")
+    data = {"nvlink_gb_per_s": 32, "nvlink_domain": 8, "fp8_tflops": None, "int8_tops": None, **data}
+    spec = _build(GpuSpec, key, data, "gpu")
+    for name in ("memory_mib", "hbm_bandwidth_gb_per_s", "bf16_tflops", "nvlink_gb_per_s", "nvlink_domain"):
+        value = getattr(spec, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ValueError(f"gpu {key!r}: {name} must be a positive number")
+    return spec
+
+
+def gpu_from_file(path: str | Path) -> GpuSpec:
+    """A GPU outside the catalog, from a JSON file with the catalog's fields (`key` optional).
+
+    Required: name, memory_mib (CUDA-reported total), hbm_bandwidth_gb_per_s, bf16_tflops.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"gpu_spec: cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("gpu_spec: must be a JSON object")
+    key = str(data.pop("key", Path(path).stem))
+    return _gpu(key, data)
 
 
 @functools.cache

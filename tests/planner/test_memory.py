@@ -39,13 +39,30 @@ def test_gqa_kv_splits_heads_over_tp_but_never_below_one_head() -> None:
     assert kv_bytes_per_token_layer(qwen, "fp8", 4) * 94 == 24_064
 
 
-def test_sliding_window_layers_hold_at_most_the_window() -> None:
-    long = plan(PlanRequest(model="gpt-oss-120b", precision="mxfp4", gpu="h200", max_model_len=131072, tp=1))
-    short = plan(PlanRequest(model="gpt-oss-120b", precision="mxfp4", gpu="h200", max_model_len=65536, tp=1))
-    per_seq_long = long.chosen.memory.kv_bytes_per_sequence_per_gpu
+def test_sliding_window_layers_are_charged_as_vllm_hybrid_allocator_does() -> None:
+    # vLLM V1 charges a window layer min(window - 1 + max_num_batched_tokens, max_model_len) + one block:
+    # a prefill chunk attends back a whole window. gpt-oss: 18 of 36 layers slide over 128 tokens.
     per_layer = kv_bytes_per_token_layer(specs.model("gpt-oss-120b"), "bf16", 1)
-    assert per_seq_long == per_layer * (18 * 131072 + 18 * 128)  # half the layers keep 128 tokens
-    assert short.chosen.memory.kv_bytes_per_sequence_per_gpu == per_layer * (18 * 65536 + 18 * 128)
+    for max_len in (131072, 65536):
+        result = plan(
+            PlanRequest(
+                model="gpt-oss-120b",
+                precision="mxfp4",
+                gpu="h200",
+                max_model_len=max_len,
+                tp=1,
+                max_num_batched_tokens=8192,
+            )
+        )
+        expected = per_layer * (18 * max_len + 18 * (min(128 - 1 + 8192, max_len) + 16))
+        assert result.chosen.memory.kv_bytes_per_sequence_per_gpu == expected
+    # V0 had no hybrid allocator: every layer pays the whole context.
+    v0 = plan(
+        PlanRequest(
+            model="gpt-oss-120b", precision="mxfp4", gpu="h200", max_model_len=65536, tp=1, engine_version="0.6.4"
+        )
+    )
+    assert v0.chosen.memory.kv_bytes_per_sequence_per_gpu == per_layer * 36 * 65536
 
 
 def test_four_bit_checkpoint_size_from_its_config() -> None:
@@ -68,8 +85,10 @@ def test_hf_config_parsing_matches_the_catalog() -> None:
     assert count_params(parse_config(qwen)).total == count_params(specs.model("qwen3-30b-a3b")).total
     with pytest.raises(ValueError, match=r"config\.num_hidden_layers"):
         parse_config({**qwen, "num_hidden_layers": -1})
-    with pytest.raises(ValueError, match="not supported"):
+    with pytest.raises(ValueError, match="not a decoder"):
         parse_config({"architectures": ["BertModel"]})
+    with pytest.raises(ValueError, match=r"^config\.hidden_size: missing"):
+        parse_config({k: v for k, v in qwen.items() if k != "hidden_size"})
 
 
 def test_per_stage_weights_sum_to_the_total() -> None:

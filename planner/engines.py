@@ -1,0 +1,143 @@
+"""What each serving engine reserves outside its KV pool, as its own code and startup logs define it.
+
+The same deployment differs up to 2x in KV tokens between engines because of these reserves, so
+every figure here belongs to a named engine and version range, and the fitted constants say
+which real logs they were read from (planner/validation/README.md lists them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from planner.specs import GpuSpec, ModelSpec
+
+GIB = 1 << 30
+ENGINES = ("vllm", "sglang", "trtllm")
+DEFAULT_VERSION = {"vllm": "0.11", "sglang": "0.5", "trtllm": "1.0"}
+FP32_BYTES = 4
+BF16_BYTES = 2
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProfile:
+    """One engine generation's memory accounting. Byte figures are per GPU."""
+
+    name: str  # vllm | sglang | trtllm
+    version: str
+    generation: str  # vllm: "v0" (before 0.8) or "v1"; others: their version line
+    block_size_tokens: int
+    # vLLM profiles a forward of max_num_batched_tokens, then a dummy sampler over max_num_seqs rows of
+    # fp32 logits (full vocabulary on every TP rank); the torch peak is the larger of the two.
+    sampler_fp32_copies: float
+    non_torch_single_gpu_bytes: int  # CUDA context, cuBLAS workspaces
+    non_torch_multi_gpu_bytes: int  # plus NCCL and custom all-reduce buffers when GPUs talk
+    hybrid_kv_allocator: bool  # sliding-window layers charged their window, not the whole context
+    # MXFP4 expert weights are padded by the loader: hidden and intermediate sizes to this multiple.
+    mxfp4_pad_to: int
+    note: str
+
+    def defaults(self, gpu: GpuSpec, max_model_len: int) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) the engine picks for `serve` when the user does not."""
+        if self.name == "vllm" and self.generation == "v0":
+            # V0 prefills whole prompts unless the context exceeds 32k (then chunks of 512 by default).
+            return (max(max_model_len, 2048) if max_model_len <= 32768 else 512), 256
+        if self.name == "vllm":
+            large = gpu.memory_bytes >= 70 * GIB and "a100" not in gpu.key and "a800" not in gpu.key
+            return (8192, 1024) if large else (2048, 256)
+        if self.name == "sglang":
+            return 8192, 4096
+        return 8192, 2048
+
+    def non_torch_bytes(self, gpus: int) -> int:
+        return self.non_torch_multi_gpu_bytes if gpus > 1 else self.non_torch_single_gpu_bytes
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
+    if not match:
+        raise ValueError(f"engine_version: {version!r} is not a version like 0.10.1")
+    return tuple(int(part) for part in match.groups(default="0"))
+
+
+def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProfile:
+    if name not in ENGINES:
+        raise ValueError(f"engine: must be one of {', '.join(ENGINES)}")
+    version = version or DEFAULT_VERSION[name]
+    parsed = _version_tuple(version)
+    if name == "vllm":
+        if parsed < (0, 8):
+            return EngineProfile(
+                name="vllm",
+                version=version,
+                generation="v0",
+                block_size_tokens=16,
+                sampler_fp32_copies=2.0,
+                non_torch_single_gpu_bytes=int(0.35 * GIB),  # RTX 3090 log, vLLM 0.6.4
+                non_torch_multi_gpu_bytes=int(2.0 * GIB),
+                hybrid_kv_allocator=False,
+                mxfp4_pad_to=0,
+                note="vLLM V0: pool = total_gpu_memory x gpu_memory_utilization - weights - peak activations "
+                "(a max_num_batched_tokens prefill) - non-torch memory; CUDA graphs come out of the headroom",
+            )
+        return EngineProfile(
+            name="vllm",
+            version=version,
+            generation="v1",
+            block_size_tokens=16,
+            sampler_fp32_copies=9.5,  # fitted: Qwen3-235B-FP8 TP4 (0.10) and gpt-oss-120b TP1 (0.10.1) logs
+            non_torch_single_gpu_bytes=int(0.15 * GIB),
+            non_torch_multi_gpu_bytes=int(2.04 * GIB),  # H200 TP4 debug log, vLLM 0.10
+            hybrid_kv_allocator=True,
+            mxfp4_pad_to=256 if parsed < (0, 14) else 128,
+            note="vLLM V1: Available KV cache memory = total_gpu_memory x gpu_memory_utilization - weights - "
+            "torch peak increase (max of a max_num_batched_tokens forward and the dummy sampler over "
+            "max_num_seqs rows) - non-torch memory; CUDA graphs are captured after the pool, from the headroom",
+        )
+    if name == "sglang":
+        return EngineProfile(
+            name="sglang",
+            version=version,
+            generation=".".join(map(str, parsed[:2])),
+            block_size_tokens=1,
+            sampler_fp32_copies=0.0,
+            non_torch_single_gpu_bytes=int(1.0 * GIB),
+            non_torch_multi_gpu_bytes=int(2.06 * GIB),  # fitted: Qwen3-235B-FP8 TP4 H100 log
+            hybrid_kv_allocator=False,
+            mxfp4_pad_to=256,
+            note="SGLang: KV pool = total x mem_fraction_static - weights - memory in use before the pool "
+            "(context, NCCL); activations and CUDA graphs live in the remaining 1 - mem_fraction_static",
+        )
+    return EngineProfile(
+        name="trtllm",
+        version=version,
+        generation=".".join(map(str, parsed[:2])),
+        block_size_tokens=32,
+        sampler_fp32_copies=0.0,
+        non_torch_single_gpu_bytes=int(1.0 * GIB),
+        non_torch_multi_gpu_bytes=int(2.0 * GIB),
+        hybrid_kv_allocator=False,
+        mxfp4_pad_to=256,
+        note="TensorRT-LLM: KV pool = kv_cache_free_gpu_memory_fraction x (memory free after weights, "
+        "activations and runtime buffers); not validated against logs here",
+    )
+
+
+def forward_bytes_per_token(model: ModelSpec, tp: int) -> int:
+    """Transient activation bytes per token of a prefill forward (BF16): the widest MLP on this rank
+    (gate/up output, activation output) plus a few residual-stream copies. Matches vLLM V0's logged
+    peak for Llama-3.1-8B (3 x intermediate + 3 x hidden per token)."""
+    dense = 3 * model.dense_intermediate_size // tp
+    moe = 0
+    if model.is_moe:
+        moe = model.experts_per_token * (3 * model.moe_intermediate_size // tp + model.hidden_size)
+        moe += model.n_routed_experts * FP32_BYTES // BF16_BYTES  # router logits
+    return BF16_BYTES * (max(dense, moe) + 3 * model.hidden_size)
+
+
+def activation_bytes(model: ModelSpec, tp: int, profile: EngineProfile, batched_tokens: int, max_num_seqs: int) -> int:
+    """Peak activation memory the engine profiles (vLLM's "torch peak increase"). Not divided by TP for the
+    sampler part: logits are gathered to the full vocabulary on every rank."""
+    forward = batched_tokens * forward_bytes_per_token(model, tp)
+    sampler = int(max_num_seqs * model.vocab_size * FP32_BYTES * profile.sampler_fp32_copies)
+    return max(forward, sampler)
