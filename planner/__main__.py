@@ -1,4 +1,4 @@
-"""`python -m planner …`: plan a deployment, list models and GPUs.
+"""`python -m planner …`: plan a deployment, check a plan against an engine's startup log, list models and GPUs.
 
 Bad input prints one line naming the option and exits with status 2.
 """
@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from planner import __version__
+from planner.checklog import EngineLog, compare, format_checks, parse_log
+from planner.engines import ENGINES, engine_profile
 from planner.params import count_params
-from planner.plan import KEEP_BF16_PARTS, PlanRequest, plan
-from planner.specs import gpus, models, precisions
+from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, plan
+from planner.specs import GpuSpec, gpu_from_file, gpus, models, precisions
 
 GIB = 1 << 30
 
@@ -30,21 +32,67 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     p = commands.add_parser("plan", help="plan a deployment")
     p.add_argument("--model", required=True, help="catalog key or a path to a Hugging Face config.json")
-    p.add_argument("--precision", required=True, choices=sorted(precisions()))
-    p.add_argument("--group-size", type=int)
-    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default="bf16")
-    p.add_argument("--gpu", required=True, choices=sorted(gpus()))
+    _add_common(p)
     p.add_argument("--gpus-per-node", type=int, default=8)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    p.add_argument("--max-model-len", type=int)
     p.add_argument("--concurrency", type=int, default=1)
-    for name in ("tp", "pp", "ep", "dp"):
-        p.add_argument(f"--{name}", type=int)
+    p.add_argument("--ep", type=int)
+    p.add_argument("--dp", type=int)
     p.add_argument("--keep-bf16", action="append", default=[], choices=KEEP_BF16_PARTS)
-    p.add_argument("--format", choices=["json", "table"], default="table")
+    c = commands.add_parser("check-log", help="hold the plan for a startup log's settings against the log")
+    c.add_argument("log", metavar="FILE", help="an engine startup log (vLLM, SGLang)")
+    c.add_argument("--model", help="catalog key or config.json (default: the log's model, matched in the catalog)")
+    _add_common(c)
     commands.add_parser("models", help="list catalog models")
     commands.add_parser("gpus", help="list catalog GPUs")
     return parser
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--precision", default=None, choices=[*sorted(precisions()), AUTO_PRECISION])
+    p.add_argument("--group-size", type=int)
+    p.add_argument("--kv-dtype", choices=["bf16", "fp8"], default=None)
+    p.add_argument("--gpu", choices=sorted(gpus()))
+    p.add_argument("--gpu-spec", metavar="FILE.json", help="a GPU outside the catalog (catalog fields as JSON)")
+    p.add_argument("--gpu-memory-utilization", type=float)
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--tp", type=int)
+    p.add_argument("--pp", type=int)
+    p.add_argument("--engine", choices=ENGINES, default=None)
+    p.add_argument("--engine-version")
+    p.add_argument("--max-num-batched-tokens", type=int)
+    p.add_argument("--max-num-seqs", type=int)
+    p.add_argument("--format", choices=["json", "table"], default="table")
+
+
+def _gpu_argument(args: argparse.Namespace, log: EngineLog | None = None) -> str | GpuSpec:
+    if args.gpu_spec:
+        return gpu_from_file(args.gpu_spec)
+    if args.gpu:
+        return str(args.gpu)
+    total = log.figures.get("total_gpu_memory") if log else None
+    if total:  # the log's CUDA total picks the catalog GPU (within 0.5%)
+        for key, device in gpus().items():
+            if abs(device.memory_bytes - total) <= 0.005 * total:
+                return key
+    raise ValueError("--gpu: required (or --gpu-spec FILE.json)")
+
+
+def _model_from_log(log: EngineLog) -> tuple[str, str]:
+    """(catalog key, precision) for the log's model path, matched on the repository name."""
+    path = str(log.settings.get("model_path", "")).rstrip("/")
+    name = path.rsplit("/", 1)[-1].lower()
+    matches = [
+        (len(spec.hf_repo), key, spec)
+        for key, spec in models().items()
+        if spec.hf_repo and name.startswith(spec.hf_repo.rsplit("/", 1)[-1].lower().removesuffix("-instruct"))
+    ]
+    if not name or not matches:
+        raise ValueError(f"--model: the log's model {path or '(none)'} is not in the catalog; pass --model")
+    _length, key, spec = max(matches)
+    for marker, scheme in (("fp8", "fp8"), ("w8a8", "w8a8"), ("int8", "w8a8"), ("awq", "w4a16"), ("gptq", "w4a16")):
+        if marker in name:
+            return key, scheme
+    return key, spec.checkpoint_precision or "bf16"
 
 
 def _model_argument(value: str) -> str | dict[str, Any]:
@@ -100,12 +148,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 0
     try:
+        if args.command == "check-log":
+            return _check_log(args)
         request = PlanRequest(
             model=_model_argument(args.model),
-            precision=args.precision,
-            gpu=args.gpu,
+            precision=args.precision or AUTO_PRECISION,
+            gpu=_gpu_argument(args),
             group_size=args.group_size,
-            kv_dtype=args.kv_dtype,
+            kv_dtype=args.kv_dtype or "bf16",
             gpus_per_node=args.gpus_per_node,
             max_model_len=args.max_model_len,
             concurrency=args.concurrency,
@@ -113,21 +163,82 @@ def main(argv: list[str] | None = None) -> int:
             pp=args.pp,
             ep=args.ep,
             dp=args.dp,
-            gpu_memory_utilization=args.gpu_memory_utilization,
+            gpu_memory_utilization=args.gpu_memory_utilization or 0.9,
             keep_bf16=tuple(args.keep_bf16),
+            engine=args.engine or "vllm",
+            engine_version=args.engine_version,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            max_num_seqs=args.max_num_seqs,
         )
         contract = plan(request).as_contract()
     except ValueError as exc:
-        message = str(exc).splitlines()[0]
-        option = message.split(":", 1)[0].replace("_", "-")
-        print(
-            f"python -m planner plan: error: --{option.lstrip('-')}: {message.split(':', 1)[-1].strip()}"
-            if ":" in message
-            else f"python -m planner plan: error: {message}",
-            file=sys.stderr,
-        )
-        return 2
+        return _usage_error(args.command, exc)
     print(json.dumps(contract, indent=2) if args.format == "json" else _table(contract))
+    return 0
+
+
+def _usage_error(command: str, exc: ValueError) -> int:
+    message = str(exc).splitlines()[0]
+    option = message.split(":", 1)[0].replace("_", "-")
+    print(
+        f"python -m planner {command}: error: --{option.lstrip('-')}: {message.split(':', 1)[-1].strip()}"
+        if ":" in message
+        else f"python -m planner {command}: error: {message}",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def _check_log(args: argparse.Namespace) -> int:
+    try:
+        text = Path(args.log).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ValueError(f"log: cannot read {args.log}: {exc}") from None
+    log = parse_log(text)
+    settings = log.settings
+    if args.model:
+        model, default_precision = _model_argument(args.model), AUTO_PRECISION
+    else:
+        model, default_precision = _model_from_log(log)
+    device = _gpu_argument(args, log)
+    engine = args.engine or log.engine
+    version = args.engine_version or log.version
+    profile = engine_profile(engine, version)
+    max_len = args.max_model_len or settings.get("max_model_len")
+    spec_gpu = device if isinstance(device, GpuSpec) else gpus()[device]
+    default_tokens, default_seqs = profile.defaults(spec_gpu, max_len or 8192)
+    request = PlanRequest(
+        model=model,
+        precision=args.precision or default_precision,
+        gpu=device,
+        group_size=args.group_size,
+        kv_dtype=args.kv_dtype or settings.get("kv_dtype", "bf16"),
+        max_model_len=max_len,
+        tp=args.tp or settings.get("tp", 1),
+        pp=args.pp or settings.get("pp", 1),
+        ep=1,
+        dp=1,
+        gpus_per_node=max(8, args.tp or settings.get("tp", 1)),
+        gpu_memory_utilization=args.gpu_memory_utilization or settings.get("gpu_memory_utilization", 0.9),
+        engine=engine,
+        engine_version=version,
+        max_num_batched_tokens=args.max_num_batched_tokens or settings.get("max_num_batched_tokens", default_tokens),
+        max_num_seqs=args.max_num_seqs or settings.get("max_num_seqs", default_seqs),
+    )
+    result = plan(request)
+    checks = compare(log, result)
+    if args.format == "json":
+        rows = [{"figure": c.name, "plan": c.planned, "log": c.logged, "error": c.error} for c in checks]
+        print(json.dumps({"engine": engine, "version": version, "settings": settings, "figures": rows}, indent=2))
+        return 0
+    layout = result.chosen.layout
+    print(
+        f"{engine} {version or '(version not in log)'}: {result.model.key} @ {result.precision.key} on "
+        f"{result.gpu.name}, tp={layout.tp} pp={layout.pp}, gpu_memory_utilization={request.gpu_memory_utilization}, "
+        f"max_model_len={result.max_model_len}, max_num_batched_tokens={request.max_num_batched_tokens}, "
+        f"max_num_seqs={request.max_num_seqs}"
+    )
+    print(format_checks(checks) if checks else "the log has none of the figures the planner computes")
     return 0
 
 

@@ -7,6 +7,7 @@ which real logs they were read from (planner/validation/README.md lists them).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ FP32_BYTES = 4
 BF16_BYTES = 2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # identity hash: profiles key the memory caches (one per version)
 class EngineProfile:
     """One engine generation's memory accounting. Byte figures are per GPU."""
 
@@ -33,7 +34,7 @@ class EngineProfile:
     non_torch_single_gpu_bytes: int  # CUDA context, cuBLAS workspaces
     non_torch_multi_gpu_bytes: int  # plus NCCL and custom all-reduce buffers when GPUs talk
     hybrid_kv_allocator: bool  # sliding-window layers charged their window, not the whole context
-    # MXFP4 expert weights are padded by the loader: hidden and intermediate sizes to this multiple.
+    # MXFP4 expert weights are padded by the loader: the hidden size to this multiple.
     mxfp4_pad_to: int
     note: str
 
@@ -60,6 +61,7 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in match.groups(default="0"))
 
 
+@functools.lru_cache(maxsize=64)
 def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProfile:
     if name not in ENGINES:
         raise ValueError(f"engine: must be one of {', '.join(ENGINES)}")
@@ -89,7 +91,7 @@ def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProf
             non_torch_single_gpu_bytes=int(0.15 * GIB),
             non_torch_multi_gpu_bytes=int(2.04 * GIB),  # H200 TP4 debug log, vLLM 0.10
             hybrid_kv_allocator=True,
-            mxfp4_pad_to=256 if parsed < (0, 14) else 128,
+            mxfp4_pad_to=256,
             note="vLLM V1: Available KV cache memory = total_gpu_memory x gpu_memory_utilization - weights - "
             "torch peak increase (max of a max_num_batched_tokens forward and the dummy sampler over "
             "max_num_seqs rows) - non-torch memory; CUDA graphs are captured after the pool, from the headroom",

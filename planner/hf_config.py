@@ -290,9 +290,9 @@ def parse_config(config: Any, key: str = "custom") -> ModelSpec:
     fields.update(_mla_fields(text))
     moe = _moe_fields(text, arch)
     fields.update(moe)
-    if not moe or moe.get("first_k_dense_layers") or moe.get("dense_layers") or moe.get("moe_layer_step", 1) > 1:
-        if not fields.get("dense_intermediate_size"):
-            fields["dense_intermediate_size"] = _int(text, "intermediate_size", "ffn_hidden_size", "n_inner")
+    has_dense = not moe or moe["first_k_dense_layers"] or moe["dense_layers"] or moe["moe_layer_step"] > 1
+    if has_dense and not fields.get("dense_intermediate_size"):
+        fields["dense_intermediate_size"] = _int(text, "intermediate_size", "ffn_hidden_size", "n_inner")
     if arch.startswith("GptOss"):
         fields.update(attention_bias=True, attention_sinks=True, expert_bias=True)
     windows = _layer_windows(text, arch, layers)

@@ -60,7 +60,21 @@ class MemoryBreakdown:
     non_torch_bytes: int
     max_num_batched_tokens: int
     max_num_seqs: int
-    engine_figures: tuple[tuple[str, int], ...]  # the breakdown in the engine's own log names
+    engine: EngineProfile
+
+    @property
+    def engine_figures(self) -> tuple[tuple[str, int], ...]:
+        """The breakdown in the engine's own log names."""
+        return _engine_figures(
+            self.engine,
+            self.total_gpu_memory_bytes,
+            self.capacity_bytes,
+            self.weights_per_gpu_bytes,
+            self.activations_bytes,
+            self.non_torch_bytes,
+            self.kv_pool_bytes,
+            self.kv_capacity_tokens,
+        )
 
     @property
     def total_bytes(self) -> int:
@@ -76,11 +90,10 @@ def _keep_bf16(part: str, keep: frozenset[str]) -> bool:
 
 
 def _expert_padding(model: ModelSpec, precision: PrecisionSpec, pad_to: int) -> float:
-    """MXFP4 kernels need hidden and intermediate sizes padded to a multiple (gpt-oss: 2880 -> 3072)."""
+    """The MXFP4 loader pads the experts' hidden size to a multiple its kernels take (gpt-oss: 2880 -> 3072)."""
     if precision.key != "mxfp4" or not pad_to:
         return 1.0
-    h, i = model.hidden_size, model.moe_intermediate_size
-    return (-(-h // pad_to) * pad_to) * (-(-i // pad_to) * pad_to) / (h * i)
+    return -(-model.hidden_size // pad_to) * pad_to / model.hidden_size
 
 
 @functools.lru_cache(maxsize=65536)
@@ -146,6 +159,7 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
     return stages
 
 
+@functools.lru_cache(maxsize=65536)  # GPU-independent: a search over GPUs reuses it for every card
 def weights_per_stage(
     params: ParamBreakdown,
     model: ModelSpec,
@@ -153,7 +167,7 @@ def weights_per_stage(
     layout: Layout,
     keep: frozenset[str],
     pad_to: int = 0,
-) -> list[float]:
+) -> tuple[float, ...]:
     stages = stage_groups(params, model, layout.pp)
     result = []
     for index, groups in enumerate(stages):
@@ -166,7 +180,7 @@ def weights_per_stage(
         if index == len(stages) - 1:
             stage_bytes += _bytes(params.lm_head / layout.tp + params.final_norm, BF16_BYTES * 8)
         result.append(stage_bytes)
-    return result
+    return tuple(result)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -198,6 +212,7 @@ def window_charge_tokens(window: int | None, max_model_len: int, engine: EngineP
     return min(window - 1 + batched_tokens, max_model_len) + engine.block_size_tokens
 
 
+@functools.lru_cache(maxsize=65536)
 def kv_per_stage(
     params: ParamBreakdown,
     model: ModelSpec,
@@ -206,7 +221,7 @@ def kv_per_stage(
     max_model_len: int,
     engine: EngineProfile | None = None,
     batched_tokens: int = 8192,
-) -> list[tuple[float, float]]:
+) -> tuple[tuple[float, float], ...]:
     """(bytes per token over the stage's layers, bytes per full-length sequence) per stage."""
     engine = engine or engine_profile()
     per_layer = kv_bytes_per_token_layer(model, kv_dtype, layout.tp)
@@ -218,7 +233,7 @@ def kv_per_stage(
             for _layer, window, count in groups
         )
         result.append((per_token, per_sequence))
-    return result
+    return tuple(result)
 
 
 def memory_breakdown(
@@ -267,7 +282,6 @@ def memory_breakdown(
     block = engine.block_size_tokens
     tokens = int(pool // kv_token) // block * block if pool > 0 and kv_token > 0 else 0
     full_copy = kv_bytes_per_token_layer(model, kv_dtype, 1) * model.num_layers
-    figures = _engine_figures(engine, total, capacity, int(weights), activations, non_torch, pool, tokens)
     return MemoryBreakdown(
         weights_total_bytes=weights_total_bytes(params, model, precision, keep_bf16),
         weights_per_gpu_bytes=int(weights),
@@ -284,7 +298,7 @@ def memory_breakdown(
         non_torch_bytes=non_torch,
         max_num_batched_tokens=batched,
         max_num_seqs=seqs,
-        engine_figures=figures,
+        engine=engine,
     )
 
 

@@ -159,25 +159,37 @@ def _powers(limit: int) -> list[int]:
 
 
 def candidate_layouts(request: PlanRequest, spec: ModelSpec) -> list[Layout]:
+    return list(_candidate_layouts(request.tp, request.pp, request.ep, request.dp, request.gpus_per_node, spec))
+
+
+@functools.lru_cache(maxsize=4096)
+def _candidate_layouts(
+    fixed_tp: int | None,
+    fixed_pp: int | None,
+    fixed_ep: int | None,
+    fixed_dp: int | None,
+    gpus_per_node: int,
+    spec: ModelSpec,
+) -> tuple[Layout, ...]:
     layouts = []
-    for tp in [request.tp] if request.tp else _powers(request.gpus_per_node):
-        for pp in [request.pp] if request.pp else _powers(16):
-            if pp > 1 and tp < request.gpus_per_node and request.pp is None:
+    for tp in [fixed_tp] if fixed_tp else _powers(gpus_per_node):
+        for pp in [fixed_pp] if fixed_pp else _powers(16):
+            if pp > 1 and tp < gpus_per_node and fixed_pp is None:
                 continue  # PP carries the cross-node split: fill a node with TP first
-            for dp in [request.dp] if request.dp else _powers(32):
+            for dp in [fixed_dp] if fixed_dp else _powers(32):
                 if tp * pp * dp > MAX_GPUS or pp > spec.num_layers:
                     continue
                 ep_options = [1] if not spec.is_moe else sorted({1, tp, tp * dp})
-                for ep in [request.ep] if request.ep else ep_options:
+                for ep in [fixed_ep] if fixed_ep else ep_options:
                     layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
                     try:
                         layout.validate(spec)
                     except ValueError:
                         continue
-                    if ep > request.gpus_per_node and ep > tp:
+                    if ep > gpus_per_node and ep > tp:
                         continue  # EP stays inside the NVLink domain
                     layouts.append(layout)
-    return layouts
+    return tuple(layouts)
 
 
 def _resolve_model(request: PlanRequest) -> ModelSpec:
@@ -216,13 +228,17 @@ def plan(request: PlanRequest) -> PlanResult:
         raise ValueError("tp/pp/ep/dp: no valid layout for these fixed values")
     # Evaluate by growing GPU count and stop at the first count where something fits: the
     # objective is fewest GPUs first, so larger layouts cannot win.
+    by_count: dict[int, list[Layout]] = {}
+    for layout in layouts:
+        by_count.setdefault(layout.gpus, []).append(layout)
     candidates: list[Candidate] = []
-    for count in sorted({layout.gpus for layout in layouts}):
-        candidates += [evaluate(layout) for layout in layouts if layout.gpus == count]
+    for count in sorted(by_count):
+        candidates += [evaluate(layout) for layout in by_count[count]]
         if any(c.fits for c in candidates):
             break
     fitting = [c for c in candidates if c.fits]
-    notes = list(spec.notes) + [
+    notes = [
+        *spec.notes,
         f"Memory follows {engine.name} {engine.version}: {engine.note}. GPU total is what CUDA reports "
         f"({device.memory_bytes / (1 << 30):.2f} GiB on {device.name}).",
         f"Weights at {scheme.bits_per_weight:.3f} bits/weight ({scheme.key}); embeddings, lm_head, router and norms "

@@ -7,13 +7,14 @@ from typing import Any
 from rest_framework import serializers
 
 from governance.core.serializers import StrictSerializer
-from planner.plan import KEEP_BF16_PARTS, PlanRequest
+from planner.engines import ENGINES
+from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest
 from planner.specs import gpus, precisions
 
 
 class PlanInputSerializer(StrictSerializer):
     model = serializers.JSONField(help_text="catalog key (string) or an inline Hugging Face config.json (object)")
-    precision = serializers.ChoiceField(choices=sorted(precisions()))
+    precision = serializers.ChoiceField(choices=[*sorted(precisions()), AUTO_PRECISION])
     group_size = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], default="bf16")
     gpu = serializers.ChoiceField(choices=sorted(gpus()))
@@ -27,6 +28,10 @@ class PlanInputSerializer(StrictSerializer):
     gpu_memory_utilization = serializers.FloatField(default=0.9, min_value=0.1, max_value=0.99)
     keep_bf16 = serializers.ListField(child=serializers.ChoiceField(choices=KEEP_BF16_PARTS), required=False)
     model_path = serializers.CharField(required=False, max_length=300)
+    engine = serializers.ChoiceField(choices=ENGINES, default="vllm")
+    engine_version = serializers.RegexField(r"^v?\d+\.\d+(\.\d+)?", required=False, allow_null=True, max_length=40)
+    max_num_batched_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    max_num_seqs = serializers.IntegerField(required=False, allow_null=True, min_value=1)
 
     def validate_model(self, value: Any) -> Any:
         if not isinstance(value, str | dict):
@@ -51,4 +56,8 @@ def plan_request_from(data: dict[str, Any]) -> PlanRequest:
         gpu_memory_utilization=data.get("gpu_memory_utilization", 0.9),
         keep_bf16=tuple(data.get("keep_bf16") or ()),
         model_path=data.get("model_path"),
+        engine=data.get("engine", "vllm"),
+        engine_version=data.get("engine_version"),
+        max_num_batched_tokens=data.get("max_num_batched_tokens"),
+        max_num_seqs=data.get("max_num_seqs"),
     )

@@ -1,0 +1,161 @@
+"""Read an engine's startup log (vLLM V0/V1, SGLang) and hold the plan for the same settings against it.
+
+`parse_log(text)` pulls the settings (model, parallel sizes, memory fraction, batch limits) and the
+memory figures the engine printed; `compare(log, result)` lines them up with the plan, figure by
+figure, in the engine's own names. Figures are bytes (memory) or tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.plan import PlanResult
+
+GIB = 1 << 30
+# Figures whose error the validation corpus bounds (planner/validation/README.md).
+BOUNDS = {"model_loading": 0.02, "available_kv_cache_memory": 0.05, "gpu_kv_cache_tokens": 0.05}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLog:
+    engine: str  # vllm | sglang
+    version: str | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    figures: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FigureCheck:
+    name: str
+    planned: float
+    logged: float
+
+    @property
+    def error(self) -> float | None:
+        """Relative error of the plan against the log (None when the log says zero)."""
+        return (self.planned - self.logged) / abs(self.logged) if self.logged else None
+
+
+def _gib(text: str) -> float:
+    return float(text) * GIB
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+# (pattern, figure or setting name, converter); vLLM prints "GB" where it means GiB.
+_FIGURES: tuple[tuple[str, str, Any], ...] = (
+    (r"Model loading took ([\d.]+) Gi?B", "model_loading", _gib),
+    (r"Loading model weights took ([\d.]+) Gi?B", "model_loading", _gib),
+    (r"Available KV cache memory: (-?[\d.]+) GiB", "available_kv_cache_memory", _gib),
+    (r"GPU KV cache size: ([\d,]+) tokens", "gpu_kv_cache_tokens", _number),
+    (r"total_gpu_memory[ =(]+([\d.]+) ?GiB", "total_gpu_memory", _gib),
+    (r"requested GPU memory: ([\d.]+) GiB", "requested_memory", _gib),
+    (r"torch peak memory increase: ([\d.]+) ?GiB", "torch_peak_increase", _gib),
+    (r"non-torch forward increase memory: ([\d.]+) ?GiB", "non_torch_memory", _gib),
+    (r"weights memory: ([\d.]+) ?GiB", "model_loading", _gib),
+    (r"model weights take ([\d.]+)GiB", "model_loading", _gib),
+    (r"non_torch_memory takes ([\d.]+)GiB", "non_torch_memory", _gib),
+    (r"PyTorch activation peak memory takes ([\d.]+)GiB", "torch_peak_increase", _gib),
+    (r"the rest of the memory reserved for KV Cache is (-?[\d.]+)GiB", "available_kv_cache_memory", _gib),
+    (r"non_torch_memory=([\d.]+)GiB", "non_torch_memory", _gib),
+    (r"kv_cache_size=(-?[\d.]+)GiB", "available_kv_cache_memory", _gib),
+    (r"peak_torch_memory=([\d.]+)GiB", "peak_torch_memory", _gib),
+    (r"# (?:GPU|cuda|CUDA) blocks: ([\d,]+)", "gpu_blocks", _number),
+    (r"KV Cache is allocated\. #tokens: ([\d,]+)", "gpu_kv_cache_tokens", _number),
+    (r"Load weight end\..*?mem usage=([\d.]+) GB", "model_loading", _gib),
+)
+_SETTINGS: tuple[tuple[str, str, Any], ...] = (
+    (r"tensor_parallel_size[=:'\" ]+(\d+)", "tp", int),
+    (r"pipeline_parallel_size[=:'\" ]+(\d+)", "pp", int),
+    (r"\btp_size=(\d+)", "tp", int),
+    (r"\bpp_size=(\d+)", "pp", int),
+    (r"gpu_memory_utilization['\"]?[=:(]+ ?([\d.]+)", "gpu_memory_utilization", float),
+    (r"mem_fraction_static=([\d.]+)", "gpu_memory_utilization", float),
+    (r"max_seq_len=(\d+)", "max_model_len", int),
+    (r"['\"]max_model_len['\"]: (\d+)", "max_model_len", int),
+    (r"Using max model len (\d+)", "max_model_len", int),
+    (r"context_length=(\d+)", "max_model_len", int),
+    (r"max_num_batched_tokens[=:'\" ]+(\d+)", "max_num_batched_tokens", int),
+    (r"['\"]max_num_seqs['\"]: (\d+)", "max_num_seqs", int),
+    (r"max_running_requests=(\d+)", "max_num_seqs", int),
+    (r"kv_cache_dtype[=:'\" ]+(fp8\w*)", "kv_dtype", lambda text: "fp8"),
+    (r"\bmodel=['\"]([^'\"]+)['\"]", "model_path", str),
+    (r"model_path=['\"]([^'\"]+)['\"]", "model_path", str),
+    (r"['\"]model['\"]: ['\"]([^'\"]+)['\"]", "model_path", str),
+    (r"Resolved architecture: (\w+)", "architecture", str),
+)
+_VERSIONS = (
+    r"LLM engine \(v([\d.]+)",
+    r"vLLM API server version ([\d.]+)",
+    r"█ +version ([\d.]+)",
+    r"sglang[ =]+v?([\d.]+)",
+)
+
+
+def parse_log(text: str) -> EngineLog:
+    engine = "sglang" if ("ServerArgs(" in text or "KV Cache is allocated" in text) else "vllm"
+    figures: dict[str, float] = {}
+    settings: dict[str, Any] = {}
+    for pattern, name, convert in _FIGURES:
+        first = re.search(pattern, text)  # the first rank's line
+        if first and name not in figures:
+            figures[name] = convert(first.group(1))
+    for pattern, name, convert in _SETTINGS:
+        setting = re.search(pattern, text)
+        if setting and name not in settings:
+            settings[name] = convert(setting.group(1))
+    version = None
+    for pattern in _VERSIONS:
+        found = re.search(pattern, text)
+        if found:
+            version = found.group(1)
+            break
+    if "peak_torch_memory" in figures and "model_loading" in figures:
+        # vLLM 0.6.4 printed the torch peak including the weights.
+        figures["torch_peak_increase"] = figures.pop("peak_torch_memory") - figures["model_loading"]
+    if "gpu_blocks" in figures and "gpu_kv_cache_tokens" not in figures:
+        figures["gpu_kv_cache_tokens"] = figures["gpu_blocks"] * 16  # V0 logged blocks of 16 tokens
+    figures.pop("gpu_blocks", None)
+    if engine == "sglang":
+        sizes = re.search(r"K size: ([\d.]+) GB, V size: ([\d.]+) GB", text)
+        if sizes:
+            figures["available_kv_cache_memory"] = _gib(sizes.group(1)) + _gib(sizes.group(2))
+    return EngineLog(engine=engine, version=version, settings=settings, figures=figures)
+
+
+def compare(log: EngineLog, result: PlanResult) -> list[FigureCheck]:
+    """Each figure the log printed next to the plan's figure of the same name."""
+    planned = dict(result.chosen.memory.engine_figures)
+    memory = result.chosen.memory
+    aliases = {
+        "model_loading": memory.weights_per_gpu_bytes,
+        "available_kv_cache_memory": memory.kv_pool_bytes,
+        "gpu_kv_cache_tokens": memory.kv_capacity_tokens,
+        "torch_peak_increase": memory.activations_bytes,
+        "non_torch_memory": memory.non_torch_bytes,
+        "total_gpu_memory": memory.total_gpu_memory_bytes,
+        "requested_memory": memory.capacity_bytes,
+    }
+    checks = []
+    for name, logged in log.figures.items():
+        value = planned.get(name, aliases.get(name))
+        if value is not None:
+            checks.append(FigureCheck(name=name, planned=float(value), logged=float(logged)))
+    return checks
+
+
+def format_checks(checks: list[FigureCheck]) -> str:
+    lines = [f"{'figure':28} {'plan':>14} {'log':>14} {'error':>8}"]
+    for check in checks:
+        tokens = check.name.endswith("tokens")
+        plan_text = f"{check.planned:,.0f}" if tokens else f"{check.planned / GIB:.2f} GiB"
+        log_text = f"{check.logged:,.0f}" if tokens else f"{check.logged / GIB:.2f} GiB"
+        error = f"{check.error:+.1%}" if check.error is not None else "-"
+        bound = BOUNDS.get(check.name)
+        flag = "" if bound is None or check.error is None or abs(check.error) <= bound else f"  (outside ±{bound:.0%})"
+        lines.append(f"{check.name:28} {plan_text:>14} {log_text:>14} {error:>8}{flag}")
+    return "\n".join(lines)

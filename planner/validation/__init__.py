@@ -1,0 +1,105 @@
+"""The validation corpus: real engine startup logs (corpus.yaml) and the plan's error on each figure.
+
+`python -m planner.validation` prints every case and the median / max error per figure.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.checklog import BOUNDS, FigureCheck, compare, parse_log
+from planner.engines import engine_profile
+from planner.plan import PlanRequest, plan
+from planner.specs import gpu
+
+CORPUS = Path(__file__).resolve().parent / "corpus.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    case_id: str
+    source: str
+    checks: tuple[FigureCheck, ...]
+    outside: str | None  # the cause, when the corpus says a bounded figure is outside its bound
+
+    def out_of_bounds(self) -> list[FigureCheck]:
+        return [
+            check
+            for check in self.checks
+            if check.name in BOUNDS and check.error is not None and abs(check.error) > BOUNDS[check.name]
+        ]
+
+
+def load_corpus() -> list[dict[str, Any]]:
+    cases = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))
+    if not isinstance(cases, list):
+        raise ValueError("corpus.yaml must be a list of cases")
+    return cases
+
+
+def run_case(case: dict[str, Any]) -> CaseResult:
+    log = parse_log(case["log"])
+    settings = dict(case.get("settings") or {})
+    engine = engine_profile(case.get("engine", "vllm"), case.get("engine_version"))
+    # The logged run used the engine's own defaults wherever the thread names no flag.
+    default_tokens, default_seqs = engine.defaults(gpu(case["gpu"]), settings.get("max_model_len", 8192))
+    request = PlanRequest(
+        model=case["model"],
+        precision=case["precision"],
+        gpu=case["gpu"],
+        tp=settings.get("tp", 1),
+        pp=settings.get("pp", 1),
+        ep=1,
+        dp=1,
+        gpu_memory_utilization=settings.get("gpu_memory_utilization", 0.9),
+        max_model_len=settings.get("max_model_len"),
+        max_num_batched_tokens=settings.get("max_num_batched_tokens", default_tokens),
+        max_num_seqs=settings.get("max_num_seqs", default_seqs),
+        engine=case.get("engine", "vllm"),
+        engine_version=case.get("engine_version"),
+    )
+    result = plan(request)
+    checks = compare(log, result)
+    if case.get("given_pool"):
+        # Only the tokens the logged pool holds: bytes per token, layer split and blocks.
+        pool = log.figures["available_kv_cache_memory"]
+        memory = result.chosen.memory
+        block = result.engine.block_size_tokens
+        tokens = int(pool // memory.kv_bytes_per_token_per_gpu) // block * block
+        checks = [FigureCheck("gpu_kv_cache_tokens", tokens, log.figures["gpu_kv_cache_tokens"])]
+    return CaseResult(case_id=case["id"], source=case["source"], checks=tuple(checks), outside=case.get("outside"))
+
+
+def run_corpus() -> list[CaseResult]:
+    return [run_case(case) for case in load_corpus()]
+
+
+def error_table(results: list[CaseResult]) -> str:
+    """Median and max |error| per figure over the corpus, in Markdown."""
+    errors: dict[str, list[float]] = {}
+    for result in results:
+        for check in result.checks:
+            if check.error is not None:
+                errors.setdefault(check.name, []).append(abs(check.error))
+    lines = ["| figure | cases | median error | max error |", "|---|---|---|---|"]
+    for name, values in sorted(errors.items()):
+        lines.append(f"| {name} | {len(values)} | {statistics.median(values):.1%} | {max(values):.1%} |")
+    return "\n".join(lines)
+
+
+def case_table(results: list[CaseResult]) -> str:
+    lines = ["| case | figure | plan | log | error |", "|---|---|---|---|---|"]
+    for result in results:
+        for check in result.checks:
+            tokens = check.name.endswith("tokens")
+            unit = (lambda v: f"{v:,.0f}") if tokens else (lambda v: f"{v / (1 << 30):.2f} GiB")
+            error = f"{check.error:+.1%}" if check.error is not None else "-"
+            lines.append(
+                f"| {result.case_id} | {check.name} | {unit(check.planned)} | {unit(check.logged)} | {error} |"
+            )
+    return "\n".join(lines)

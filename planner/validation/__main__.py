@@ -1,0 +1,8 @@
+"""`python -m planner.validation`: the corpus, case by case, and the error per figure."""
+
+from planner.validation import case_table, error_table, run_corpus
+
+results = run_corpus()
+print(case_table(results))
+print()
+print(error_table(results))

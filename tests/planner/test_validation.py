@@ -1,0 +1,94 @@
+"""The plan against real engine startup logs (planner/validation/corpus.yaml) and `check-log`."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner.checklog import BOUNDS, parse_log
+from planner.validation import error_table, load_corpus, run_case, run_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "planner" / "validation" / "README.md"
+CASES = load_corpus()
+
+
+def test_every_case_cites_its_source_and_has_a_bounded_figure() -> None:
+    assert len(CASES) >= 10
+    assert len({case["id"] for case in CASES}) == len(CASES)
+    for case in CASES:
+        assert case["source"].startswith("https://github.com/"), case["id"]
+        assert set(parse_log(case["log"]).figures) & set(BOUNDS), case["id"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["id"] for case in CASES])
+def test_case_within_bounds_or_listed_with_its_cause(case: dict) -> None:
+    """KV pool and tokens within 5%, weights per GPU within 2%; a case outside says why, in the corpus
+    and in the README, and is really outside (the label cannot hide a case that has come back in)."""
+    result = run_case(case)
+    outside = result.out_of_bounds()
+    if case.get("outside"):
+        assert outside, f"{case['id']} is marked outside but every bounded figure is within bounds"
+        assert case["id"] in README.read_text(encoding="utf-8")
+    else:
+        assert not outside, [(c.name, c.planned, c.logged, c.error) for c in outside]
+
+
+def test_readme_shows_the_current_error_table() -> None:
+    assert error_table(run_corpus()) in README.read_text(encoding="utf-8")
+
+
+def test_parse_a_vllm_v1_log() -> None:
+    log = parse_log(
+        "(APIServer pid=1) INFO 08-20 [api_server.py:1] vLLM API server version 0.10.1\n"
+        "(APIServer pid=1) INFO non-default args: {'model': 'openai/gpt-oss-120b', 'max_model_len': 32768, "
+        "'gpu_memory_utilization': 0.95, 'max_num_seqs': 64}\n"
+        "(EngineCore_0 pid=5839) INFO [gpu_model_runner.py:2007] Model loading took 65.9651 GiB and 12.8 seconds\n"
+        "(EngineCore_0 pid=5839) INFO [gpu_worker.py:276] Available KV cache memory: 3.25 GiB\n"
+        "(EngineCore_0 pid=5839) INFO [kv_cache_utils.py:849] GPU KV cache size: 47,328 tokens\n"
+    )
+    assert log.engine == "vllm"
+    assert log.version == "0.10.1"
+    assert log.settings == {
+        "max_model_len": 32768,
+        "gpu_memory_utilization": 0.95,
+        "max_num_seqs": 64,
+        "model_path": "openai/gpt-oss-120b",
+    }
+    assert log.figures["model_loading"] == pytest.approx(65.9651 * (1 << 30))
+    assert log.figures["available_kv_cache_memory"] == pytest.approx(3.25 * (1 << 30))
+    assert log.figures["gpu_kv_cache_tokens"] == 47328
+
+
+def test_check_log_cli_reads_the_settings_from_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "INFO 07-22 [api_server.py:1] vLLM API server version 0.10.0\n"
+        "INFO non-default args: {'model': 'Qwen/Qwen3-235B-A22B-FP8', 'tensor_parallel_size': 4, "
+        "'gpu_memory_utilization': 0.5}\n"
+        "DEBUG [gpu_worker.py:239] Initial free memory: 139.12 GiB, free memory: 81.52 GiB, "
+        "requested GPU memory: 69.86 GiB\n"
+        "DEBUG [gpu_worker.py:244] Memory profiling takes 40.46 seconds. Total non KV cache memory: 62.79GiB; "
+        "torch peak memory increase: 5.62GiB; non-torch forward increase memory: 2.04GiB; weights memory: 55.13GiB.\n"
+        "INFO [gpu_worker.py:245] Available KV cache memory: 7.07 GiB\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "planner", "check-log", str(log), "--gpu", "h200"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "qwen3-235b-a22b @ fp8" in done.stdout
+    assert "tp=4" in done.stdout
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()[2:]}
+    assert set(lines) >= {"model_loading", "available_kv_cache_memory", "torch_peak_increase", "requested_memory"}
+    assert "outside" not in lines["model_loading"]
+    missing_gpu = subprocess.run(
+        [sys.executable, "-m", "planner", "check-log", str(log)], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert missing_gpu.returncode == 2
+    assert missing_gpu.stderr.strip().endswith("--gpu: required (or --gpu-spec FILE.json)")
