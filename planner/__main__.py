@@ -121,6 +121,11 @@ def _table(contract: dict[str, Any]) -> str:
         f"max concurrency {contract['max_concurrency']}",
         f"throughput: {contract['throughput']['decode_tokens_per_s']} tok/s, TPOT {contract['throughput']['tpot_ms']} ms, "
         f"TTFT {contract['throughput']['ttft_ms']} ms",
+        f"{contract['engine']['name']} {contract['engine']['version']} accounting: "
+        + ", ".join(
+            f"{name} {value / GIB:.2f} GiB" if not name.endswith("tokens") else f"{name} {value:,}"
+            for name, value in contract["engine"]["memory_per_gpu"].items()
+        ),
         f"vllm: {contract['serving']['vllm']}",
         f"sglang: {contract['serving']['sglang']}",
     ]

@@ -123,3 +123,48 @@ def test_cli_bad_input_is_one_line_naming_the_option(args: list[str], option: st
 def test_cli_lists_models_and_gpus() -> None:
     assert "kimi-k2" in _cli("models").stdout
     assert "h200" in _cli("gpus").stdout
+
+
+def test_engine_accounting_is_added_to_the_contract_in_the_engines_own_names() -> None:
+    result = plan(
+        PlanRequest(model="llama-3.1-8b", precision="bf16", gpu="h100-80g", tp=1, pp=1, dp=1, max_model_len=32768)
+    ).as_contract()
+    engine = result["engine"]
+    assert engine["name"] == "vllm"
+    assert engine["max_num_batched_tokens"] == 8192  # V1 default for `vllm serve` on an 80 GB Hopper
+    figures = engine["memory_per_gpu"]
+    assert figures["total_gpu_memory"] == result["gpu"]["total_memory_bytes"] == 81090 << 20
+    assert figures["available_kv_cache_memory"] == result["memory_per_gpu"]["kv_cache"]
+    assert figures["requested_memory"] == int(figures["total_gpu_memory"] * 0.9)
+    assert figures["requested_memory"] == (
+        figures["model_loading"]
+        + figures["torch_peak_increase"]
+        + figures["non_torch_memory"]
+        + figures["available_kv_cache_memory"]
+    )
+    sglang = plan(
+        PlanRequest(model="llama-3.1-8b", precision="bf16", gpu="h100-80g", tp=1, max_model_len=32768, engine="sglang")
+    ).as_contract()
+    theirs = sglang["engine"]["memory_per_gpu"]
+    # SGLang keeps activations outside mem_fraction_static: its pool is the fraction less weights and
+    # what is in use before the pool, with no activation term.
+    assert theirs["kv_cache_memory"] == (
+        theirs["mem_fraction_static_bytes"] - theirs["weights_memory"] - theirs["memory_before_kv_pool"]
+    )
+    assert sglang["memory_per_gpu"]["activations"] == 0
+
+
+def test_gpu_spec_file_plans_on_a_gpu_outside_the_catalog(tmp_path: Path) -> None:
+    spec = tmp_path / "rtx-a6000.json"
+    spec.write_text(
+        json.dumps({"name": "RTX A6000", "memory_mib": 48676, "hbm_bandwidth_gb_per_s": 768, "bf16_tflops": 155})
+    )
+    done = _cli("plan", "--model", "llama-3.1-8b", "--gpu-spec", str(spec), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    contract = json.loads(done.stdout)
+    assert contract["gpu"] == {"key": "rtx-a6000", "name": "RTX A6000", "total_memory_bytes": 48676 << 20}
+    assert contract["precision"] == "bf16"  # "auto": a BF16 checkpoint
+    spec.write_text(json.dumps({"name": "broken", "memory_mib": -1, "hbm_bandwidth_gb_per_s": 1, "bf16_tflops": 1}))
+    bad = _cli("plan", "--model", "llama-3.1-8b", "--gpu-spec", str(spec))
+    assert bad.returncode == 2
+    assert "memory_mib must be a positive number" in bad.stderr
