@@ -2,7 +2,13 @@
 
 from planner.validation import case_table, error_table, run_corpus
 
-results = run_corpus()
-print(case_table(results))
-print()
-print(error_table(results))
+
+def main() -> None:
+    results = run_corpus()
+    print(case_table(results))
+    print()
+    print(error_table(results))
+
+
+if __name__ == "__main__":
+    main()
