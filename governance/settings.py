@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "governance.artifacts",
     "governance.deployments",
     "governance.evaluations",
+    "governance.approvals",
     "governance.web",
 ]
 
@@ -235,7 +236,8 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["request_id"]},
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # fontTools logs every glyph it subsets (PDF stamps) at INFO; weasyprint its font fallbacks.
+    "loggers": {name: {"level": "WARNING"} for name in ("django.db.backends", "fontTools", "weasyprint")},
 }
 
 # --- deployments ---
@@ -261,3 +263,11 @@ CELERY_BEAT_SCHEDULE["audit-checkpoint"] = {
     "task": "audit.checkpoint",
     "schedule": float(AUDIT_CHECKPOINT_INTERVAL_S),
 }
+
+# --- approvals: the organisation's PKI and signed PDF packets ---
+APPROVALS_ORGANISATION = env_str("APPROVALS_ORGANISATION", "Governance")
+# Encrypts every private key of the PKI at rest; from the variable or a mounted `_FILE` secret.
+# Unset: a DEBUG instance generates one in APPROVALS_KEK_PATH (`manage.py pki_init`); production refuses.
+APPROVALS_KEY_ENCRYPTION_KEY = env_secret("APPROVALS_KEY_ENCRYPTION_KEY", "")
+APPROVALS_KEK_PATH = env_str("APPROVALS_KEK_PATH", str(VAR_DIR / "keys" / "approvals-kek"))
+APPROVALS_MAX_UPLOAD_BYTES = env_int("APPROVALS_MAX_UPLOAD_BYTES", 20 * 1024 * 1024, minimum=1024)

@@ -3,6 +3,7 @@
 import os
 
 os.environ.setdefault("SECRET_KEY", "tests-only-secret-key-" + "x" * 40)
+os.environ.setdefault("APPROVALS_KEY_ENCRYPTION_KEY", "tests-only-key-encryption-key-" + "k" * 32)
 
 from governance.settings import *  # noqa: F403
 

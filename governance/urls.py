@@ -11,6 +11,7 @@ from governance.core.health import healthz
 api_v1: list[URLPattern | URLResolver] = [
     path("me", MeApi.as_view(), name="me"),
     path("audit/", include("governance.audit.urls")),
+    path("approvals/", include("governance.approvals.urls")),
     path("licenses/", include("governance.licenses.urls")),
     path("planner/plan", PlannerPlanApi.as_view(), name="planner-plan"),
     path("artifacts", ArtifactListCreateApi.as_view(), name="artifact-list"),

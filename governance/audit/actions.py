@@ -37,7 +37,13 @@ class AuditAction(models.IntegerChoices):
     # 700-799: approvals and signatures
     SIGNOFF_RECORDED = 700, "approval.signoff_recorded"
     SIGNOFF_VOIDED = 701, "approval.signoff_voided"
+    SIGNOFF_REFUSED = 702, "approval.signoff_refused"
     PACKET_SIGNED = 710, "approval.packet_signed"
+    PACKET_RENDERED = 711, "approval.packet_rendered"
+    PACKET_VERIFIED = 712, "approval.packet_verified"
+    PKI_INITIALISED = 720, "approval.pki_initialised"
+    CERTIFICATE_ISSUED = 721, "approval.certificate_issued"
+    CERTIFICATE_REVOKED = 722, "approval.certificate_revoked"
     # 800-899: CI gate
     GATE_DECISION = 800, "gate.decision"
     # 900-999: the audit trail itself

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-BOOTSTRAP_STEPS: list[str] = ["audit_keygen", "load_license_catalog"]
+BOOTSTRAP_STEPS: list[str] = ["audit_keygen", "pki_init", "load_license_catalog"]
 
 
 class Command(BaseCommand):

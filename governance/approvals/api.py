@@ -1,0 +1,165 @@
+"""Approvals API: verify an uploaded packet, download packets, the CA certificate and the CRL,
+and sign off (the same service as the deployments review endpoint)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.approvals import selectors, services
+from governance.approvals.choices import Decision, SigningRole
+from governance.approvals.models import SignOff
+from governance.core.errors import NotFoundError, invalid_input
+from governance.core.serializers import StrictSerializer
+from governance.deployments.selectors import deployment_get
+
+
+def _user(request: Request) -> User:
+    return cast(User, request.user)
+
+
+def _pdf_response(data: bytes, filename: str) -> HttpResponse:
+    response = HttpResponse(data, content_type="application/pdf")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+class VerifyInputSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="the approval packet PDF")
+
+
+class VerifyApi(APIView):
+    """Anyone signed in may verify a packet: the answer says only what the file itself proves,
+    plus whether its evidence digest is still the request's current one."""
+
+    permission_classes = [IsAuthenticated]
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request={"multipart/form-data": VerifyInputSerializer}, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request) -> Response:
+        serializer = VerifyInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        upload = serializer.validated_data["file"]
+        if upload.size > settings.APPROVALS_MAX_UPLOAD_BYTES:
+            raise invalid_input("file", f"larger than {settings.APPROVALS_MAX_UPLOAD_BYTES} bytes")
+        report, stored = services.packet_verify(data=upload.read(), actor=_user(request))
+        return Response({**report.as_dict(), "evidence_current": stored.evidence_current,
+                         "verified_at": stored.verified_at})  # fmt: skip
+
+
+class PacketApi(APIView):
+    """GET: the request's live packet (latest signed revision). POST (reviewers): render it now."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)})
+    def get(self, request: Request, code: str) -> HttpResponse:
+        deployment = deployment_get(_user(request), code)
+        packet = selectors.live_packet(deployment, with_pdf=True)
+        if packet is None:
+            raise NotFoundError("no approval packet for this request yet")
+        return _pdf_response(bytes(packet.pdf), f"approval-{deployment.code}-{packet.pdf_sha256[:12]}.pdf")
+
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, code: str) -> Response:
+        deployment = deployment_get(_user(request), code)
+        packet = services.packet_render_for_review(deployment=deployment, actor=_user(request))
+        return Response({"packet": str(packet.code), "pdf_sha256": packet.pdf_sha256, "status": packet.status,
+                         "evidence_digest": packet.evidence_digest, "pdf_url": selectors.packet_url(deployment)})  # fmt: skip
+
+
+class PacketByHashApi(APIView):
+    """Any signed revision by its SHA-256 (the audit bundle lists these), for those who may see the request."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)})
+    def get(self, request: Request, sha256: str) -> HttpResponse:
+        data, deployment = selectors.pdf_by_sha256(sha256)
+        if data is None or deployment is None:
+            raise NotFoundError("no approval packet with this SHA-256")
+        deployment_get(_user(request), deployment.code)  # 404 unless the user may see the request
+        return _pdf_response(data, f"approval-{deployment.code}-{sha256[:12]}.pdf")
+
+
+class SignOffInputSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=SigningRole.choices)
+    decision = serializers.ChoiceField(choices=Decision.choices)
+    password = serializers.CharField(max_length=4096, trim_whitespace=False, write_only=True)
+    evidence_digest = serializers.RegexField(r"^[0-9a-f]{64}$")
+    comment = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
+
+
+def signoff_dict(signoff: SignOff) -> dict[str, Any]:
+    return {
+        "code": str(signoff.code),
+        "role": signoff.role,
+        "decision": signoff.decision,
+        "signer": signoff.signer.get_username(),
+        "signer_name": signoff.signer_name,
+        "meaning": signoff.meaning,
+        "comment": signoff.comment,
+        "signed_at": signoff.signed_at,
+        "evidence_digest": signoff.evidence_digest,
+        "certificate_sha256": signoff.certificate.fingerprint_sha256,
+        "pdf_sha256": signoff.pdf_sha256,
+        "voided_at": signoff.voided_at,
+        "void_reason": signoff.void_reason,
+    }
+
+
+class SignOffApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, code: str) -> Response:
+        """The sign-offs of a request, and the meaning text each role would sign now."""
+        user = _user(request)
+        deployment = deployment_get(user, code)
+        meanings = {role: {decision: selectors.signoff_meaning(role, decision, user) for decision in Decision.values}
+                    for role in SigningRole.values}  # fmt: skip
+        return Response({"evidence_digest": deployment.evidence_digest, "meanings": meanings,
+                         "signoffs": [signoff_dict(s) for s in selectors.signoffs_of(deployment)]})  # fmt: skip
+
+    @extend_schema(request=SignOffInputSerializer, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, code: str) -> Response:
+        user = _user(request)
+        deployment = deployment_get(user, code)
+        serializer = SignOffInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        signoff = services.sign_off(deployment=deployment, user=user, **serializer.validated_data)
+        deployment.refresh_from_db(fields=["status"])
+        return Response({**signoff_dict(signoff), "deployment_status": deployment.status}, status=201)
+
+
+class CaCertificateApi(APIView):
+    permission_classes: list[Any] = []  # public: anyone verifying a packet needs the trust root
+
+    @extend_schema(responses={(200, "application/x-pem-file"): OpenApiResponse(OpenApiTypes.STR)})
+    def get(self, request: Request) -> HttpResponse:
+        root = selectors.root_ca()
+        if root is None:
+            raise NotFoundError("the approvals PKI is not initialised")
+        return HttpResponse(root.certificate_pem, content_type="application/x-pem-file")
+
+
+class CrlApi(APIView):
+    permission_classes: list[Any] = []
+
+    @extend_schema(responses={(200, "application/pkix-crl"): OpenApiResponse(OpenApiTypes.BINARY)})
+    def get(self, request: Request) -> HttpResponse:
+        root = selectors.root_ca()
+        if root is None or not root.crl_der:
+            raise NotFoundError("the approvals PKI is not initialised")
+        return HttpResponse(bytes(root.crl_der), content_type="application/pkix-crl")

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class ApprovalsConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "governance.approvals"
+
+    def ready(self) -> None:
+        # Role changes issue or revoke signing certificates.
+        from governance.approvals import signals  # noqa: F401

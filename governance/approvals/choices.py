@@ -1,0 +1,53 @@
+from django.db import models
+
+from governance.core.roles import Role
+
+
+class AuthorityKind(models.TextChoices):
+    ROOT_CA = "root_ca", "Root CA"
+    TSA = "tsa", "Timestamping authority"
+
+
+class SigningRole(models.TextChoices):
+    LEGAL = "legal"
+    ENGINEERING = "engineering"
+
+
+# The group a user needs to sign as each role.
+ROLE_GROUPS: dict[str, str] = {SigningRole.LEGAL: Role.LEGAL_REVIEWER, SigningRole.ENGINEERING: Role.ENGINEERING_REVIEWER}
+# The pre-created signature field of each role; legal signs first (a certification signature).
+SIGNATURE_FIELDS: dict[str, str] = {SigningRole.LEGAL: "LegalApproval", SigningRole.ENGINEERING: "EngineeringApproval"}
+SIGNING_ORDER: tuple[str, ...] = (SigningRole.LEGAL, SigningRole.ENGINEERING)
+
+
+class Decision(models.TextChoices):
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+class PacketStatus(models.TextChoices):
+    RENDERED = "rendered"  # unsigned, fields pre-created
+    PARTIAL = "partial"  # some signatures, not all
+    COMPLETE = "complete"  # legal and engineering approved
+    REJECTED = "rejected"  # a reviewer signed a rejection
+    VOID = "void"  # the evidence changed after rendering
+
+
+class RevocationReason(models.TextChoices):
+    ROLE_REMOVED = "role_removed"  # RFC 5280 affiliationChanged
+    KEY_COMPROMISE = "key_compromise"
+    SUPERSEDED = "superseded"
+    CESSATION = "cessation"
+
+
+class RefusalCode(models.TextChoices):
+    ROLE_NOT_HELD = "role.not_held"
+    OWN_TEAM = "team.own"
+    WRONG_PASSWORD = "password.wrong"  # noqa: S105 - a refusal code, not a password
+    NOT_IN_REVIEW = "status.not_in_review"
+    STALE_DIGEST = "evidence.stale"
+    WRONG_ORDER = "order.legal_first"
+    ALREADY_SIGNED = "signoff.already_signed"
+    CERTIFICATE_REVOKED = "certificate.revoked"
+    NO_PKI = "pki.missing"
+    BLOCKERS = "blockers.present"

@@ -1,0 +1,141 @@
+"""The approval packet: evidence → HTML (Django template) → PDF/A-3b with evidence.json attached
+(WeasyPrint) → empty signature fields for each role. Rendering reads only its arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from django.template.loader import render_to_string
+from weasyprint import HTML, Attachment
+
+from governance.approvals.signing import add_signature_fields
+from governance.approvals.verification import EVIDENCE_ATTACHMENT
+from governance.core.canonical import canonical_json
+
+PACKET_FORMAT = "governance.approval-packet/1"
+GIB = 1024**3
+CHART_SEGMENTS = (("weights", "Weights", "#33658a"), ("kv_cache", "KV cache", "#86bbd8"),
+                  ("activations", "Activations", "#f6ae2d"), ("reserve", "Reserve", "#c7c7c7"))  # fmt: skip
+MAX_CHART_BARS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class PacketInput:
+    deployment_code: str
+    evidence_digest: str
+    evidence: dict[str, Any]
+    eval_categories: dict[str, dict[str, Any]]  # eval code -> summary["categories"]
+    audit_checkpoint: dict[str, Any] | None
+    signatures: list[dict[str, str]]  # role, field, meaning of an approval, meaning of a rejection
+    organisation: str
+
+
+def attachment_document(data: PacketInput) -> dict[str, Any]:
+    """What evidence.json holds; `evidence` is byte-for-byte the document the digest is over."""
+    return {
+        "format": PACKET_FORMAT,
+        "organisation": data.organisation,
+        "deployment": data.deployment_code,
+        "evidence_digest": data.evidence_digest,
+        "evidence": data.evidence,
+        "eval_categories": data.eval_categories,
+        "audit_checkpoint": data.audit_checkpoint,
+        "signatures": data.signatures,
+    }
+
+
+def memory_chart_svg(plan: dict[str, Any] | None) -> str:
+    """A stacked bar per GPU: weights / KV cache / activations / reserve, against the GPU's memory."""
+    if not plan or "memory_per_gpu" not in plan:
+        return ""
+    memory = plan["memory_per_gpu"]
+    capacity = max(int(memory.get("capacity") or 0), 1)
+    used = {key: max(int(memory.get(key) or 0), 0) for key in ("weights", "kv_cache", "activations")}
+    used["reserve"] = max(capacity - sum(used.values()), 0)
+    gpus = int((plan.get("parallel") or {}).get("gpus") or 1)
+    bars = min(gpus, MAX_CHART_BARS)
+    width, bar_height, gap, left, top = 480, 14, 4, 58, 6
+    height = top + bars * (bar_height + gap) + 34
+    scale = (width - left - 10) / max(capacity, sum(used.values()))
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="Memory per GPU">']  # fmt: skip
+    for index in range(bars):
+        y = top + index * (bar_height + gap)
+        parts.append(f'<text x="0" y="{y + bar_height - 3}" font-size="9">GPU {index}</text>')
+        x = float(left)
+        for key, label, colour in CHART_SEGMENTS:
+            w = used[key] * scale
+            parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{colour}">'
+                         f"<title>{escape(label)} {used[key] / GIB:.1f} GiB</title></rect>")  # fmt: skip
+            x += w
+    legend_y = top + bars * (bar_height + gap) + 14
+    x = float(left)
+    for key, label, colour in CHART_SEGMENTS:
+        parts.append(f'<rect x="{x:.0f}" y="{legend_y - 8}" width="8" height="8" fill="{colour}"/>')
+        parts.append(f'<text x="{x + 11:.0f}" y="{legend_y}" font-size="8">{escape(label)} '
+                     f"{used[key] / GIB:.1f} GiB</text>")  # fmt: skip
+        x += 105
+    if gpus > bars:
+        parts.append(f'<text x="{left}" y="{legend_y + 14}" font-size="8">first {bars} of {gpus} identical GPUs</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _findings(evidence: dict[str, Any]) -> list[dict[str, Any]]:
+    waivers = evidence.get("waivers", [])
+    rows = []
+    for evaluation in evidence.get("licenses", []):
+        for finding in evaluation.get("findings", []):
+            waiver = next((w for w in waivers if w["license"] == evaluation["license"] and w["code"] == finding["code"]
+                           and w.get("clause", "") in ("", finding.get("clause"))), None)  # fmt: skip
+            rows.append({"license": evaluation["license"], **finding, "waiver": waiver})
+    return rows
+
+
+def render_html(data: PacketInput) -> str:
+    evidence = data.evidence
+    capacity = evidence.get("capacity_plan") or {}
+    plan = capacity.get("result") if isinstance(capacity, dict) else None
+    evals = []
+    for item in evidence.get("eval_results", []):
+        categories = data.eval_categories.get(item.get("eval", ""), {})
+        evals.append({**item, "categories": sorted(categories.items())})
+    return render_to_string(
+        "approvals/packet.html",
+        {
+            "data": data,
+            "evidence": evidence,
+            "request": evidence.get("request", {}),
+            "artifact": evidence.get("artifact", {}),
+            "licenses": evidence.get("licenses", []),
+            "findings": _findings(evidence),
+            "obligations": evidence.get("obligations", []),
+            "capacity": capacity,
+            "plan": plan,
+            "chart_svg": memory_chart_svg(plan),
+            "evals": evals,
+            "checkpoint": data.audit_checkpoint,
+            "signatures": data.signatures,
+        },
+    )
+
+
+def html_to_pdfa(html: str, attachment: bytes) -> bytes:
+    """PDF/A-3b (PDF 1.7 based) with the evidence attached as an associated file."""
+    document = HTML(string=html)
+    pdf = document.write_pdf(
+        pdf_variant="pdf/a-3b",
+        attachments=[Attachment(string=attachment.decode(), name=EVIDENCE_ATTACHMENT, relationship="Data",
+                                description="Evidence the approval binds to (RFC 8785 canonical JSON)")],
+    )  # fmt: skip
+    if pdf is None:
+        raise RuntimeError("WeasyPrint wrote no PDF")
+    return pdf
+
+
+def render_packet(data: PacketInput) -> bytes:
+    """The unsigned packet with its signature fields, ready for the first signature."""
+    attachment = canonical_json(attachment_document(data))
+    return add_signature_fields(html_to_pdfa(render_html(data), attachment))

@@ -1,0 +1,151 @@
+"""Reads for approvals. `approval_state` is what the CI gate asks: a few indexed queries, no PDF parsing."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+from django.urls import reverse
+
+from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, SigningRole
+from governance.approvals.models import ApprovalPacket, Authority, PacketVerification, SignOff, SigningCertificate
+from governance.deployments.models import DeploymentRequest
+
+_MEANINGS = {
+    (SigningRole.LEGAL, Decision.APPROVE): (
+        "I, {name}, approve this deployment on legal grounds: I reviewed the license terms, every finding and "
+        "waiver, and the obligations checklist in this packet, and I take responsibility for this approval."
+    ),
+    (SigningRole.ENGINEERING, Decision.APPROVE): (
+        "I, {name}, approve this deployment on engineering grounds: I reviewed the capacity plan, the memory per "
+        "GPU and the eval results in this packet, and I take responsibility for this approval."
+    ),
+}
+_REJECT_MEANING = "I, {name}, reject this deployment request as its {role} reviewer, for the reason in my comment."
+_SHORT = {Decision.APPROVE: "Approval: reviewed, takes responsibility", Decision.REJECT: "Rejection: see comment"}
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalState:
+    pdf_sha256: str
+    pdf_url: str
+    evidence_digest: str
+    legal_valid: bool
+    engineering_valid: bool
+    verified_at: datetime
+
+
+def printed_name(user: Any) -> str:
+    return str(user.get_full_name() or user.get_username())
+
+
+def signoff_meaning(role: str, decision: str, user: Any) -> str:
+    """The text a signer is shown before signing and that the sign-off records (21 CFR 11.50)."""
+    template = _MEANINGS.get((role, decision), _REJECT_MEANING)
+    return template.format(name=printed_name(user), role=role)
+
+
+def signoff_meaning_short(decision: str) -> str:
+    return _SHORT.get(decision, decision)
+
+
+def meaning_templates() -> list[dict[str, str]]:
+    """Per role: its field and what an approval means, with the name left as a placeholder."""
+    from governance.approvals.choices import SIGNATURE_FIELDS, SIGNING_ORDER
+
+    return [
+        {"role": role, "field": SIGNATURE_FIELDS[role], "approve": _MEANINGS[(role, Decision.APPROVE)].format(name="[signer]")}
+        for role in SIGNING_ORDER
+    ]
+
+
+def authority(kind: str) -> Authority | None:
+    return Authority.objects.filter(kind=kind).first()
+
+
+def root_ca() -> Authority | None:
+    return authority(AuthorityKind.ROOT_CA)
+
+
+def certificate_for(user: Any, role: str) -> SigningCertificate | None:
+    """The newest certificate of a user for a role (revoked or not: the caller decides)."""
+    return SigningCertificate.objects.filter(user=user, role=role).order_by("-created_at").first()
+
+
+def live_packet(deployment: DeploymentRequest, *, with_pdf: bool = False) -> ApprovalPacket | None:
+    packets = ApprovalPacket.objects.filter(deployment=deployment, voided_at__isnull=True).order_by("-created_at")
+    if not with_pdf:
+        packets = packets.defer("pdf")
+    return packets.first()
+
+
+def live_signoffs(deployment: DeploymentRequest) -> QuerySet[SignOff]:
+    return SignOff.objects.filter(deployment=deployment, voided_at__isnull=True).select_related("signer", "certificate")
+
+
+def signoffs_of(deployment: DeploymentRequest) -> QuerySet[SignOff]:
+    return SignOff.objects.filter(deployment=deployment).select_related("signer", "certificate").order_by("signed_at")
+
+
+def packet_by_sha256(pdf_sha256: str) -> ApprovalPacket | None:
+    """A packet whose latest revision, or one of whose signed revisions, has this hash."""
+    found = ApprovalPacket.objects.filter(pdf_sha256=pdf_sha256).first()
+    if found is not None:
+        return found
+    signoff = SignOff.objects.filter(pdf_sha256=pdf_sha256).select_related("packet").first()
+    return signoff.packet if signoff else None
+
+
+def pdf_by_sha256(pdf_sha256: str) -> tuple[bytes | None, DeploymentRequest | None]:
+    """The bytes of a packet revision by hash: the latest revision is stored; an earlier signed
+    revision is a prefix of it (incremental updates), cut at the end of that revision."""
+    packet = packet_by_sha256(pdf_sha256)
+    if packet is None:
+        return None, None
+    data = bytes(ApprovalPacket.objects.values_list("pdf", flat=True).get(pk=packet.pk))
+    if packet.pdf_sha256 == pdf_sha256:
+        return data, packet.deployment
+    marker = b"%%EOF"
+    end = data.find(marker)
+    while end != -1:
+        cut = end + len(marker)
+        for candidate in (data[:cut], data[: cut + 1], data[: cut + 2]):
+            if hashlib.sha256(candidate).hexdigest() == pdf_sha256:
+                return candidate, packet.deployment
+        end = data.find(marker, cut)
+    return None, None
+
+
+def packet_url(deployment: DeploymentRequest) -> str:
+    return reverse("v1:approval-packet", kwargs={"code": deployment.code})
+
+
+def approval_state(deployment: DeploymentRequest) -> ApprovalState | None:
+    """The stored verification of the request's completed packet, or None when there is none.
+    Two indexed queries; the PDF itself is neither loaded nor parsed."""
+    packet = (
+        ApprovalPacket.objects.filter(deployment=deployment, voided_at__isnull=True, status=PacketStatus.COMPLETE)
+        .order_by("-created_at")
+        .values("pdf_sha256", "evidence_digest")
+        .first()
+    )
+    if packet is None:
+        return None
+    verification = (
+        PacketVerification.objects.filter(pdf_sha256=packet["pdf_sha256"])
+        .values("legal_valid", "engineering_valid", "verified_at", "evidence_digest")
+        .first()
+    )
+    if verification is None:
+        return None
+    return ApprovalState(
+        pdf_sha256=packet["pdf_sha256"],
+        pdf_url=packet_url(deployment),
+        evidence_digest=verification["evidence_digest"] or packet["evidence_digest"],
+        legal_valid=verification["legal_valid"],
+        engineering_valid=verification["engineering_valid"],
+        verified_at=verification["verified_at"],
+    )

@@ -1,0 +1,36 @@
+"""Role changes (Django group membership) issue or revoke signing certificates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import Group, User
+from django.db import transaction
+from django.db.models.signals import m2m_changed
+from django.dispatch import receiver
+
+from governance.approvals.choices import ROLE_GROUPS
+
+_SIGNING_GROUPS = set(ROLE_GROUPS.values())
+
+
+@receiver(m2m_changed, sender=User.groups.through)
+def _role_changed(sender: Any, instance: Any, action: str, reverse: bool, pk_set: set[int] | None, **kwargs: Any) -> None:
+    if action not in ("post_add", "post_remove", "post_clear"):
+        return
+    if reverse:  # group.user_set.add(...)
+        if instance.name not in _SIGNING_GROUPS:
+            return
+        users = list(User.objects.filter(pk__in=pk_set or ()))
+    else:
+        if action != "post_clear" and not Group.objects.filter(pk__in=pk_set or (), name__in=_SIGNING_GROUPS).exists():
+            return
+        users = [instance]
+    from governance.approvals.services import certificates_sync
+
+    for user in users:
+        user.__dict__.pop("_governance_roles", None)  # the role cache is stale now
+        # Revocation now, in this transaction: the CRL must list it before anyone can sign again.
+        certificates_sync(user=user, actor="system:roles", issue=False)
+        # Issuing generates an RSA key (slow): after commit; sign_off issues lazily if this never ran.
+        transaction.on_commit(lambda user=user: certificates_sync(user=user, actor="system:roles"))

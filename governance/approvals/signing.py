@@ -1,0 +1,137 @@
+"""PAdES signatures on approval packets with pyHanko (no Django): pre-created fields, the first
+signature certifies the packet allowing form filling, later ones are incremental updates; each
+carries an RFC 3161 timestamp from the organisation's timestamping key."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from asn1crypto import keys as asn1_keys
+from asn1crypto import tsp
+from asn1crypto import x509 as asn1_x509
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from pyhanko.pdf_utils import text
+from pyhanko.pdf_utils.font.opentype import GlyphAccumulatorFactory
+from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+from pyhanko.sign import fields, signers
+from pyhanko.sign.timestamps.dummy_client import DummyTimeStamper
+from pyhanko.stamp import TextStampStyle
+from pyhanko_certvalidator.registry import SimpleCertificateStore
+
+# One box per role at the foot of the last page (points from the bottom-left corner of A4).
+FIELD_BOXES: dict[str, tuple[int, int, int, int]] = {
+    "LegalApproval": (42, 36, 292, 126),
+    "EngineeringApproval": (303, 36, 553, 126),
+}
+# A TrueType font for the visible signatures: PDF/A wants every font embedded (not Courier).
+STAMP_FONT_CANDIDATES = (
+    Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
+    Path("/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf"),
+)
+STAMP_TEXT = (
+    "%(signer_name)s\n"
+    "Role: %(role)s reviewer. Decision: %(decision)s\n"
+    "%(meaning_short)s\n"
+    "Signed %(ts)s\n"
+    "Cert SHA-256 %(fingerprint)s"
+)
+# Our own timestamp policy OID (a UUID OID, ITU-T X.667), so tokens do not claim a test policy.
+TSA_POLICY_OID = "2.25.242295213393713858406312460153349474610"
+
+
+def _asn1_cert(cert: x509.Certificate) -> asn1_x509.Certificate:
+    return asn1_x509.Certificate.load(cert.public_bytes(serialization.Encoding.DER))
+
+
+def _asn1_key(key: rsa.RSAPrivateKey) -> asn1_keys.PrivateKeyInfo:
+    der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return asn1_keys.PrivateKeyInfo.load(der)
+
+
+class OrganisationTimeStamper(DummyTimeStamper):
+    """RFC 3161 tokens signed in-process with the organisation's TSA key (no network TSA here).
+    pyHanko's in-process timestamper, with the organisation's policy OID instead of its test one."""
+
+    def _build_tst_info(self, message_imprint: tsp.MessageImprint, dt: datetime, req: tsp.TimeStampReq) -> tsp.TSTInfo:
+        info = super()._build_tst_info(message_imprint, dt, req)
+        info["policy"] = tsp.ObjectIdentifier(TSA_POLICY_OID)
+        return info
+
+
+@dataclass(frozen=True, slots=True)
+class SigningParty:
+    certificate: x509.Certificate
+    key: rsa.RSAPrivateKey
+
+
+@dataclass(frozen=True, slots=True)
+class StampText:
+    signer_name: str
+    role: str
+    decision: str
+    meaning_short: str
+    fingerprint: str
+
+    def params(self) -> dict[str, str]:
+        return {"signer_name": self.signer_name, "role": self.role, "decision": self.decision,
+                "meaning_short": self.meaning_short, "fingerprint": self.fingerprint}  # fmt: skip
+
+
+def add_signature_fields(pdf: bytes) -> bytes:
+    """Pre-create the empty signature fields (one per role) on the last page."""
+    writer = IncrementalPdfFileWriter(io.BytesIO(pdf))
+    for name, box in FIELD_BOXES.items():
+        fields.append_signature_field(writer, fields.SigFieldSpec(name, box=box, on_page=-1))
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def _stamp_style() -> TextStampStyle:
+    font = next((path for path in STAMP_FONT_CANDIDATES if path.exists()), None)
+    box_style = (
+        text.TextBoxStyle(font=GlyphAccumulatorFactory(str(font), font_size=6))
+        if font is not None
+        else text.TextBoxStyle(font_size=6)
+    )
+    return TextStampStyle(stamp_text=STAMP_TEXT, text_box_style=box_style, border_width=1)
+
+
+def sign_packet(
+    pdf: bytes,
+    *,
+    field_name: str,
+    certify: bool,
+    signer: SigningParty,
+    ca_certificate: x509.Certificate,
+    tsa: SigningParty,
+    reason: str,
+    stamp: StampText,
+) -> bytes:
+    """Sign `pdf` in `field_name` as an incremental update and return the new file."""
+    ca = _asn1_cert(ca_certificate)
+    cms_signer = signers.SimpleSigner(
+        signing_cert=_asn1_cert(signer.certificate),
+        signing_key=_asn1_key(signer.key),
+        cert_registry=SimpleCertificateStore.from_certs([ca]),
+    )
+    timestamper = OrganisationTimeStamper(
+        tsa_cert=_asn1_cert(tsa.certificate), tsa_key=_asn1_key(tsa.key), certs_to_embed=SimpleCertificateStore.from_certs([ca])
+    )
+    metadata = signers.PdfSignatureMetadata(
+        field_name=field_name,
+        reason=reason,
+        name=stamp.signer_name,
+        subfilter=fields.SigSeedSubFilter.PADES,
+        md_algorithm="sha256",
+        certify=certify,
+        docmdp_permissions=fields.MDPPerm.FILL_FORMS,
+    )
+    pdf_signer = signers.PdfSigner(metadata, cms_signer, timestamper=timestamper, stamp_style=_stamp_style())
+    out = pdf_signer.sign_pdf(IncrementalPdfFileWriter(io.BytesIO(pdf)), appearance_text_params=stamp.params())
+    return out.getvalue()

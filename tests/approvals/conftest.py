@@ -1,0 +1,114 @@
+"""Fixtures: the organisation's PKI (RSA keys generated once per session: RSA 3072 generation is
+the slow part and says nothing about the code under test), and a request ready for sign-off."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from governance.approvals import pki
+from governance.approvals.models import Authority
+from governance.approvals.services import pki_init
+from governance.deployments.models import DeploymentRequest
+from tests.conftest import Personas
+from tests.deployments.conftest import FACTS, Flow, artifacts, catalog, flow  # noqa: F401
+
+KIMI_SERVING = {"engine": "vllm", "precision": "w4a8", "gpu": "h200", "tp": 8, "ep": 8, "max_model_len": 131072,
+                "concurrency": 8}  # fmt: skip
+KIMI_PRODUCT = "Kimi K2 中文客服助手 (月之暗面 W4A8)"
+_POOL: list[rsa.RSAPrivateKey] = []
+
+
+@pytest.fixture
+def key_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hand out RSA 3072 keys from a per-session pool, each key at most once per test."""
+    used = iter(range(1_000))
+
+    def next_key() -> rsa.RSAPrivateKey:
+        index = next(used)
+        while len(_POOL) <= index:
+            _POOL.append(rsa.generate_private_key(public_exponent=65537, key_size=pki.RSA_KEY_BITS))
+        return _POOL[index]
+
+    monkeypatch.setattr(pki, "new_rsa_key", next_key)
+
+
+@pytest.fixture
+def org_pki(db: None, key_pool: None) -> Authority:
+    root, created = pki_init(actor="system:test")
+    assert created
+    return root
+
+
+class SignFlow(Flow):
+    def __init__(self, personas: Personas, capture_on_commit: Any) -> None:
+        super().__init__(personas)
+        self.capture_on_commit = capture_on_commit
+
+    def ready(self, artifact: Any, **extra: Any) -> str:
+        """A request in review with capacity computed and obligations accepted."""
+        code = self.create(artifact, **extra)["code"]
+        assert self.post(self.p.requester, code, "submit").status_code == 200
+        assert self.post(self.p.legal, code, "start-review").status_code == 200
+        with self.capture_on_commit(execute=True):  # the computed plan becomes evidence after commit
+            self.compute_capacity(code)
+        self.meet_obligations(code)
+        assert DeploymentRequest.objects.get(code=code).evidence["capacity_plan"]["fits"]
+        return code
+
+    def digest(self, code: str) -> str:
+        return str(DeploymentRequest.objects.get(code=code).evidence_digest)
+
+    def sign(self, user: Any, code: str, role: str, decision: str = "approve", *, password: str | None = None,
+             digest: str | None = None, comment: str = "") -> Any:  # fmt: skip
+        body = {"role": role, "decision": decision, "password": password or f"pw-{user.username}",
+                "evidence_digest": digest or self.digest(code), "comment": comment}  # fmt: skip
+        return self.client(user).post(f"/api/v1/approvals/deployments/{code}/signoffs", body, format="json")
+
+    def approve_signed(self, code: str) -> None:
+        for user, role in ((self.p.legal, "legal"), (self.p.engineer, "engineering")):
+            response = self.sign(user, code, role)
+            assert response.status_code == 201, response.json()
+
+    def kimi(self, artifacts: dict[str, Any]) -> str:
+        return self.ready(artifacts["kimi"], product_name=KIMI_PRODUCT, serving_plan=KIMI_SERVING)
+
+
+@pytest.fixture
+def sign_flow(
+    personas: Personas,
+    artifacts: dict[str, Any],  # noqa: F811
+    org_pki: Authority,
+    django_capture_on_commit_callbacks: Any,
+) -> SignFlow:
+    return SignFlow(personas, django_capture_on_commit_callbacks)
+
+
+def pdfsig(path: Path, nss_dir: Path | None = None) -> str:
+    args = ["pdfsig", *(["-nssdir", f"sql:{nss_dir}"] if nss_dir else []), str(path)]
+    return subprocess.run(args, capture_output=True, text=True, check=False).stdout
+
+
+@pytest.fixture
+def nss_trusting(tmp_path: Path, org_pki: Authority) -> Iterator[Path]:
+    """An NSS database that trusts the organisation's root CA, for poppler's independent check."""
+    folder = tmp_path / "nss"
+    folder.mkdir()
+    ca = tmp_path / "ca.pem"
+    ca.write_text(org_pki.certificate_pem)
+    subprocess.run(["certutil", "-N", "-d", f"sql:{folder}", "--empty-password"], check=True, capture_output=True)
+    subprocess.run(["certutil", "-A", "-d", f"sql:{folder}", "-n", "approvals-ca", "-t", "CT,C,C", "-i", str(ca)],
+                   check=True, capture_output=True)  # fmt: skip
+    yield folder
+
+
+def as_file(data: bytes) -> io.BytesIO:
+    handle = io.BytesIO(data)
+    handle.name = "packet.pdf"
+    return handle
