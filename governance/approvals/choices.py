@@ -14,7 +14,10 @@ class SigningRole(models.TextChoices):
 
 
 # The group a user needs to sign as each role.
-ROLE_GROUPS: dict[str, str] = {SigningRole.LEGAL: Role.LEGAL_REVIEWER, SigningRole.ENGINEERING: Role.ENGINEERING_REVIEWER}
+ROLE_GROUPS: dict[str, str] = {
+    SigningRole.LEGAL: Role.LEGAL_REVIEWER,
+    SigningRole.ENGINEERING: Role.ENGINEERING_REVIEWER,
+}
 # The pre-created signature field of each role; legal signs first (a certification signature).
 SIGNATURE_FIELDS: dict[str, str] = {SigningRole.LEGAL: "LegalApproval", SigningRole.ENGINEERING: "EngineeringApproval"}
 SIGNING_ORDER: tuple[str, ...] = (SigningRole.LEGAL, SigningRole.ENGINEERING)

@@ -136,7 +136,9 @@ def _leaf(
     return Issued(certificate, key)
 
 
-def make_tsa(ca: Issued, organisation: str, *, now: datetime | None = None, key: rsa.RSAPrivateKey | None = None) -> Issued:
+def make_tsa(
+    ca: Issued, organisation: str, *, now: datetime | None = None, key: rsa.RSAPrivateKey | None = None
+) -> Issued:
     # RFC 3161 2.3: the timestamping EKU is the only one, and critical.
     return _leaf(ca, _name(organisation, f"{organisation} Timestamping Authority"), TSA_VALIDITY,
                  ExtendedKeyUsageOID.TIME_STAMPING, non_repudiation=False, eku_critical=True, now=now,
@@ -168,7 +170,9 @@ class Revoked:
     reason: x509.ReasonFlags
 
 
-def make_crl(ca: Issued, revoked: Iterable[Revoked], *, number: int, now: datetime | None = None) -> x509.CertificateRevocationList:
+def make_crl(
+    ca: Issued, revoked: Iterable[Revoked], *, number: int, now: datetime | None = None
+) -> x509.CertificateRevocationList:
     now = now or datetime.now(UTC)
     builder = (
         x509.CertificateRevocationListBuilder()

@@ -11,10 +11,10 @@ from django.db.models import QuerySet
 from django.urls import reverse
 
 from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, SigningRole
-from governance.approvals.models import ApprovalPacket, Authority, PacketVerification, SignOff, SigningCertificate
+from governance.approvals.models import ApprovalPacket, Authority, PacketVerification, SigningCertificate, SignOff
 from governance.deployments.models import DeploymentRequest
 
-_MEANINGS = {
+_MEANINGS: dict[tuple[str, str], str] = {
     (SigningRole.LEGAL, Decision.APPROVE): (
         "I, {name}, approve this deployment on legal grounds: I reviewed the license terms, every finding and "
         "waiver, and the obligations checklist in this packet, and I take responsibility for this approval."
@@ -25,7 +25,10 @@ _MEANINGS = {
     ),
 }
 _REJECT_MEANING = "I, {name}, reject this deployment request as its {role} reviewer, for the reason in my comment."
-_SHORT = {Decision.APPROVE: "Approval: reviewed, takes responsibility", Decision.REJECT: "Rejection: see comment"}
+_SHORT: dict[str, str] = {
+    Decision.APPROVE: "Approval: reviewed, takes responsibility",
+    Decision.REJECT: "Rejection: see comment",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +60,11 @@ def meaning_templates() -> list[dict[str, str]]:
     from governance.approvals.choices import SIGNATURE_FIELDS, SIGNING_ORDER
 
     return [
-        {"role": role, "field": SIGNATURE_FIELDS[role], "approve": _MEANINGS[(role, Decision.APPROVE)].format(name="[signer]")}
+        {
+            "role": role,
+            "field": SIGNATURE_FIELDS[role],
+            "approve": _MEANINGS[(role, Decision.APPROVE)].format(name="[signer]"),
+        }
         for role in SIGNING_ORDER
     ]
 

@@ -31,7 +31,7 @@ from governance.approvals.choices import (
     SigningRole,
 )
 from governance.approvals.keys import ensure_development_kek, key_encryption_key
-from governance.approvals.models import ApprovalPacket, Authority, PacketVerification, SignOff, SigningCertificate
+from governance.approvals.models import ApprovalPacket, Authority, PacketVerification, SigningCertificate, SignOff
 from governance.approvals.packet import PacketInput, render_packet
 from governance.approvals.selectors import (
     certificate_for,
@@ -107,6 +107,7 @@ def _publish_crl(root: Authority, ca: pki.Issued) -> None:
         for serial, revoked_at, reason in SigningCertificate.objects.filter(revoked_at__isnull=False).values_list(
             "serial_number", "revoked_at", "revocation_reason"
         )
+        if revoked_at is not None
     ]
     root.crl_number += 1
     root.crl_der = pki.make_crl(ca, revoked, number=root.crl_number).public_bytes(serialization.Encoding.DER)
@@ -279,7 +280,9 @@ class SignOffRefused(Exception):
         self.code, self.error = code, error
 
 
-def _refuse(code: RefusalCode, message: str, *, status: int = 409, extra: dict[str, Any] | None = None) -> SignOffRefused:
+def _refuse(
+    code: RefusalCode, message: str, *, status: int = 409, extra: dict[str, Any] | None = None
+) -> SignOffRefused:
     error_type = PermissionDeniedError if status == 403 else ConflictError
     error = error_type(message, extra={"code": str(code), **(extra or {})})
     if status not in (403, 409):
@@ -325,7 +328,13 @@ def sign_off(
 
 
 def _sign_off(
-    deployment: DeploymentRequest, user: User, role: str, decision: str, password: str, evidence_digest: str, comment: str
+    deployment: DeploymentRequest,
+    user: User,
+    role: str,
+    decision: str,
+    password: str,
+    evidence_digest: str,
+    comment: str,
 ) -> SignOff:
     from governance.deployments import services as deployment_services
 
@@ -396,7 +405,9 @@ def _sign_packet(
     )  # fmt: skip
     signed_at = timezone.now()
     packet.pdf, packet.pdf_sha256 = signed, hashlib.sha256(signed).hexdigest()
-    approvals = {s.role for s in live if s.decision == Decision.APPROVE} | ({role} if decision == Decision.APPROVE else set())
+    approvals = {s.role for s in live if s.decision == Decision.APPROVE} | (
+        {role} if decision == Decision.APPROVE else set()
+    )
     if decision == Decision.REJECT:
         packet.status = PacketStatus.REJECTED
     elif approvals == set(SigningRole.values):
@@ -413,8 +424,12 @@ def _sign_packet(
                  data={"role": role, "verdict": decision, "evidence_digest": deployment.evidence_digest,
                        "meaning": meaning, "comment": comment, "certificate_sha256": certificate.fingerprint_sha256,
                        "signed_at": format_time(signed_at)})  # fmt: skip
-    audit_record(actor=user, action=AuditAction.PACKET_SIGNED, obj=deployment,
-                 data={"packet": str(packet.code), "field": SIGNATURE_FIELDS[role], "pdf_sha256": packet.pdf_sha256})
+    audit_record(
+        actor=user,
+        action=AuditAction.PACKET_SIGNED,
+        obj=deployment,
+        data={"packet": str(packet.code), "field": SIGNATURE_FIELDS[role], "pdf_sha256": packet.pdf_sha256},
+    )
     if decision == Decision.REJECT:
         deployment_services._transition(deployment, Status.REJECTED, user, f"{role} rejected: {comment}")
     elif packet.status == PacketStatus.COMPLETE:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import Group, User
@@ -15,7 +16,9 @@ _SIGNING_GROUPS = set(ROLE_GROUPS.values())
 
 
 @receiver(m2m_changed, sender=User.groups.through)
-def _role_changed(sender: Any, instance: Any, action: str, reverse: bool, pk_set: set[int] | None, **kwargs: Any) -> None:
+def _role_changed(
+    sender: Any, instance: Any, action: str, reverse: bool, pk_set: set[int] | None, **kwargs: Any
+) -> None:
     if action not in ("post_add", "post_remove", "post_clear"):
         return
     if reverse:  # group.user_set.add(...)
@@ -33,4 +36,4 @@ def _role_changed(sender: Any, instance: Any, action: str, reverse: bool, pk_set
         # Revocation now, in this transaction: the CRL must list it before anyone can sign again.
         certificates_sync(user=user, actor="system:roles", issue=False)
         # Issuing generates an RSA key (slow): after commit; sign_off issues lazily if this never ran.
-        transaction.on_commit(lambda user=user: certificates_sync(user=user, actor="system:roles"))
+        transaction.on_commit(partial(certificates_sync, user=user, actor="system:roles"))

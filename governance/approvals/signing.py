@@ -121,7 +121,9 @@ def sign_packet(
         cert_registry=SimpleCertificateStore.from_certs([ca]),
     )
     timestamper = OrganisationTimeStamper(
-        tsa_cert=_asn1_cert(tsa.certificate), tsa_key=_asn1_key(tsa.key), certs_to_embed=SimpleCertificateStore.from_certs([ca])
+        tsa_cert=_asn1_cert(tsa.certificate),
+        tsa_key=_asn1_key(tsa.key),
+        certs_to_embed=SimpleCertificateStore.from_certs([ca]),
     )
     metadata = signers.PdfSignatureMetadata(
         field_name=field_name,

@@ -76,8 +76,8 @@ class SignFlow(Flow):
             response = self.sign(user, code, role)
             assert response.status_code == 201, response.json()
 
-    def kimi(self, artifacts: dict[str, Any]) -> str:
-        return self.ready(artifacts["kimi"], product_name=KIMI_PRODUCT, serving_plan=KIMI_SERVING)
+    def kimi(self, registered: dict[str, Any]) -> str:
+        return self.ready(registered["kimi"], product_name=KIMI_PRODUCT, serving_plan=KIMI_SERVING)
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def nss_trusting(tmp_path: Path, org_pki: Authority) -> Iterator[Path]:
     subprocess.run(["certutil", "-N", "-d", f"sql:{folder}", "--empty-password"], check=True, capture_output=True)
     subprocess.run(["certutil", "-A", "-d", f"sql:{folder}", "-n", "approvals-ca", "-t", "CT,C,C", "-i", str(ca)],
                    check=True, capture_output=True)  # fmt: skip
-    yield folder
+    return folder
 
 
 def as_file(data: bytes) -> io.BytesIO:

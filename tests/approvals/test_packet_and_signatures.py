@@ -5,19 +5,19 @@ poppler's pdfsig (an independent implementation)."""
 from __future__ import annotations
 
 import io
-import re
 import json
+import re
 import subprocess
 from pathlib import Path
 
 from pyhanko.pdf_utils.reader import PdfFileReader
 
-from governance.audit.actions import AuditAction
-from governance.audit.models import AuditCheckpoint, AuditEvent
 from governance.approvals.models import ApprovalPacket, PacketVerification
 from governance.approvals.selectors import approval_state
 from governance.approvals.services import verify_bytes
 from governance.approvals.verification import read_attachment
+from governance.audit.actions import AuditAction
+from governance.audit.models import AuditCheckpoint, AuditEvent
 from governance.core.canonical import canonical_sha256
 from governance.deployments.models import DeploymentRequest
 from tests.approvals.conftest import KIMI_PRODUCT, SignFlow, pdfsig
@@ -28,7 +28,9 @@ def _final_pdf(code: str) -> bytes:
     return bytes(packet.pdf)
 
 
-def test_kimi_packet_signed_by_both_verifies_everywhere(sign_flow: SignFlow, artifacts, tmp_path: Path, nss_trusting: Path) -> None:  # type: ignore[no-untyped-def]
+def test_kimi_packet_signed_by_both_verifies_everywhere(
+    sign_flow: SignFlow, artifacts, tmp_path: Path, nss_trusting: Path
+) -> None:  # type: ignore[no-untyped-def]
     code = sign_flow.kimi(artifacts)
     sign_flow.approve_signed(code)
     deployment = DeploymentRequest.objects.get(code=code)
@@ -42,8 +44,10 @@ def test_kimi_packet_signed_by_both_verifies_everywhere(sign_flow: SignFlow, art
     assert out.count("Signature is Valid.") == 2, out
     assert out.count("Certificate is Trusted.") == 2, out
     signatures = out.split("Signature #")[1:]
-    assert "LegalApproval" in signatures[0] and "Not total document signed" in signatures[0]
-    assert "EngineeringApproval" in signatures[1] and "Total document signed" in signatures[1]
+    assert "LegalApproval" in signatures[0]
+    assert "Not total document signed" in signatures[0]
+    assert "EngineeringApproval" in signatures[1]
+    assert "Total document signed" in signatures[1]
 
     # pyHanko
     report = verify_bytes(data)
@@ -51,7 +55,8 @@ def test_kimi_packet_signed_by_both_verifies_everywhere(sign_flow: SignFlow, art
     assert all(s.bottom_line and s.intact and s.valid and s.trusted and s.timestamp_trusted for s in report.signatures)
     assert report.signatures[0].modification_level == "FORM_FILLING"
     assert report.signatures[1].coverage == "ENTIRE_FILE"
-    assert report.all_valid and report.problems == []
+    assert report.all_valid
+    assert report.problems == []
 
     # the evidence travels inside the file and hashes to the request's digest
     evidence = json.loads(read_attachment(PdfFileReader(io.BytesIO(data)), "evidence.json") or b"{}")
@@ -64,25 +69,33 @@ def test_kimi_packet_signed_by_both_verifies_everywhere(sign_flow: SignFlow, art
     # PDF/A-3b identification survives both incremental signatures; Chinese glyphs are embedded
     xmp = PdfFileReader(io.BytesIO(data)).root["/Metadata"].get_object().data
     # (attribute or element form: WeasyPrint writes one, pyHanko re-serialises the other)
-    assert re.search(rb'pdfaid:part(="|>)3', xmp) and re.search(rb'pdfaid:conformance(="|>)B', xmp), xmp
+    assert re.search(rb'pdfaid:part(="|>)3', xmp), xmp
+    assert re.search(rb'pdfaid:conformance(="|>)B', xmp), xmp
     assert data.startswith(b"%PDF-1.7")
     # an audit checkpoint was signed right after the final signature, covering its events
     last = AuditCheckpoint.objects.order_by("-seq").first()
-    assert last is not None and last.seq >= AuditEvent.objects.filter(action=AuditAction.PACKET_SIGNED).order_by("-seq").first().seq  # type: ignore[union-attr]
+    assert last is not None
+    assert last.seq >= AuditEvent.objects.filter(action=AuditAction.PACKET_SIGNED).order_by("-seq").first().seq
     fonts = subprocess.run(["pdffonts", str(path)], capture_output=True, text=True, check=True).stdout
     assert "Noto-Sans-CJK" in fonts, fonts
     assert all(" yes " in line for line in fonts.splitlines()[2:]), fonts  # every font embedded (PDF/A)
     text = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True, check=True).stdout
-    assert "中文客服助手" in text and "月之暗面" in text
-    assert "GPU 0" in text and "KV cache" in text  # the per-GPU memory chart (SVG) is drawn as text + shapes
+    assert "中文客服助手" in text
+    assert "月之暗面" in text
+    assert "GPU 0" in text
+    assert "KV cache" in text
 
     # stored verification, and the gate's read of it
     stored = PacketVerification.objects.get(pdf_sha256=report.pdf_sha256)
-    assert stored.legal_valid and stored.engineering_valid and stored.evidence_current
+    assert stored.legal_valid
+    assert stored.engineering_valid
+    assert stored.evidence_current
     state = approval_state(deployment)
     assert state is not None
-    assert state.pdf_sha256 == report.pdf_sha256 and state.evidence_digest == deployment.evidence_digest
-    assert state.legal_valid and state.engineering_valid
+    assert state.pdf_sha256 == report.pdf_sha256
+    assert state.evidence_digest == deployment.evidence_digest
+    assert state.legal_valid
+    assert state.engineering_valid
     assert KIMI_PRODUCT  # product name with Chinese text was used
 
 
@@ -90,15 +103,23 @@ def test_download_and_verify_endpoint(sign_flow: SignFlow, artifacts, personas) 
     code = sign_flow.kimi(artifacts)
     sign_flow.approve_signed(code)
     response = sign_flow.client(personas.auditor).get(f"/api/v1/approvals/deployments/{code}/packet")
-    assert response.status_code == 200 and response["Content-Type"] == "application/pdf"
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/pdf"
     data = b"".join(response) if hasattr(response, "streaming_content") else response.content
-    assert sign_flow.client(personas.other_requester).get(f"/api/v1/approvals/deployments/{code}/packet").status_code == 404
+    assert (
+        sign_flow.client(personas.other_requester).get(f"/api/v1/approvals/deployments/{code}/packet").status_code
+        == 404
+    )
     upload = io.BytesIO(data)
     upload.name = "packet.pdf"
     answer = sign_flow.client(personas.outsider).post("/api/v1/approvals/verify", {"file": upload}, format="multipart")
     assert answer.status_code == 200, answer.json()
     body = answer.json()
-    assert body["all_valid"] and body["legal_valid"] and body["engineering_valid"] and body["evidence_current"]
+    assert body["all_valid"]
+    assert body["legal_valid"]
+    assert body["engineering_valid"]
+    assert body["evidence_current"]
     assert [s["bottom_line"] for s in body["signatures"]] == [True, True]
     missing = sign_flow.client(personas.outsider).post("/api/v1/approvals/verify", {}, format="multipart")
-    assert missing.status_code == 400 and "file" in missing.json()["message"]
+    assert missing.status_code == 400
+    assert "file" in missing.json()["message"]
