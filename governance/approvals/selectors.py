@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -156,3 +158,16 @@ def approval_state(deployment: DeploymentRequest) -> ApprovalState | None:
         engineering_valid=verification["engineering_valid"],
         verified_at=verification["verified_at"],
     )
+
+
+def approval_bundle_files() -> Iterator[tuple[str, bytes]]:
+    """For the audit bundle: every signed packet (its latest revision) and an index of them."""
+    index = []
+    signed = ApprovalPacket.objects.exclude(status=PacketStatus.RENDERED).select_related("deployment").order_by("id")
+    for packet in signed.defer("pdf").iterator():
+        name = f"approvals/{packet.pdf_sha256}.pdf"
+        yield name, bytes(ApprovalPacket.objects.values_list("pdf", flat=True).get(pk=packet.pk))
+        index.append({"file": name, "pdf_sha256": packet.pdf_sha256, "deployment": str(packet.deployment.code),
+                      "packet": str(packet.code), "status": packet.status, "evidence_digest": packet.evidence_digest,
+                      "voided_at": packet.voided_at.isoformat() if packet.voided_at else None})  # fmt: skip
+    yield "approvals/index.json", json.dumps(index, indent=2, sort_keys=True).encode()

@@ -10,7 +10,7 @@ import hashlib
 import io
 import json
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from django.db.models import QuerySet
@@ -79,6 +79,11 @@ def _csv_safe(value: str) -> str:
     return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
+# Other apps add files to the bundle as (name, bytes) pairs, each listed in the manifest with its
+# SHA-256 (the approvals app adds the signed approval PDFs).
+BUNDLE_FILE_PROVIDERS: list[Callable[[], Iterator[tuple[str, bytes]]]] = []
+
+
 def write_bundle(target: IO[bytes]) -> dict[str, object]:
     """Write the whole chain, checkpoints, public key and manifest into a zip. Returns the manifest."""
     public_key = public_key_pem(load_signing_key().public_key())
@@ -100,6 +105,10 @@ def write_bundle(target: IO[bytes]) -> dict[str, object]:
             counts[name] = count
         bundle.writestr(PUBLIC_KEY_FILE, public_key)
         digests[PUBLIC_KEY_FILE] = hashlib.sha256(public_key).hexdigest()
+        for provider in BUNDLE_FILE_PROVIDERS:
+            for name, data in provider():
+                bundle.writestr(name, data)
+                digests[name] = hashlib.sha256(data).hexdigest()
         manifest: dict[str, object] = {
             "format": "governance-audit-bundle/1",
             "created_at": format_time(timezone.now()),
