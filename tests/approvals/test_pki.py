@@ -62,3 +62,18 @@ def test_no_key_encryption_key_outside_debug_is_refused(db, settings, key_pool) 
     with pytest.raises(ApplicationError, match="APPROVALS_KEY_ENCRYPTION_KEY"):
         pki_init()
     assert not Authority.objects.exists()
+
+
+def test_bootstrap_runs_pki_init_and_a_debug_instance_makes_its_own_kek(db, settings, key_pool, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from governance.core.management.commands.bootstrap import BOOTSTRAP_STEPS
+
+    assert "pki_init" in BOOTSTRAP_STEPS
+    settings.DEBUG = True
+    settings.APPROVALS_KEY_ENCRYPTION_KEY = ""
+    settings.APPROVALS_KEK_PATH = str(tmp_path / "keys" / "approvals-kek")
+    call_command("pki_init")
+    kek = tmp_path / "keys" / "approvals-kek"
+    assert kek.stat().st_mode & 0o777 == 0o600
+    root = Authority.objects.get(kind=AuthorityKind.ROOT_CA)
+    assert pki.decrypt_key(root.encrypted_key_pem, kek.read_bytes().strip()).key_size == 3072
+    assert kek.read_text().strip() not in root.encrypted_key_pem
