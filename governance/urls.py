@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from governance.approvals.api import DeploymentReviewApi
 from governance.artifacts.api import ArtifactDetailApi, ArtifactListCreateApi
 from governance.capacity.api import CapacityPlanCreateApi, CapacityPlanDetailApi, PlannerPlanApi
 from governance.core.api import MeApi
@@ -16,6 +17,8 @@ api_v1: list[URLPattern | URLResolver] = [
     path("planner/plan", PlannerPlanApi.as_view(), name="planner-plan"),
     path("artifacts", ArtifactListCreateApi.as_view(), name="artifact-list"),
     path("artifacts/<uuid:code>", ArtifactDetailApi.as_view(), name="artifact-detail"),
+    # A review decision is a signed sign-off: the approvals app answers the deployments' review URL.
+    path("deployments/<uuid:code>/review", DeploymentReviewApi.as_view(), name="deployment-review"),
     path("deployments/", include("governance.deployments.urls")),
     path("", include("governance.evaluations.urls")),
     path("capacity/plans", CapacityPlanCreateApi.as_view(), name="capacity-plan-create"),

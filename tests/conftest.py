@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth.models import Group, User
 from django.db import connection
 from rest_framework.test import APIClient
 
+from governance.approvals import pki
+from governance.approvals.models import Authority
 from governance.core.models import Team
 from governance.core.roles import Role
 
@@ -193,3 +196,32 @@ def celery_worker(
         yield handle
     finally:
         stop_worker(process)
+
+
+# RSA 3072 keys, generated once per session: generation is the slow part of the PKI and says
+# nothing about the code under test.
+_POOL: list[rsa.RSAPrivateKey] = []
+
+
+@pytest.fixture
+def key_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hand out RSA 3072 keys from a per-session pool, each key at most once per test."""
+    used = iter(range(1_000))
+
+    def next_key() -> rsa.RSAPrivateKey:
+        index = next(used)
+        while len(_POOL) <= index:
+            _POOL.append(rsa.generate_private_key(public_exponent=65537, key_size=pki.RSA_KEY_BITS))
+        return _POOL[index]
+
+    monkeypatch.setattr(pki, "new_rsa_key", next_key)
+
+
+@pytest.fixture
+def org_pki(db: None, key_pool: None) -> Authority:
+    """The organisation's approvals PKI (root CA, TSA, CRL), as `manage.py pki_init` makes it."""
+    from governance.approvals.services import pki_init
+
+    root, created = pki_init(actor="system:test")
+    assert created
+    return root

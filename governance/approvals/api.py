@@ -18,10 +18,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.approvals import selectors, services
-from governance.approvals.choices import Decision, SigningRole
+from governance.approvals.choices import ROLE_GROUPS, Decision, SigningRole
 from governance.approvals.models import SignOff
-from governance.core.errors import NotFoundError, invalid_input
+from governance.core.errors import NotFoundError, PermissionDeniedError, invalid_input
+from governance.core.roles import has_role
 from governance.core.serializers import StrictSerializer
+from governance.deployments.api import DeploymentOutputSerializer
 from governance.deployments.selectors import deployment_get
 
 
@@ -163,3 +165,34 @@ class CrlApi(APIView):
         if root is None or not root.crl_der:
             raise NotFoundError("the approvals PKI is not initialised")
         return HttpResponse(bytes(root.crl_der), content_type="application/pkix-crl")
+
+
+class ReviewInputSerializer(StrictSerializer):
+    verdict = serializers.ChoiceField(choices=Decision.choices)
+    evidence_digest = serializers.RegexField(r"^[0-9a-f]{64}$")
+    password = serializers.CharField(max_length=4096, trim_whitespace=False, write_only=True)
+    role = serializers.ChoiceField(choices=SigningRole.choices, required=False)
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=4000, default="")
+
+
+class DeploymentReviewApi(APIView):
+    """`POST /api/v1/deployments/{code}/review`: a reviewer's decision, now a signed sign-off.
+    `role` may be left out by a user who holds one reviewer role only."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=ReviewInputSerializer, responses=DeploymentOutputSerializer)
+    def post(self, request: Request, code: str) -> Response:
+        user = _user(request)
+        deployment = deployment_get(user, code)
+        serializer = ReviewInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if not has_role(user, *ROLE_GROUPS.values()):
+            raise PermissionDeniedError("signing off needs the legal or engineering reviewer role")
+        role = data.get("role") or selectors.only_signing_role(user)
+        if role is None:
+            raise invalid_input("role", f"say which role you sign as: {', '.join(SigningRole.values)}")
+        services.sign_off(deployment=deployment, user=user, role=role, decision=data["verdict"],
+                          password=data["password"], evidence_digest=data["evidence_digest"], comment=data["comment"])  # fmt: skip
+        return Response(DeploymentOutputSerializer(deployment_get(user, code)).data)

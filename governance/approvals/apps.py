@@ -6,9 +6,11 @@ class ApprovalsConfig(AppConfig):
     name = "governance.approvals"
 
     def ready(self) -> None:
-        # Role changes issue or revoke signing certificates.
-        from governance.approvals import signals  # noqa: F401
-        from governance.approvals.selectors import approval_bundle_files
-        from governance.audit.exports import BUNDLE_FILE_PROVIDERS
+        # Importing `signals` connects the role-change receiver (certificates); the apps below
+        # announce evidence changes and audit bundles, and this app listens.
+        from governance.approvals import signals
+        from governance.audit.signals import bundle_files
+        from governance.deployments.signals import evidence_changed
 
-        BUNDLE_FILE_PROVIDERS.append(approval_bundle_files)
+        evidence_changed.connect(signals.on_evidence_changed, dispatch_uid="approvals.evidence_changed")
+        bundle_files.connect(signals.on_bundle_files, dispatch_uid="approvals.bundle_files")

@@ -10,7 +10,7 @@ from django.db.models import Q
 
 from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, RevocationReason, SigningRole
 from governance.core.models import BaseModel
-from governance.deployments.models import DeploymentRequest
+from governance.deployments.models import DeploymentRequest, ReviewDecision
 
 
 class Authority(BaseModel):
@@ -83,6 +83,8 @@ class SignOff(BaseModel):
     """One reviewer's signed decision: who, as which role, what it means, on which evidence."""
 
     deployment = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="signoffs")
+    # The deployments app's record of the decision (its `decisions`, voided there on evidence change).
+    review_decision = models.OneToOneField(ReviewDecision, on_delete=models.CASCADE, related_name="signoff")
     packet = models.ForeignKey(ApprovalPacket, on_delete=models.PROTECT, related_name="signoffs")
     role = models.CharField(max_length=12, choices=SigningRole.choices)
     decision = models.CharField(max_length=8, choices=Decision.choices)

@@ -71,6 +71,15 @@ def meaning_templates() -> list[dict[str, str]]:
     ]
 
 
+def only_signing_role(user: Any) -> str | None:
+    """The role a reviewer signs as when they hold exactly one reviewer role, else None."""
+    from governance.approvals.choices import ROLE_GROUPS
+    from governance.core.roles import has_role
+
+    held = [role for role, group in ROLE_GROUPS.items() if has_role(user, group)]
+    return held[0] if len(held) == 1 else None
+
+
 def authority(kind: str) -> Authority | None:
     return Authority.objects.filter(kind=kind).first()
 
@@ -170,4 +179,5 @@ def approval_bundle_files() -> Iterator[tuple[str, bytes]]:
         index.append({"file": name, "pdf_sha256": packet.pdf_sha256, "deployment": str(packet.deployment.code),
                       "packet": str(packet.code), "status": packet.status, "evidence_digest": packet.evidence_digest,
                       "voided_at": packet.voided_at.isoformat() if packet.voided_at else None})  # fmt: skip
-    yield "approvals/index.json", json.dumps(index, indent=2, sort_keys=True).encode()
+    if index:  # a trail without approvals gets a bundle without an approvals folder
+        yield "approvals/index.json", json.dumps(index, indent=2, sort_keys=True).encode()

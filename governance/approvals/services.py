@@ -49,9 +49,11 @@ from governance.audit.actions import AuditAction
 from governance.audit.models import AuditCheckpoint
 from governance.audit.services import audit_checkpoint_create, audit_record, format_time
 from governance.core.errors import ApplicationError, ConflictError, PermissionDeniedError, invalid_input
-from governance.core.roles import has_role
+from governance.core.roles import Role, has_role
 from governance.deployments.choices import Status
-from governance.deployments.models import DeploymentRequest
+from governance.deployments.models import DeploymentRequest, ReviewDecision
+from governance.deployments.selectors import deployment_blockers
+from governance.deployments.services import deployment_lock, deployment_transition
 
 logger = logging.getLogger(__name__)
 
@@ -232,13 +234,10 @@ def packet_prepare(*, deployment: DeploymentRequest, actor: Actor) -> ApprovalPa
 
 def packet_render_for_review(*, deployment: DeploymentRequest, actor: User) -> ApprovalPacket:
     """A reviewer asks for the packet before signing (the UI shows it with the meaning text)."""
-    from governance.core.roles import Role
-    from governance.deployments import services as deployment_services
-
     if not has_role(actor, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER, Role.ADMIN):
         raise PermissionDeniedError("only reviewers render approval packets")
     with transaction.atomic():
-        deployment = deployment_services._lock(deployment)
+        deployment = deployment_lock(deployment)
         if deployment.status != Status.IN_REVIEW:
             raise ConflictError(f"a {deployment.status} request is not in review",
                                 extra={"fields": {"status": [deployment.status]}})  # fmt: skip
@@ -252,17 +251,16 @@ def _void_packet(packet: ApprovalPacket, reason: str) -> None:
     packet.save(update_fields=["voided_at", "void_reason", "status", "updated_at"])
 
 
-def signoffs_void(*, deployment: DeploymentRequest, reason: str, actor: Actor) -> int:
-    """Evidence changed: void the sign-offs and packet bound to any other digest (the deployments
-    void-on-change path calls this with the request row locked). Returns how many sign-offs."""
+def signoffs_void(*, deployment: DeploymentRequest, reason: str) -> int:
+    """Evidence changed: void the sign-offs and packets bound to any other digest. Runs on the
+    deployments void-on-change path (its `evidence_changed` signal, request row locked), which has
+    just voided each sign-off's review decision and audited it (`approval.signoff_voided`).
+    Returns how many sign-offs."""
     now = timezone.now()
     count = 0
     for signoff in live_signoffs(deployment).exclude(evidence_digest=deployment.evidence_digest):
         signoff.voided_at, signoff.void_reason = now, reason
         signoff.save(update_fields=["voided_at", "void_reason", "updated_at"])
-        audit_record(actor=actor, action=AuditAction.SIGNOFF_VOIDED, obj=deployment,
-                     data={"role": signoff.role, "reviewer": signoff.signer.get_username(), "reason": reason,
-                           "pdf_sha256": signoff.pdf_sha256})  # fmt: skip
         count += 1
     for packet in ApprovalPacket.objects.filter(deployment=deployment, voided_at__isnull=True).exclude(
         evidence_digest=deployment.evidence_digest
@@ -336,9 +334,7 @@ def _sign_off(
     evidence_digest: str,
     comment: str,
 ) -> SignOff:
-    from governance.deployments import services as deployment_services
-
-    deployment = deployment_services._lock(deployment)
+    deployment = deployment_lock(deployment)
     if not has_role(user, ROLE_GROUPS[role]):
         raise _refuse(RefusalCode.ROLE_NOT_HELD, f"you do not hold the {role} reviewer role", status=403)
     if deployment.requester_id == user.pk or deployment.team.members.filter(pk=user.pk).exists():
@@ -356,6 +352,11 @@ def _sign_off(
     live = list(live_signoffs(deployment).filter(evidence_digest=deployment.evidence_digest))
     if any(s.role == role for s in live):
         raise _refuse(RefusalCode.ALREADY_SIGNED, f"the {role} sign-off on this evidence is already recorded")
+    if decision == Decision.APPROVE:
+        blockers = deployment_blockers(deployment, role)
+        if blockers:
+            raise _refuse(RefusalCode.BLOCKERS, f"{len(blockers)} blocker(s) stand in the way",
+                          extra={"blockers": blockers})  # fmt: skip
     if (decision == Decision.APPROVE and role == SigningRole.ENGINEERING
             and not any(s.role == SigningRole.LEGAL and s.decision == Decision.APPROVE for s in live)):  # fmt: skip
         raise _refuse(RefusalCode.WRONG_ORDER, "legal signs first; engineering signs after the legal approval")
@@ -366,11 +367,6 @@ def _sign_off(
         raise _refuse(RefusalCode.CERTIFICATE_REVOKED,
                       f"your {role} signing certificate was revoked ({certificate.revocation_reason}); "
                       "an administrator must issue a new one")  # fmt: skip
-    if decision == Decision.APPROVE:
-        blockers = deployment_services.deployment_blockers(deployment, role)
-        if blockers:
-            raise _refuse(RefusalCode.BLOCKERS, f"{len(blockers)} blocker(s) stand in the way",
-                          extra={"blockers": blockers})  # fmt: skip
     if certificate is None:  # a reviewer who had the role before the PKI existed
         certificate = certificate_issue(user=user, role=role, actor=user)
     return _sign_packet(deployment, user, role, decision, comment, certificate, live)
@@ -385,8 +381,6 @@ def _sign_packet(
     certificate: SigningCertificate,
     live: list[SignOff],
 ) -> SignOff:
-    from governance.deployments import services as deployment_services
-
     packet = packet_prepare(deployment=deployment, actor=user)
     meaning = signoff_meaning(role, decision, user)
     signer = _issued(certificate)
@@ -415,8 +409,10 @@ def _sign_packet(
     else:
         packet.status = PacketStatus.PARTIAL
     packet.save(update_fields=["pdf", "pdf_sha256", "status", "completed_at", "updated_at"])
+    review_decision = ReviewDecision.objects.create(request=deployment, role=role, verdict=decision, reviewer=user,
+                                                    evidence_digest=deployment.evidence_digest, comment=comment)  # fmt: skip
     signoff = SignOff.objects.create(
-        deployment=deployment, packet=packet, role=role, decision=decision, signer=user, signer_name=printed_name(user),
+        deployment=deployment, review_decision=review_decision, packet=packet, role=role, decision=decision, signer=user, signer_name=printed_name(user),
         meaning=meaning, comment=comment, signed_at=signed_at, evidence_digest=deployment.evidence_digest,
         certificate=certificate, field_name=SIGNATURE_FIELDS[role], pdf_sha256=packet.pdf_sha256,
     )  # fmt: skip
@@ -431,14 +427,14 @@ def _sign_packet(
         data={"packet": str(packet.code), "field": SIGNATURE_FIELDS[role], "pdf_sha256": packet.pdf_sha256},
     )
     if decision == Decision.REJECT:
-        deployment_services._transition(deployment, Status.REJECTED, user, f"{role} rejected: {comment}")
+        deployment_transition(deployment, Status.REJECTED, user, f"{role} rejected: {comment}")
     elif packet.status == PacketStatus.COMPLETE:
         report, _ = _verification_store(signed, deployment=deployment, actor=user)
         if not (report.valid_for(SigningRole.LEGAL) and report.valid_for(SigningRole.ENGINEERING)):
             # Never approve on a packet that does not verify; roll the signature back.
             raise ConflictError("the signed packet did not verify; nothing was recorded",
                                 extra={"verification": report.as_dict()})  # fmt: skip
-        deployment_services._transition(deployment, Status.APPROVED, user, "legal and engineering signed the packet")
+        deployment_transition(deployment, Status.APPROVED, user, "legal and engineering signed the packet")
         audit_checkpoint_create(force=True)  # the final PDF's hash is now under a signed checkpoint
     return signoff
 

@@ -1,4 +1,5 @@
-"""Role changes (Django group membership) issue or revoke signing certificates."""
+"""Receivers: role changes (Django group membership) issue or revoke signing certificates; an
+evidence change voids the sign-offs and packets of the old digest."""
 
 from __future__ import annotations
 
@@ -37,3 +38,15 @@ def _role_changed(
         certificates_sync(user=user, actor="system:roles", issue=False)
         # Issuing generates an RSA key (slow): after commit; sign_off issues lazily if this never ran.
         transaction.on_commit(partial(certificates_sync, user=user, actor="system:roles"))
+
+
+def on_evidence_changed(sender: Any, deployment: Any, actor: Any, reason: str, **kwargs: Any) -> None:
+    from governance.approvals.services import signoffs_void
+
+    signoffs_void(deployment=deployment, reason=reason)
+
+
+def on_bundle_files(sender: Any, **kwargs: Any) -> Any:
+    from governance.approvals.selectors import approval_bundle_files
+
+    return approval_bundle_files()

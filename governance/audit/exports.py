@@ -10,8 +10,8 @@ import hashlib
 import io
 import json
 import zipfile
-from collections.abc import Callable, Iterator
-from typing import IO
+from collections.abc import Iterable, Iterator
+from typing import IO, cast
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -20,6 +20,7 @@ from governance.audit.keys import load_signing_key, public_key_pem
 from governance.audit.models import AuditEvent
 from governance.audit.selectors import audit_checkpoints
 from governance.audit.services import checkpoint_line, format_time
+from governance.audit.signals import bundle_files
 from governance.audit.verify import CHECKPOINTS_FILE, EVENTS_FILE, MANIFEST_FILE, PUBLIC_KEY_FILE
 
 CHUNK_ROWS = 2000
@@ -79,11 +80,6 @@ def _csv_safe(value: str) -> str:
     return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
-# Other apps add files to the bundle as (name, bytes) pairs, each listed in the manifest with its
-# SHA-256 (the approvals app adds the signed approval PDFs).
-BUNDLE_FILE_PROVIDERS: list[Callable[[], Iterator[tuple[str, bytes]]]] = []
-
-
 def write_bundle(target: IO[bytes]) -> dict[str, object]:
     """Write the whole chain, checkpoints, public key and manifest into a zip. Returns the manifest."""
     public_key = public_key_pem(load_signing_key().public_key())
@@ -105,10 +101,11 @@ def write_bundle(target: IO[bytes]) -> dict[str, object]:
             counts[name] = count
         bundle.writestr(PUBLIC_KEY_FILE, public_key)
         digests[PUBLIC_KEY_FILE] = hashlib.sha256(public_key).hexdigest()
-        for provider in BUNDLE_FILE_PROVIDERS:
-            for name, data in provider():
-                bundle.writestr(name, data)
-                digests[name] = hashlib.sha256(data).hexdigest()
+        for _receiver, response in bundle_files.send(sender=None):
+            files = cast(Iterable[tuple[str, bytes]], response or ())
+            for file_name, data in files:
+                bundle.writestr(file_name, data)
+                digests[file_name] = hashlib.sha256(data).hexdigest()
         manifest: dict[str, object] = {
             "format": "governance-audit-bundle/1",
             "created_at": format_time(timezone.now()),

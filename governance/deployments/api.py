@@ -24,7 +24,7 @@ from governance.core.roles import Role, has_role
 from governance.core.selectors import team_choose
 from governance.core.serializers import StrictSerializer
 from governance.deployments import services
-from governance.deployments.choices import Engine, ReviewRole, ReviewVerdict, Status
+from governance.deployments.choices import Engine, Status
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import (
     active_waivers,
@@ -231,23 +231,8 @@ class DeploymentStartReviewApi(_ActionApi):
         return _output(services.deployment_start_review(deployment=self.target(request, code), actor=_user(request)))
 
 
-class ReviewInputSerializer(StrictSerializer):
-    verdict = serializers.ChoiceField(choices=ReviewVerdict.choices)
-    evidence_digest = serializers.RegexField(r"^[0-9a-f]{64}$")
-    role = serializers.ChoiceField(choices=ReviewRole.choices, required=False)
-    comment = serializers.CharField(required=False, allow_blank=True, max_length=4000)
-
-
-class DeploymentReviewApi(_ActionApi):
-    @extend_schema(request=ReviewInputSerializer, responses=DeploymentOutputSerializer)
-    def post(self, request: Request, code: str) -> Response:
-        serializer = ReviewInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        return _output(
-            services.deployment_review(
-                deployment=self.target(request, code), actor=_user(request), **serializer.validated_data
-            )
-        )
+# The review endpoint (`<code>/review`) is the approvals app's sign-off, wired in governance/urls.py:
+# a decision is a signature on the approval packet now.
 
 
 class ReasonInputSerializer(StrictSerializer):

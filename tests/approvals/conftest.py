@@ -10,11 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
 
-from governance.approvals import pki
 from governance.approvals.models import Authority
-from governance.approvals.services import pki_init
 from governance.deployments.models import DeploymentRequest
 from tests.conftest import Personas
 from tests.deployments.conftest import FACTS, Flow, artifacts, catalog, flow  # noqa: F401
@@ -22,28 +19,6 @@ from tests.deployments.conftest import FACTS, Flow, artifacts, catalog, flow  # 
 KIMI_SERVING = {"engine": "vllm", "precision": "w4a8", "gpu": "h200", "tp": 8, "ep": 8, "max_model_len": 131072,
                 "concurrency": 8}  # fmt: skip
 KIMI_PRODUCT = "Kimi K2 中文客服助手 (月之暗面 W4A8)"
-_POOL: list[rsa.RSAPrivateKey] = []
-
-
-@pytest.fixture
-def key_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hand out RSA 3072 keys from a per-session pool, each key at most once per test."""
-    used = iter(range(1_000))
-
-    def next_key() -> rsa.RSAPrivateKey:
-        index = next(used)
-        while len(_POOL) <= index:
-            _POOL.append(rsa.generate_private_key(public_exponent=65537, key_size=pki.RSA_KEY_BITS))
-        return _POOL[index]
-
-    monkeypatch.setattr(pki, "new_rsa_key", next_key)
-
-
-@pytest.fixture
-def org_pki(db: None, key_pool: None) -> Authority:
-    root, created = pki_init(actor="system:test")
-    assert created
-    return root
 
 
 class SignFlow(Flow):

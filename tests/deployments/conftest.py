@@ -116,11 +116,13 @@ class Flow:
         self.meet_obligations(code)
         digest = self.get(self.p.legal, code)["evidence_digest"]
         for user in (self.p.legal, self.p.engineer):
-            response = self.post(user, code, "review", {"verdict": "approve", "evidence_digest": digest})
+            body = {"verdict": "approve", "evidence_digest": digest, "password": f"pw-{user.username}"}
+            response = self.post(user, code, "review", body)
             assert response.status_code == 200, response.json()
         return self.get(self.p.legal, code)
 
 
 @pytest.fixture
-def flow(personas: Personas, artifacts: dict[str, ModelArtifact]) -> Flow:
+def flow(personas: Personas, artifacts: dict[str, ModelArtifact], org_pki: Any) -> Flow:
+    """Reviews are signatures: the organisation's PKI must exist."""
     return Flow(personas)

@@ -59,7 +59,10 @@ def test_refused_transitions_answer_409_and_change_nothing(flow: Flow, artifacts
     assert "status" in again.json()["extra"]["fields"]
     digest = flow.get(personas.legal, code)["evidence_digest"]
     assert (
-        flow.post(personas.legal, code, "review", {"verdict": "approve", "evidence_digest": digest}).status_code == 409
+        flow.post(
+            personas.legal, code, "review", {"verdict": "approve", "evidence_digest": digest, "password": "pw-legal"}
+        ).status_code
+        == 409
     )
     assert flow.post(personas.legal, code, "revoke", {"reason": "x"}).status_code == 409
     assert DeploymentRequest.objects.get(code=code).status == Status.SUBMITTED
@@ -68,7 +71,9 @@ def test_refused_transitions_answer_409_and_change_nothing(flow: Flow, artifacts
 def test_a_requester_cannot_review(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
     code = flow.to_review(artifacts["apache"])
     digest = flow.get(personas.requester, code)["evidence_digest"]
-    response = flow.post(personas.requester, code, "review", {"verdict": "approve", "evidence_digest": digest})
+    response = flow.post(
+        personas.requester, code, "review", {"verdict": "approve", "evidence_digest": digest, "password": "pw-req"}
+    )
     assert response.status_code == 403
     assert flow.post(personas.requester, code, "start-review").status_code == 403
 
@@ -92,7 +97,10 @@ def test_reject_is_final(flow: Flow, artifacts, personas) -> None:  # type: igno
     code = flow.to_review(artifacts["apache"])
     digest = flow.get(personas.engineer, code)["evidence_digest"]
     response = flow.post(
-        personas.engineer, code, "review", {"verdict": "reject", "evidence_digest": digest, "comment": "no"}
+        personas.engineer,
+        code,
+        "review",
+        {"verdict": "reject", "evidence_digest": digest, "comment": "no", "password": "pw-eng"},
     )
     assert response.json()["status"] == "rejected"
     patch = flow.client(personas.requester).patch(f"/api/v1/deployments/{code}", {"product_name": "x"}, format="json")
@@ -104,7 +112,9 @@ def test_stale_evidence_digest_is_refused(flow: Flow, artifacts, personas) -> No
     code = flow.to_review(artifacts["apache"])
     flow.compute_capacity(code)
     flow.meet_obligations(code)
-    response = flow.post(personas.legal, code, "review", {"verdict": "approve", "evidence_digest": "0" * 64})
+    response = flow.post(
+        personas.legal, code, "review", {"verdict": "approve", "evidence_digest": "0" * 64, "password": "pw-legal"}
+    )
     assert response.status_code == 409
     assert "evidence_digest" in response.json()["extra"]["fields"]
 
@@ -112,10 +122,14 @@ def test_stale_evidence_digest_is_refused(flow: Flow, artifacts, personas) -> No
 def test_approval_needs_obligations_and_capacity(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
     code = flow.to_review(artifacts["llama"])
     digest = flow.get(personas.legal, code)["evidence_digest"]
-    legal = flow.post(personas.legal, code, "review", {"verdict": "approve", "evidence_digest": digest})
+    legal = flow.post(
+        personas.legal, code, "review", {"verdict": "approve", "evidence_digest": digest, "password": "pw-legal"}
+    )
     assert legal.status_code == 409
     assert {b["code"] for b in legal.json()["extra"]["blockers"]} == {"obligation.not_accepted"}
-    engineering = flow.post(personas.engineer, code, "review", {"verdict": "approve", "evidence_digest": digest})
+    engineering = flow.post(
+        personas.engineer, code, "review", {"verdict": "approve", "evidence_digest": digest, "password": "pw-eng"}
+    )
     assert engineering.status_code == 409
     assert engineering.json()["extra"]["blockers"][0]["code"] == "capacity.pending"
 

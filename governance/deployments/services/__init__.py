@@ -23,7 +23,6 @@ from governance.deployments.services.evidence import (
 from governance.deployments.services.lifecycle import (
     EVIDENCE_FIELDS,
     deployment_create,
-    deployment_review,
     deployment_revoke,
     deployment_start_review,
     deployment_submit,
@@ -49,7 +48,6 @@ __all__ = [
     "deployment_create",
     "deployment_evidence_refresh",
     "deployment_lock",
-    "deployment_review",
     "deployment_revoke",
     "deployment_start_review",
     "deployment_submit",

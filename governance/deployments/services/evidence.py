@@ -20,6 +20,7 @@ from governance.deployments.choices import ObligationStatus, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem
 from governance.deployments.selectors import active_waivers, latest_capacity_plan
 from governance.deployments.services.transitions import SYSTEM, Actor, deployment_lock, deployment_transition
+from governance.deployments.signals import evidence_changed
 from governance.evaluations.evals import eval_evidence
 from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
@@ -201,6 +202,7 @@ def deployment_evidence_refresh(deployment: DeploymentRequest, actor: Actor, rea
             obj=deployment,
             data={"role": decision.role, "reviewer": decision.reviewer.username, "reason": reason},
         )
+    evidence_changed.send(sender=DeploymentRequest, deployment=deployment, actor=actor, reason=reason)
     audit_record(
         actor=actor,
         action=AuditAction.DEPLOYMENT_REEVALUATED,

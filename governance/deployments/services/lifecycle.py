@@ -1,5 +1,5 @@
-"""A request's life: created, edited and submitted by its team's requesters, reviewed by legal and
-engineering (separation of duties), revoked. Every write locks the row and audits in the same transaction."""
+"""A request's life: created, edited and submitted by its team's requesters, put in review, revoked.
+The review decision itself is a signed sign-off in the approvals app (`governance.approvals.services.sign_off`). Every write locks the row and audits in the same transaction."""
 
 from __future__ import annotations
 
@@ -7,15 +7,13 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.utils import timezone
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ConflictError, invalid_input
-from governance.core.roles import Role, has_role
-from governance.deployments.choices import EDITABLE, ReviewRole, ReviewVerdict, Status
-from governance.deployments.models import DeploymentRequest, ReviewDecision
-from governance.deployments.selectors import deployment_blockers
+from governance.core.roles import Role
+from governance.deployments.choices import EDITABLE, Status
+from governance.deployments.models import DeploymentRequest
 from governance.deployments.services.evidence import capacity_plan_queue, deployment_evidence_refresh, validate_facts
 from governance.deployments.services.transitions import (
     deployment_lock,
@@ -26,8 +24,6 @@ from governance.deployments.services.transitions import (
 from governance.deployments.signals import deployment_submitted
 
 EVIDENCE_FIELDS = ("facts", "serving_plan", "artifact", "product_name", "environments", "target_cluster")
-# Which group a reviewer needs to sign off in each review role.
-REVIEW_GROUPS = ((ReviewRole.LEGAL, Role.LEGAL_REVIEWER), (ReviewRole.ENGINEERING, Role.ENGINEERING_REVIEWER))
 
 
 def deployment_create(*, actor: User, data: dict[str, Any]) -> DeploymentRequest:
@@ -101,64 +97,6 @@ def deployment_start_review(*, deployment: DeploymentRequest, actor: User) -> De
         require_reviewer(deployment, actor, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
         deployment_transition(deployment, Status.IN_REVIEW, actor, "review started")
     return deployment
-
-
-def deployment_review(
-    *,
-    deployment: DeploymentRequest,
-    actor: User,
-    verdict: str,
-    evidence_digest: str,
-    role: str | None = None,
-    comment: str = "",
-) -> DeploymentRequest:
-    with transaction.atomic():
-        deployment = deployment_lock(deployment)
-        require_reviewer(deployment, actor, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
-        roles = [review_role for review_role, group in REVIEW_GROUPS if has_role(actor, group)]
-        if role is None and len(roles) == 1:
-            role = roles[0]
-        if role not in roles:
-            raise invalid_input("role", f"you review as one of: {', '.join(roles)}")
-        if deployment.status != Status.IN_REVIEW:
-            raise ConflictError(
-                f"a {deployment.status} request is not in review", extra={"fields": {"status": [deployment.status]}}
-            )
-        if evidence_digest != deployment.evidence_digest:
-            raise ConflictError(
-                "the evidence changed since you looked; review it again",
-                extra={"fields": {"evidence_digest": [f"current is {deployment.evidence_digest}"]}},
-            )
-        if verdict == ReviewVerdict.APPROVE:
-            blockers = deployment_blockers(deployment, role)
-            if blockers:
-                raise ConflictError(f"{len(blockers)} blocker(s) stand in the way", extra={"blockers": blockers})
-        deployment.decisions.filter(role=role, voided_at__isnull=True).update(
-            voided_at=timezone.now(), void_reason="superseded by a newer decision"
-        )
-        ReviewDecision.objects.create(
-            request=deployment,
-            role=role,
-            verdict=verdict,
-            reviewer=actor,
-            evidence_digest=deployment.evidence_digest,
-            comment=comment,
-        )
-        audit_record(
-            actor=actor,
-            action=AuditAction.SIGNOFF_RECORDED,
-            obj=deployment,
-            data={"role": role, "verdict": verdict, "evidence_digest": deployment.evidence_digest},
-        )
-        if verdict == ReviewVerdict.REJECT:
-            deployment_transition(deployment, Status.REJECTED, actor, f"{role} rejected: {comment}")
-        else:
-            standing = deployment.decisions.filter(
-                voided_at__isnull=True, verdict=ReviewVerdict.APPROVE, evidence_digest=deployment.evidence_digest
-            )
-            if set(standing.values_list("role", flat=True)) == {ReviewRole.LEGAL, ReviewRole.ENGINEERING}:
-                deployment_transition(deployment, Status.APPROVED, actor, "legal and engineering approved")
-    return DeploymentRequest.objects.get(pk=deployment.pk)
 
 
 def deployment_revoke(*, deployment: DeploymentRequest, actor: User, reason: str) -> DeploymentRequest:
