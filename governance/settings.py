@@ -176,6 +176,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name for the sign-off decision (approve/reject), used as `verdict` and as `decision`.
+    "ENUM_NAME_OVERRIDES": {"SignOffDecisionEnum": "governance.approvals.choices.Decision"},
 }
 
 # --- Celery ---

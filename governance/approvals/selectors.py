@@ -28,8 +28,8 @@ _MEANINGS: dict[tuple[str, str], str] = {
 }
 _REJECT_MEANING = "I, {name}, reject this deployment request as its {role} reviewer, for the reason in my comment."
 _SHORT: dict[str, str] = {
-    Decision.APPROVE: "Approval: reviewed, takes responsibility",
-    Decision.REJECT: "Rejection: see comment",
+    Decision.APPROVE: "approval",
+    Decision.REJECT: "rejection",
 }
 
 

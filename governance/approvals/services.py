@@ -395,7 +395,7 @@ def _sign_packet(
         tsa=SigningParty(tsa.certificate, tsa.key),
         reason=meaning,
         stamp=StampText(signer_name=printed_name(user), role=role, decision=decision,
-                        meaning_short=signoff_meaning_short(decision), fingerprint=certificate.fingerprint_sha256[:32]),
+                        meaning_short=signoff_meaning_short(decision), fingerprint=certificate.fingerprint_sha256[:16]),
     )  # fmt: skip
     signed_at = timezone.now()
     packet.pdf, packet.pdf_sha256 = signed, hashlib.sha256(signed).hexdigest()

@@ -40,12 +40,10 @@ STAMP_FONT_CANDIDATES = (
     Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
     Path("/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf"),
 )
+# Short lines: the stamp box is small. The full meaning text is the signature's /Reason, the
+# packet's Signatures table and the sign-off record; the full fingerprint is in the certificate.
 STAMP_TEXT = (
-    "%(signer_name)s\n"
-    "Role: %(role)s reviewer. Decision: %(decision)s\n"
-    "%(meaning_short)s\n"
-    "Signed %(ts)s\n"
-    "Cert SHA-256 %(fingerprint)s"
+    "%(signer_name)s\n%(role)s reviewer: %(decision)s\nMeaning: %(meaning_short)s\n%(ts)s\ncert %(fingerprint)s"
 )
 # Our own timestamp policy OID (a UUID OID, ITU-T X.667), so tokens do not claim a test policy.
 TSA_POLICY_OID = "2.25.242295213393713858406312460153349474610"
@@ -145,7 +143,10 @@ def stamp_font() -> Path | None:
     target = Path(tempfile.gettempdir()) / f"governance-stamp-{source.stem}-{os.getuid()}-{os.getpid()}.ttf"
     options = subset.Options()
     options.drop_tables += ["FFTM", "MATH"]
-    options.layout_features = ["kern", "liga"]
+    options.layout_features = ["*"]
+    options.glyph_names = True  # pyHanko looks glyphs up by name
+    options.notdef_outline = True
+    options.name_IDs = ["*"]
     font = subset.load_font(str(source), options)
     subsetter = subset.Subsetter(options)
     subsetter.populate(unicodes=[*range(0x20, 0x7F), *range(0xA0, 0x180), *range(0x2010, 0x2027)])
