@@ -1,0 +1,3 @@
+from planner.calibrate.run import main
+
+raise SystemExit(main())
