@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ep", type=int)
     p.add_argument("--dp", type=int)
     p.add_argument("--keep-bf16", action="append", default=[], choices=KEEP_BF16_PARTS)
+    p.add_argument("--input-len", type=int, help="prompt tokens per request (default 1024)")
+    p.add_argument("--output-len", type=int, help="generated tokens per request (default 1024)")
+    p.add_argument("--calibration", help="calibration profile JSON (python -m planner.calibrate run)")
     c = commands.add_parser("check-log", help="hold the plan for a startup log's settings against the log")
     c.add_argument("log", metavar="FILE", help="an engine startup log (vLLM, SGLang)")
     c.add_argument("--model", help="catalog key or config.json (default: the log's model, matched in the catalog)")
@@ -107,6 +110,14 @@ def _model_argument(value: str) -> str | dict[str, Any]:
     raise ValueError(f"--model: unknown key {value!r}; known: {', '.join(sorted(models()))}")
 
 
+def _calibration(path: str | None) -> Any:
+    if not path:
+        return None
+    from planner.calibrate.profile import load
+
+    return load(path)
+
+
 def _table(contract: dict[str, Any]) -> str:
     m, p = contract["memory_per_gpu"], contract["parallel"]
     lines = [
@@ -174,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
             engine_version=args.engine_version,
             max_num_batched_tokens=args.max_num_batched_tokens,
             max_num_seqs=args.max_num_seqs,
+            input_len=args.input_len,
+            output_len=args.output_len,
+            calibration=_calibration(args.calibration),
         )
         contract = plan(request).as_contract()
     except ValueError as exc:

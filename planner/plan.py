@@ -9,16 +9,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner import __version__
 from planner.engines import ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
 from planner.memory import KV_BYTES, Layout, MemoryBreakdown, memory_breakdown
 from planner.params import ParamBreakdown, count_params
-from planner.perf import COMPUTE_EFFICIENCY, MEMORY_EFFICIENCY, Throughput, estimate
+from planner.perf import Throughput, Workload, engine_settings, estimate
 from planner.serving import sglang_command, trtllm_command, vllm_command
 from planner.specs import GpuSpec, ModelSpec, PrecisionSpec, gpu, model, precision
+
+if TYPE_CHECKING:
+    from planner.calibrate.profile import CalibrationProfile
 
 KEEP_BF16_PARTS = ("attention", "dense_mlp", "shared_experts", "experts")
 DEFAULT_KEEP_BF16 = {"mxfp4": frozenset({"attention", "dense_mlp", "shared_experts"})}  # MXFP4 on experts only
@@ -47,6 +50,10 @@ class PlanRequest:
     engine_version: str | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None  # default: the concurrency asked for (the command sets it)
+    # Workload for the throughput estimate (defaults: 1024-token prompts, 1024 generated tokens).
+    input_len: int | None = None
+    output_len: int | None = None
+    calibration: CalibrationProfile | None = None  # measured efficiencies (planner.calibrate)
 
     def validate(self) -> None:
         if self.kv_dtype not in KV_BYTES:
@@ -71,6 +78,13 @@ class PlanRequest:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name}: must be >= 1")
+        for name in ("input_len", "output_len"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name}: must be >= 1")
+        engine_settings(self.engine, self.max_num_batched_tokens)
+        if self.calibration is not None and self.calibration.gpu_key not in (None, self.gpu):
+            raise ValueError(f"calibration: profile was measured on {self.calibration.gpu_key}, not {self.gpu}")
         for part in self.keep_bf16:
             if part not in KEEP_BF16_PARTS:
                 raise ValueError(f"keep_bf16: unknown part {part!r}; known: {', '.join(KEEP_BF16_PARTS)}")
@@ -137,6 +151,7 @@ class PlanResult:
             },
             "serving": self.serving,
             "notes": list(self.notes),
+            "throughput_estimate": self.throughput.as_estimate(),
             "planner_version": __version__,
             "gpu": {"key": self.gpu.key, "name": self.gpu.name, "total_memory_bytes": self.gpu.memory_bytes},
             "engine": {
@@ -253,7 +268,9 @@ def plan(request: PlanRequest) -> PlanResult:
         notes.append("MLA: every TP rank holds the whole latent KV cache (it is not divided by TP).")
     if fitting:
         fitting = [
-            dataclasses.replace(c, throughput=_throughput(spec, params, scheme, device, request, max_len, c))
+            dataclasses.replace(
+                c, throughput=_throughput(spec, params, scheme, device, request, max_len, c, quick=True)
+            )
             for c in fitting
         ]
         chosen = min(fitting, key=_fewest_gpus_then_fastest)
@@ -269,13 +286,22 @@ def plan(request: PlanRequest) -> PlanResult:
     for candidate in rejected:
         shape = candidate.layout
         notes.append(f"Rejected tp={shape.tp} pp={shape.pp} ep={shape.ep} dp={shape.dp}: {candidate.reason}")
-    throughput = chosen.throughput or _throughput(spec, params, scheme, device, request, max_len, chosen)
-    notes.append(
-        f"Throughput: roofline with {MEMORY_EFFICIENCY:.0%} HBM / {COMPUTE_EFFICIENCY:.0%} compute efficiency "
-        "plus launch and collective "
-        f"latency, at {throughput.batch} sequences per replica mid-way through {max_len}-token contexts; "
-        f"batch-1 figure {throughput.batch1_tokens_per_s_upper_bound:.0f} tokens/s is an upper bound, not an expectation."
+    # Candidates were ranked on the decode step alone; the chosen one gets the full estimate.
+    throughput = _throughput(spec, params, scheme, device, request, max_len, chosen)
+    basis = (
+        f"calibration profile {throughput.calibration}"
+        + (f"; defaults for {', '.join(throughput.fallbacks)}" if throughput.fallbacks else "")
+        if throughput.calibration
+        else "default efficiencies of catalog/efficiency.yaml (no calibration profile)"
     )
+    notes.append(
+        f"Throughput (estimate): {throughput.batch} sequences per replica of {throughput.input_len}-token prompts and "
+        f"{throughput.output_len} generated tokens on {throughput.engine} (chunked prefill, "
+        f"{throughput.max_num_batched_tokens} tokens a step); per-layer rooflines plus kernel and collective "
+        f"overheads, other requests' prefill inside decode steps, {throughput.delivered_fraction:.2f} of "
+        f"concurrency / TPOT delivered; basis: {basis}. Batch-1 upper bound "
+        f"{throughput.batch1_tokens_per_s_upper_bound:.0f} tokens/s streams the weights at the HBM peak."
+    )  # fmt: skip
     path = request.model_path or spec.hf_repo or spec.key
     utilization, seqs = request.gpu_memory_utilization, max(request.concurrency, 1)
     serving = {
@@ -372,14 +398,21 @@ def _throughput(
     request: PlanRequest,
     max_len: int,
     candidate: Candidate,
+    quick: bool = False,
 ) -> Throughput:
+    output = request.output_len or min(1024, max(1, max_len // 2))
+    prompt = request.input_len or min(1024, max(1, max_len - output))
+    keep = frozenset(request.keep_bf16) | DEFAULT_KEEP_BF16.get(scheme.key, frozenset())
     return estimate(
         model=spec,
         params=params,
         precision=scheme,
         gpu=device,
         layout=candidate.layout,
-        concurrency=request.concurrency,
-        max_model_len=max_len,
-        kv_bytes_per_token_per_gpu=candidate.memory.kv_bytes_per_token_per_gpu,
+        workload=Workload(input_len=prompt, output_len=output, concurrency=request.concurrency),
+        kv_dtype=request.kv_dtype,
+        keep=keep,
+        engine=engine_settings(request.engine, request.max_num_batched_tokens),
+        profile=request.calibration,
+        quick=quick,
     )

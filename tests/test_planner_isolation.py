@@ -14,6 +14,8 @@ def test_planner_never_imports_django() -> None:
         "for m in pkgutil.walk_packages(planner.__path__, 'planner.'):\n"
         "    if m.name.split('.')[1] in {'quant', 'evaljob'}:\n"
         "        continue  # need torch; checked on the eval path\n"
+        "    if m.name in {'planner.calibrate.kernels', 'planner.calibrate.run', 'planner.calibrate.__main__'}:\n"
+        "        continue  # the GPU job (torch, triton); its profile reader is imported here\n"
         "    importlib.import_module(m.name)\n"
         "assert not any(n == 'django' or n.startswith('django.') for n in sys.modules), 'django imported'\n"
         "print('ok')\n"

@@ -10,6 +10,7 @@ Imported only on a GPU node (needs triton and torch with CUDA).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -63,6 +64,11 @@ def _grouped_gemm(
     tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(tl.bfloat16), mask=n_mask[None, :])
 
 
+@functools.cache
+def _sm_count(device: Any) -> int:
+    return int(torch.cuda.get_device_properties(device).multi_processor_count)
+
+
 def block_m_for(rows_per_expert: float) -> int:
     """vLLM's choice: small tiles when each expert sees few rows (decode), large for prefill."""
     if rows_per_expert <= 16:
@@ -81,6 +87,9 @@ def grouped_gemm(x: Any, w: Any, block_expert: Any, *, block_m: int, x_scale: An
     n = w.shape[2]
     out = torch.empty(rows, n, device=x.device, dtype=torch.bfloat16)
     block_n = 128 if n >= 1024 else 64
+    # Decode shapes give few tiles: narrow them until the grid covers the SMs twice over.
+    while block_n > 32 and rows // block_m * triton.cdiv(n, block_n) < 2 * _sm_count(x.device):
+        block_n //= 2
     block_k = 128 if w4a8 else 64
     grid = (rows // block_m, triton.cdiv(n, block_n))
     _grouped_gemm[grid](

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import hashlib
 import json
 import math
 import os
 import platform
 import statistics
-import subprocess  # noqa: S404  (nvidia-smi only, fixed argument list)
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,11 @@ from typing import Any
 os.environ["NCCL_NVLS_ENABLE"] = "0"
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 
-import torch  # noqa: E402
+import torch
 
-from planner.calibrate.shapes import DECODE_M, PREFILL_M, GemmShape, layer_shapes  # noqa: E402
-from planner.hf_config import parse_config  # noqa: E402
-from planner.specs import model as catalog_model  # noqa: E402
+from planner.calibrate.shapes import DECODE_M, PREFILL_M, GemmShape, layer_shapes
+from planner.hf_config import parse_config
+from planner.specs import model as catalog_model
 
 SCHEMA = "planner.calibration/1"
 WEIGHT_BITS = {"bf16": 16.0, "fp8": 8.0, "int8": 8.0, "w4a16": 4.25, "w4a8": 4.25}
@@ -44,7 +45,7 @@ def _median_s(events: list[tuple[Any, Any]]) -> float:
     return statistics.median(start.elapsed_time(end) for start, end in events) / 1e3
 
 
-def time_launches(launches: list[Callable[[], Any]], reps: int = 10) -> tuple[float, str]:
+def time_launches(launches: Sequence[Callable[[], Any]], reps: int = 10) -> tuple[float, str]:
     """Seconds per launch, replaying all launches captured in one CUDA graph (engines decode under
     CUDA graphs); eager with events where capture fails."""
     for launch in launches:
@@ -81,32 +82,36 @@ def _copies(weight_bytes: int, m: int) -> int:
     return max(2, min(32, math.ceil(ROTATE_BYTES / max(weight_bytes, 1))))
 
 
-def _gemm_launches(precision: str, m: int, n: int, k: int, copies: int) -> tuple[list[Callable[[], Any]], int, str]:
+Launches = Sequence[Callable[[], Any]]
+
+
+def _gemm_launches(precision: str, m: int, n: int, k: int, copies: int) -> tuple[Launches, int, str]:
     """(launches over `copies` weight sets, M actually run, kernel path) for one precision."""
     device = "cuda"
     x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
     if precision == "bf16":
         weights = [torch.randn(n, k, device=device, dtype=torch.bfloat16) for _ in range(copies)]
-        return [lambda w=w: torch.mm(x, w.t()) for w in weights], m, "torch.mm (cuBLAS)"
+        return [functools.partial(torch.mm, x, w.t()) for w in weights], m, "torch.mm (cuBLAS)"
     if precision == "fp8":
         xq = x.to(torch.float8_e4m3fn)
         scale_a = torch.rand(m, 1, device=device) + 0.5
         scale_b = torch.rand(1, n, device=device) + 0.5
         weights = [torch.randn(n, k, device=device).to(torch.float8_e4m3fn) for _ in range(copies)]
-        return ([lambda w=w: torch._scaled_mm(xq, w.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
-                 for w in weights], m, "torch._scaled_mm rowwise")  # fmt: skip
+        scaled = [functools.partial(torch._scaled_mm, xq, w.t(), scale_a=scale_a, scale_b=scale_b,
+                                    out_dtype=torch.bfloat16) for w in weights]  # fmt: skip
+        return scaled, m, "torch._scaled_mm rowwise"
     if precision == "int8":
         m_run = max(32, -(-m // 8) * 8)  # torch._int_mm needs M > 16 on CUDA
         xq = torch.randint(-127, 127, (m_run, k), device=device, dtype=torch.int8)
         weights = [torch.randint(-127, 127, (n, k), device=device, dtype=torch.int8) for _ in range(copies)]
-        return [lambda w=w: torch._int_mm(xq, w.t()) for w in weights], m_run, "torch._int_mm"
+        return [functools.partial(torch._int_mm, xq, w.t()) for w in weights], m_run, "torch._int_mm"
     if precision == "w4a16":
         packed = [torch._convert_weight_to_int4pack(torch.randint(0, 255, (n, k // 2), device=device,
                                                                   dtype=torch.uint8), 8)
                   for _ in range(copies)]  # fmt: skip
         scales = torch.rand(k // 128, n, 2, device=device, dtype=torch.bfloat16)
-        return ([lambda w=w: torch._weight_int4pack_mm(x, w, 128, scales) for w in packed], m,
-                "torch._weight_int4pack_mm (tinygemm)")  # fmt: skip
+        int4 = [functools.partial(torch._weight_int4pack_mm, x, w, 128, scales) for w in packed]
+        return int4, m, "torch._weight_int4pack_mm (tinygemm)"
     if precision == "w4a8":
         from planner.calibrate import kernels
 
@@ -116,9 +121,9 @@ def _gemm_launches(precision: str, m: int, n: int, k: int, copies: int) -> tuple
         x_scale = torch.rand(m_run, device=device)
         block_expert = torch.zeros(m_run // block_m, dtype=torch.int32, device=device)
         sets = [kernels.random_w4a8(1, k, n, device) for _ in range(copies)]
-        return ([lambda w=w, s=s: kernels.grouped_gemm(xq, w, block_expert, block_m=block_m, x_scale=x_scale,
-                                                         w_scale=s) for w, s in sets], m_run,
-                "triton W4A8 (planner.calibrate.kernels)")  # fmt: skip
+        w4a8 = [functools.partial(kernels.grouped_gemm, xq, w, block_expert, block_m=block_m, x_scale=x_scale,
+                                  w_scale=s) for w, s in sets]  # fmt: skip
+        return w4a8, m_run, "triton W4A8 (planner.calibrate.kernels)"
     raise ValueError(f"precisions: unknown {precision!r}")
 
 
@@ -132,7 +137,7 @@ def measure_gemms(shapes: list[GemmShape], precisions: list[str], ms: list[int],
                 try:
                     launches, m_run, path = _gemm_launches(precision, m, shape.n, shape.k, _copies(weight_bytes, m))
                     seconds, mode = time_launches(launches)
-                except Exception as exc:  # noqa: BLE001  (record the path as missing, keep measuring)
+                except Exception as exc:
                     failures.append({"what": f"gemm {precision} {shape.name} m={m}", "error": str(exc)[:300]})
                     torch.cuda.synchronize()
                     continue
@@ -156,7 +161,9 @@ def _route(tokens: int, experts: int, top_k: int, block_m: int) -> tuple[Any, in
     return block_expert.cuda(), int(blocks.sum()) * block_m, int((counts > 0).sum())
 
 
-def measure_moe(spec: Any, precisions: list[str], ms: list[int], failures: list[dict[str, str]]) -> list[dict[str, Any]]:
+def measure_moe(
+    spec: Any, precisions: list[str], ms: list[int], failures: list[dict[str, str]]
+) -> list[dict[str, Any]]:
     """Grouped expert GEMMs (all experts of one layer resident) for a batch of m tokens."""
     from planner.calibrate import kernels
 
@@ -171,7 +178,7 @@ def measure_moe(spec: Any, precisions: list[str], ms: list[int], failures: list[
                     sets = [(torch.randn(experts, k, n, device="cuda", dtype=torch.bfloat16), None) for _ in range(2)]
                 else:
                     sets = [kernels.random_w4a8(experts, k, n, "cuda") for _ in range(2)]
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 failures.append({"what": f"moe {precision} {name} weights", "error": str(exc)[:300]})
                 continue
             for m in ms:
@@ -180,15 +187,15 @@ def measure_moe(spec: Any, precisions: list[str], ms: list[int], failures: list[
                     block_expert, rows, touched = _route(m, experts, top_k, block_m)
                     if precision == "bf16":
                         x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
-                        launches = [lambda w=w: kernels.grouped_gemm(x, w, block_expert, block_m=block_m)
+                        launches = [functools.partial(kernels.grouped_gemm, x, w, block_expert, block_m=block_m)
                                     for w, _ in sets]  # fmt: skip
                     else:
                         xq = torch.randint(-127, 127, (rows, k), device="cuda", dtype=torch.int8)
                         xs = torch.rand(rows, device="cuda")
-                        launches = [lambda w=w, s=s: kernels.grouped_gemm(xq, w, block_expert, block_m=block_m,
-                                                                          x_scale=xs, w_scale=s) for w, s in sets]  # fmt: skip
+                        launches = [functools.partial(kernels.grouped_gemm, xq, w, block_expert, block_m=block_m,
+                                                      x_scale=xs, w_scale=s) for w, s in sets]  # fmt: skip
                     seconds, mode = time_launches(launches)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     failures.append({"what": f"moe {precision} {name} m={m}", "error": str(exc)[:300]})
                     continue
                 points.append({"precision": precision, "path": "triton grouped (vLLM fused-MoE layout)",
@@ -218,8 +225,6 @@ def measure_memory(size_bytes: int = 4 << 30) -> dict[str, Any]:
 
     copy_s = timed(lambda: b.copy_(a))
     read_s = timed(lambda: torch.sum(a))
-    del a, b
-    torch.cuda.empty_cache()
     return {"bytes": size_bytes, "copy_gb_per_s": round(2 * size_bytes / copy_s / 1e9, 1),
             "read_gb_per_s": round(size_bytes / read_s / 1e9, 1),
             "method": "copy: bytes read + written over the median of 10 copies; read: torch.sum"}  # fmt: skip
@@ -262,21 +267,38 @@ def _collective_worker(rank: int, world: int, sizes: list[int], port: int, out: 
 
             for _ in range(5):
                 run()
+            torch.cuda.synchronize()
+            timing = "cuda_graph"
+            try:  # engines replay collectives inside CUDA graphs: time them the same way
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    for _ in range(10):
+                        run()
+                replay: Any = graph.replay
+                per_replay = 10
+            except RuntimeError:
+                timing, replay, per_replay = "eager", run, 1
+            replay()
+            torch.cuda.synchronize()
             events = []
-            for _ in range(20):
+            for _ in range(10):
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                run()
+                replay()
                 end.record()
                 events.append((start, end))
-            seconds = _median_s(events)
+            seconds = _median_s(events) / per_replay
             nbytes = elements * 2
             factor = 2 * (world - 1) / world if op == "all_reduce" else (world - 1) / world
-            results.append({"op": op, "ranks": world, "bytes": nbytes, "time_us": round(seconds * 1e6, 3),
+            results.append({"op": op, "ranks": world, "bytes": nbytes, "time_us": round(seconds * 1e6, 3), "timing": timing,
                             "bus_gb_per_s": round(nbytes * factor / seconds / 1e9, 2)})  # fmt: skip
+    torch.cuda.synchronize()
     if rank == 0:
-        Path(out).write_text(json.dumps(results))
-    dist.destroy_process_group()
+        temporary = Path(out + ".tmp")
+        temporary.write_text(json.dumps(results))
+        os.replace(temporary, out)
+    # Tearing down a communicator that CUDA graphs captured can hang; the process is done with it.
+    os._exit(0)
 
 
 def measure_collectives(sizes: list[int], out_dir: Path) -> list[dict[str, Any]]:
@@ -296,7 +318,7 @@ def versions() -> dict[str, Any]:
     info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda}
     try:
         info["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
-    except Exception:  # noqa: BLE001
+    except Exception:
         info["nccl"] = None
     try:
         import triton
@@ -333,7 +355,7 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         from planner.calibrate import kernels
 
         checks["triton_relative_error"] = kernels.check()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         failures.append({"what": "triton kernels", "error": str(exc)[:300]})
     print("calibrate: gemms", flush=True)
     shapes = layer_shapes(model)
@@ -348,17 +370,24 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     sizes = sorted({2**p for p in range(12, 29, 2)} | {m * hidden * 2 for m in decode_m})
     try:
         collectives = measure_collectives(sizes, out)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         failures.append({"what": "collectives", "error": str(exc)[:300]})
         collectives = []
     profile = {
         "schema": SCHEMA,
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "gpu": {"name": props.name, "catalog_key": spec.get("gpu"), "count": torch.cuda.device_count(),
-                "memory_mib": props.total_memory >> 20, "sm_count": props.multi_processor_count},  # fmt: skip
+        "gpu": {
+            "name": props.name,
+            "catalog_key": spec.get("gpu"),
+            "count": torch.cuda.device_count(),
+            "memory_mib": props.total_memory >> 20,
+            "sm_count": props.multi_processor_count,
+        },
         "versions": versions(),
-        "model": {"key": model.key, "shapes": [{"name": s.name, "n": s.n, "k": s.k, "experts": s.experts}
-                                               for s in shapes]},  # fmt: skip
+        "model": {
+            "key": model.key,
+            "shapes": [{"name": s.name, "n": s.n, "k": s.k, "experts": s.experts} for s in shapes],
+        },
         "gemm": gemm,
         "moe": moe,
         "memory": memory,
@@ -367,9 +396,11 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         "checks": checks,
         "failures": failures,
         "elapsed_s": round(time.perf_counter() - began, 1),
-        "notes": ["GEMM times exclude activation quantization (engines fuse it into the previous kernel).",
-                  "Each GEMM point is the time per launch inside one CUDA graph cycling several weight copies."],
-    }  # fmt: skip
+        "notes": [
+            "GEMM times exclude activation quantization (engines fuse it into the previous kernel).",
+            "Each GEMM point is the time per launch inside one CUDA graph cycling several weight copies.",
+        ],
+    }
     data = json.dumps(profile, indent=1, sort_keys=True).encode()
     temporary = out / ".profile.json.tmp"
     temporary.write_bytes(data)

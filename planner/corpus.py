@@ -1,0 +1,122 @@
+"""The published-benchmark corpus (catalog/benchmarks.yaml): run the planner on each case and
+compare its TPOT, TTFT and output tokens/s with what was measured.
+
+Bounds the project holds itself to (issue 17): TPOT within 10% median and 20% max, tokens/s
+within 15% median, TTFT within 25% median, no refusals; a case outside a per-case bound is
+listed with its cause (`outside` in the YAML), never dropped.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from planner.specs import CATALOG_DIR
+
+METRICS = {"tpot_ms": "tpot_ms", "ttft_ms": "ttft_ms", "output_tokens_per_s": "decode_tokens_per_s"}
+BOUNDS = {"tpot_ms": {"median": 0.10, "max": 0.20}, "output_tokens_per_s": {"median": 0.15},
+          "ttft_ms": {"median": 0.25}}  # fmt: skip
+_FIELDS = {"id", "source", "engine", "engine_version", "model", "model_name", "config", "precision", "gpu", "layout",
+           "concurrency", "input_len", "output_len", "statistic", "measured", "assumed", "notes", "outside"}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    case: dict[str, Any]
+    planned: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, float] = field(default_factory=dict)  # (planned - measured) / measured
+    refused: str | None = None
+
+
+@functools.cache
+def cases() -> tuple[dict[str, Any], ...]:
+    raw = yaml.safe_load((CATALOG_DIR / "benchmarks.yaml").read_text(encoding="utf-8"))
+    seen = set()
+    for entry in raw:
+        where = f"benchmark {entry.get('id')!r}"
+        unknown = set(entry) - _FIELDS
+        if unknown:
+            raise ValueError(f"{where}: unknown fields {sorted(unknown)}")
+        for name in ("id", "source", "engine", "precision", "gpu", "layout", "concurrency", "input_len",
+                     "output_len", "statistic", "measured"):  # fmt: skip
+            if name not in entry:
+                raise ValueError(f"{where}: {name} is required")
+        if ("model" in entry) == ("config" in entry):
+            raise ValueError(f"{where}: give exactly one of model and config")
+        if not str(entry["source"]).startswith("https://"):
+            raise ValueError(f"{where}: source must be an https URL")
+        if not set(entry["measured"]) <= set(METRICS) or not entry["measured"]:
+            raise ValueError(f"{where}: measured takes {', '.join(METRICS)}")
+        if entry["id"] in seen:
+            raise ValueError(f"{where}: duplicate id")
+        seen.add(entry["id"])
+    return tuple(raw)
+
+
+def run_case(case: dict[str, Any], calibration: Any = None) -> CaseResult:
+    from planner.plan import PlanRequest, plan
+
+    layout = case["layout"]
+    length = -(-(case["input_len"] + case["output_len"]) // 16) * 16
+    try:
+        result = plan(PlanRequest(
+            model=case.get("config") or case["model"], precision=case["precision"], gpu=case["gpu"],
+            max_model_len=length, concurrency=case["concurrency"], tp=layout["tp"], pp=layout["pp"],
+            ep=layout["ep"], dp=layout["dp"], input_len=case["input_len"], output_len=case["output_len"],
+            engine=case["engine"], calibration=calibration,
+        ))  # fmt: skip
+    except ValueError as exc:
+        return CaseResult(case, refused=str(exc))
+    if not result.chosen.fits:
+        return CaseResult(case, refused=f"does not fit: {result.chosen.reason}")
+    figures = result.throughput
+    planned = {metric: float(getattr(figures, attribute)) for metric, attribute in METRICS.items()}
+    errors = {metric: planned[metric] / float(value) - 1 for metric, value in case["measured"].items()}
+    return CaseResult(case, planned=planned, errors=errors)
+
+
+def outside(case: dict[str, Any], metric: str) -> str | None:
+    """The documented cause when this case's `metric` is known to fall outside the model."""
+    causes = case.get("outside") or {}
+    return causes.get(metric)
+
+
+def summary(results: list[CaseResult], *, with_outside: bool = True) -> dict[str, dict[str, float]]:
+    """n, median and max of |error| per metric; `with_outside=False` leaves out the figures listed
+    with a cause in the corpus."""
+    table: dict[str, dict[str, float]] = {}
+    for metric in METRICS:
+        values = [abs(r.errors[metric]) for r in results
+                  if metric in r.errors and (with_outside or not outside(r.case, metric))]  # fmt: skip
+        if values:
+            table[metric] = {"n": len(values), "median": statistics.median(values), "max": max(values)}
+    return table
+
+
+def markdown(results: list[CaseResult]) -> str:
+    lines = ["| case | engine | GPU | layout | conc | in/out | TPOT ms meas / plan (err) | TTFT ms meas / plan (err) "
+             "| tok/s meas / plan (err) |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in results:
+        c = r.case
+        lay = c["layout"]
+
+        def cell(metric: str, r: CaseResult = r, c: dict[str, Any] = c) -> str:
+            if r.refused:
+                return "refused"
+            if metric not in c["measured"]:
+                return f"- / {r.planned[metric]:.1f}"
+            mark = " †" if outside(c, metric) else ""
+            return f"{c['measured'][metric]:g} / {r.planned[metric]:.1f} ({r.errors[metric]:+.0%}){mark}"
+
+        lines.append(
+            f"| [{c['id']}]({c['source']}) | {c['engine']} {c.get('engine_version', '')} | {c['gpu']} "
+            f"| tp{lay['tp']} ep{lay['ep']} dp{lay['dp']} | {c['concurrency']} | {c['input_len']}/{c['output_len']} "
+            f"| {cell('tpot_ms')} | {cell('ttft_ms')} | {cell('output_tokens_per_s')} |"
+        )
+    causes = [f"- †{r.case['id']} {metric}: {outside(r.case, metric)}" for r in results for metric in METRICS
+              if outside(r.case, metric)]  # fmt: skip
+    return "\n".join([*lines, "", "Outside the model, with cause:", *causes])

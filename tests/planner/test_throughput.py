@@ -1,0 +1,86 @@
+"""The throughput model's behaviour (issue 17): prefill inside decode steps, whole-prompt TTFT, per-model
+overheads, the delivered fraction, a batch-1 bound that is one, and every figure labelled an estimate."""
+
+import pytest
+
+from planner.plan import PlanRequest, plan
+from planner.specs import models
+
+
+def _throughput(**fields):  # type: ignore[no-untyped-def]
+    base = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h100-80g", "tp": 2, "max_model_len": 16384}
+    return plan(PlanRequest(**{**base, **fields})).throughput
+
+
+def test_long_prompts_at_high_concurrency_slow_every_token() -> None:
+    short = _throughput(concurrency=64, input_len=128, output_len=512)
+    long = _throughput(concurrency=64, input_len=8192, output_len=512)
+    assert long.prefill_tokens_per_step > 10 * short.prefill_tokens_per_step
+    assert long.tpot_ms > 1.3 * short.tpot_ms
+    # The step without prefill is not what slows it: the other requests' prefill chunks are.
+    assert long.tpot_ms > 1.2 * long.decode_step_ms
+    assert short.tpot_ms < 1.05 * short.decode_step_ms
+    alone_short = _throughput(concurrency=1, input_len=128, output_len=512)
+    alone_long = _throughput(concurrency=1, input_len=8192, output_len=512)
+    assert alone_long.prefill_tokens_per_step == 0  # nobody else's prompt arrives at concurrency 1
+    assert alone_long.tpot_ms < 1.2 * alone_short.tpot_ms
+
+
+def test_ttft_counts_the_whole_prompt_and_the_queue() -> None:
+    ttft = {n: _throughput(concurrency=1, input_len=n, output_len=64).ttft_ms for n in (1024, 4096, 12000)}
+    assert ttft[4096] > 1.5 * ttft[1024]
+    assert ttft[12000] > 3 * ttft[4096]  # the whole prompt: no 2048-token cap
+    crowded = _throughput(concurrency=32, input_len=4096, output_len=64).ttft_ms
+    assert crowded > 3 * ttft[4096]  # queued behind the prompts of the same wave
+
+
+def test_tokens_per_second_carry_the_delivered_fraction() -> None:
+    figures = _throughput(concurrency=32, input_len=2048, output_len=128)
+    ideal = 32 / (figures.tpot_ms / 1000)
+    assert 0.3 < figures.delivered_fraction < 1.0
+    assert figures.decode_tokens_per_s == pytest.approx(ideal * figures.delivered_fraction, rel=0.01)
+
+
+def test_overheads_follow_the_model() -> None:
+    deepseek = plan(PlanRequest(model="deepseek-v3", precision="fp8", gpu="h200", tp=8, max_model_len=4096)).throughput
+    mixtral = plan(PlanRequest(model="mixtral-8x7b", precision="fp8", gpu="h200", tp=8, max_model_len=4096)).throughput
+    per_layer_deepseek = deepseek.breakdown_ms["kernels"] / 61
+    per_layer_mixtral = mixtral.breakdown_ms["kernels"] / 32
+    assert per_layer_deepseek > 1.2 * per_layer_mixtral  # MLA + shared expert launch more kernels per layer
+    assert deepseek.breakdown_ms["collectives"] > 0
+
+
+@pytest.mark.parametrize("gpu", ["h100-80g", "h200", "b200", "mi300x"])
+def test_batch1_bound_is_an_upper_bound(gpu: str) -> None:
+    for key, spec in models().items():
+        if spec.vision:
+            continue
+        result = plan(
+            PlanRequest(model=key, precision="fp8", gpu=gpu, max_model_len=8192, input_len=512, output_len=512)
+        )
+        if not result.chosen.fits:
+            continue
+        one = result.throughput
+        assert one.batch1_tokens_per_s_upper_bound >= 1000 / one.tpot_ms, key
+
+
+def test_every_figure_is_labelled_an_estimate_with_its_inputs() -> None:
+    contract = plan(PlanRequest(model="gpt-oss-120b", precision="mxfp4", gpu="h200", concurrency=16, input_len=3000,
+                                output_len=300, engine="sglang", max_num_batched_tokens=4096)).as_contract()  # fmt: skip
+    estimate = contract["throughput_estimate"]
+    assert estimate["estimate"] is True
+    assert estimate["inputs"] == {"input_len": 3000, "output_len": 300, "sequences_per_replica": 16,
+                                  "engine": "sglang", "max_num_batched_tokens": 4096}  # fmt: skip
+    assert estimate["tpot_ms"] == contract["throughput"]["tpot_ms"]
+    assert set(estimate["decode_step_breakdown_ms"]) >= {"dense_gemm", "experts", "attention", "kernels"}
+    assert any("estimate" in note and "3000-token prompts" in note for note in contract["notes"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("input_len", 0, "input_len"), ("output_len", -1, "output_len"), ("engine", "tgi", "engine"),
+     ("max_num_batched_tokens", 4, "max_num_batched_tokens")],
+)  # fmt: skip
+def test_bad_workload_inputs_name_the_field(field: str, value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plan(PlanRequest(model="qwen3-30b-a3b", precision="bf16", gpu="h200", **{field: value}))  # type: ignore[arg-type]
