@@ -113,7 +113,7 @@ def markdown(results: list[CaseResult]) -> str:
             return f"{c['measured'][metric]:g} / {r.planned[metric]:.1f} ({r.errors[metric]:+.0%}){mark}"
 
         lines.append(
-            f"| [{c['id']}]({c['source']}) | {c['engine']} {c.get('engine_version', '')} | {c['gpu']} "
+            f"| {c['id']} | {c['engine']} {c.get('engine_version', '')} | {c['gpu']} "
             f"| tp{lay['tp']} ep{lay['ep']} dp{lay['dp']} | {c['concurrency']} | {c['input_len']}/{c['output_len']} "
             f"| {cell('tpot_ms')} | {cell('ttft_ms')} | {cell('output_tokens_per_s')} |"
         )
