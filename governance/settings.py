@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "governance.deployments",
     "governance.evaluations",
     "governance.approvals",
+    "governance.calibration",
     "governance.web",
 ]
 

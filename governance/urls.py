@@ -21,6 +21,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("deployments/<uuid:code>/review", DeploymentReviewApi.as_view(), name="deployment-review"),
     path("deployments/", include("governance.deployments.urls")),
     path("", include("governance.evaluations.urls")),
+    path("", include("governance.calibration.urls")),
     path("capacity/plans", CapacityPlanCreateApi.as_view(), name="capacity-plan-create"),
     path("capacity/plans/<uuid:code>", CapacityPlanDetailApi.as_view(), name="capacity-plan-detail"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),

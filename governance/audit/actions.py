@@ -34,6 +34,7 @@ class AuditAction(models.IntegerChoices):
     JOB_SUBMITTED = 610, "job.submitted"
     JOB_STATE_CHANGED = 611, "job.state_changed"
     EVAL_COMPLETED = 620, "eval.completed"
+    CALIBRATION_COMPLETED = 630, "calibration.completed"
     # 700-799: approvals and signatures
     SIGNOFF_RECORDED = 700, "approval.signoff_recorded"
     SIGNOFF_VOIDED = 701, "approval.signoff_voided"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from rest_framework import serializers
 
 from governance.core.serializers import StrictSerializer
+from planner.calibrate.profile import CalibrationProfile
 from planner.engines import ENGINES
 from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest
 from planner.specs import gpus, precisions
@@ -32,6 +34,19 @@ class PlanInputSerializer(StrictSerializer):
     engine_version = serializers.RegexField(r"^v?\d+\.\d+(\.\d+)?", required=False, allow_null=True, max_length=40)
     max_num_batched_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     max_num_seqs = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    # Throughput estimate inputs (issue 17): the workload, and whose calibration profile to use.
+    input_len = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000)
+    output_len = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000)
+    cluster = serializers.CharField(required=False, allow_null=True, max_length=36,
+                                    help_text="cluster code: its latest calibration profile for this GPU is used")  # fmt: skip
+
+    def validate_cluster(self, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return str(uuid.UUID(value))
+        except ValueError:
+            raise serializers.ValidationError("must be a cluster code (UUID)") from None
 
     def validate_model(self, value: Any) -> Any:
         if not isinstance(value, str | dict):
@@ -39,7 +54,7 @@ class PlanInputSerializer(StrictSerializer):
         return value
 
 
-def plan_request_from(data: dict[str, Any]) -> PlanRequest:
+def plan_request_from(data: dict[str, Any], calibration: CalibrationProfile | None = None) -> PlanRequest:
     return PlanRequest(
         model=data["model"],
         precision=data["precision"],
@@ -60,4 +75,7 @@ def plan_request_from(data: dict[str, Any]) -> PlanRequest:
         engine_version=data.get("engine_version"),
         max_num_batched_tokens=data.get("max_num_batched_tokens"),
         max_num_seqs=data.get("max_num_seqs"),
+        input_len=data.get("input_len"),
+        output_len=data.get("output_len"),
+        calibration=calibration,
     )

@@ -12,8 +12,8 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.capacity.serializers import plan_request_from
-from governance.capacity.signals import plan_computed
-from governance.core.errors import ApplicationError
+from governance.capacity.signals import calibration_wanted, plan_computed
+from governance.core.errors import ApplicationError, invalid_input
 from planner import __version__ as planner_version
 from planner.plan import plan
 
@@ -27,9 +27,16 @@ def planner_error(exc: ValueError) -> ApplicationError:
 
 
 def capacity_plan_run(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Run the planner on validated inputs; returns the DESIGN.md contract."""
+    """Run the planner on validated inputs; returns the DESIGN.md contract. With a `cluster`, the
+    throughput uses that cluster's latest calibration profile for the GPU (defaults when it has none)."""
+    calibration = None
+    if inputs.get("cluster"):
+        answers = calibration_wanted.send(sender=CapacityPlan, cluster=inputs["cluster"], gpu=inputs["gpu"])
+        if not answers:
+            raise invalid_input("cluster", "calibration profiles are not installed on this service")
+        calibration = next((profile for _receiver, profile in answers if profile is not None), None)
     try:
-        return plan(plan_request_from(inputs)).as_contract()
+        return plan(plan_request_from(inputs, calibration)).as_contract()
     except ValueError as exc:
         raise planner_error(exc) from None
 

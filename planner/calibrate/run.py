@@ -38,10 +38,17 @@ SCHEMA = "planner.calibration/1"
 WEIGHT_BITS = {"bf16": 16.0, "fp8": 8.0, "int8": 8.0, "w4a16": 4.25, "w4a8": 4.25}
 ACTIVATION_BYTES = {"bf16": 2, "fp8": 1, "int8": 1, "w4a16": 2, "w4a8": 1}
 ROTATE_BYTES = 512 << 20  # weights cycled per timed graph: several times the L2, so HBM is what is timed
+# "cuda" on a GPU node; "cpu" only when the spec asks for it (tests run the same code on a CPU).
+DEVICE = "cuda"
+
+
+def _sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 def _median_s(events: list[tuple[Any, Any]]) -> float:
-    torch.cuda.synchronize()
+    _sync()
     return statistics.median(start.elapsed_time(end) for start, end in events) / 1e3
 
 
@@ -50,7 +57,15 @@ def time_launches(launches: Sequence[Callable[[], Any]], reps: int = 10) -> tupl
     CUDA graphs); eager with events where capture fails."""
     for launch in launches:
         launch()
-    torch.cuda.synchronize()
+    _sync()
+    if DEVICE == "cpu":
+        samples = []
+        for _ in range(reps):
+            began = time.perf_counter()
+            for launch in launches:
+                launch()
+            samples.append(time.perf_counter() - began)
+        return statistics.median(samples) / len(launches), "cpu"
     mode = "cuda_graph"
     try:
         graph = torch.cuda.CUDAGraph()
@@ -77,7 +92,7 @@ def time_launches(launches: Sequence[Callable[[], Any]], reps: int = 10) -> tupl
 
 
 def _copies(weight_bytes: int, m: int) -> int:
-    if m >= PREFILL_M[0]:
+    if m >= PREFILL_M[0] or DEVICE == "cpu":
         return 2
     return max(2, min(32, math.ceil(ROTATE_BYTES / max(weight_bytes, 1))))
 
@@ -87,7 +102,7 @@ Launches = Sequence[Callable[[], Any]]
 
 def _gemm_launches(precision: str, m: int, n: int, k: int, copies: int) -> tuple[Launches, int, str]:
     """(launches over `copies` weight sets, M actually run, kernel path) for one precision."""
-    device = "cuda"
+    device = DEVICE
     x = torch.randn(m, k, device=device, dtype=torch.bfloat16)
     if precision == "bf16":
         weights = [torch.randn(n, k, device=device, dtype=torch.bfloat16) for _ in range(copies)]
@@ -139,7 +154,7 @@ def measure_gemms(shapes: list[GemmShape], precisions: list[str], ms: list[int],
                     seconds, mode = time_launches(launches)
                 except Exception as exc:
                     failures.append({"what": f"gemm {precision} {shape.name} m={m}", "error": str(exc)[:300]})
-                    torch.cuda.synchronize()
+                    _sync()
                     continue
                 finally:
                     launches = []
@@ -147,7 +162,8 @@ def measure_gemms(shapes: list[GemmShape], precisions: list[str], ms: list[int],
                                "n": shape.n, "k": shape.k, "weight_bits": WEIGHT_BITS[precision],
                                "activation_bytes": ACTIVATION_BYTES[precision], "timing": mode,
                                "time_us": round(seconds * 1e6, 3)})  # fmt: skip
-        torch.cuda.empty_cache()
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
     return points
 
 
@@ -165,10 +181,13 @@ def measure_moe(
     spec: Any, precisions: list[str], ms: list[int], failures: list[dict[str, str]]
 ) -> list[dict[str, Any]]:
     """Grouped expert GEMMs (all experts of one layer resident) for a batch of m tokens."""
-    from planner.calibrate import kernels
-
     points: list[dict[str, Any]] = []
     if not spec.is_moe:
+        return points
+    try:
+        from planner.calibrate import kernels
+    except ImportError as exc:  # no triton (a CPU test run): the planner falls back for grouped GEMMs
+        failures.append({"what": "moe grouped GEMMs", "error": str(exc)[:300]})
         return points
     experts, top_k, h, ff = spec.n_routed_experts, spec.experts_per_token, spec.hidden_size, spec.moe_intermediate_size
     for name, n, k in (("moe_gate_up", 2 * ff, h), ("moe_down", h, ff)):
@@ -209,11 +228,20 @@ def measure_moe(
 
 
 def measure_memory(size_bytes: int = 4 << 30) -> dict[str, Any]:
-    a = torch.randn(size_bytes // 4, device="cuda")
+    if DEVICE == "cpu":
+        size_bytes = 64 << 20
+    a = torch.randn(size_bytes // 4, device=DEVICE)
     b = torch.empty_like(a)
 
     def timed(work: Callable[[], Any]) -> float:
         work()
+        if DEVICE == "cpu":
+            samples = []
+            for _ in range(5):
+                began = time.perf_counter()
+                work()
+                samples.append(time.perf_counter() - began)
+            return statistics.median(samples)
         events = []
         for _ in range(10):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -231,6 +259,8 @@ def measure_memory(size_bytes: int = 4 << 30) -> dict[str, Any]:
 
 
 def measure_launch() -> dict[str, Any]:
+    if DEVICE == "cpu":
+        return {"method": "not measured on a CPU"}
     x = torch.zeros(16, device="cuda")
     count = 2000
     for _ in range(50):
@@ -304,7 +334,7 @@ def _collective_worker(rank: int, world: int, sizes: list[int], port: int, out: 
 def measure_collectives(sizes: list[int], out_dir: Path) -> list[dict[str, Any]]:
     import torch.multiprocessing as mp
 
-    world = torch.cuda.device_count()
+    world = torch.cuda.device_count() if DEVICE == "cuda" else 0
     if world < 2:
         return []
     target = out_dir / ".collectives.json"
@@ -340,8 +370,12 @@ def _resolve_model(value: Any) -> Any:
 
 
 def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
-    if not torch.cuda.is_available():
-        raise ValueError("device: calibration needs a CUDA GPU")
+    global DEVICE
+    DEVICE = str(spec.get("device") or "cuda")
+    if DEVICE not in ("cuda", "cpu"):
+        raise ValueError("device: must be cuda or cpu")
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device: calibration needs a CUDA GPU (no GPU is visible to torch)")
     began = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     model = _resolve_model(spec["model"])
@@ -349,14 +383,19 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     decode_m = list(spec.get("decode_m") or DECODE_M)
     prefill_m = list(spec.get("prefill_m") or PREFILL_M)
     failures: list[dict[str, str]] = []
-    props = torch.cuda.get_device_properties(0)
     checks: dict[str, Any] = {}
-    try:
-        from planner.calibrate import kernels
+    if DEVICE == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        gpu = {"name": props.name, "count": torch.cuda.device_count(), "memory_mib": props.total_memory >> 20,
+               "sm_count": props.multi_processor_count}  # fmt: skip
+        try:
+            from planner.calibrate import kernels
 
-        checks["triton_relative_error"] = kernels.check()
-    except Exception as exc:
-        failures.append({"what": "triton kernels", "error": str(exc)[:300]})
+            checks["triton_relative_error"] = kernels.check()
+        except Exception as exc:
+            failures.append({"what": "triton kernels", "error": str(exc)[:300]})
+    else:
+        gpu = {"name": f"cpu ({platform.machine()}, a test run)", "count": 0}
     print("calibrate: gemms", flush=True)
     shapes = layer_shapes(model)
     gemm = measure_gemms(shapes, precisions, decode_m + prefill_m, failures)
@@ -376,13 +415,7 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     profile = {
         "schema": SCHEMA,
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "gpu": {
-            "name": props.name,
-            "catalog_key": spec.get("gpu"),
-            "count": torch.cuda.device_count(),
-            "memory_mib": props.total_memory >> 20,
-            "sm_count": props.multi_processor_count,
-        },
+        "gpu": {**gpu, "catalog_key": spec.get("gpu")},
         "versions": versions(),
         "model": {
             "key": model.key,
@@ -402,10 +435,12 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         ],
     }
     data = json.dumps(profile, indent=1, sort_keys=True).encode()
-    temporary = out / ".profile.json.tmp"
-    temporary.write_bytes(data)
-    os.replace(temporary, out / "profile.json")
-    (out / "profile.json.sha256").write_text(hashlib.sha256(data).hexdigest())
+    # profile.json for people; result.json (+ its checksum, written after it) for the job machinery.
+    for name in ("profile.json", "result.json"):
+        temporary = out / f".{name}.tmp"
+        temporary.write_bytes(data)
+        os.replace(temporary, out / name)
+        (out / f"{name}.sha256").write_text(hashlib.sha256(data).hexdigest())
     return profile
 
 
