@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import models, transaction
@@ -15,6 +15,7 @@ from governance.capacity.serializers import plan_request_from
 from governance.capacity.signals import calibration_wanted, plan_computed
 from governance.core.errors import ApplicationError, invalid_input
 from planner import __version__ as planner_version
+from planner.calibrate.profile import CalibrationProfile
 from planner.plan import plan
 
 
@@ -29,12 +30,13 @@ def planner_error(exc: ValueError) -> ApplicationError:
 def capacity_plan_run(inputs: dict[str, Any]) -> dict[str, Any]:
     """Run the planner on validated inputs; returns the DESIGN.md contract. With a `cluster`, the
     throughput uses that cluster's latest calibration profile for the GPU (defaults when it has none)."""
-    calibration = None
+    calibration: CalibrationProfile | None = None
     if inputs.get("cluster"):
         answers = calibration_wanted.send(sender=CapacityPlan, cluster=inputs["cluster"], gpu=inputs["gpu"])
         if not answers:
             raise invalid_input("cluster", "calibration profiles are not installed on this service")
-        calibration = next((profile for _receiver, profile in answers if profile is not None), None)
+        profiles = [cast(CalibrationProfile, profile) for _receiver, profile in answers if profile is not None]
+        calibration = profiles[0] if profiles else None
     try:
         return plan(plan_request_from(inputs, calibration)).as_contract()
     except ValueError as exc:
