@@ -177,8 +177,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    # One name for the sign-off decision (approve/reject), used as `verdict` and as `decision`.
-    "ENUM_NAME_OVERRIDES": {"SignOffDecisionEnum": "governance.approvals.choices.Decision"},
+    # Several models have a `status` or `decision`: name their enums so the schema's names stay stable.
+    "ENUM_NAME_OVERRIDES": {
+        "SignOffDecisionEnum": "governance.approvals.choices.Decision",
+        "CalibrationStatusEnum": "governance.calibration.models.CalibrationStatus",
+    },
 }
 
 # --- Celery ---
