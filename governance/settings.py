@@ -154,7 +154,17 @@ if SECURE_HSTS_SECONDS == 0 and not DEBUG:
     SILENCED_SYSTEM_CHECKS = ["security.W004"]
 
 # --- REST API ---
+# Hostile-input limits, enforced by governance.core.parsers.SafeJSONParser. The body limit is sized for the
+# advertised eval_set upload (up to 20 MB of JSONL, escaped inside a JSON string) with room to spare.
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 48 * 1024 * 1024, minimum=1024)
+API_MAX_JSON_DEPTH = env_int("API_MAX_JSON_DEPTH", 64, minimum=4, maximum=500)
+DATA_UPLOAD_MAX_MEMORY_SIZE = API_MAX_BODY_BYTES  # Django's own check (request.body, forms) agrees with the API
 REST_FRAMEWORK = {
+    "DEFAULT_PARSER_CLASSES": [
+        "governance.core.parsers.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "governance.core.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
