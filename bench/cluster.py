@@ -18,14 +18,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from planner.cluster.base import JobSpec
 from planner.cluster.slurm import SlurmSSHExecutor, SshTarget
 
-WRITER = ("import hashlib,json;d=json.dumps({'ok':1}).encode();open('result.json','wb').write(d);"
-          "open('result.json.sha256','w').write(hashlib.sha256(d).hexdigest())")  # fmt: skip
+WRITER = (
+    "import hashlib,json;d=json.dumps({'ok':1}).encode();open('result.json','wb').write(d);"
+    "open('result.json.sha256','w').write(hashlib.sha256(d).hexdigest())"
+)
 
 
 def main() -> None:
     info = json.loads(Path("/var/tmp/governance-testcluster/cluster.json").read_text())
-    target = SshTarget(host=info["host"], port=info["port"], user=info["user"], key_path=info["key_path"],
-                       known_hosts=Path(info["known_hosts"]).read_text(), remote_root=info["remote_root"])  # fmt: skip
+    target = SshTarget(
+        host=info["host"],
+        port=info["port"],
+        user=info["user"],
+        key_path=info["key_path"],
+        known_hosts=Path(info["known_hosts"]).read_text(),
+        remote_root=info["remote_root"],
+    )
     executor = SlurmSSHExecutor(target)
     commands: list[str] = []
     original = executor.run
@@ -44,14 +52,27 @@ def main() -> None:
     latencies = []
     for i in range(5):
         began = time.perf_counter()
-        ref = executor.submit(JobSpec(run_id=f"bench{stamp}x{i}", attempt=1, command=("python3", "-c", WRITER),
-                                      partition=info["partition"], time_limit_s=60))  # fmt: skip
+        ref = executor.submit(
+            JobSpec(
+                run_id=f"bench{stamp}x{i}",
+                attempt=1,
+                command=("python3", "-c", WRITER),
+                partition=info["partition"],
+                time_limit_s=60,
+            )
+        )
         while executor.poll([ref])[ref].state.active:
             time.sleep(0.1)
         assert executor.fetch(ref).result_ok
         latencies.append(time.perf_counter() - began)
-    refs = [executor.submit(JobSpec(run_id=f"bench{stamp}y{i}", attempt=1, command=("true",),
-                                    partition=info["partition"], time_limit_s=60)) for i in range(50)]  # fmt: skip
+    refs = [
+        executor.submit(
+            JobSpec(
+                run_id=f"bench{stamp}y{i}", attempt=1, command=("true",), partition=info["partition"], time_limit_s=60
+            )
+        )
+        for i in range(50)
+    ]
     time.sleep(2)
     opened, commands_before = SlurmSSHExecutor.connections_opened, len(commands)
     began = time.perf_counter()

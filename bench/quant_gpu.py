@@ -62,9 +62,18 @@ def linear_bench() -> list[dict]:
             real = int8_linear(x, weight_q, weight_scale).float()
             reference = torch.nn.functional.linear(numerics.fake_int8_per_token(x.float()), fake.float())
             error = float((real - reference).norm() / reference.norm())
-            rows.append({"matrix": name, "M": m, "bf16_ms": bf16, "int8_w4a8_ms": int8, "int_mm_only_ms": kernel,
-                         "int8_over_bf16": int8 / bf16, "int_mm_over_bf16": kernel / bf16,
-                         "real_vs_fake_rel_error": error})  # fmt: skip
+            rows.append(
+                {
+                    "matrix": name,
+                    "M": m,
+                    "bf16_ms": bf16,
+                    "int8_w4a8_ms": int8,
+                    "int_mm_only_ms": kernel,
+                    "int8_over_bf16": int8 / bf16,
+                    "int_mm_over_bf16": kernel / bf16,
+                    "real_vs_fake_rel_error": error,
+                }
+            )
     return rows
 
 
@@ -89,11 +98,19 @@ def main() -> None:
     tokenizer = train_tokenizer(out / "tokenizer.json")
     summary = {"linear": rows}
     for scheme_name in ("w4a8",):
-        spec = {"model": random_model_spec(QWEN3_30B_A3B, tokenizer), "scheme": scheme_name, "device": "cuda",
-                "max_cases_per_category": args.cases_per_category, "max_new_tokens": args.max_new_tokens}  # fmt: skip
+        spec = {
+            "model": random_model_spec(QWEN3_30B_A3B, tokenizer),
+            "scheme": scheme_name,
+            "device": "cuda",
+            "max_cases_per_category": args.cases_per_category,
+            "max_new_tokens": args.max_new_tokens,
+        }
         result = run(spec, out / scheme_name)
-        summary[scheme_name] = {"timing": result["timing"], "versions": result["versions"],
-                                "overall": {k: result["overall"][k] for k in ("n", "failures", "upper_bound_95", "top1_agreement", "kl")}}  # fmt: skip
+        summary[scheme_name] = {
+            "timing": result["timing"],
+            "versions": result["versions"],
+            "overall": {k: result["overall"][k] for k in ("n", "failures", "upper_bound_95", "top1_agreement", "kl")},
+        }
         print(json.dumps(summary[scheme_name], indent=1), flush=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
 

@@ -64,9 +64,23 @@ class ArtifactOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ModelArtifact
-        fields = ["code", "team", "name", "source_repo", "revision", "weights_digest", "license", "license_version",
-                  "architecture_key", "modality", "quantization_config", "parent", "derivation", "licenses",
-                  "created_at"]  # fmt: skip
+        fields = [
+            "code",
+            "team",
+            "name",
+            "source_repo",
+            "revision",
+            "weights_digest",
+            "license",
+            "license_version",
+            "architecture_key",
+            "modality",
+            "quantization_config",
+            "parent",
+            "derivation",
+            "licenses",
+            "created_at",
+        ]
 
     def get_parent(self, obj: ModelArtifact) -> str | None:
         return str(obj.parent.code) if obj.parent else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -10,14 +11,15 @@ from django.utils import timezone
 
 from governance.capacity.models import CapacityPlan
 from governance.capacity.selectors import capacity_findings
-from governance.core.errors import NotFoundError
+from governance.core.errors import NotFoundError, invalid_input
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, Waiver
 from governance.evaluations.evals import eval_findings
+from governance.licenses.choices import Severity
 
 # Severities of a license finding that stand in the way of approval unless waived.
-BLOCKING_SEVERITIES = ("blocker", "approval")
+BLOCKING_SEVERITIES = (Severity.BLOCKER, Severity.APPROVAL)
 
 
 def deployments_visible_to(user: Any) -> QuerySet[DeploymentRequest]:
@@ -30,6 +32,22 @@ def deployments_visible_to(user: Any) -> QuerySet[DeploymentRequest]:
     if has_role(user, Role.REQUESTER):
         condition |= Q(team__members=user)
     return deployments.filter(condition).distinct()
+
+
+def deployments_list(user: Any, filters: Mapping[str, str]) -> QuerySet[DeploymentRequest]:
+    """The list API's query: `status`, `team` (name), `product` (substring), `flagged` (true/false)."""
+    deployments = deployments_visible_to(user)
+    if filters.get("status"):
+        if filters["status"] not in Status.values:
+            raise invalid_input("status", f"must be one of {', '.join(Status.values)}")
+        deployments = deployments.filter(status=filters["status"])
+    if filters.get("team"):
+        deployments = deployments.filter(team__name=filters["team"])
+    if filters.get("product"):
+        deployments = deployments.filter(product_name__icontains=filters["product"])
+    if filters.get("flagged") in ("true", "false"):
+        deployments = deployments.filter(flagged=filters["flagged"] == "true")
+    return deployments.order_by("-created_at")
 
 
 def deployment_get(user: Any, code: Any) -> DeploymentRequest:

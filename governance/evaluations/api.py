@@ -27,9 +27,25 @@ class ClusterOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Cluster
         # key_path and host keys are configuration, not shown; the private key is never stored at all
-        fields = ["code", "name", "executor", "host", "port", "user", "remote_root", "partition", "account", "qos",
-                  "gres_pattern", "default_time_limit_s", "last_test_at", "last_test_ok", "last_test_message",
-                  "inventory", "discovered_at"]  # fmt: skip
+        fields = [
+            "code",
+            "name",
+            "executor",
+            "host",
+            "port",
+            "user",
+            "remote_root",
+            "partition",
+            "account",
+            "qos",
+            "gres_pattern",
+            "default_time_limit_s",
+            "last_test_at",
+            "last_test_ok",
+            "last_test_message",
+            "inventory",
+            "discovered_at",
+        ]
 
 
 class JobRunOutputSerializer(serializers.ModelSerializer):
@@ -38,8 +54,23 @@ class JobRunOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = JobRun
-        fields = ["code", "cluster", "kind", "state", "attempt", "max_attempts", "job_id", "slurm_state", "reason",
-                  "submitted_at", "finished_at", "elapsed_s", "log_tail", "result", "time_limit_s"]  # fmt: skip
+        fields = [
+            "code",
+            "cluster",
+            "kind",
+            "state",
+            "attempt",
+            "max_attempts",
+            "job_id",
+            "slurm_state",
+            "reason",
+            "submitted_at",
+            "finished_at",
+            "elapsed_s",
+            "log_tail",
+            "result",
+            "time_limit_s",
+        ]
 
     def get_elapsed_s(self, obj: JobRun) -> float | None:
         from django.utils import timezone

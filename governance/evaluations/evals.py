@@ -61,19 +61,32 @@ def eval_run_request(
         raise invalid_input("model", "give a checkpoint path on the cluster ('path')")
     if not 0 < threshold < 1:
         raise invalid_input("threshold", "must be between 0 and 1")
-    spec: dict[str, Any] = {"model": model, "scheme": scheme, "threshold": threshold, "max_new_tokens": max_new_tokens,
-                            "max_cases_per_category": max_cases_per_category, "ignore": list(ignore or [])}  # fmt: skip
+    spec: dict[str, Any] = {
+        "model": model,
+        "scheme": scheme,
+        "threshold": threshold,
+        "max_new_tokens": max_new_tokens,
+        "max_cases_per_category": max_cases_per_category,
+        "ignore": list(ignore or []),
+    }
     files = dict(extra_files or {})
     if eval_set is not None:  # the user's own set travels with the job; the default ships with the payload
         validate_eval_set(eval_set)
         files["eval_set.jsonl"] = eval_set
         spec["eval_set"] = "eval_set.jsonl"
     with transaction.atomic():
-        evaluation = EvalRun.objects.create(request=deployment, cluster=cluster, scheme=scheme, threshold=threshold,
-                                            requested_by=actor)  # fmt: skip
-        job = jobrun_create(cluster=cluster, kind=JobKind.EVAL, command=EVAL_COMMAND,
-                            files={"spec.json": json.dumps(spec), **files},
-                            time_limit_s=time_limit_s, subject=evaluation, actor=actor)  # fmt: skip
+        evaluation = EvalRun.objects.create(
+            request=deployment, cluster=cluster, scheme=scheme, threshold=threshold, requested_by=actor
+        )
+        job = jobrun_create(
+            cluster=cluster,
+            kind=JobKind.EVAL,
+            command=EVAL_COMMAND,
+            files={"spec.json": json.dumps(spec), **files},
+            time_limit_s=time_limit_s,
+            subject=evaluation,
+            actor=actor,
+        )
         evaluation.job = job
         evaluation.save(update_fields=["job", "updated_at"])
     return evaluation
@@ -83,14 +96,30 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     """The evidence view: per category n, failures, the bound vs the threshold, failing cases."""
 
     def row(block: dict[str, Any]) -> dict[str, Any]:
-        return {key: block.get(key) for key in ("n", "failures", "fail_rate", "upper_bound_95", "threshold", "pass",
-                                                "top1_agreement", "kl", "recovery", "flips")} | {
-            "failing_cases": block.get("failing_cases", [])[:50]}  # fmt: skip
+        return {
+            key: block.get(key)
+            for key in (
+                "n",
+                "failures",
+                "fail_rate",
+                "upper_bound_95",
+                "threshold",
+                "pass",
+                "top1_agreement",
+                "kl",
+                "recovery",
+                "flips",
+            )
+        } | {"failing_cases": block.get("failing_cases", [])[:50]}
 
-    return {"pass": bool(result.get("pass")), "overall": row(result.get("overall", {})),
-            "categories": {name: row(block) for name, block in result.get("categories", {}).items()},
-            "quantization": result.get("quantization"), "versions": result.get("versions"),
-            "timing": result.get("timing")}  # fmt: skip
+    return {
+        "pass": bool(result.get("pass")),
+        "overall": row(result.get("overall", {})),
+        "categories": {name: row(block) for name, block in result.get("categories", {}).items()},
+        "quantization": result.get("quantization"),
+        "versions": result.get("versions"),
+        "timing": result.get("timing"),
+    }
 
 
 def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
@@ -107,10 +136,17 @@ def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
             evaluation.status = EvalStatus.ERROR
             evaluation.summary = {"pass": False, "error": run.reason, "log_tail": run.log_tail[-2000:]}
         evaluation.save(update_fields=["summary", "eval_set_sha256", "status", "updated_at"])
-        audit_record(actor="system:evals", action=AuditAction.EVAL_COMPLETED,
-                     obj=evaluation.request if evaluation.request else evaluation,
-                     data={"eval": str(evaluation.code), "scheme": evaluation.scheme, "status": evaluation.status,
-                           "bound": (evaluation.summary or {}).get("overall", {}).get("upper_bound_95")})  # fmt: skip
+        audit_record(
+            actor="system:evals",
+            action=AuditAction.EVAL_COMPLETED,
+            obj=evaluation.request if evaluation.request else evaluation,
+            data={
+                "eval": str(evaluation.code),
+                "scheme": evaluation.scheme,
+                "status": evaluation.status,
+                "bound": (evaluation.summary or {}).get("overall", {}).get("upper_bound_95"),
+            },
+        )
         transaction.on_commit(lambda: eval_finished.send(sender=EvalRun, evaluation=evaluation))
 
 
@@ -120,10 +156,16 @@ def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
     for evaluation in EvalRun.objects.filter(request=deployment).order_by("created_at"):
         latest[evaluation.scheme] = evaluation
     return [
-        {"eval": str(e.code), "scheme": e.scheme, "status": e.status, "eval_set_sha256": e.eval_set_sha256,
-         "threshold": e.threshold, "overall": (e.summary or {}).get("overall")}
+        {
+            "eval": str(e.code),
+            "scheme": e.scheme,
+            "status": e.status,
+            "eval_set_sha256": e.eval_set_sha256,
+            "threshold": e.threshold,
+            "overall": (e.summary or {}).get("overall"),
+        }
         for e in sorted(latest.values(), key=lambda e: e.scheme)
-    ]  # fmt: skip
+    ]
 
 
 def eval_findings(deployment: Any) -> list[dict[str, Any]]:
@@ -136,6 +178,11 @@ def eval_findings(deployment: Any) -> list[dict[str, Any]]:
             )
         elif item["status"] != EvalStatus.PASSED:
             bound = (item["overall"] or {}).get("upper_bound_95")
-            findings.append({"code": "eval.failed", "severity": "blocker",
-                             "message": f"{item['scheme']} eval {item['status']} (95% upper bound {bound})"})  # fmt: skip
+            findings.append(
+                {
+                    "code": "eval.failed",
+                    "severity": "blocker",
+                    "message": f"{item['scheme']} eval {item['status']} (95% upper bound {bound})",
+                }
+            )
     return findings

@@ -118,8 +118,9 @@ class EvalStatus(models.TextChoices):
 class EvalRun(BaseModel):
     """A quantization eval of one deployment request's model under one scheme, run as a cluster job."""
 
-    request = models.ForeignKey("deployments.DeploymentRequest", null=True, blank=True, on_delete=models.CASCADE,
-                                related_name="eval_runs")  # fmt: skip
+    request = models.ForeignKey(
+        "deployments.DeploymentRequest", null=True, blank=True, on_delete=models.CASCADE, related_name="eval_runs"
+    )
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="eval_runs")
     job = models.OneToOneField(JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_run")
     scheme = models.CharField(max_length=20)

@@ -20,10 +20,24 @@ def clusters_visible_to(user: Any) -> QuerySet[Cluster]:
     return Cluster.objects.all()
 
 
-def cluster_get(user: Any, code: Any) -> Cluster:
-    found = clusters_visible_to(user).filter(code=code).first()
+def _found(queryset: QuerySet[Any], code: Any, what: str) -> Any:
+    found = queryset.filter(code=code).first()
     if found is None:
-        raise NotFoundError("no such cluster")
+        raise NotFoundError(f"no such {what}")
+    return found
+
+
+def _scoped(user: Any, queryset: QuerySet[Any], team_members: str) -> QuerySet[Any]:
+    """Everything for SEE_ALL roles; for a requester, what hangs off their teams' deployment requests."""
+    if has_role(user, *SEE_ALL):
+        return queryset
+    if has_role(user, Role.REQUESTER):
+        return queryset.filter(**{team_members: user}).distinct()
+    return queryset.none()
+
+
+def cluster_get(user: Any, code: Any) -> Cluster:
+    found: Cluster = _found(clusters_visible_to(user), code, "cluster")
     return found
 
 
@@ -32,32 +46,18 @@ def cluster_by_name(name: str) -> Cluster | None:
 
 
 def jobruns_visible_to(user: Any) -> QuerySet[JobRun]:
-    runs = JobRun.objects.select_related("cluster")
-    if has_role(user, *SEE_ALL):
-        return runs
-    if has_role(user, Role.REQUESTER):
-        return runs.filter(eval_run__request__team__members=user).distinct()
-    return runs.none()
+    return _scoped(user, JobRun.objects.select_related("cluster"), "eval_run__request__team__members")
 
 
 def jobrun_get(user: Any, code: Any) -> JobRun:
-    found = jobruns_visible_to(user).filter(code=code).first()
-    if found is None:
-        raise NotFoundError("no such job run")
+    found: JobRun = _found(jobruns_visible_to(user), code, "job run")
     return found
 
 
 def evalruns_visible_to(user: Any) -> QuerySet[EvalRun]:
-    runs = EvalRun.objects.select_related("job", "job__cluster")
-    if has_role(user, *SEE_ALL):
-        return runs
-    if has_role(user, Role.REQUESTER):
-        return runs.filter(request__team__members=user).distinct()
-    return runs.none()
+    return _scoped(user, EvalRun.objects.select_related("job", "job__cluster"), "request__team__members")
 
 
 def evalrun_get(user: Any, code: Any) -> EvalRun:
-    found = evalruns_visible_to(user).filter(code=code).first()
-    if found is None:
-        raise NotFoundError("no such eval run")
+    found: EvalRun = _found(evalruns_visible_to(user), code, "eval run")
     return found

@@ -79,9 +79,12 @@ def _set_state(run: JobRun, state: str, reason: str = "", **fields: Any) -> None
     if state not in ACTIVE_STATES and previous != state:
         transaction.on_commit(lambda: job_finished.send(sender=JobRun, run=run))
     if previous != state:
-        audit_record(actor=SYSTEM, action=AuditAction.JOB_STATE_CHANGED, obj=run,
-                     data={"from": previous, "to": state, "job_id": run.job_id, "attempt": run.attempt,
-                           "reason": reason[:500]})  # fmt: skip
+        audit_record(
+            actor=SYSTEM,
+            action=AuditAction.JOB_STATE_CHANGED,
+            obj=run,
+            data={"from": previous, "to": state, "job_id": run.job_id, "attempt": run.attempt, "reason": reason[:500]},
+        )
 
 
 def jobrun_create(
@@ -99,10 +102,18 @@ def jobrun_create(
     """Validate the whole job spec now (nothing bad reaches a cluster), store it, queue submission."""
     from governance.evaluations.tasks import jobrun_submit_task
 
-    run = JobRun(cluster=cluster, kind=kind, command=list(command), files=dict(files or {}),
-                 time_limit_s=time_limit_s or cluster.default_time_limit_s, cpus=cpus, gpus=gpus,
-                 subject_type=subject._meta.label_lower if subject is not None else "",
-                 subject_id=str(getattr(subject, "code", "")) if subject is not None else "", requested_by=actor)  # fmt: skip
+    run = JobRun(
+        cluster=cluster,
+        kind=kind,
+        command=list(command),
+        files=dict(files or {}),
+        time_limit_s=time_limit_s or cluster.default_time_limit_s,
+        cpus=cpus,
+        gpus=gpus,
+        subject_type=subject._meta.label_lower if subject is not None else "",
+        subject_id=str(getattr(subject, "code", "")) if subject is not None else "",
+        requested_by=actor,
+    )
     try:
         job_spec(run).validate()
     except ClusterError as exc:
@@ -121,19 +132,19 @@ def jobrun_create(
 
 
 @dataclass(frozen=True, slots=True)
-class Next:
+class NextStep:
     """What the task should do next: poll again after `poll_in` seconds, or retry submission."""
 
     poll_in: float | None = None
     resubmit_in: float | None = None
 
 
-def jobrun_submit(*, run_id: int) -> Next:
+def jobrun_submit(*, run_id: int) -> NextStep:
     # Claim with a conditional UPDATE: two deliveries of the same task cannot both submit.
     if not JobRun.objects.filter(pk=run_id, state=JobRunState.QUEUED).update(
         state=JobRunState.SUBMITTING, updated_at=timezone.now()
     ):
-        return Next()
+        return NextStep()
     run = JobRun.objects.select_related("cluster").get(pk=run_id)
     spec = job_spec(run)
     executor = executor_for(run.cluster)
@@ -143,15 +154,15 @@ def jobrun_submit(*, run_id: int) -> Next:
         if exc.permanent:
             with transaction.atomic():
                 _set_state(run, JobRunState.FAILED, f"submission refused: {exc.message}")
-            return Next()
+            return NextStep()
         ref = _reconcile(executor, spec, run)
         if ref is None:  # the job never reached Slurm: safe to submit again later
             JobRun.objects.filter(pk=run_id).update(state=JobRunState.QUEUED, reason=f"submit retry: {exc.message}")
-            return Next(resubmit_in=min(5 * run.attempt, 60))
+            return NextStep(resubmit_in=min(5 * run.attempt, 60))
     if ref is None:  # submit() always returns a ref; this keeps the type checker honest
         raise ClusterError("submission returned no job reference", permanent=False)
     _record_submission(run, ref)
-    return Next(poll_in=settings.JOB_POLL_INITIAL_S)
+    return NextStep(poll_in=settings.JOB_POLL_INITIAL_S)
 
 
 def _reconcile(executor: Executor, spec: JobSpec, run: JobRun) -> JobRef | None:
@@ -164,9 +175,16 @@ def _reconcile(executor: Executor, spec: JobSpec, run: JobRun) -> JobRef | None:
 def _record_submission(run: JobRun, ref: JobRef) -> None:
     with transaction.atomic():
         now = timezone.now()
-        _set_state(run, JobRunState.PENDING, "", job_id=ref.job_id, run_dir=ref.run_dir, submitted_at=now,
-                   poll_interval_s=settings.JOB_POLL_INITIAL_S,
-                   next_poll_at=now + timedelta(seconds=settings.JOB_POLL_INITIAL_S))  # fmt: skip
+        _set_state(
+            run,
+            JobRunState.PENDING,
+            "",
+            job_id=ref.job_id,
+            run_dir=ref.run_dir,
+            submitted_at=now,
+            poll_interval_s=settings.JOB_POLL_INITIAL_S,
+            next_poll_at=now + timedelta(seconds=settings.JOB_POLL_INITIAL_S),
+        )
         audit_record(
             actor=SYSTEM,
             action=AuditAction.JOB_SUBMITTED,
@@ -185,20 +203,20 @@ def _claim_poll(run_id: int) -> bool:
     )
 
 
-def _schedule(run: JobRun, grow: bool = True) -> Next:
+def _schedule(run: JobRun, grow: bool = True) -> NextStep:
     interval = min(run.poll_interval_s * (1.5 if grow else 1.0), settings.JOB_POLL_MAX_S)
     JobRun.objects.filter(pk=run.pk).update(
         poll_interval_s=interval, next_poll_at=timezone.now() + timedelta(seconds=interval)
     )
-    return Next(poll_in=interval)
+    return NextStep(poll_in=interval)
 
 
-def jobrun_poll(*, run_id: int, force: bool = False) -> Next:
+def jobrun_poll(*, run_id: int, force: bool = False) -> NextStep:
     if not force and not _claim_poll(run_id):
-        return Next()
+        return NextStep()
     run = JobRun.objects.select_related("cluster").get(pk=run_id)
     if run.state not in (JobRunState.PENDING, JobRunState.RUNNING):
-        return Next()
+        return NextStep()
     executor = executor_for(run.cluster)
     ref = JobRef(job_id=run.job_id, run_dir=run.run_dir)
     try:
@@ -207,7 +225,7 @@ def jobrun_poll(*, run_id: int, force: bool = False) -> Next:
         if exc.permanent:
             with transaction.atomic():
                 _set_state(run, JobRunState.FAILED, f"cluster refused: {exc.message}")
-            return Next()
+            return NextStep()
         JobRun.objects.filter(pk=run.pk).update(reason=f"polling paused: {exc.message}")
         return _schedule(run)  # sshd down, network blip: back off and resume later
     if status.state.active:
@@ -222,7 +240,7 @@ def jobrun_poll(*, run_id: int, force: bool = False) -> Next:
     return _finish(run, executor, ref, status)
 
 
-def _finish(run: JobRun, executor: Executor, ref: JobRef, status: Any) -> Next:
+def _finish(run: JobRun, executor: Executor, ref: JobRef, status: Any) -> NextStep:
     now = timezone.now()
     if (
         status.state == JobState.LOST
@@ -256,24 +274,37 @@ def _finish(run: JobRun, executor: Executor, ref: JobRef, status: Any) -> Next:
         elif status.state == JobState.CANCELLED:
             _set_state(run, JobRunState.CANCELLED, status.raw_state, **fields)
         elif status.state == JobState.TIMEOUT and not run.timeout_retried and run.attempt < run.max_attempts:
-            _retry(run, f"timed out after {run.time_limit_s} s; retrying once with twice the time",
-                   time_limit_s=run.time_limit_s * 2, timeout_retried=True)  # fmt: skip
-            return Next(resubmit_in=0)
+            _retry(
+                run,
+                f"timed out after {run.time_limit_s} s; retrying once with twice the time",
+                time_limit_s=run.time_limit_s * 2,
+                timeout_retried=True,
+            )
+            return NextStep(resubmit_in=0)
         elif status.state == JobState.TIMEOUT:
             _set_state(run, JobRunState.TIMEOUT, "time limit reached again", **fields)
         elif status.state == JobState.RETRYABLE and run.attempt < run.max_attempts:
             _retry(run, f"{status.raw_state}: retrying after a grace period")
-            return Next(resubmit_in=settings.JOB_RETRY_GRACE_S)
+            return NextStep(resubmit_in=settings.JOB_RETRY_GRACE_S)
         elif status.state == JobState.RETRYABLE:
             _set_state(run, JobRunState.FAILED, f"{status.raw_state} and no attempts left", **fields)
         else:
             _set_state(run, JobRunState.LOST, status.reason or "vanished", **fields)
-    return Next()
+    return NextStep()
 
 
 def _retry(run: JobRun, reason: str, **changes: Any) -> None:
-    _set_state(run, JobRunState.QUEUED, reason, attempt=run.attempt + 1, job_id="", run_dir="", next_poll_at=None,
-               finished_at=None, **changes)  # fmt: skip
+    _set_state(
+        run,
+        JobRunState.QUEUED,
+        reason,
+        attempt=run.attempt + 1,
+        job_id="",
+        run_dir="",
+        next_poll_at=None,
+        finished_at=None,
+        **changes,
+    )
 
 
 def _on_success(run: JobRun) -> None:
@@ -319,8 +350,14 @@ def cluster_test_connection(*, cluster: Cluster) -> Cluster:
 
 def cluster_discover(*, cluster: Cluster, actor: User | None) -> JobRun:
     source = (Path(__file__).resolve().parents[2] / "planner" / "cluster" / "discover.py").read_text()
-    return jobrun_create(cluster=cluster, kind=JobKind.DISCOVERY, command=["python3", "discover.py"],
-                         files={"discover.py": source}, time_limit_s=300, actor=actor)  # fmt: skip
+    return jobrun_create(
+        cluster=cluster,
+        kind=JobKind.DISCOVERY,
+        command=["python3", "discover.py"],
+        files={"discover.py": source},
+        time_limit_s=300,
+        actor=actor,
+    )
 
 
 def jobs_resume(*, stale_after: timedelta = timedelta(seconds=30)) -> dict[str, list[int]]:

@@ -6,10 +6,10 @@ from typing import Any
 
 from celery import shared_task
 
-from governance.evaluations.services import Next, jobrun_poll, jobrun_submit, jobs_resume
+from governance.evaluations.services import NextStep, jobrun_poll, jobrun_submit, jobs_resume
 
 
-def _follow(run_id: int, step: Next) -> None:
+def _follow(run_id: int, step: NextStep) -> None:
     if step.poll_in is not None:
         jobrun_poll_task.apply_async((run_id,), countdown=step.poll_in)
     if step.resubmit_in is not None:

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from governance.licenses.engine import TERM_FIELDS
 from governance.licenses.models import FxRate, License, LicenseTerm, LicenseVersion
 from governance.licenses.services import (
     fx_rate_set,
@@ -21,8 +22,7 @@ from governance.licenses.services import (
 class LicenseTermInline(admin.StackedInline):
     model = LicenseTerm
     extra = 0
-    fields = ("position", "code", "severity", "clause", "condition", "params", "message", "how_to_comply",
-              "confidence", "applies_to", "value_from")  # fmt: skip
+    fields = ("position", *TERM_FIELDS)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return not (obj is not None and obj.is_locked) and super().has_change_permission(request, obj)

@@ -14,7 +14,8 @@ from rest_framework.views import APIView
 
 from governance.core.exceptions import validation_error_response
 from governance.core.serializers import StrictSerializer
-from governance.licenses.choices import Decision, FindingCode, Severity
+from governance.licenses.choices import FACTS_ASSUMED, Decision, FindingCode, Severity
+from governance.licenses.engine import TERM_FIELDS
 from governance.licenses.facts import FactsError
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
 from governance.licenses.selectors import license_current_version, license_evaluate, license_list
@@ -28,7 +29,7 @@ class EvaluateInputSerializer(StrictSerializer):
 
 
 class FindingSerializer(serializers.Serializer):
-    code = serializers.ChoiceField(choices=[*FindingCode.values, "facts.assumed"])
+    code = serializers.ChoiceField(choices=[*FindingCode.values, FACTS_ASSUMED])
     severity = serializers.ChoiceField(choices=Severity.values)
     clause = serializers.CharField()
     message = serializers.CharField()
@@ -71,17 +72,7 @@ class LicenseEvaluateApi(APIView):
 class TermOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = LicenseTerm
-        fields = [
-            "code",
-            "severity",
-            "clause",
-            "condition",
-            "params",
-            "message",
-            "how_to_comply",
-            "confidence",
-            "applies_to",
-        ]
+        fields = [name for name in TERM_FIELDS if name != "value_from"]
 
 
 class VersionOutputSerializer(serializers.ModelSerializer):

@@ -1,3 +1,5 @@
+"""The license enums, in one place: models, the API and the policy engine all use these."""
+
 from django.db import models
 
 
@@ -20,7 +22,13 @@ class FindingCode(models.TextChoices):
     GUARDRAIL_BYPASS_TERMINATES = "guardrail.bypass_terminates"
 
 
+# The engine's own finding (not a license term): a fact was missing and a conservative default was assumed.
+FACTS_ASSUMED = "facts.assumed"
+
+
 class Severity(models.TextChoices):
+    """Declared from most to least severe: findings sort in this order."""
+
     BLOCKER = "blocker"
     APPROVAL = "approval"
     OBLIGATION = "obligation"
@@ -45,3 +53,25 @@ class Decision(models.TextChoices):
     LICENSOR_APPROVAL_REQUIRED = "licensor_approval_required"
     ALLOWED_WITH_OBLIGATIONS = "allowed_with_obligations"
     ALLOWED = "allowed"
+
+
+# Which severities a license may give each finding code (naming.prefix is an obligation or, when
+# the name cannot carry the prefix, a blocker).
+ALLOWED_SEVERITIES: dict[str, tuple[str, ...]] = {
+    FindingCode.ATTRIBUTION_DISPLAY: (Severity.OBLIGATION,),
+    FindingCode.ATTRIBUTION_NOTICE: (Severity.OBLIGATION,),
+    FindingCode.LICENSE_COPY: (Severity.OBLIGATION,),
+    FindingCode.MODIFIED_FILES_NOTICE: (Severity.OBLIGATION,),
+    FindingCode.NAMING_PREFIX: (Severity.OBLIGATION, Severity.BLOCKER),
+    FindingCode.USE_RESTRICTIONS_PASSTHROUGH: (Severity.OBLIGATION,),
+    FindingCode.THRESHOLD_LICENSOR_APPROVAL: (Severity.APPROVAL,),
+    FindingCode.REGISTRATION_REQUIRED: (Severity.APPROVAL,),
+    FindingCode.HOSTING_SEPARATE_LICENSE: (Severity.APPROVAL,),
+    FindingCode.USE_NON_COMMERCIAL: (Severity.BLOCKER,),
+    FindingCode.USE_RESEARCH_ONLY: (Severity.BLOCKER,),
+    FindingCode.USE_NON_PRODUCTION: (Severity.BLOCKER,),
+    FindingCode.OUTPUTS_TRAINING_PROHIBITED: (Severity.BLOCKER,),
+    FindingCode.TERRITORY_RESTRICTED: (Severity.BLOCKER,),
+    FindingCode.AUP_PROHIBITED_USE: (Severity.BLOCKER,),
+    FindingCode.GUARDRAIL_BYPASS_TERMINATES: (Severity.BLOCKER,),
+}

@@ -1,7 +1,7 @@
 """The policy engine: a pure function of (license version, facts, FX rates) to a decision with findings.
 
-No Django here: the catalog is loaded into frozen specs first, so an evaluation touches no
-database and each CEL condition is compiled once per process.
+No database here (only the enums of choices.py): the catalog is loaded into frozen specs first,
+so an evaluation touches no database and each CEL condition is compiled once per process.
 """
 
 from __future__ import annotations
@@ -9,13 +9,22 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date
 from decimal import Decimal
 from typing import Any
 
 import cel
 
+from governance.licenses.choices import (
+    ALLOWED_SEVERITIES,
+    FACTS_ASSUMED,
+    AppliesTo,
+    Confidence,
+    Decision,
+    FindingCode,
+    Severity,
+)
 from governance.licenses.facts import (
     CONSERVATIVE_DEFAULTS,
     FactsError,
@@ -27,33 +36,17 @@ from governance.licenses.facts import (
 
 ENGINE_VERSION = "1.0.0"
 
-SEVERITIES = ("blocker", "approval", "obligation", "info")
-APPLIES_TO = ("deployment", "derivatives", "redistribution", "outputs")
-CONFIDENCES = ("verified", "secondary", "unverified")
-FINDING_CODES: dict[str, tuple[str, ...]] = {
-    "attribution.display": ("obligation",),
-    "attribution.notice": ("obligation",),
-    "license.copy": ("obligation",),
-    "modified_files.notice": ("obligation",),
-    "naming.prefix": ("obligation", "blocker"),
-    "use_restrictions.passthrough": ("obligation",),
-    "threshold.licensor_approval": ("approval",),
-    "registration.required": ("approval",),
-    "hosting.separate_license": ("approval",),
-    "use.non_commercial": ("blocker",),
-    "use.research_only": ("blocker",),
-    "use.non_production": ("blocker",),
-    "outputs.training_prohibited": ("blocker",),
-    "territory.restricted": ("blocker",),
-    "aup.prohibited_use": ("blocker",),
-    "guardrail.bypass_terminates": ("blocker",),
-    "facts.assumed": ("info",),
-}
-DECISIONS = ("prohibited", "licensor_approval_required", "allowed_with_obligations", "allowed")
+# Plain strings (not the enum members) go into findings, so evidence JSON holds only str values.
+SEVERITIES: tuple[str, ...] = tuple(Severity.values)
 
 
 class TermError(ValueError):
-    """A term that cannot be used (bad code, severity, or a CEL condition that does not compile/run)."""
+    """A term that cannot be used (bad code, severity, or a CEL condition that does not compile/run).
+    `field` names the term field at fault, for a form or API error."""
+
+    def __init__(self, message: str, *, field: str = "condition") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @functools.lru_cache(maxsize=4096)
@@ -80,6 +73,21 @@ def specialize(condition: str, params: dict[str, Any]) -> str:
     return _PARAM_REF.sub(literal, condition)
 
 
+# What a license author writes for one term; the rest of TermSpec is derived from these.
+TERM_FIELDS = (
+    "code",
+    "severity",
+    "clause",
+    "condition",
+    "params",
+    "message",
+    "how_to_comply",
+    "confidence",
+    "applies_to",
+    "value_from",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class TermSpec:
     code: str
@@ -103,21 +111,25 @@ class TermSpec:
         context = facts if isinstance(facts, cel.Context) else _cel_context(facts, self.fact_names)
         return compile_condition(self.program_source).execute(context) is True
 
+    def as_document(self) -> dict[str, Any]:
+        """The fields a license author writes (what the version digest covers and a LicenseTerm row stores)."""
+        return {name: getattr(self, name) for name in TERM_FIELDS}
+
     def validate(self) -> None:
         """Raise TermError unless the term is usable: known code/severity and a condition that runs."""
-        if self.code not in FINDING_CODES or self.code == "facts.assumed":
-            raise TermError(f"code {self.code!r} is not a license finding code")
-        if self.severity not in FINDING_CODES[self.code]:
-            raise TermError(f"severity {self.severity!r} is not allowed for {self.code}")
-        if self.confidence not in CONFIDENCES:
-            raise TermError(f"confidence must be one of {', '.join(CONFIDENCES)}")
-        if self.applies_to not in APPLIES_TO:
-            raise TermError(f"applies_to must be one of {', '.join(APPLIES_TO)}")
-        if self.code == "aup.prohibited_use" and not isinstance(self.params.get("categories"), list):
-            raise TermError("aup.prohibited_use needs params.categories (a list)")
+        if self.code not in ALLOWED_SEVERITIES:
+            raise TermError(f"code {self.code!r} is not a license finding code", field="code")
+        if self.severity not in ALLOWED_SEVERITIES[self.code]:
+            raise TermError(f"severity {self.severity!r} is not allowed for {self.code}", field="severity")
+        if self.confidence not in Confidence.values:
+            raise TermError(f"confidence must be one of {', '.join(Confidence.values)}", field="confidence")
+        if self.applies_to not in AppliesTo.values:
+            raise TermError(f"applies_to must be one of {', '.join(AppliesTo.values)}", field="applies_to")
+        if self.code == FindingCode.AUP_PROHIBITED_USE and not isinstance(self.params.get("categories"), list):
+            raise TermError("aup.prohibited_use needs params.categories (a list)", field="params")
         unknown_params = set(_PARAM_REF.findall(self.condition)) - set(self.params)
         if unknown_params:
-            raise TermError(f"condition fails on sample facts: no params {sorted(unknown_params)}")
+            raise TermError(f"condition fails on sample facts: no params {sorted(unknown_params)}", field="params")
         program = compile_condition(self.program_source)
         # Dry-run against the conservative facts and a fully known variant, so a typo in a
         # fact name fails when the term is saved, not during someone's evaluation.
@@ -131,7 +143,7 @@ class TermSpec:
         try:
             self.message.format_map(_Placeholders({**self.params, "value": 0}))
         except (KeyError, ValueError, IndexError) as exc:
-            raise TermError(f"message template is invalid: {exc}") from None
+            raise TermError(f"message template is invalid: {exc}", field="message") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,16 +177,8 @@ class Finding:
     how_to_comply: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "severity": self.severity,
-            "clause": self.clause,
-            "message": self.message,
-            "params": self.params,
-            "confidence": self.confidence,
-            "applies_to": self.applies_to,
-            "how_to_comply": self.how_to_comply,
-        }
+        """Every field, as it goes into the evaluation record and the evidence document."""
+        return {item.name: getattr(self, item.name) for item in fields(self)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,13 +207,13 @@ class _Placeholders(dict[str, Any]):
 
 def decide(findings: tuple[Finding, ...] | list[Finding]) -> str:
     severities = {finding.severity for finding in findings}
-    if "blocker" in severities:
-        return "prohibited"
-    if "approval" in severities:
-        return "licensor_approval_required"
-    if "obligation" in severities:
-        return "allowed_with_obligations"
-    return "allowed"
+    if Severity.BLOCKER in severities:
+        return Decision.PROHIBITED.value
+    if Severity.APPROVAL in severities:
+        return Decision.LICENSOR_APPROVAL_REQUIRED.value
+    if Severity.OBLIGATION in severities:
+        return Decision.ALLOWED_WITH_OBLIGATIONS.value
+    return Decision.ALLOWED.value
 
 
 def _money(amount: float) -> str:
@@ -248,8 +252,8 @@ def evaluate(spec: LicenseSpec, raw_facts: Any, fx: FxTable) -> Evaluation:
     for name in normalized.assumed:
         findings.append(
             Finding(
-                code="facts.assumed",
-                severity="info",
+                code=FACTS_ASSUMED,
+                severity=Severity.INFO.value,
                 clause="",
                 message=f"{name} was not given; assumed the most conservative value {CONSERVATIVE_DEFAULTS[name]!r}.",
                 params={"field": name, "value": CONSERVATIVE_DEFAULTS[name]},

@@ -16,10 +16,21 @@ USE_CASES = ("research", "evaluation", "internal", "external_commercial")
 DERIVATIVE_KINDS = ("none", "fine_tune", "quantize", "distill", "merge")
 DISTRIBUTIONS = ("none", "internal", "public")
 AUP_CATEGORIES = (
-    "military", "weapons", "critical_infrastructure", "medical_advice", "law_enforcement", "immigration",
-    "surveillance", "automated_legal_decisions", "disinformation", "csam", "illegal_activity",
-    "impersonation", "malware", "harassment",
-)  # fmt: skip
+    "military",
+    "weapons",
+    "critical_infrastructure",
+    "medical_advice",
+    "law_enforcement",
+    "immigration",
+    "surveillance",
+    "automated_legal_decisions",
+    "disinformation",
+    "csam",
+    "illegal_activity",
+    "impersonation",
+    "malware",
+    "harassment",
+)
 # Member states of the European Union (ISO 3166-1 alpha-2), for the Llama 3.2+ multimodal clause.
 EU_COUNTRIES = frozenset(
     [
@@ -71,9 +82,14 @@ CONSERVATIVE_DEFAULTS: dict[str, Any] = {
     "guardrails_removed": True,
 }
 BOOLEAN_FACTS = (
-    "commercial_entity", "hosted_service", "production", "multimodal",
-    "outputs_used_to_train_other_models", "redistributes_original_weights", "guardrails_removed",
-)  # fmt: skip
+    "commercial_entity",
+    "hosted_service",
+    "production",
+    "multimodal",
+    "outputs_used_to_train_other_models",
+    "redistributes_original_weights",
+    "guardrails_removed",
+)
 
 
 class FactsError(ValueError):

@@ -116,8 +116,7 @@ class LicenseTerm(models.Model):
         try:
             self.spec().validate()
         except TermError as exc:
-            field = "condition" if "condition" in str(exc) else "message" if "message" in str(exc) else "code"
-            raise ValidationError({field: str(exc)}) from None
+            raise ValidationError({exc.field: str(exc)}) from None
 
 
 class FxRate(models.Model):

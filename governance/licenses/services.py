@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import models, transaction
@@ -24,21 +23,6 @@ from governance.licenses.signals import version_published
 Actor = User | AnonymousUser | str | None
 
 
-def _term_document(term: TermSpec) -> dict[str, Any]:
-    return {
-        "code": term.code,
-        "severity": term.severity,
-        "clause": term.clause,
-        "condition": term.condition,
-        "message": term.message,
-        "how_to_comply": term.how_to_comply,
-        "params": term.params,
-        "confidence": term.confidence,
-        "applies_to": term.applies_to,
-        "value_from": term.value_from,
-    }
-
-
 def terms_digest(
     *, key: str, version: str, effective_date: date, terms: list[TermSpec] | tuple[TermSpec, ...], text: str
 ) -> str:
@@ -48,7 +32,7 @@ def terms_digest(
             "key": key,
             "version": version,
             "effective_date": effective_date.isoformat(),
-            "terms": [_term_document(term) for term in terms],
+            "terms": [term.as_document() for term in terms],
             "text_sha256": canonical_sha256(text) if text else None,
         }
     )
@@ -83,20 +67,7 @@ class CatalogReport:
 def _write_terms(version: LicenseVersion, terms: tuple[TermSpec, ...]) -> None:
     version.terms.all().delete()
     LicenseTerm.objects.bulk_create(
-        LicenseTerm(
-            version=version,
-            position=index,
-            code=term.code,
-            severity=term.severity,
-            clause=term.clause,
-            condition=term.condition,
-            params=term.params,
-            message=term.message,
-            how_to_comply=term.how_to_comply,
-            confidence=term.confidence,
-            applies_to=term.applies_to,
-            value_from=term.value_from or "",
-        )
+        LicenseTerm(version=version, position=index, **{**term.as_document(), "value_from": term.value_from or ""})
         for index, term in enumerate(terms)
     )
 

@@ -19,8 +19,12 @@ from tests.conftest import Personas
 from tests.licenses.helpers import BASE_FACTS
 
 # The licenses tests' benign facts, as a hosted commercial product with 2M users.
-FACTS: dict[str, Any] = {**BASE_FACTS, "hosted_service": True, "monthly_active_users": 2_000_000,
-                         "monthly_revenue": {"amount": 1_000_000, "currency": "USD"}}  # fmt: skip
+FACTS: dict[str, Any] = {
+    **BASE_FACTS,
+    "hosted_service": True,
+    "monthly_active_users": 2_000_000,
+    "monthly_revenue": {"amount": 1_000_000, "currency": "USD"},
+}
 SERVING = {"engine": "vllm", "precision": "fp8", "gpu": "h200", "max_model_len": 32768, "concurrency": 4}
 
 

@@ -56,9 +56,14 @@ def cluster(db: None, testcluster: dict[str, Any], settings: Any) -> Cluster:
 
 
 def target(info: dict[str, Any], known_hosts: str | None = None) -> SshTarget:
-    return SshTarget(host=info["host"], port=info["port"], user=info["user"], key_path=info["key_path"],
-                     known_hosts=known_hosts if known_hosts is not None else info["known_hosts_text"],
-                     remote_root=info["remote_root"])  # fmt: skip
+    return SshTarget(
+        host=info["host"],
+        port=info["port"],
+        user=info["user"],
+        key_path=info["key_path"],
+        known_hosts=known_hosts if known_hosts is not None else info["known_hosts_text"],
+        remote_root=info["remote_root"],
+    )
 
 
 def drive(run: JobRun, timeout_s: float = 150) -> JobRun:

@@ -101,9 +101,16 @@ def test_a_job_that_vanished_without_its_sentinel_is_lost(cluster: Cluster, test
     assert executor.poll([ghost])[ghost].state == JobState.LOST
     from django.utils import timezone
 
-    run = JobRun.objects.create(cluster=cluster, kind=JobKind.COMMAND, command=["true"], time_limit_s=60,
-                                state="pending", job_id="999999", run_dir=ghost.run_dir,
-                                submitted_at=timezone.now() - timezone.timedelta(minutes=5))  # fmt: skip
+    run = JobRun.objects.create(
+        cluster=cluster,
+        kind=JobKind.COMMAND,
+        command=["true"],
+        time_limit_s=60,
+        state="pending",
+        job_id="999999",
+        run_dir=ghost.run_dir,
+        submitted_at=timezone.now() - timezone.timedelta(minutes=5),
+    )
     assert drive(run).state == "lost"
 
 
@@ -129,8 +136,9 @@ def test_changed_host_key_is_a_permanent_error(cluster: Cluster, testcluster: di
 def test_sshd_down_mid_poll_is_transient_and_polling_resumes(cluster: Cluster, testcluster: dict[str, Any]) -> None:
     from governance.evaluations.services import jobrun_poll, jobrun_submit
 
-    run = jobrun_create(cluster=cluster, kind=JobKind.COMMAND,
-                        command=["bash", "-c", f'sleep 6; python3 -c "{RESULT_WRITER}"'])  # fmt: skip
+    run = jobrun_create(
+        cluster=cluster, kind=JobKind.COMMAND, command=["bash", "-c", f'sleep 6; python3 -c "{RESULT_WRITER}"']
+    )
     jobrun_submit(run_id=run.pk)
     pid_file = Path(testcluster["sshd_pid_file"])
     os.kill(int(pid_file.read_text()), signal.SIGTERM)  # the listener
@@ -199,8 +207,9 @@ def test_discovery_records_nodes_and_no_gpus(cluster: Cluster, testcluster: dict
 
 def test_one_poll_cycle_of_many_jobs_reuses_one_connection(cluster: Cluster, testcluster: dict[str, Any]) -> None:
     executor = SlurmSSHExecutor(target(testcluster))
-    refs = [executor.submit(JobSpec(run_id=f"many{i}", attempt=1, command=("true",), partition="debug"))
-            for i in range(10)]  # fmt: skip
+    refs = [
+        executor.submit(JobSpec(run_id=f"many{i}", attempt=1, command=("true",), partition="debug")) for i in range(10)
+    ]
     opened = SlurmSSHExecutor.connections_opened
     statuses = executor.poll(refs)
     assert SlurmSSHExecutor.connections_opened == opened  # the cached connection served the whole cycle

@@ -51,8 +51,12 @@ def test_killed_worker_resumes_polling_the_same_job(testcluster: dict[str, Any],
             remote_root=testcluster["remote_root"],
             partition="debug",
         )
-        run = jobrun_create(cluster=cluster, kind=JobKind.COMMAND,
-                            command=["bash", "-c", f'sleep 8; python3 -c "{RESULT_WRITER}"'], time_limit_s=120)  # fmt: skip
+        run = jobrun_create(
+            cluster=cluster,
+            kind=JobKind.COMMAND,
+            command=["bash", "-c", f'sleep 8; python3 -c "{RESULT_WRITER}"'],
+            time_limit_s=120,
+        )
         run = _wait(run, {"pending", "running"}, 60)
         job_id = run.job_id
         assert job_id

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from governance.licenses.engine import FINDING_CODES
+from governance.licenses.choices import FACTS_ASSUMED, FindingCode
 from governance.licenses.services import license_catalog_load
 from tests.conftest import Personas
 from tests.licenses.helpers import BASE_FACTS
@@ -36,7 +36,7 @@ RESPONSE_SCHEMA = {
                 "type": "object",
                 "required": ["code", "severity", "clause", "message", "params"],
                 "properties": {
-                    "code": {"enum": sorted(FINDING_CODES)},
+                    "code": {"enum": sorted([*FindingCode.values, FACTS_ASSUMED])},
                     "severity": {"enum": ["blocker", "approval", "obligation", "info"]},
                     "clause": {"type": "string"},
                     "message": {"type": "string", "minLength": 1},

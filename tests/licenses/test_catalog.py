@@ -180,3 +180,31 @@ def test_catalog_errors_name_file_and_term(tmp_path: Path) -> None:
     gemma.write_text(gemma.read_text().replace("use: modified_files", "use: no_such_template"))
     with pytest.raises(CatalogError, match=r"gemma.yaml term 3: unknown template"):
         load_documents(catalog)
+
+
+def test_a_bad_term_names_the_field_at_fault(db: None) -> None:
+    """The admin form error lands on the field the engine complains about (not guessed from its text)."""
+    from governance.licenses.models import LicenseTerm
+
+    def field_of(**changes: object) -> list[str]:
+        term = LicenseTerm(
+            code="attribution.display",
+            severity="obligation",
+            clause="4.a",
+            condition="facts.distributes",
+            message="Display the notice.",
+        )
+        for name, value in changes.items():
+            setattr(term, name, value)
+        try:
+            term.clean()
+        except ValidationError as exc:
+            return sorted(exc.message_dict)
+        return []
+
+    assert field_of() == []
+    assert field_of(severity="blocker") == ["severity"]
+    assert field_of(code="no.such_code") == ["code"]
+    assert field_of(applies_to="everyone") == ["applies_to"]
+    assert field_of(condition="facts.distributes &&") == ["condition"]
+    assert field_of(message="Display {") == ["message"]

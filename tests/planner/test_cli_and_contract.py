@@ -11,9 +11,19 @@ from planner.plan import PlanRequest, plan
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {
-    "model", "precision", "params", "weights", "kv_cache", "parallel", "memory_per_gpu", "fits",
-    "max_concurrency", "throughput", "serving", "notes",
-}  # fmt: skip
+    "model",
+    "precision",
+    "params",
+    "weights",
+    "kv_cache",
+    "parallel",
+    "memory_per_gpu",
+    "fits",
+    "max_concurrency",
+    "throughput",
+    "serving",
+    "notes",
+}
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -37,8 +37,14 @@ def test_default_set_has_four_categories_of_100_and_is_reproducible(tmp_path: Pa
 
 def _job_files(tmp_path: Path, scheme: str = "w4a8", per_category: int = 2) -> dict[str, bytes]:
     tokenizer = train_tokenizer(tmp_path / "tokenizer.json")
-    spec = {"model": random_model_spec(TINY_QWEN3_MOE, Path("tokenizer.json"), dtype="float32"), "scheme": scheme,
-            "group_size": 32, "max_cases_per_category": per_category, "max_new_tokens": 6, "device": "cpu"}  # fmt: skip
+    spec = {
+        "model": random_model_spec(TINY_QWEN3_MOE, Path("tokenizer.json"), dtype="float32"),
+        "scheme": scheme,
+        "group_size": 32,
+        "max_cases_per_category": per_category,
+        "max_new_tokens": 6,
+        "device": "cpu",
+    }
     return {"spec.json": json.dumps(spec).encode(), "tokenizer.json": tokenizer.read_bytes()}
 
 
@@ -70,8 +76,14 @@ def _check_result(result: dict[str, Any], cases: int) -> None:
 def test_job_runs_through_the_local_executor_and_resumes(tmp_path: Path) -> None:
     executor = LocalExecutor(tmp_path / "runs")
     files = _job_files(tmp_path)
-    spec = JobSpec(run_id="eval1", attempt=1, command=_command(), files=files, time_limit_s=600,
-                   setup=(f"export PYTHONPATH={ROOT}",))  # fmt: skip
+    spec = JobSpec(
+        run_id="eval1",
+        attempt=1,
+        command=_command(),
+        files=files,
+        time_limit_s=600,
+        setup=(f"export PYTHONPATH={ROOT}",),
+    )
     ref = executor.submit(spec)
     assert _wait(executor, ref) == JobState.SUCCEEDED
     output = executor.fetch(ref)
@@ -81,8 +93,14 @@ def test_job_runs_through_the_local_executor_and_resumes(tmp_path: Path) -> None
     # A requeued job resumes from its cached cases.
     run_dir = Path(ref.run_dir)
     (run_dir / "result.json").unlink()
-    completed = subprocess.run(list(_command()), cwd=run_dir, capture_output=True, text=True, check=False,
-                               env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    completed = subprocess.run(
+        list(_command()),
+        cwd=run_dir,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.count("(cached") == 8
     assert (run_dir / "result.json.sha256").read_text() == hashlib.sha256(
@@ -92,8 +110,14 @@ def test_job_runs_through_the_local_executor_and_resumes(tmp_path: Path) -> None
 
 def test_bad_spec_exits_2_with_a_message(tmp_path: Path) -> None:
     (tmp_path / "spec.json").write_text(json.dumps({"scheme": "w3a2", "model": {}}))
-    completed = subprocess.run(list(_command()), cwd=tmp_path, capture_output=True, text=True, check=False,
-                               env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    completed = subprocess.run(
+        list(_command()),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert completed.returncode == 2
     assert "evaljob: error" in completed.stderr
 
@@ -107,15 +131,35 @@ def test_job_runs_through_the_slurm_test_cluster(tmp_path: Path, testcluster: di
     # the project's site-packages (same CPython minor version) on PYTHONPATH, as the cluster account.
     site_packages = sysconfig.get_paths()["purelib"]
     python_path = f"{ROOT}:{site_packages}"
-    probe = subprocess.run(["runuser", "-u", testcluster["user"], "--", "env", f"PYTHONPATH={python_path}",
-                            "/usr/bin/python3", "-c", "import planner.evaljob.run, torch, transformers"],
-                           check=False, capture_output=True, text=True)  # fmt: skip
+    probe = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            testcluster["user"],
+            "--",
+            "env",
+            f"PYTHONPATH={python_path}",
+            "/usr/bin/python3",
+            "-c",
+            "import planner.evaljob.run, torch, transformers",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
         pytest.skip(f"the cluster account cannot import this checkout ({ROOT}): {probe.stderr.strip()[-200:]}")
     executor = SlurmSSHExecutor(target(testcluster))
     command = ("/usr/bin/python3", *_command()[1:])
-    spec = JobSpec(run_id=f"eval{int(time.time())}", attempt=1, command=command, files=_job_files(tmp_path),
-                   partition=testcluster["partition"], time_limit_s=600, setup=(f"export PYTHONPATH={python_path}",))  # fmt: skip
+    spec = JobSpec(
+        run_id=f"eval{int(time.time())}",
+        attempt=1,
+        command=command,
+        files=_job_files(tmp_path),
+        partition=testcluster["partition"],
+        time_limit_s=600,
+        setup=(f"export PYTHONPATH={python_path}",),
+    )
     ref = executor.submit(spec)
     assert _wait(executor, ref) == JobState.SUCCEEDED
     output = executor.fetch(ref)

@@ -17,11 +17,12 @@ from governance.core.roles import Role
 from governance.deployments.models import DeploymentRequest, UsageReport
 from governance.deployments.services.evidence import deployment_evidence_refresh, validate_facts
 from governance.deployments.services.transitions import Actor, deployment_lock
+from governance.licenses.choices import FACTS_ASSUMED, Severity
 
 logger = logging.getLogger(__name__)
 
 # Severities a reviewer must hear about when usage newly triggers them.
-FLAGGED_SEVERITIES = ("blocker", "approval", "obligation")
+FLAGGED_SEVERITIES = (Severity.BLOCKER, Severity.APPROVAL, Severity.OBLIGATION)
 
 
 def _finding_keys(evidence: dict[str, Any] | None) -> set[tuple[str, str, str]]:
@@ -64,7 +65,7 @@ def usage_report_record(
         crossed = sorted(
             f"{license_key}:{code}:{severity}"
             for license_key, code, severity in _finding_keys(deployment.evidence) - before
-            if severity in FLAGGED_SEVERITIES and code != "facts.assumed"
+            if severity in FLAGGED_SEVERITIES and code != FACTS_ASSUMED
         )
         report.crossed = crossed
         report.save(update_fields=["crossed", "updated_at"])

@@ -10,13 +10,10 @@ from typing import Any
 
 import yaml
 
-from governance.licenses.engine import TermError, TermSpec
+from governance.licenses.engine import TERM_FIELDS, TermError, TermSpec
 
 CATALOG_DIR = Path(__file__).resolve().parent
-TERM_KEYS = {
-    "use", "code", "severity", "clause", "condition", "message", "how_to_comply", "params",
-    "confidence", "applies_to", "value_from",
-}  # fmt: skip
+TERM_KEYS = {"use", *TERM_FIELDS}
 LICENSE_KEYS = {"key", "name", "version", "effective_date", "scancode_key", "spdx_id", "source_url", "notes", "terms"}
 
 

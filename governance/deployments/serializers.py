@@ -1,0 +1,171 @@
+"""The shapes of a deployment request in the API: what a requester sends, what every reader gets."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import serializers
+
+from governance.artifacts.selectors import artifacts_visible_to
+from governance.core.serializers import StrictSerializer
+from governance.deployments.choices import Engine, Status
+from governance.deployments.models import DeploymentRequest
+from governance.deployments.selectors import (
+    active_waivers,
+    deployment_blockers,
+    finding_is_waived,
+    latest_capacity_plan,
+)
+from planner.specs import gpus, precisions
+
+
+class ServingPlanSerializer(StrictSerializer):
+    engine = serializers.ChoiceField(choices=Engine.choices, default=Engine.VLLM)
+    precision = serializers.ChoiceField(choices=sorted(precisions()))
+    gpu = serializers.ChoiceField(choices=sorted(gpus()))
+    kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], default="bf16")
+    tp = serializers.IntegerField(required=False, min_value=1, max_value=16)
+    pp = serializers.IntegerField(required=False, min_value=1, max_value=64)
+    ep = serializers.IntegerField(required=False, min_value=1, max_value=256)
+    dp = serializers.IntegerField(required=False, min_value=1, max_value=256)
+    max_model_len = serializers.IntegerField(min_value=16)
+    gpu_memory_utilization = serializers.FloatField(default=0.9, min_value=0.1, max_value=0.99)
+    concurrency = serializers.IntegerField(default=1, min_value=1, max_value=100_000)
+
+
+ENVIRONMENT = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+
+
+class DeploymentInputSerializer(StrictSerializer):
+    team = serializers.CharField(max_length=120, required=False)
+    artifact = serializers.UUIDField()
+    product_name = serializers.CharField(max_length=200)
+    environments = serializers.ListField(child=serializers.RegexField(ENVIRONMENT), default=list, max_length=10)
+    facts = serializers.JSONField()
+    serving_plan = ServingPlanSerializer()
+    target_cluster = serializers.CharField(max_length=120, required=False, allow_blank=True)
+
+    def validate_artifact(self, value: Any) -> Any:
+        artifact = artifacts_visible_to(self.context["user"]).filter(code=value).first()
+        if artifact is None:
+            raise serializers.ValidationError("no such artifact")
+        return artifact
+
+    def validate_facts(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be a JSON object")
+        return value
+
+
+class DeploymentUpdateSerializer(DeploymentInputSerializer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["partial"] = True
+        super().__init__(*args, **kwargs)
+        self.fields.pop("team")
+
+
+class DeploymentOutputSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.name")
+    requester = serializers.CharField(source="requester.username")
+    artifact = serializers.UUIDField(source="artifact.code")
+    licenses = serializers.SerializerMethodField()
+    obligations = serializers.SerializerMethodField()
+    waivers = serializers.SerializerMethodField()
+    decisions = serializers.SerializerMethodField()
+    capacity_plan = serializers.SerializerMethodField()
+    blockers = serializers.SerializerMethodField()
+
+    class Meta:
+        model = DeploymentRequest
+        fields = [
+            "code",
+            "team",
+            "requester",
+            "artifact",
+            "product_name",
+            "environments",
+            "facts",
+            "serving_plan",
+            "target_cluster",
+            "status",
+            "submitted_at",
+            "approved_at",
+            "approval_expires_at",
+            "evidence_digest",
+            "flagged",
+            "flag_reason",
+            "licenses",
+            "obligations",
+            "waivers",
+            "decisions",
+            "capacity_plan",
+            "blockers",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_licenses(self, obj: DeploymentRequest) -> list[dict[str, Any]]:
+        waivers = active_waivers(obj)
+        result = []
+        for evaluation in (obj.evidence or {}).get("licenses", []):
+            findings = [
+                {**finding, "waived": finding_is_waived(evaluation["license"], finding, waivers)}
+                for finding in evaluation["findings"]
+            ]
+            result.append({**evaluation, "findings": findings})
+        return result
+
+    def get_obligations(self, obj: DeploymentRequest) -> list[dict[str, Any]]:
+        return [
+            {
+                "code": str(o.code),
+                "license": o.license_key,
+                "finding_code": o.finding_code,
+                "clause": o.clause,
+                "params": o.params,
+                "message": o.message,
+                "status": o.status,
+                "how_met": o.how_met,
+                "review_comment": o.review_comment,
+            }
+            for o in obj.obligations.all()
+        ]
+
+    def get_waivers(self, obj: DeploymentRequest) -> list[dict[str, Any]]:
+        now = timezone.now()
+        return [
+            {
+                "license": w.license_key,
+                "finding_code": w.finding_code,
+                "clause": w.clause,
+                "reason": w.reason,
+                "expires_at": w.expires_at,
+                "active": w.expires_at > now,
+                "granted_by": w.granted_by.username,
+            }
+            for w in obj.waivers.select_related("granted_by")
+        ]
+
+    def get_decisions(self, obj: DeploymentRequest) -> list[dict[str, Any]]:
+        return [
+            {
+                "role": d.role,
+                "verdict": d.verdict,
+                "reviewer": d.reviewer.username,
+                "evidence_digest": d.evidence_digest,
+                "comment": d.comment,
+                "voided": d.voided_at is not None,
+                "void_reason": d.void_reason,
+                "created_at": d.created_at,
+            }
+            for d in obj.decisions.select_related("reviewer")
+        ]
+
+    def get_capacity_plan(self, obj: DeploymentRequest) -> dict[str, Any] | None:
+        stored = latest_capacity_plan(obj)
+        return None if stored is None else {"code": str(stored.code), "status": stored.status, "fits": stored.fits}
+
+    def get_blockers(self, obj: DeploymentRequest) -> list[dict[str, Any]]:
+        return deployment_blockers(obj) if obj.status not in (Status.DRAFT,) else []
