@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import functools
-import hashlib
 import json
 import math
 import os
@@ -31,6 +30,7 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 import torch
 
 from planner.calibrate.shapes import DECODE_M, PREFILL_M, GemmShape, layer_shapes
+from planner.cluster.base import write_result
 from planner.hf_config import parse_config
 from planner.specs import model as catalog_model
 
@@ -437,10 +437,7 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     data = json.dumps(profile, indent=1, sort_keys=True).encode()
     # profile.json for people; result.json (+ its checksum, written after it) for the job machinery.
     for name in ("profile.json", "result.json"):
-        temporary = out / f".{name}.tmp"
-        temporary.write_bytes(data)
-        os.replace(temporary, out / name)
-        (out / f"{name}.sha256").write_text(hashlib.sha256(data).hexdigest())
+        write_result(out, data, name)
     return profile
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import os
 import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -170,6 +172,19 @@ def job_script(spec: JobSpec) -> str:
         shlex.join(spec.command),
     ]
     return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Temporary name, then rename: a reader (or a requeued job) never sees half a file."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
+def write_result(out: Path, data: bytes, name: str = "result.json") -> None:
+    """What verify_result checks: the file first, then its checksum, each written atomically."""
+    write_atomic(out / name, data)
+    write_atomic(out / f"{name}.sha256", hashlib.sha256(data).hexdigest().encode())
 
 
 def verify_result(raw: bytes | None, checksum: bytes | None) -> tuple[dict[str, Any] | None, str]:

@@ -12,7 +12,6 @@ import argparse
 import copy
 import hashlib
 import json
-import os
 import platform
 import sys
 import time
@@ -21,18 +20,13 @@ from typing import Any
 
 import torch
 
+from planner.cluster.base import write_atomic, write_result
 from planner.evaljob.metrics import case_verdict, summarize_kl, token_agreement
 from planner.evaljob.stats import gate
 from planner.quant.modules import quantize_model
 from planner.quant.schemes import scheme as scheme_named
 
 DEFAULT_SET = Path(__file__).resolve().parent / "data" / "default-v1.jsonl"
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 def load_cases(path: str | None, limit: int | None) -> tuple[list[dict[str, Any]], str]:
@@ -126,7 +120,7 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         tokens = token_agreement(baseline(ids).logits[0], quantized(ids).logits[0])
         record = {"id": case["id"], "category": case["category"], "baseline": base_text, "quantized": quant_text,
                   **case_verdict(case, base_text, quant_text), "tokens": tokens}  # fmt: skip
-        _write_atomic(cache, json.dumps(record, ensure_ascii=False).encode())
+        write_atomic(cache, json.dumps(record, ensure_ascii=False).encode())
         print(f"progress {done}/{len(cases)}", flush=True)
     records = [json.loads((out / "cases" / f"{case['id']}.json").read_text()) for case in cases]
     result = summarize(records, float(spec.get("threshold", 0.05)))
@@ -137,8 +131,7 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
                    "quantized_cases_per_s": len(cases) / timings["quantized_s"] if timings["quantized_s"] else None},
     })  # fmt: skip
     data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
-    _write_atomic(out / "result.json", data)
-    _write_atomic(out / "result.json.sha256", hashlib.sha256(data).hexdigest().encode())
+    write_result(out, data)
     return result
 
 
