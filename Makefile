@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
 
-.PHONY: run test lint typecheck check system-deps setup migrate clean
+.PHONY: run test lint typecheck check system-deps setup env migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,13 +18,18 @@ system-deps:
 
 setup: system-deps $(STAMP)
 
-migrate: setup
-	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py migrate --noinput
+# .env: a generated SECRET_KEY (kept), DEBUG=1, HOST/PORT; manage.py, celery and honcho read it.
+env: setup
+	$(BIN)/python -m governance.core.localenv
 
-# Web server, Celery worker and beat under honcho: one Ctrl-C stops all three.
+migrate: env
+	$(BIN)/python manage.py migrate --noinput
+
+# Web server, Celery worker and beat under honcho: one Ctrl-C (or SIGTERM to make) stops all three.
+# `exec` makes honcho the recipe's process itself, so make's SIGTERM reaches it directly.
 run: migrate
-	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py bootstrap
-	DEBUG=$${DEBUG:-1} $(BIN)/honcho start -f Procfile
+	$(BIN)/python manage.py bootstrap
+	exec $(BIN)/honcho start -f Procfile
 
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -39,4 +44,4 @@ typecheck: setup
 check: lint typecheck test
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var .env

@@ -6,6 +6,10 @@ import os
 
 from celery import Celery
 
+from governance.core.localenv import load_local_env
+
+if "DJANGO_SETTINGS_MODULE" not in os.environ:  # the celery CLI from a checkout; never inside tests or Django
+    load_local_env()  # reads the same .env as manage.py (the environment wins)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
 
 app = Celery("governance")

@@ -207,8 +207,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_out": str(_BROKER_DIR / "queue"),
         "processed_folder": str(_BROKER_DIR / "processed"),
         "store_processed": False,
+        # Broadcast (remote control) exchanges; kombu's default is ./control in the working directory.
+        "control_folder": str(_BROKER_DIR / "control"),
     }
-    for _folder in ("queue", "processed"):
+    for _folder in ("queue", "processed", "control"):
         (_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_RESULT_BACKEND = env_str(
     "CELERY_RESULT_BACKEND",

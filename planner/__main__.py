@@ -166,8 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "check-log":
             return _check_log(args)
+        chosen_model = _model_argument(args.model)
         request = PlanRequest(
-            model=_model_argument(args.model),
+            model=chosen_model,
+            # A pasted config.json: serve the checkpoint directory it came from, not a made-up name.
+            model_path=None if isinstance(chosen_model, str) else str(Path(args.model).resolve().parent),
             precision=args.precision or AUTO_PRECISION,
             gpu=_gpu_argument(args),
             group_size=args.group_size,

@@ -1,7 +1,7 @@
 """Plan a deployment: find the parallel layout that fits with the fewest GPUs, then the most throughput.
 
 `plan(request)` is the library entry point behind the CLI and POST /api/v1/planner/plan; its
-result's `as_contract()` is the JSON of DESIGN.md (bytes as integers).
+result's `as_contract()` is the JSON of docs/contracts.md (bytes as integers).
 """
 
 from __future__ import annotations
@@ -207,6 +207,36 @@ def _candidate_layouts(
     return tuple(layouts)
 
 
+def _no_layout(request: PlanRequest, spec: ModelSpec) -> str:
+    """Which rule the fixed tp/pp/ep/dp break, and the nearest layout that is valid."""
+    fixed = {name: getattr(request, name) for name in ("tp", "pp", "ep", "dp") if getattr(request, name)}
+    given = " ".join(f"{name}={value}" for name, value in fixed.items())
+    layout = Layout(tp=request.tp or 1, pp=request.pp or 1, ep=request.ep or 1, dp=request.dp or 1)
+    try:
+        layout.validate(spec)
+        rule = f"at most {MAX_GPUS} GPUs, and EP stays inside one node ({request.gpus_per_node} GPUs)"
+    except ValueError as exc:
+        rule = str(exc) + (" (this model is dense)" if "MoE" in str(exc) else "")
+    suggestion = ""
+    for free in (("ep",), ("ep", "dp"), ("ep", "dp", "pp"), ("tp", "pp", "ep", "dp")):  # keep as much as possible
+        cleared: dict[str, Any] = dict.fromkeys(free)
+        found = candidate_layouts(dataclasses.replace(request, **cleared), spec)
+        if found:
+            best = min(found, key=lambda l: (l.gpus, -l.tp))  # noqa: E741
+            suggestion = f"; try tp={best.tp} pp={best.pp} ep={best.ep} dp={best.dp}"
+            break
+    return f"tp/pp/ep/dp: no valid layout for {given}: {rule}{suggestion}"
+
+
+def _serving_path(request: PlanRequest, spec: ModelSpec) -> str:
+    """What the launch commands serve: the given path, the config's own name, the catalog's repository."""
+    if request.model_path:
+        return request.model_path
+    if isinstance(request.model, dict) and isinstance(request.model.get("_name_or_path"), str):
+        return str(request.model["_name_or_path"])
+    return spec.hf_repo or ("MODEL_PATH" if isinstance(request.model, dict) else spec.key)
+
+
 def _resolve_model(request: PlanRequest) -> ModelSpec:
     if isinstance(request.model, dict):
         return parse_config(request.model)
@@ -240,7 +270,7 @@ def plan(request: PlanRequest) -> PlanResult:
     evaluate = functools.partial(_evaluate, spec, params, scheme, device, engine, request, max_len, keep)
     layouts = candidate_layouts(request, spec)
     if not layouts:
-        raise ValueError("tp/pp/ep/dp: no valid layout for these fixed values")
+        raise ValueError(_no_layout(request, spec))
     # Evaluate by growing GPU count and stop at the first count where something fits: the
     # objective is fewest GPUs first, so larger layouts cannot win.
     by_count: dict[int, list[Layout]] = {}
@@ -302,7 +332,7 @@ def plan(request: PlanRequest) -> PlanResult:
         f"concurrency / TPOT delivered; basis: {basis}. Batch-1 upper bound "
         f"{throughput.batch1_tokens_per_s_upper_bound:.0f} tokens/s streams the weights at the HBM peak."
     )  # fmt: skip
-    path = request.model_path or spec.hf_repo or spec.key
+    path = _serving_path(request, spec)
     utilization, seqs = request.gpu_memory_utilization, max(request.concurrency, 1)
     serving = {
         "vllm": vllm_command(

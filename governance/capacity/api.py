@@ -1,4 +1,4 @@
-"""POST /api/v1/planner/plan (stateless, DESIGN.md contract) and stored plans."""
+"""POST /api/v1/planner/plan (stateless, docs/contracts.md contract) and stored plans."""
 
 from __future__ import annotations
 

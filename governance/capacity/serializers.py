@@ -1,4 +1,4 @@
-"""Input of POST /api/v1/planner/plan (DESIGN.md); shared by the API and stored plans."""
+"""Input of POST /api/v1/planner/plan (docs/contracts.md); shared by the API and stored plans."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ def planner_error(exc: ValueError) -> ApplicationError:
 
 
 def capacity_plan_run(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Run the planner on validated inputs; returns the DESIGN.md contract. With a `cluster`, the
+    """Run the planner on validated inputs; returns the contract of docs/contracts.md. With a `cluster`, the
     throughput uses that cluster's latest calibration profile for the GPU (defaults when it has none)."""
     calibration: CalibrationProfile | None = None
     if inputs.get("cluster"):

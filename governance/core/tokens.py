@@ -16,6 +16,11 @@ from governance.core.models import ApiToken
 TOKEN_PREFIX = "gov_"  # noqa: S105  (a public marker, not a secret)
 PREFIX_LENGTH = 12
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# Every scope a token may carry, and what it allows. A scope not listed here is refused at issue
+# time: a typo would otherwise make a token that silently grants nothing (or, later, something else).
+TOKEN_SCOPES: dict[str, str] = {
+    "usage:write": "post monthly usage reports to any deployment request (billing)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +36,9 @@ def _digest(clear_text: str) -> str:
 def api_token_issue(
     *, user: User, name: str, scopes: list[str] | None = None, expires_at: datetime | None = None
 ) -> IssuedToken:
+    unknown = sorted(set(scopes or []) - TOKEN_SCOPES.keys())
+    if unknown:
+        raise ValueError(f"scopes: unknown {', '.join(unknown)}; known: {', '.join(sorted(TOKEN_SCOPES))}")
     clear_text = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,

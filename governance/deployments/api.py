@@ -37,7 +37,7 @@ from governance.evaluations.api import EvalRunOutputSerializer
 from governance.evaluations.evals import eval_run_request
 from governance.evaluations.selectors import cluster_by_name
 from governance.licenses.selectors import fx_table
-from planner.quant.schemes import SCHEMES
+from planner.quant.names import SCHEME_NAMES
 
 USAGE_SCOPE = "usage:write"
 
@@ -235,10 +235,13 @@ class DeploymentUsageApi(APIView):
 
 class EvalRequestInputSerializer(serializers.Serializer):
     cluster = serializers.CharField(max_length=100)
-    scheme = serializers.ChoiceField(choices=sorted(SCHEMES))
+    scheme = serializers.ChoiceField(choices=sorted(SCHEME_NAMES))
     model_path = serializers.RegexField(r"^/[A-Za-z0-9_./-]{1,400}$", help_text="checkpoint directory on the cluster")
     threshold = serializers.FloatField(default=0.05, min_value=0.001, max_value=0.5)
     max_cases_per_category = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
+    max_new_tokens = serializers.IntegerField(
+        default=64, min_value=1, max_value=4096, help_text="tokens each model generates per turn (greedy)"
+    )
     eval_set = serializers.CharField(
         required=False,
         max_length=20_000_000,
@@ -271,6 +274,7 @@ class DeploymentEvalCreateApi(APIView):
             deployment=deployment,
             threshold=data["threshold"],
             max_cases_per_category=data.get("max_cases_per_category"),
+            max_new_tokens=data["max_new_tokens"],
             eval_set=data.get("eval_set"),
         )
         return Response(EvalRunOutputSerializer(evaluation).data, status=202)

@@ -14,9 +14,9 @@ from governance.core.errors import invalid_input
 from governance.evaluations.models import Cluster, EvalRun, EvalStatus, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
-from planner.quant.schemes import SCHEMES
+from planner.quant.names import SCHEME_NAMES
 
-EVAL_COMMAND = ["python3", "-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]
+EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
 
 
 def validate_eval_set(text: str) -> int:
@@ -55,8 +55,8 @@ def eval_run_request(
     time_limit_s: int | None = None,
     eval_set: str | None = None,
 ) -> EvalRun:
-    if scheme not in SCHEMES:
-        raise invalid_input("scheme", f"unknown {scheme!r}; one of {', '.join(SCHEMES)}")
+    if scheme not in SCHEME_NAMES:
+        raise invalid_input("scheme", f"unknown {scheme!r}; one of {', '.join(SCHEME_NAMES)}")
     if not ("path" in model or "config" in model):
         raise invalid_input("model", "give a checkpoint path on the cluster ('path')")
     if not 0 < threshold < 1:
@@ -81,7 +81,7 @@ def eval_run_request(
         job = jobrun_create(
             cluster=cluster,
             kind=JobKind.EVAL,
-            command=EVAL_COMMAND,
+            command=[cluster.python, *EVAL_ARGS],
             files={"spec.json": json.dumps(spec), **files},
             time_limit_s=time_limit_s,
             subject=evaluation,
@@ -128,7 +128,10 @@ def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
     if evaluation is None or evaluation.status != EvalStatus.RUNNING:
         return
     with transaction.atomic():
-        if run.state == JobRunState.SUCCEEDED and run.result:
+        if run.state == JobRunState.CANCELLED:
+            evaluation.status = EvalStatus.CANCELLED
+            evaluation.summary = {"pass": False, "error": run.reason, "log_tail": run.log_tail[-2000:]}
+        elif run.state == JobRunState.SUCCEEDED and run.result:
             evaluation.summary = summarise(run.result)
             evaluation.eval_set_sha256 = str(run.result.get("eval_set_sha256", ""))
             evaluation.status = EvalStatus.PASSED if evaluation.summary["pass"] else EvalStatus.FAILED
@@ -153,7 +156,10 @@ def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
 def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
     """The latest eval run per scheme of a deployment request, for its evidence document."""
     latest: dict[str, EvalRun] = {}
-    for evaluation in EvalRun.objects.filter(request=deployment).order_by("created_at"):
+    # A cancelled run has no verdict: it neither blocks nor counts; the run before or after it stands.
+    for evaluation in (
+        EvalRun.objects.filter(request=deployment).exclude(status=EvalStatus.CANCELLED).order_by("created_at")
+    ):
         latest[evaluation.scheme] = evaluation
     return [
         {

@@ -10,6 +10,7 @@ from governance.core.models import BaseModel
 
 TOKEN = RegexValidator(r"^[A-Za-z0-9_.-]{1,64}$", "letters, digits, '_', '.', '-' only")
 PATH = RegexValidator(r"^/[A-Za-z0-9_./-]{1,400}$", "an absolute path of letters, digits, '_', '.', '-', '/'")
+PROGRAM = RegexValidator(r"^(/[A-Za-z0-9_./-]{1,400}|[A-Za-z0-9_.-]{1,64})$", "a command name or an absolute path")
 
 
 class ExecutorKind(models.TextChoices):
@@ -37,6 +38,8 @@ class Cluster(BaseModel):
     gres_pattern = models.CharField(max_length=64, blank=True, help_text="e.g. gpu:h200:{gpus}")
     default_time_limit_s = models.PositiveIntegerField(default=3600)
     setup_lines = models.TextField(blank=True, help_text="shell lines run before the payload (module load …)")
+    python = models.CharField(max_length=400, default="python3", validators=[PROGRAM],
+                              help_text="the interpreter that runs the payloads (one with planner/ importable)")  # fmt: skip
     last_test_at = models.DateTimeField(null=True, blank=True)
     last_test_ok = models.BooleanField(null=True)
     last_test_message = models.TextField(blank=True)
@@ -96,6 +99,8 @@ class JobRun(BaseModel):
     result = models.JSONField(null=True, blank=True)
     log_tail = models.TextField(blank=True)
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # Set when someone cancels: however the job then ends (killed, non-zero exit, vanished), it is `cancelled`.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -113,6 +118,7 @@ class EvalStatus(models.TextChoices):
     PASSED = "passed"
     FAILED = "failed"  # the gate failed: the quantized model is not good enough
     ERROR = "error"  # the job did not produce a result
+    CANCELLED = "cancelled"  # someone cancelled the job: no verdict, superseded by the next run
 
 
 class EvalRun(BaseModel):

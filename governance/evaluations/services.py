@@ -26,7 +26,6 @@ from governance.evaluations.models import ACTIVE_STATES, Cluster, ExecutorKind, 
 from governance.evaluations.signals import job_finished
 from planner.cluster.base import ClusterError, Executor, JobRef, JobSpec, JobState
 from planner.cluster.local import LocalExecutor
-from planner.cluster.slurm import SlurmSSHExecutor, SshTarget
 
 logger = logging.getLogger(__name__)
 SYSTEM = "system:jobs"
@@ -36,6 +35,9 @@ LEASE = timedelta(seconds=120)  # a poll in progress owns the run this long
 def executor_for(cluster: Cluster) -> Executor:
     if cluster.executor == ExecutorKind.LOCAL:
         return LocalExecutor(cluster.remote_root)
+    # Imported here: paramiko costs ~0.2 s at start, and only workers talking to Slurm need it.
+    from planner.cluster.slurm import SlurmSSHExecutor, SshTarget
+
     return SlurmSSHExecutor(
         SshTarget(
             host=cluster.host,
@@ -174,6 +176,7 @@ def _reconcile(executor: Executor, spec: JobSpec, run: JobRun) -> JobRef | None:
 
 def _record_submission(run: JobRun, ref: JobRef) -> None:
     with transaction.atomic():
+        run.cancel_requested_at = JobRun.objects.select_for_update().get(pk=run.pk).cancel_requested_at
         now = timezone.now()
         _set_state(
             run,
@@ -191,6 +194,9 @@ def _record_submission(run: JobRun, ref: JobRef) -> None:
             obj=run,
             data={"stage": "submitted", "job_id": ref.job_id, "attempt": run.attempt, "run_dir": ref.run_dir},
         )
+    if run.cancel_requested_at is not None:  # cancelled while this submission was in flight
+        with contextlib.suppress(ClusterError):
+            executor_for(run.cluster).cancel(ref)
 
 
 def _claim_poll(run_id: int) -> bool:
@@ -258,7 +264,11 @@ def _finish(run: JobRun, executor: Executor, ref: JobRef, status: Any) -> NextSt
     with transaction.atomic():
         run = JobRun.objects.select_for_update().get(pk=run.pk)
         fields = {"slurm_state": status.raw_state, "log_tail": log_tail}
-        if status.state == JobState.SUCCEEDED:
+        succeeded = status.state == JobState.SUCCEEDED and output is not None and output.result_ok
+        if run.cancel_requested_at is not None and not succeeded:
+            # A killed payload may exit non-zero, lose its sentinel or vanish: the cause is the cancel.
+            _set_state(run, JobRunState.CANCELLED, f"cancelled ({status.raw_state or status.state})", **fields)
+        elif status.state == JobState.SUCCEEDED:
             if output is not None and output.result_ok:
                 _set_state(run, JobRunState.SUCCEEDED, "", result=output.result, **fields)
                 _on_success(run)
@@ -321,8 +331,12 @@ def jobrun_cancel(*, run: JobRun, actor: User) -> JobRun:
         if run.state not in ACTIVE_STATES:
             raise ConflictError(f"a {run.state} run cannot be cancelled")
         audit_record(actor=actor, action=AuditAction.JOB_STATE_CHANGED, obj=run, data={"cancel_requested": True})
-        if not run.job_id:
+        run.cancel_requested_at = timezone.now()
+        run.save(update_fields=["cancel_requested_at", "updated_at"])
+        if run.state == JobRunState.QUEUED:  # the submitter claims only queued runs: it will never start
             _set_state(run, JobRunState.CANCELLED, f"cancelled by {actor.username} before submission")
+            return run
+        if not run.job_id:  # submission in flight: the submitter sees the request and cancels what it started
             return run
     try:
         executor_for(run.cluster).cancel(JobRef(job_id=run.job_id, run_dir=run.run_dir))
@@ -334,6 +348,8 @@ def jobrun_cancel(*, run: JobRun, actor: User) -> JobRun:
 def cluster_test_connection(*, cluster: Cluster) -> Cluster:
     ok, message = True, "local executor"
     if cluster.executor == ExecutorKind.SLURM:
+        from planner.cluster.slurm import SlurmSSHExecutor
+
         executor = executor_for(cluster)
         assert isinstance(executor, SlurmSSHExecutor)
         try:
@@ -353,7 +369,7 @@ def cluster_discover(*, cluster: Cluster, actor: User | None) -> JobRun:
     return jobrun_create(
         cluster=cluster,
         kind=JobKind.DISCOVERY,
-        command=["python3", "discover.py"],
+        command=[cluster.python, "discover.py"],
         files={"discover.py": source},
         time_limit_s=300,
         actor=actor,

@@ -18,14 +18,13 @@ from governance.licenses.choices import FACTS_ASSUMED, Decision, FindingCode, Se
 from governance.licenses.engine import TERM_FIELDS
 from governance.licenses.facts import FactsError
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
+from governance.licenses.schema import FactsField
 from governance.licenses.selectors import license_current_version, license_evaluate, license_list
 
 
 class EvaluateInputSerializer(StrictSerializer):
     license = serializers.CharField(max_length=64)
-    facts = serializers.JSONField(
-        help_text="deployment facts; see DESIGN.md (missing facts are assumed conservatively)"
-    )
+    facts = FactsField(help_text="deployment facts (docs/contracts.md); missing facts are assumed conservatively")
 
 
 class FindingSerializer(serializers.Serializer):

@@ -7,14 +7,16 @@ so an evaluation touches no database and each CEL condition is compiled once per
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import re
 from dataclasses import dataclass, field, fields
 from datetime import date
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import cel
+if TYPE_CHECKING:
+    import cel
 
 from governance.licenses.choices import (
     ALLOWED_SEVERITIES,
@@ -39,6 +41,14 @@ ENGINE_VERSION = "1.0.0"
 # Plain strings (not the enum members) go into findings, so evidence JSON holds only str values.
 SEVERITIES: tuple[str, ...] = tuple(Severity.values)
 
+@functools.cache
+def _cel() -> Any:
+    """The CEL module, on first use: `import cel` also loads its interactive CLI (prompt_toolkit,
+    typer; ~0.3 s), which every management command and web worker would otherwise pay at start."""
+    return importlib.import_module("cel")
+
+
+
 
 class TermError(ValueError):
     """A term that cannot be used (bad code, severity, or a CEL condition that does not compile/run).
@@ -52,7 +62,7 @@ class TermError(ValueError):
 @functools.lru_cache(maxsize=4096)
 def compile_condition(expression: str) -> cel.Program:
     try:
-        return cel.compile(expression)
+        return _cel().compile(expression)
     except (ValueError, RuntimeError) as exc:
         raise TermError(f"condition does not compile: {exc}") from None
 
@@ -108,7 +118,7 @@ class TermSpec:
         object.__setattr__(self, "fact_names", frozenset(_FACT_REF.findall(self.condition)))
 
     def matches(self, facts: dict[str, Any] | cel.Context) -> bool:
-        context = facts if isinstance(facts, cel.Context) else _cel_context(facts, self.fact_names)
+        context = _cel_context(facts, self.fact_names) if isinstance(facts, dict) else facts
         return compile_condition(self.program_source).execute(context) is True
 
     def as_document(self) -> dict[str, Any]:
@@ -192,7 +202,7 @@ class Evaluation:
     engine_version: str = ENGINE_VERSION
 
     def as_contract(self) -> dict[str, Any]:
-        """The response body of POST /api/v1/licenses/evaluate (DESIGN.md)."""
+        """The response body of POST /api/v1/licenses/evaluate (docs/contracts.md)."""
         return {
             "decision": self.decision,
             "license": {"key": self.license_key, "version": self.license_version, "text_sha256": self.text_sha256},
@@ -303,7 +313,7 @@ def _findings_for(term: TermSpec, facts: dict[str, Any], conversion: dict[str, A
 
 def _cel_context(facts: dict[str, Any], names: frozenset[str]) -> cel.Context:
     try:
-        return cel.Context(variables={"facts": {name: facts[name] for name in names}})
+        return _cel().Context(variables={"facts": {name: facts[name] for name in names}})
     except KeyError as exc:
         raise TermError(f"condition fails on sample facts: unknown fact {exc.args[0]!r}") from None
 

@@ -40,3 +40,36 @@ def random_model_spec(
     config: dict[str, Any], tokenizer_file: Path, dtype: str = "bfloat16", seed: int = 0
 ) -> dict[str, Any]:
     return {"config": config, "tokenizer_file": str(tokenizer_file), "dtype": dtype, "seed": seed}
+
+
+def save_tiny_checkpoint(out: Path, config: dict[str, Any] | None = None, seed: int = 0) -> Path:
+    """A Hugging Face checkpoint directory (random weights + the trained tokenizer) that the eval job
+    loads by path like a real model: the embedded default's test model, made with no download."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    staging = out.with_name(f".{out.name}.tmp")
+    staging.mkdir(parents=True, exist_ok=True)
+    tokenizer_file = train_tokenizer(staging / "bpe.json")
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file), eos_token="<eos>", pad_token="<pad>")  # noqa: S106
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**(config or TINY_QWEN3_MOE)), dtype=torch.bfloat16)
+    tokenizer.save_pretrained(str(out))
+    model.save_pretrained(str(out))
+    # transformers 5 writes `num_local_experts`; Hub checkpoints of Qwen3-MoE (and the planner) say `num_experts`.
+    saved = json.loads((out / "config.json").read_text())
+    saved.setdefault("num_experts", saved.get("num_local_experts"))
+    (out / "config.json").write_text(json.dumps(saved, indent=2) + "\n")
+    (out / ".complete").write_text("tiny-qwen3-moe\n")
+    tokenizer_file.unlink()
+    staging.rmdir()
+    return out
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="write the tiny random-weight test checkpoint")
+    parser.add_argument("--out", required=True, type=Path)
+    print(save_tiny_checkpoint(parser.parse_args().out))

@@ -14,7 +14,7 @@ from governance.licenses.services import license_catalog_load
 from tests.conftest import Personas
 from tests.licenses.helpers import BASE_FACTS
 
-# The response contract of DESIGN.md, as JSON Schema.
+# The response contract of docs/contracts.md, as JSON Schema.
 RESPONSE_SCHEMA = {
     "type": "object",
     "required": ["decision", "license", "findings"],

@@ -1,4 +1,4 @@
-"""Facts validation and conservative defaults (the evaluate contract of DESIGN.md)."""
+"""Facts validation and conservative defaults (the evaluate contract of docs/contracts.md)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Meta Llama licenses (facts: ../shared/reference/licenses.md, llama2 … llama4)."""
+"""Meta Llama licenses (the terms of the Llama 2 … Llama 4 license texts)."""
 
 import pytest
 

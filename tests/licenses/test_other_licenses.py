@@ -1,4 +1,4 @@
-"""Every other catalog license, written from the license facts (../shared/reference/licenses.md)."""
+"""Every other catalog license, written from the license facts (each license text's terms)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The CLI and the JSON contract of DESIGN.md (field names and integer byte figures)."""
+"""The CLI and the JSON contract of docs/contracts.md (field names and integer byte figures)."""
 
 import json
 import subprocess

@@ -1,4 +1,5 @@
-"""Everything `make run` needs after migrate: reference data, keys, and (DEBUG only) demo users.
+"""Everything `make run` needs after migrate: reference data, keys, and (DEBUG only) demo users and
+the embedded `local` cluster with its tiny test model.
 
 Each step is idempotent, so running it on every start is safe.
 """
@@ -22,3 +23,5 @@ class Command(BaseCommand):
             call_command(step)
         if settings.DEBUG:
             call_command("seed_demo")
+            # Runs jobs as subprocesses of this host: a development convenience, never made in production.
+            call_command("local_cluster")

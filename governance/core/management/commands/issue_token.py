@@ -1,4 +1,7 @@
-"""Issue an API token for a user; the clear token is printed once and never stored."""
+"""Issue an API token for a user; the clear token is printed once and never stored.
+
+`--create-service-user` makes USER first when it does not exist: an account for a machine (billing,
+CI) with no password and no role, so the token's scopes are all it can do."""
 
 from __future__ import annotations
 
@@ -6,8 +9,9 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
-from governance.core.tokens import api_token_issue
+from governance.core.tokens import TOKEN_SCOPES, api_token_issue
 
 
 class Command(BaseCommand):
@@ -15,13 +19,26 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
-        parser.add_argument("--name", required=True)
-        parser.add_argument("--scope", action="append", default=[], dest="scopes")
+        parser.add_argument("--name", required=True, help="what the token is for (shown in the admin)")
+        parser.add_argument("--scope", action="append", default=[], dest="scopes",
+                            help=f"repeatable; one of: {', '.join(sorted(TOKEN_SCOPES))}")  # fmt: skip
+        parser.add_argument("--create-service-user", action="store_true",
+                            help="create USER as a service account (no password, no role) when missing")  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            user = User.objects.get(username=options["username"])
-        except User.DoesNotExist:
-            raise CommandError(f"no user named {options['username']!r}") from None
-        issued = api_token_issue(user=user, name=options["name"], scopes=options["scopes"])
+        username = options["username"]
+        with transaction.atomic():
+            user = User.objects.filter(username=username).first()
+            if user is None and not options["create_service_user"]:
+                raise CommandError(f"no user named {username!r} (add --create-service-user to make a service account)")
+            if user is None:
+                user = User(username=username)
+                user.set_unusable_password()
+                user.full_clean(exclude=["password"])
+                user.save()
+                self.stderr.write(f"created service user {username!r} (no password, no role)")
+            try:
+                issued = api_token_issue(user=user, name=options["name"], scopes=options["scopes"])
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
         self.stdout.write(issued.clear_text)
