@@ -6,7 +6,7 @@ from typing import Any, cast
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
@@ -19,7 +19,7 @@ from governance.artifacts.services import artifact_register
 from governance.core.permissions import role_permission
 from governance.core.roles import Role
 from governance.core.selectors import team_choose
-from governance.core.serializers import StrictSerializer
+from governance.core.serializers import JsonObjectField, StrictSerializer
 
 
 class ArtifactInputSerializer(StrictSerializer):
@@ -30,9 +30,9 @@ class ArtifactInputSerializer(StrictSerializer):
     weights_digest = serializers.CharField(max_length=71, validators=[DIGEST_VALIDATOR])
     license = serializers.RegexField(r"^[a-z0-9][a-z0-9.-]{0,63}$", help_text="license catalog key, e.g. llama-3.1")
     architecture_key = serializers.CharField(max_length=64, required=False, allow_blank=True)
-    config = serializers.JSONField(required=False)
+    config = JsonObjectField(required=False, help_text="the checkpoint's config.json, when not a catalog model")
     modality = serializers.ChoiceField(choices=Modality.choices, default=Modality.TEXT)
-    quantization_config = serializers.JSONField(required=False)
+    quantization_config = JsonObjectField(required=False, help_text="the checkpoint's quantization config")
     parent = serializers.UUIDField(required=False, allow_null=True)  # type: ignore[assignment]  # DRF's Field.parent
     derivation = serializers.ChoiceField(choices=Derivation.choices, default=Derivation.NONE)
     merged_with = serializers.ListField(child=serializers.UUIDField(), required=False)
@@ -89,13 +89,15 @@ class ArtifactOutputSerializer(serializers.ModelSerializer):
         return [f"{v.license.key} {v.version}" for v in obj.license_versions()]
 
 
+@extend_schema_view(get=extend_schema(summary="Artifacts of your teams (reviewers and auditors: all)"))
 class ArtifactListCreateApi(ListAPIView):
     serializer_class = ArtifactOutputSerializer
 
     def get_queryset(self) -> QuerySet[ModelArtifact]:
         return artifacts_visible_to(self.request.user)
 
-    @extend_schema(request=ArtifactInputSerializer, responses={201: ArtifactOutputSerializer})
+    @extend_schema(request=ArtifactInputSerializer, responses={201: ArtifactOutputSerializer},
+                   summary="Register a model checkpoint (requester)")  # fmt: skip
     def post(self, request: Request) -> Response:
         if not role_permission(Role.REQUESTER)().has_permission(request, self):
             return Response({"message": "Only requesters register artifacts.", "extra": {}}, status=403)
@@ -107,6 +109,6 @@ class ArtifactListCreateApi(ListAPIView):
 
 
 class ArtifactDetailApi(APIView):
-    @extend_schema(responses=ArtifactOutputSerializer)
+    @extend_schema(responses=ArtifactOutputSerializer, summary="One artifact with its license lineage")
     def get(self, request: Request, code: str) -> Response:
         return Response(ArtifactOutputSerializer(artifact_get(request.user, code)).data)

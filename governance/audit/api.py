@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import FileResponse, StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
@@ -80,6 +80,7 @@ class AuditCheckpointOutputSerializer(serializers.ModelSerializer):
         fields = ["seq", "head_hash", "origin", "signed_at", "body", "signature", "key_id"]
 
 
+@extend_schema_view(get=extend_schema(summary="Signed audit checkpoints (seq, head hash, signature, key id)"))
 class AuditCheckpointListApi(ListAPIView):
     permission_classes = [CanBrowseAudit]
     serializer_class = AuditCheckpointOutputSerializer

@@ -56,6 +56,6 @@ class CapacityPlanCreateApi(APIView):
 
 
 class CapacityPlanDetailApi(APIView):
-    @extend_schema(responses=CapacityPlanOutputSerializer)
+    @extend_schema(responses=CapacityPlanOutputSerializer, summary="A stored capacity plan (status, result)")
     def get(self, request: Request, code: str) -> Response:
         return Response(CapacityPlanOutputSerializer(capacity_plan_get(request.user, code)).data)

@@ -7,7 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from governance.core.serializers import StrictSerializer
+from governance.core.serializers import KeyOrObjectField, StrictSerializer
 from planner.calibrate.profile import CalibrationProfile
 from planner.engines import ENGINES
 from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest
@@ -15,7 +15,7 @@ from planner.specs import gpus, precisions
 
 
 class PlanInputSerializer(StrictSerializer):
-    model = serializers.JSONField(help_text="catalog key (string) or an inline Hugging Face config.json (object)")
+    model = KeyOrObjectField(help_text="catalog key (string) or an inline Hugging Face config.json (object)")
     precision = serializers.ChoiceField(choices=[*sorted(precisions()), AUTO_PRECISION])
     group_size = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], default="bf16")

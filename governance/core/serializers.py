@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 
@@ -14,3 +15,13 @@ class StrictSerializer(serializers.Serializer):
             if unknown:
                 raise serializers.ValidationError({key: "unknown field" for key in sorted(unknown)})
         return super().to_internal_value(data)
+
+
+@extend_schema_field({"type": "object", "additionalProperties": True})
+class JsonObjectField(serializers.JSONField):
+    """A JSON object (a config.json, a quantization config), documented as one in the schema."""
+
+
+@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "object", "additionalProperties": True}]})
+class KeyOrObjectField(serializers.JSONField):
+    """A catalog key (string) or an inline object, documented as exactly that."""

@@ -6,7 +6,7 @@ from typing import cast
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 from rest_framework.permissions import IsAuthenticated
@@ -55,6 +55,9 @@ def _output(request_obj: DeploymentRequest, status: int = 200) -> Response:
     return Response(DeploymentOutputSerializer(request_obj).data, status=status)
 
 
+@extend_schema_view(
+    get=extend_schema(summary="Deployment requests you may see (filters: status, team, product, flagged)")
+)
 class DeploymentListCreateApi(ListAPIView):
     permission_classes = VISIBLE_TO_ANY_USER
     serializer_class = DeploymentOutputSerializer
@@ -62,7 +65,8 @@ class DeploymentListCreateApi(ListAPIView):
     def get_queryset(self) -> QuerySet[DeploymentRequest]:
         return deployments_list(self.request.user, self.request.query_params)
 
-    @extend_schema(request=DeploymentInputSerializer, responses={201: DeploymentOutputSerializer})
+    @extend_schema(request=DeploymentInputSerializer, responses={201: DeploymentOutputSerializer},
+                   summary="Create a deployment request (draft) for one of your teams")  # fmt: skip
     def post(self, request: Request) -> Response:
         if not has_role(request.user, Role.REQUESTER):
             raise PermissionDeniedError("only requesters create deployment requests")
@@ -76,11 +80,12 @@ class DeploymentListCreateApi(ListAPIView):
 class DeploymentDetailApi(APIView):
     permission_classes = VISIBLE_TO_ANY_USER
 
-    @extend_schema(responses=DeploymentOutputSerializer)
+    @extend_schema(responses=DeploymentOutputSerializer, summary="A deployment request: evidence, findings, blockers")
     def get(self, request: Request, code: str) -> Response:
         return _output(deployment_get(request.user, code))
 
-    @extend_schema(request=DeploymentUpdateSerializer, responses=DeploymentOutputSerializer)
+    @extend_schema(request=DeploymentUpdateSerializer, responses=DeploymentOutputSerializer,
+                   summary="Edit facts, serving plan or environments (approved: back to review)")  # fmt: skip
     def patch(self, request: Request, code: str) -> Response:
         target = deployment_get(request.user, code)
         serializer = DeploymentUpdateSerializer(data=request.data, context={"user": request.user})
@@ -98,13 +103,15 @@ class _ActionApi(APIView):
 
 
 class DeploymentSubmitApi(_ActionApi):
-    @extend_schema(request=None, responses=DeploymentOutputSerializer)
+    @extend_schema(
+        request=None, responses=DeploymentOutputSerializer, summary="Submit a draft (evaluates every license)"
+    )
     def post(self, request: Request, code: str) -> Response:
         return _output(services.deployment_submit(deployment=self.target(request, code), actor=_user(request)))
 
 
 class DeploymentStartReviewApi(_ActionApi):
-    @extend_schema(request=None, responses=DeploymentOutputSerializer)
+    @extend_schema(request=None, responses=DeploymentOutputSerializer, summary="A reviewer takes a submitted request")
     def post(self, request: Request, code: str) -> Response:
         return _output(services.deployment_start_review(deployment=self.target(request, code), actor=_user(request)))
 
@@ -118,7 +125,8 @@ class ReasonInputSerializer(StrictSerializer):
 
 
 class DeploymentRevokeApi(_ActionApi):
-    @extend_schema(request=ReasonInputSerializer, responses=DeploymentOutputSerializer)
+    @extend_schema(request=ReasonInputSerializer, responses=DeploymentOutputSerializer,
+                   summary="Revoke an approval, with a reason (legal or admin)")  # fmt: skip
     def post(self, request: Request, code: str) -> Response:
         serializer = ReasonInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -141,7 +149,8 @@ class ObligationReviewInputSerializer(StrictSerializer):
 
 
 class ObligationAcknowledgeApi(_ActionApi):
-    @extend_schema(request=AcknowledgeInputSerializer, responses=DeploymentOutputSerializer)
+    @extend_schema(request=AcknowledgeInputSerializer, responses=DeploymentOutputSerializer,
+                   summary="Say how an obligation is met (requester)")  # fmt: skip
     def post(self, request: Request, code: str, item: str) -> Response:
         deployment = self.target(request, code)
         serializer = AcknowledgeInputSerializer(data=request.data)
@@ -153,7 +162,8 @@ class ObligationAcknowledgeApi(_ActionApi):
 
 
 class ObligationReviewApi(_ActionApi):
-    @extend_schema(request=ObligationReviewInputSerializer, responses=DeploymentOutputSerializer)
+    @extend_schema(request=ObligationReviewInputSerializer, responses=DeploymentOutputSerializer,
+                   summary="Accept or reject how an obligation is met (legal)")  # fmt: skip
     def post(self, request: Request, code: str, item: str) -> Response:
         deployment = self.target(request, code)
         serializer = ObligationReviewInputSerializer(data=request.data)
@@ -173,7 +183,8 @@ class WaiverInputSerializer(StrictSerializer):
 
 
 class WaiverCreateApi(_ActionApi):
-    @extend_schema(request=WaiverInputSerializer, responses={201: DeploymentOutputSerializer})
+    @extend_schema(request=WaiverInputSerializer, responses={201: DeploymentOutputSerializer},
+                   summary="Waive one finding until a date, with a reason (legal)")  # fmt: skip
     def post(self, request: Request, code: str) -> Response:
         deployment = self.target(request, code)
         serializer = WaiverInputSerializer(data=request.data)
@@ -212,7 +223,8 @@ class DeploymentUsageApi(APIView):
 
     permission_classes: list[type] = []
 
-    @extend_schema(request=UsageInputSerializer, responses={201: DeploymentOutputSerializer})
+    @extend_schema(request=UsageInputSerializer, responses={201: DeploymentOutputSerializer},
+                   summary="Report a month's usage (token scope usage:write, or a requester of the team)")  # fmt: skip
     def post(self, request: Request, code: str) -> Response:
         if not request.user or not request.user.is_authenticated:
             raise PermissionDeniedError("authentication required")

@@ -18,6 +18,7 @@ from governance.deployments.selectors import (
     finding_is_waived,
     latest_capacity_plan,
 )
+from governance.licenses.schema import FactsField
 from planner.specs import gpus, precisions
 
 
@@ -43,7 +44,7 @@ class DeploymentInputSerializer(StrictSerializer):
     artifact = serializers.UUIDField()
     product_name = serializers.CharField(max_length=200)
     environments = serializers.ListField(child=serializers.RegexField(ENVIRONMENT), default=list, max_length=10)
-    facts = serializers.JSONField()
+    facts = FactsField(help_text="deployment facts, validated like POST /api/v1/licenses/evaluate")
     serving_plan = ServingPlanSerializer()
     target_cluster = serializers.CharField(max_length=120, required=False, allow_blank=True)
 

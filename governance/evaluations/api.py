@@ -6,7 +6,7 @@ from typing import Any, cast
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
@@ -80,6 +80,7 @@ class JobRunOutputSerializer(serializers.ModelSerializer):
         return round(((obj.finished_at or timezone.now()) - obj.submitted_at).total_seconds(), 1)
 
 
+@extend_schema_view(get=extend_schema(summary="Clusters jobs can run on (connection details are not shown)"))
 class ClusterListApi(ListAPIView):
     permission_classes = [CanRead]
     serializer_class = ClusterOutputSerializer
@@ -116,7 +117,7 @@ class JobRunDetailApi(APIView):
 class JobRunCancelApi(APIView):
     permission_classes = [Engineering]
 
-    @extend_schema(request=None, responses=JobRunOutputSerializer)
+    @extend_schema(request=None, responses=JobRunOutputSerializer, summary="Cancel a job run (it ends cancelled)")
     def post(self, request: Request, code: str) -> Response:
         run = jobrun_get(request.user, code)
         return Response(JobRunOutputSerializer(jobrun_cancel(run=run, actor=cast(User, request.user))).data)

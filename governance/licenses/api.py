@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
@@ -104,6 +104,7 @@ class LicenseDetailOutputSerializer(LicenseOutputSerializer):
         return list(TermOutputSerializer(self.context["version"].terms.all(), many=True).data)
 
 
+@extend_schema_view(get=extend_schema(summary="The license catalog"))
 class LicenseListApi(ListAPIView):
     serializer_class = LicenseOutputSerializer
 

@@ -41,13 +41,12 @@ ENGINE_VERSION = "1.0.0"
 # Plain strings (not the enum members) go into findings, so evidence JSON holds only str values.
 SEVERITIES: tuple[str, ...] = tuple(Severity.values)
 
+
 @functools.cache
 def _cel() -> Any:
     """The CEL module, on first use: `import cel` also loads its interactive CLI (prompt_toolkit,
     typer; ~0.3 s), which every management command and web worker would otherwise pay at start."""
     return importlib.import_module("cel")
-
-
 
 
 class TermError(ValueError):
