@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -32,7 +32,6 @@ from governance.approvals.choices import (
 )
 from governance.approvals.keys import ensure_development_kek, key_encryption_key
 from governance.approvals.models import ApprovalPacket, Authority, PacketVerification, SigningCertificate, SignOff
-from governance.approvals.packet import PacketInput, render_packet
 from governance.approvals.selectors import (
     certificate_for,
     live_packet,
@@ -43,8 +42,6 @@ from governance.approvals.selectors import (
     signoff_meaning,
     signoff_meaning_short,
 )
-from governance.approvals.signing import SigningParty, StampText, sign_packet
-from governance.approvals.verification import PacketReport, verify_packet
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditCheckpoint
 from governance.audit.services import audit_checkpoint_create, audit_record, format_time
@@ -54,6 +51,14 @@ from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest, ReviewDecision
 from governance.deployments.selectors import deployment_blockers
 from governance.deployments.services import deployment_lock, deployment_transition
+
+if TYPE_CHECKING:
+    from governance.approvals.packet import PacketInput
+    from governance.approvals.verification import PacketReport
+
+# packet (WeasyPrint), signing and verification (pyHanko) are imported where they are used: they
+# take seconds to import, and every request and every management command loads this module
+# through the URL configuration.
 
 logger = logging.getLogger(__name__)
 
@@ -201,6 +206,8 @@ def _latest_checkpoint() -> AuditCheckpoint | None:
 
 
 def packet_input(deployment: DeploymentRequest) -> PacketInput:
+    from governance.approvals.packet import PacketInput
+
     evidence = deployment.evidence or {}
     return PacketInput(
         deployment_code=str(deployment.code),
@@ -222,6 +229,8 @@ def packet_prepare(*, deployment: DeploymentRequest, actor: Actor) -> ApprovalPa
             return packet
         if packet is not None:
             _void_packet(packet, "the evidence changed")
+        from governance.approvals.packet import render_packet
+
         pdf = render_packet(packet_input(deployment))
         packet = ApprovalPacket.objects.create(deployment=deployment, evidence_digest=deployment.evidence_digest,
                                                pdf=pdf, pdf_sha256=hashlib.sha256(pdf).hexdigest(),
@@ -381,6 +390,8 @@ def _sign_packet(
     certificate: SigningCertificate,
     live: list[SignOff],
 ) -> SignOff:
+    from governance.approvals.signing import SigningParty, StampText, sign_packet
+
     packet = packet_prepare(deployment=deployment, actor=user)
     meaning = signoff_meaning(role, decision, user)
     signer = _issued(certificate)
@@ -443,6 +454,8 @@ def _sign_packet(
 
 
 def verify_bytes(data: bytes) -> PacketReport:
+    from governance.approvals.verification import verify_packet
+
     root = _require_pki()
     return verify_packet(data, trust_root=pki.load_cert(root.certificate_pem), crls=[bytes(root.crl_der or b"")])
 
