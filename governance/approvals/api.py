@@ -48,7 +48,8 @@ class VerifyApi(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(request={"multipart/form-data": VerifyInputSerializer}, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request={"multipart/form-data": VerifyInputSerializer}, responses=OpenApiTypes.OBJECT,
+                   summary="Verify an approval packet PDF (signatures, trust, evidence digest)")  # fmt: skip
     def post(self, request: Request) -> Response:
         serializer = VerifyInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -65,7 +66,8 @@ class PacketApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)})
+    @extend_schema(responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)},
+                   summary="Download the packet PDF (latest revision)")  # fmt: skip
     def get(self, request: Request, code: str) -> HttpResponse:
         deployment = deployment_get(_user(request), code)
         packet = selectors.live_packet(deployment, with_pdf=True)
@@ -73,7 +75,7 @@ class PacketApi(APIView):
             raise NotFoundError("no approval packet for this request yet")
         return _pdf_response(bytes(packet.pdf), f"approval-{deployment.code}-{packet.pdf_sha256[:12]}.pdf")
 
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=None, responses=OpenApiTypes.OBJECT, summary="Render the packet before signing (reviewers)")
     def post(self, request: Request, code: str) -> Response:
         deployment = deployment_get(_user(request), code)
         packet = services.packet_render_for_review(deployment=deployment, actor=_user(request))
@@ -86,7 +88,8 @@ class PacketByHashApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)})
+    @extend_schema(responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)},
+                   summary="A signed packet revision by its SHA-256")  # fmt: skip
     def get(self, request: Request, sha256: str) -> HttpResponse:
         data, deployment = selectors.pdf_by_sha256(sha256)
         if data is None or deployment is None:
@@ -124,7 +127,7 @@ def signoff_dict(signoff: SignOff) -> dict[str, Any]:
 class SignOffApi(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="Sign-offs on a request and their meaning texts")
     def get(self, request: Request, code: str) -> Response:
         """The sign-offs of a request, and the meaning text each role would sign now."""
         user = _user(request)
@@ -134,7 +137,8 @@ class SignOffApi(APIView):
         return Response({"evidence_digest": deployment.evidence_digest, "meanings": meanings,
                          "signoffs": [signoff_dict(s) for s in selectors.signoffs_of(deployment)]})  # fmt: skip
 
-    @extend_schema(request=SignOffInputSerializer, responses=OpenApiTypes.OBJECT)
+    @extend_schema(request=SignOffInputSerializer, responses=OpenApiTypes.OBJECT,
+                   summary="Sign off (approve or reject) with your password: a signature on the packet")  # fmt: skip
     def post(self, request: Request, code: str) -> Response:
         user = _user(request)
         deployment = deployment_get(user, code)
@@ -148,7 +152,8 @@ class SignOffApi(APIView):
 class CaCertificateApi(APIView):
     permission_classes: list[Any] = []  # public: anyone verifying a packet needs the trust root
 
-    @extend_schema(responses={(200, "application/x-pem-file"): OpenApiResponse(OpenApiTypes.STR)})
+    @extend_schema(responses={(200, "application/x-pem-file"): OpenApiResponse(OpenApiTypes.STR)},
+                   summary="The organisation's root CA certificate (public)")  # fmt: skip
     def get(self, request: Request) -> HttpResponse:
         root = selectors.root_ca()
         if root is None:
@@ -159,7 +164,8 @@ class CaCertificateApi(APIView):
 class CrlApi(APIView):
     permission_classes: list[Any] = []
 
-    @extend_schema(responses={(200, "application/pkix-crl"): OpenApiResponse(OpenApiTypes.BINARY)})
+    @extend_schema(responses={(200, "application/pkix-crl"): OpenApiResponse(OpenApiTypes.BINARY)},
+                   summary="The current certificate revocation list (public)")  # fmt: skip
     def get(self, request: Request) -> HttpResponse:
         root = selectors.root_ca()
         if root is None or not root.crl_der:
@@ -181,7 +187,8 @@ class DeploymentReviewApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=ReviewInputSerializer, responses=DeploymentOutputSerializer)
+    @extend_schema(request=ReviewInputSerializer, responses=DeploymentOutputSerializer,
+                   summary="Approve or reject the evidence digest you saw: a signed sign-off (password)")  # fmt: skip
     def post(self, request: Request, code: str) -> Response:
         user = _user(request)
         deployment = deployment_get(user, code)
