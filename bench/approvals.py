@@ -33,29 +33,82 @@ def _evidence() -> dict:  # type: ignore[type-arg]
     from governance.capacity.serializers import plan_request_from
     from planner.plan import plan as compute_plan
 
-    plan = compute_plan(plan_request_from({"model": "kimi-k2", "precision": "w4a8", "gpu": "h200", "tp": 8, "ep": 8,
-                                           "max_model_len": 131072, "concurrency": 8})).as_contract()  # fmt: skip
+    plan = compute_plan(
+        plan_request_from(
+            {
+                "model": "kimi-k2",
+                "precision": "w4a8",
+                "gpu": "h200",
+                "tp": 8,
+                "ep": 8,
+                "max_model_len": 131072,
+                "concurrency": 8,
+            }
+        )
+    ).as_contract()
     return {
-        "request": {"code": "bench", "team": "platform", "product_name": "Kimi K2 中文客服助手 (月之暗面 W4A8)",
-                    "environments": ["production"], "target_cluster": "h200-east",
-                    "facts": {"use_case": "external_commercial", "hosted_service": True,
-                              "monthly_active_users": 2_000_000, "org_country": "DE"}},
-        "artifact": {"name": "Kimi-K2-Instruct-W4A8", "source_repo": "org/kimi-k2-w4a8", "revision": "abc123",
-                     "weights_digest": "sha256:" + "ab" * 32, "derivation": "quantize", "parent": None},
-        "licenses": [{"license": "kimi-k2-modified-mit", "version": "2025-07-11", "text_sha256": "cd" * 32,
-                      "decision": "allowed_with_obligations", "findings": [
-                          {"code": "attribution.display", "severity": "obligation", "clause": "modification",
-                           "message": "界面上显示 “Kimi K2” (display Kimi K2 on the UI)", "confidence": "verified",
-                           "params": {"text": "Kimi K2"}}]}],
+        "request": {
+            "code": "bench",
+            "team": "platform",
+            "product_name": "Kimi K2 中文客服助手 (月之暗面 W4A8)",
+            "environments": ["production"],
+            "target_cluster": "h200-east",
+            "facts": {
+                "use_case": "external_commercial",
+                "hosted_service": True,
+                "monthly_active_users": 2_000_000,
+                "org_country": "DE",
+            },
+        },
+        "artifact": {
+            "name": "Kimi-K2-Instruct-W4A8",
+            "source_repo": "org/kimi-k2-w4a8",
+            "revision": "abc123",
+            "weights_digest": "sha256:" + "ab" * 32,
+            "derivation": "quantize",
+            "parent": None,
+        },
+        "licenses": [
+            {
+                "license": "kimi-k2-modified-mit",
+                "version": "2025-07-11",
+                "text_sha256": "cd" * 32,
+                "decision": "allowed_with_obligations",
+                "findings": [
+                    {
+                        "code": "attribution.display",
+                        "severity": "obligation",
+                        "clause": "modification",
+                        "message": "界面上显示 “Kimi K2” (display Kimi K2 on the UI)",
+                        "confidence": "verified",
+                        "params": {"text": "Kimi K2"},
+                    }
+                ],
+            }
+        ],
         "waivers": [],
-        "obligations": [{"license": "kimi-k2-modified-mit", "code": "attribution.display", "clause": "modification",
-                         "status": "accepted", "how_met": "页脚 footer of every page"}],
+        "obligations": [
+            {
+                "license": "kimi-k2-modified-mit",
+                "code": "attribution.display",
+                "clause": "modification",
+                "status": "accepted",
+                "how_met": "页脚 footer of every page",
+            }
+        ],
         "capacity_plan": {"plan": "bench", "status": "computed", "fits": True, "result": plan, "planner_version": "1"},
-        "eval_results": [{"eval": "e1", "scheme": "w4a8", "status": "passed", "eval_set_sha256": "ef" * 32,
-                          "threshold": 0.05, "overall": {"n": 400, "failures": 3, "upper_bound_95": 0.0194,
-                                                         "threshold": 0.05, "pass": True}}],
+        "eval_results": [
+            {
+                "eval": "e1",
+                "scheme": "w4a8",
+                "status": "passed",
+                "eval_set_sha256": "ef" * 32,
+                "threshold": 0.05,
+                "overall": {"n": 400, "failures": 3, "upper_bound_95": 0.0194, "threshold": 0.05, "pass": True},
+            }
+        ],
         "serving_envelope": {"engine": "vllm", "precision": "w4a8", "gpu": "h200", "tp": 8, "ep": 8},
-    }  # fmt: skip
+    }
 
 
 def _median(fn: Callable[[], object], runs: int) -> tuple[float, object]:
@@ -83,12 +136,24 @@ def main() -> None:
     from governance.core.canonical import canonical_sha256
 
     evidence = _evidence()
-    categories = {name: {"n": 100, "failures": f, "upper_bound_95": b, "threshold": 0.05, "pass": b <= 0.05}
-                  for name, f, b in (("code", 1, 0.0466), ("math", 0, 0.0295), ("multi_turn", 1, 0.0466),
-                                     ("zh_long_summary", 1, 0.0466))}  # fmt: skip
-    data = PacketInput(deployment_code="bench", evidence_digest=canonical_sha256(evidence), evidence=evidence,
-                       eval_categories={"e1": categories}, audit_checkpoint=None, signatures=meaning_templates(),
-                       organisation="Bench Org")  # fmt: skip
+    categories = {
+        name: {"n": 100, "failures": f, "upper_bound_95": b, "threshold": 0.05, "pass": b <= 0.05}
+        for name, f, b in (
+            ("code", 1, 0.0466),
+            ("math", 0, 0.0295),
+            ("multi_turn", 1, 0.0466),
+            ("zh_long_summary", 1, 0.0466),
+        )
+    }
+    data = PacketInput(
+        deployment_code="bench",
+        evidence_digest=canonical_sha256(evidence),
+        evidence=evidence,
+        eval_categories={"e1": categories},
+        audit_checkpoint=None,
+        signatures=meaning_templates(),
+        organisation="Bench Org",
+    )
     ca = pki.make_root_ca("Bench Org")
     tsa = pki.make_tsa(ca, "Bench Org")
     legal = pki.make_signer(ca, "Bench Org", full_name="Li Wei", username="legal", role="legal")
@@ -97,11 +162,22 @@ def main() -> None:
     HTML(string=html).write_pdf()  # warm fontconfig and the font caches for both paths
 
     def sign(pdf: bytes, who: pki.Issued, field: str, certify: bool, role: str) -> bytes:
-        return sign_packet(pdf, field_name=field, certify=certify, signer=SigningParty(who.certificate, who.key),
-                           ca_certificate=ca.certificate, tsa=SigningParty(tsa.certificate, tsa.key), reason="bench",
-                           stamp=StampText(signer_name=who.certificate.subject.rfc4514_string()[:40], role=role,
-                                           decision="approve", meaning_short="Approval",
-                                           fingerprint=pki.fingerprint(who.certificate)[:32]))  # fmt: skip
+        return sign_packet(
+            pdf,
+            field_name=field,
+            certify=certify,
+            signer=SigningParty(who.certificate, who.key),
+            ca_certificate=ca.certificate,
+            tsa=SigningParty(tsa.certificate, tsa.key),
+            reason="bench",
+            stamp=StampText(
+                signer_name=who.certificate.subject.rfc4514_string()[:40],
+                role=role,
+                decision="approve",
+                meaning_short="Approval",
+                fingerprint=pki.fingerprint(who.certificate)[:32],
+            ),
+        )
 
     bare, _ = _median(lambda: HTML(string=html).write_pdf(), args.runs)
     render, packet = _median(lambda: render_packet(data), args.runs)
@@ -117,9 +193,14 @@ def main() -> None:
     total = render + legal_s + eng_s
     print(f"runs: {args.runs} (median each); packet {len(final) / 1024:.0f} KiB, {os.cpu_count()} CPUs")
     print(f"{'step':38s} {'median s':>9s} {'x bare':>8s}")
-    rows = [("bare WeasyPrint, same HTML (baseline)", bare), ("packet render (PDF/A-3b, evidence, fields)", render),
-            ("legal signature (certify, RFC 3161)", legal_s), ("engineering signature (incremental)", eng_s),
-            ("verify both (pyHanko, CRL)", verify_s), ("render + two signatures", total)]  # fmt: skip
+    rows = [
+        ("bare WeasyPrint, same HTML (baseline)", bare),
+        ("packet render (PDF/A-3b, evidence, fields)", render),
+        ("legal signature (certify, RFC 3161)", legal_s),
+        ("engineering signature (incremental)", eng_s),
+        ("verify both (pyHanko, CRL)", verify_s),
+        ("render + two signatures", total),
+    ]
     for name, seconds in rows:
         print(f"{name:38s} {seconds:9.3f} {seconds / bare:8.2f}")
     print(

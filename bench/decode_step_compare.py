@@ -28,9 +28,17 @@ def planned_step_s(precision: str, batch: int, context: int, profile: object) ->
     model = specs.model("qwen3-30b-a3b")
     scheme = specs.precision(precision)
     rates = _Rates(specs.gpu("h200"), scheme, profile)  # type: ignore[arg-type]
-    seconds, _parts = step_s(model=model, params=count_params(model), precision=scheme, layout=Layout(1, 1, 1, 1),
-                             rates=rates, keep=frozenset(), kv_dtype="bf16", decode_tokens=batch,
-                             decode_context=context)  # fmt: skip
+    seconds, _parts = step_s(
+        model=model,
+        params=count_params(model),
+        precision=scheme,
+        layout=Layout(1, 1, 1, 1),
+        rates=rates,
+        keep=frozenset(),
+        kv_dtype="bf16",
+        decode_tokens=batch,
+        decode_context=context,
+    )
     return seconds
 
 

@@ -204,8 +204,17 @@ def moe(layer: Layer, h: Any, block_m: int, max_rows: int) -> Any:
     return combine(down, dest, weights, token, h)
 
 
-def step(layers: list[Layer], caches: list[tuple[Any, Any]], x: Any, embed: Any, final_norm: Any,
-         cos: Any, sin: Any, block_m: int, max_rows: int) -> Any:  # fmt: skip
+def step(
+    layers: list[Layer],
+    caches: list[tuple[Any, Any]],
+    x: Any,
+    embed: Any,
+    final_norm: Any,
+    cos: Any,
+    sin: Any,
+    block_m: int,
+    max_rows: int,
+) -> Any:
     batch = x.shape[0]
     context = caches[0][0].shape[2]
     for layer, (k_cache, v_cache) in zip(layers, caches, strict=True):
@@ -230,9 +239,13 @@ def measure(w4a8: bool, batches: list[int], context: int) -> list[dict[str, Any]
     final_norm = torch.ones(HIDDEN, device=DEVICE, dtype=torch.bfloat16)
     results = []
     for batch in batches:
-        caches = [(torch.randn(batch, KV_HEADS, context, HEAD_DIM, device=DEVICE, dtype=torch.bfloat16),
-                   torch.randn(batch, KV_HEADS, context, HEAD_DIM, device=DEVICE, dtype=torch.bfloat16))
-                  for _ in range(LAYERS)]  # fmt: skip
+        caches = [
+            (
+                torch.randn(batch, KV_HEADS, context, HEAD_DIM, device=DEVICE, dtype=torch.bfloat16),
+                torch.randn(batch, KV_HEADS, context, HEAD_DIM, device=DEVICE, dtype=torch.bfloat16),
+            )
+            for _ in range(LAYERS)
+        ]
         x = torch.randn(batch, HIDDEN, device=DEVICE, dtype=torch.bfloat16)
         angle = torch.rand(batch, 1, 1, HEAD_DIM // 2, device=DEVICE)
         cos = torch.cat([angle.cos()] * 2, -1).to(torch.bfloat16)
@@ -267,9 +280,17 @@ def measure(w4a8: bool, batches: list[int], context: int) -> list[dict[str, Any]
             run()
         torch.cuda.synchronize()
         eager_ms = (time.perf_counter() - eager_began) / 3 * 1e3
-        results.append({"precision": "w4a8" if w4a8 else "bf16", "batch": batch, "context": context,
-                        "step_ms": round(step_ms, 3), "decode_tokens_per_s": round(batch / step_ms * 1e3, 1),
-                        "eager_step_ms": round(eager_ms, 3), "gpu_kernels_per_step": kernel_count})  # fmt: skip
+        results.append(
+            {
+                "precision": "w4a8" if w4a8 else "bf16",
+                "batch": batch,
+                "context": context,
+                "step_ms": round(step_ms, 3),
+                "decode_tokens_per_s": round(batch / step_ms * 1e3, 1),
+                "eager_step_ms": round(eager_ms, 3),
+                "gpu_kernels_per_step": kernel_count,
+            }
+        )
         print(json.dumps(results[-1]), flush=True)
         caches.clear()
         torch.cuda.empty_cache()
@@ -291,10 +312,20 @@ def main() -> None:
     results = measure(False, batches, args.context) + measure(True, batches, args.context)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "decode_step.json").write_text(json.dumps({
-        "model": "qwen3-30b-a3b", "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-        "cuda": torch.version.cuda, "kernel_relative_error": errors, "glue": GLUE or "eager",
-        "results": results}, indent=1))  # fmt: skip
+    (out / "decode_step.json").write_text(
+        json.dumps(
+            {
+                "model": "qwen3-30b-a3b",
+                "gpu": torch.cuda.get_device_name(0),
+                "torch": torch.__version__,
+                "cuda": torch.version.cuda,
+                "kernel_relative_error": errors,
+                "glue": GLUE or "eager",
+                "results": results,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -18,10 +18,31 @@ import yaml
 from planner.specs import CATALOG_DIR
 
 METRICS = {"tpot_ms": "tpot_ms", "ttft_ms": "ttft_ms", "output_tokens_per_s": "decode_tokens_per_s"}
-BOUNDS = {"tpot_ms": {"median": 0.10, "max": 0.20}, "output_tokens_per_s": {"median": 0.15},
-          "ttft_ms": {"median": 0.25}}  # fmt: skip
-_FIELDS = {"id", "source", "engine", "engine_version", "model", "model_name", "config", "precision", "gpu", "layout",
-           "concurrency", "input_len", "output_len", "statistic", "measured", "assumed", "notes", "outside"}  # fmt: skip
+BOUNDS = {
+    "tpot_ms": {"median": 0.10, "max": 0.20},
+    "output_tokens_per_s": {"median": 0.15},
+    "ttft_ms": {"median": 0.25},
+}
+_FIELDS = {
+    "id",
+    "source",
+    "engine",
+    "engine_version",
+    "model",
+    "model_name",
+    "config",
+    "precision",
+    "gpu",
+    "layout",
+    "concurrency",
+    "input_len",
+    "output_len",
+    "statistic",
+    "measured",
+    "assumed",
+    "notes",
+    "outside",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +62,19 @@ def cases() -> tuple[dict[str, Any], ...]:
         unknown = set(entry) - _FIELDS
         if unknown:
             raise ValueError(f"{where}: unknown fields {sorted(unknown)}")
-        for name in ("id", "source", "engine", "precision", "gpu", "layout", "concurrency", "input_len",
-                     "output_len", "statistic", "measured"):  # fmt: skip
+        for name in (
+            "id",
+            "source",
+            "engine",
+            "precision",
+            "gpu",
+            "layout",
+            "concurrency",
+            "input_len",
+            "output_len",
+            "statistic",
+            "measured",
+        ):
             if name not in entry:
                 raise ValueError(f"{where}: {name} is required")
         if ("model" in entry) == ("config" in entry):
@@ -63,12 +95,23 @@ def run_case(case: dict[str, Any], calibration: Any = None) -> CaseResult:
     layout = case["layout"]
     length = -(-(case["input_len"] + case["output_len"]) // 16) * 16
     try:
-        result = plan(PlanRequest(
-            model=case.get("config") or case["model"], precision=case["precision"], gpu=case["gpu"],
-            max_model_len=length, concurrency=case["concurrency"], tp=layout["tp"], pp=layout["pp"],
-            ep=layout["ep"], dp=layout["dp"], input_len=case["input_len"], output_len=case["output_len"],
-            engine=case["engine"], calibration=calibration,
-        ))  # fmt: skip
+        result = plan(
+            PlanRequest(
+                model=case.get("config") or case["model"],
+                precision=case["precision"],
+                gpu=case["gpu"],
+                max_model_len=length,
+                concurrency=case["concurrency"],
+                tp=layout["tp"],
+                pp=layout["pp"],
+                ep=layout["ep"],
+                dp=layout["dp"],
+                input_len=case["input_len"],
+                output_len=case["output_len"],
+                engine=case["engine"],
+                calibration=calibration,
+            )
+        )
     except ValueError as exc:
         return CaseResult(case, refused=str(exc))
     if not result.chosen.fits:
@@ -90,16 +133,22 @@ def summary(results: list[CaseResult], *, with_outside: bool = True) -> dict[str
     with a cause in the corpus."""
     table: dict[str, dict[str, float]] = {}
     for metric in METRICS:
-        values = [abs(r.errors[metric]) for r in results
-                  if metric in r.errors and (with_outside or not outside(r.case, metric))]  # fmt: skip
+        values = [
+            abs(r.errors[metric])
+            for r in results
+            if metric in r.errors and (with_outside or not outside(r.case, metric))
+        ]
         if values:
             table[metric] = {"n": len(values), "median": statistics.median(values), "max": max(values)}
     return table
 
 
 def markdown(results: list[CaseResult]) -> str:
-    lines = ["| case | engine | GPU | layout | conc | in/out | TPOT ms meas / plan (err) | TTFT ms meas / plan (err) "
-             "| tok/s meas / plan (err) |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| case | engine | GPU | layout | conc | in/out | TPOT ms meas / plan (err) | TTFT ms meas / plan (err) "
+        "| tok/s meas / plan (err) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         c = r.case
         lay = c["layout"]
@@ -117,6 +166,10 @@ def markdown(results: list[CaseResult]) -> str:
             f"| tp{lay['tp']} ep{lay['ep']} dp{lay['dp']} | {c['concurrency']} | {c['input_len']}/{c['output_len']} "
             f"| {cell('tpot_ms')} | {cell('ttft_ms')} | {cell('output_tokens_per_s')} |"
         )
-    causes = [f"- †{r.case['id']} {metric}: {outside(r.case, metric)}" for r in results for metric in METRICS
-              if outside(r.case, metric)]  # fmt: skip
+    causes = [
+        f"- †{r.case['id']} {metric}: {outside(r.case, metric)}"
+        for r in results
+        for metric in METRICS
+        if outside(r.case, metric)
+    ]
     return "\n".join([*lines, "", "Outside the model, with cause:", *causes])

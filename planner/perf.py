@@ -161,8 +161,18 @@ class _Rates:
         if self.profile is not None:
             self.fallbacks.add(figure)
 
-    def gemm_s(self, weight_bytes: float, tokens: float, n: int, k: int, *, experts: bool = False,
-               rows_per_expert: float = 0.0, touched: float = 0.0, bf16: bool = False) -> float:  # fmt: skip
+    def gemm_s(
+        self,
+        weight_bytes: float,
+        tokens: float,
+        n: int,
+        k: int,
+        *,
+        experts: bool = False,
+        rows_per_expert: float = 0.0,
+        touched: float = 0.0,
+        bf16: bool = False,
+    ) -> float:
         """Time of GEMMs reading `weight_bytes` of weights for `tokens` tokens (n x k: a representative shape)."""
         if weight_bytes <= 0:
             return 0.0
@@ -173,8 +183,9 @@ class _Rates:
         key = "bf16" if bf16 else self.precision.key
         if self.profile is not None:
             grouped = experts and rows_per_expert > 0
-            efficiency = self.profile.gemm_efficiency(key, rows_per_expert if grouped else tokens, n, k, self.gpu,
-                                                      experts=experts, grouped=grouped)  # fmt: skip
+            efficiency = self.profile.gemm_efficiency(
+                key, rows_per_expert if grouped else tokens, n, k, self.gpu, experts=experts, grouped=grouped
+            )
             if efficiency is None and grouped:
                 efficiency = self.profile.gemm_efficiency(key, rows_per_expert, n, k, self.gpu, experts=True)
             if efficiency:
@@ -237,10 +248,19 @@ def _kernels(model: ModelSpec, layer: LayerParams, layout: Layout) -> int:
 
 
 def step_s(
-    *, model: ModelSpec, params: ParamBreakdown, precision: PrecisionSpec, layout: Layout, rates: _Rates,
-    keep: frozenset[str], kv_dtype: str, decode_tokens: float, decode_context: float,
-    prefill_tokens: float = 0.0, prefill_context: float = 0.0,
-) -> tuple[float, dict[str, float]]:  # fmt: skip
+    *,
+    model: ModelSpec,
+    params: ParamBreakdown,
+    precision: PrecisionSpec,
+    layout: Layout,
+    rates: _Rates,
+    keep: frozenset[str],
+    kv_dtype: str,
+    decode_tokens: float,
+    decode_context: float,
+    prefill_tokens: float = 0.0,
+    prefill_context: float = 0.0,
+) -> tuple[float, dict[str, float]]:
     """Seconds of one engine step on one replica (all pipeline stages) and its parts: `decode_tokens`
     sequences at `decode_context` plus a `prefill_tokens` chunk whose tokens see `prefill_context` on average."""
     tokens = decode_tokens + prefill_tokens
@@ -275,8 +295,9 @@ def step_s(
                 shape = (2 * model.moe_intermediate_size // (1 if layout.ep > 1 else tp), h)
                 # FLOPs follow the rows that land on this GPU's experts, spread over the touched ones.
                 per_touched = rows * local / touched if touched else 0.0
-                experts_s = rates.gemm_s(expert_bytes, per_touched, *shape, experts=True, rows_per_expert=rows,
-                                         touched=touched)  # fmt: skip
+                experts_s = rates.gemm_s(
+                    expert_bytes, per_touched, *shape, experts=True, rows_per_expert=rows, touched=touched
+                )
                 parts["experts"] += count * experts_s
                 total -= all_local
             router = (layer.norms + layer.router) * BF16
@@ -326,8 +347,15 @@ def estimate(
     budget = max(engine.max_num_batched_tokens - batch, 16)
     chunk = float(min(prompt, budget))
     context = prompt + output / 2
-    common: dict[str, Any] = {"model": model, "params": params, "precision": precision, "layout": layout,
-                              "rates": rates, "keep": keep, "kv_dtype": kv_dtype}  # fmt: skip
+    common: dict[str, Any] = {
+        "model": model,
+        "params": params,
+        "precision": precision,
+        "layout": layout,
+        "rates": rates,
+        "keep": keep,
+        "kv_dtype": kv_dtype,
+    }
     # Pipeline stages each hold a micro-batch: a token still crosses every stage.
     micro = max(1.0, batch / layout.pp)
     decode_s, parts = step_s(**common, decode_tokens=micro, decode_context=context)
@@ -346,8 +374,13 @@ def estimate(
     # The other sequences' prompts arrive as they finish: (batch - 1) x input_len prefill tokens per
     # output_len steps, scheduled as whole chunks mixed into decode steps.
     prefill_per_step = min((batch - 1) * prompt / output, budget)
-    mixed_s, _ = step_s(**common, decode_tokens=micro, decode_context=context,
-                        prefill_tokens=chunk / layout.pp, prefill_context=prompt / 2)  # fmt: skip
+    mixed_s, _ = step_s(
+        **common,
+        decode_tokens=micro,
+        decode_context=context,
+        prefill_tokens=chunk / layout.pp,
+        prefill_context=prompt / 2,
+    )
     share = min(1.0, prefill_per_step / chunk) if chunk else 0.0
     tpot_s = (1 - share) * decode_s + share * (mixed_s + host_s)
     # TTFT: wait for the step in flight, then prefill in chunks of the step budget. At a fixed
@@ -358,8 +391,13 @@ def estimate(
     own_s = 0.0
     for index in range(chunks):
         size = min(budget, queued - index * budget)
-        step, _ = step_s(**common, decode_tokens=max(micro - 1, 0.0) / 2, decode_context=context,
-                         prefill_tokens=size / layout.pp, prefill_context=prompt / 2)  # fmt: skip
+        step, _ = step_s(
+            **common,
+            decode_tokens=max(micro - 1, 0.0) / 2,
+            decode_context=context,
+            prefill_tokens=size / layout.pp,
+            prefill_context=prompt / 2,
+        )
         own_s += step + host_s
     ttft_s = tpot_s / 2 + own_s + engine.request_overhead_ms / 1e3
     cycle_s = ttft_s + (output - 1) * tpot_s + engine.request_overhead_ms / 1e3
@@ -368,8 +406,9 @@ def estimate(
     # A true upper bound: one sequence, this GPU's share of the weights streamed at the HBM peak.
     weights = sum(
         layer_weight_bytes(layer, model, precision, layout, keep) * count
-        for groups in stage_groups(params, model, layout.pp) for layer, _w, count in groups
-    )  # fmt: skip
+        for groups in stage_groups(params, model, layout.pp)
+        for layer, _w, count in groups
+    )
     if model.is_moe:
         weights = weights * params.active_per_token / max(params.total, 1)
     bound_s = max(weights / (gpu.hbm_bandwidth_gb_per_s * 1e9), 1e-9)

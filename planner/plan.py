@@ -331,7 +331,7 @@ def plan(request: PlanRequest) -> PlanResult:
         f"overheads, other requests' prefill inside decode steps, {throughput.delivered_fraction:.2f} of "
         f"concurrency / TPOT delivered; basis: {basis}. Batch-1 upper bound "
         f"{throughput.batch1_tokens_per_s_upper_bound:.0f} tokens/s streams the weights at the HBM peak."
-    )  # fmt: skip
+    )
     path = _serving_path(request, spec)
     utilization, seqs = request.gpu_memory_utilization, max(request.concurrency, 1)
     serving = {

@@ -48,8 +48,11 @@ class VerifyApi(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(request={"multipart/form-data": VerifyInputSerializer}, responses=OpenApiTypes.OBJECT,
-                   summary="Verify an approval packet PDF (signatures, trust, evidence digest)")  # fmt: skip
+    @extend_schema(
+        request={"multipart/form-data": VerifyInputSerializer},
+        responses=OpenApiTypes.OBJECT,
+        summary="Verify an approval packet PDF (signatures, trust, evidence digest)",
+    )
     def post(self, request: Request) -> Response:
         serializer = VerifyInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -57,8 +60,9 @@ class VerifyApi(APIView):
         if upload.size > settings.APPROVALS_MAX_UPLOAD_BYTES:
             raise invalid_input("file", f"larger than {settings.APPROVALS_MAX_UPLOAD_BYTES} bytes")
         report, stored = services.packet_verify(data=upload.read(), actor=_user(request))
-        return Response({**report.as_dict(), "evidence_current": stored.evidence_current,
-                         "verified_at": stored.verified_at})  # fmt: skip
+        return Response(
+            {**report.as_dict(), "evidence_current": stored.evidence_current, "verified_at": stored.verified_at}
+        )
 
 
 class PacketApi(APIView):
@@ -66,8 +70,10 @@ class PacketApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)},
-                   summary="Download the packet PDF (latest revision)")  # fmt: skip
+    @extend_schema(
+        responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)},
+        summary="Download the packet PDF (latest revision)",
+    )
     def get(self, request: Request, code: str) -> HttpResponse:
         deployment = deployment_get(_user(request), code)
         packet = selectors.live_packet(deployment, with_pdf=True)
@@ -79,8 +85,15 @@ class PacketApi(APIView):
     def post(self, request: Request, code: str) -> Response:
         deployment = deployment_get(_user(request), code)
         packet = services.packet_render_for_review(deployment=deployment, actor=_user(request))
-        return Response({"packet": str(packet.code), "pdf_sha256": packet.pdf_sha256, "status": packet.status,
-                         "evidence_digest": packet.evidence_digest, "pdf_url": selectors.packet_url(deployment)})  # fmt: skip
+        return Response(
+            {
+                "packet": str(packet.code),
+                "pdf_sha256": packet.pdf_sha256,
+                "status": packet.status,
+                "evidence_digest": packet.evidence_digest,
+                "pdf_url": selectors.packet_url(deployment),
+            }
+        )
 
 
 class PacketByHashApi(APIView):
@@ -88,8 +101,10 @@ class PacketByHashApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)},
-                   summary="A signed packet revision by its SHA-256")  # fmt: skip
+    @extend_schema(
+        responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)},
+        summary="A signed packet revision by its SHA-256",
+    )
     def get(self, request: Request, sha256: str) -> HttpResponse:
         data, deployment = selectors.pdf_by_sha256(sha256)
         if data is None or deployment is None:
@@ -132,13 +147,23 @@ class SignOffApi(APIView):
         """The sign-offs of a request, and the meaning text each role would sign now."""
         user = _user(request)
         deployment = deployment_get(user, code)
-        meanings = {role: {decision: selectors.signoff_meaning(role, decision, user) for decision in Decision.values}
-                    for role in SigningRole.values}  # fmt: skip
-        return Response({"evidence_digest": deployment.evidence_digest, "meanings": meanings,
-                         "signoffs": [signoff_dict(s) for s in selectors.signoffs_of(deployment)]})  # fmt: skip
+        meanings = {
+            role: {decision: selectors.signoff_meaning(role, decision, user) for decision in Decision.values}
+            for role in SigningRole.values
+        }
+        return Response(
+            {
+                "evidence_digest": deployment.evidence_digest,
+                "meanings": meanings,
+                "signoffs": [signoff_dict(s) for s in selectors.signoffs_of(deployment)],
+            }
+        )
 
-    @extend_schema(request=SignOffInputSerializer, responses=OpenApiTypes.OBJECT,
-                   summary="Sign off (approve or reject) with your password: a signature on the packet")  # fmt: skip
+    @extend_schema(
+        request=SignOffInputSerializer,
+        responses=OpenApiTypes.OBJECT,
+        summary="Sign off (approve or reject) with your password: a signature on the packet",
+    )
     def post(self, request: Request, code: str) -> Response:
         user = _user(request)
         deployment = deployment_get(user, code)
@@ -152,8 +177,10 @@ class SignOffApi(APIView):
 class CaCertificateApi(APIView):
     permission_classes: list[Any] = []  # public: anyone verifying a packet needs the trust root
 
-    @extend_schema(responses={(200, "application/x-pem-file"): OpenApiResponse(OpenApiTypes.STR)},
-                   summary="The organisation's root CA certificate (public)")  # fmt: skip
+    @extend_schema(
+        responses={(200, "application/x-pem-file"): OpenApiResponse(OpenApiTypes.STR)},
+        summary="The organisation's root CA certificate (public)",
+    )
     def get(self, request: Request) -> HttpResponse:
         root = selectors.root_ca()
         if root is None:
@@ -164,8 +191,10 @@ class CaCertificateApi(APIView):
 class CrlApi(APIView):
     permission_classes: list[Any] = []
 
-    @extend_schema(responses={(200, "application/pkix-crl"): OpenApiResponse(OpenApiTypes.BINARY)},
-                   summary="The current certificate revocation list (public)")  # fmt: skip
+    @extend_schema(
+        responses={(200, "application/pkix-crl"): OpenApiResponse(OpenApiTypes.BINARY)},
+        summary="The current certificate revocation list (public)",
+    )
     def get(self, request: Request) -> HttpResponse:
         root = selectors.root_ca()
         if root is None or not root.crl_der:
@@ -187,8 +216,11 @@ class DeploymentReviewApi(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=ReviewInputSerializer, responses=DeploymentOutputSerializer,
-                   summary="Approve or reject the evidence digest you saw: a signed sign-off (password)")  # fmt: skip
+    @extend_schema(
+        request=ReviewInputSerializer,
+        responses=DeploymentOutputSerializer,
+        summary="Approve or reject the evidence digest you saw: a signed sign-off (password)",
+    )
     def post(self, request: Request, code: str) -> Response:
         user = _user(request)
         deployment = deployment_get(user, code)
@@ -200,6 +232,13 @@ class DeploymentReviewApi(APIView):
         role = data.get("role") or selectors.only_signing_role(user)
         if role is None:
             raise invalid_input("role", f"say which role you sign as: {', '.join(SigningRole.values)}")
-        services.sign_off(deployment=deployment, user=user, role=role, decision=data["verdict"],
-                          password=data["password"], evidence_digest=data["evidence_digest"], comment=data["comment"])  # fmt: skip
+        services.sign_off(
+            deployment=deployment,
+            user=user,
+            role=role,
+            decision=data["verdict"],
+            password=data["password"],
+            evidence_digest=data["evidence_digest"],
+            comment=data["comment"],
+        )
         return Response(DeploymentOutputSerializer(deployment_get(user, code)).data)

@@ -19,8 +19,9 @@ def key_encryption_key() -> bytes:
     configured: str = settings.APPROVALS_KEY_ENCRYPTION_KEY
     if configured:
         if len(configured) < MIN_KEK_LENGTH:
-            raise ApplicationError(f"APPROVALS_KEY_ENCRYPTION_KEY must have at least {MIN_KEK_LENGTH} characters",
-                                   status=503)  # fmt: skip
+            raise ApplicationError(
+                f"APPROVALS_KEY_ENCRYPTION_KEY must have at least {MIN_KEK_LENGTH} characters", status=503
+            )
         return configured.encode()
     path = Path(settings.APPROVALS_KEK_PATH)
     if settings.DEBUG and path.exists():

@@ -16,8 +16,12 @@ from governance.core.canonical import canonical_json
 
 PACKET_FORMAT = "governance.approval-packet/1"
 GIB = 1024**3
-CHART_SEGMENTS = (("weights", "Weights", "#33658a"), ("kv_cache", "KV cache", "#86bbd8"),
-                  ("activations", "Activations", "#f6ae2d"), ("reserve", "Reserve", "#c7c7c7"))  # fmt: skip
+CHART_SEGMENTS = (
+    ("weights", "Weights", "#33658a"),
+    ("kv_cache", "KV cache", "#86bbd8"),
+    ("activations", "Activations", "#f6ae2d"),
+    ("reserve", "Reserve", "#c7c7c7"),
+)
 MAX_CHART_BARS = 16
 
 
@@ -59,23 +63,28 @@ def memory_chart_svg(plan: dict[str, Any] | None) -> str:
     width, bar_height, gap, left, top = 480, 14, 4, 58, 6
     height = top + bars * (bar_height + gap) + 34
     scale = (width - left - 10) / max(capacity, sum(used.values()))
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="Memory per GPU">']  # fmt: skip
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="Memory per GPU">'
+    ]
     for index in range(bars):
         y = top + index * (bar_height + gap)
         parts.append(f'<text x="0" y="{y + bar_height - 3}" font-size="9">GPU {index}</text>')
         x = float(left)
         for key, label, colour in CHART_SEGMENTS:
             w = used[key] * scale
-            parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{colour}">'
-                         f"<title>{escape(label)} {used[key] / GIB:.1f} GiB</title></rect>")  # fmt: skip
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{colour}">'
+                f"<title>{escape(label)} {used[key] / GIB:.1f} GiB</title></rect>"
+            )
             x += w
     legend_y = top + bars * (bar_height + gap) + 14
     x = float(left)
     for key, label, colour in CHART_SEGMENTS:
         parts.append(f'<rect x="{x:.0f}" y="{legend_y - 8}" width="8" height="8" fill="{colour}"/>')
-        parts.append(f'<text x="{x + 11:.0f}" y="{legend_y}" font-size="8">{escape(label)} '
-                     f"{used[key] / GIB:.1f} GiB</text>")  # fmt: skip
+        parts.append(
+            f'<text x="{x + 11:.0f}" y="{legend_y}" font-size="8">{escape(label)} {used[key] / GIB:.1f} GiB</text>'
+        )
         x += 105
     if gpus > bars:
         parts.append(f'<text x="{left}" y="{legend_y + 14}" font-size="8">first {bars} of {gpus} identical GPUs</text>')
@@ -88,8 +97,16 @@ def _findings(evidence: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for evaluation in evidence.get("licenses", []):
         for finding in evaluation.get("findings", []):
-            waiver = next((w for w in waivers if w["license"] == evaluation["license"] and w["code"] == finding["code"]
-                           and w.get("clause", "") in ("", finding.get("clause"))), None)  # fmt: skip
+            waiver = next(
+                (
+                    w
+                    for w in waivers
+                    if w["license"] == evaluation["license"]
+                    and w["code"] == finding["code"]
+                    and w.get("clause", "") in ("", finding.get("clause"))
+                ),
+                None,
+            )
             rows.append({"license": evaluation["license"], **finding, "waiver": waiver})
     return rows
 
@@ -127,9 +144,15 @@ def html_to_pdfa(html: str, attachment: bytes) -> bytes:
     document = HTML(string=html)
     pdf = document.write_pdf(
         pdf_variant="pdf/a-3b",
-        attachments=[Attachment(string=attachment.decode(), name=EVIDENCE_ATTACHMENT, relationship="Data",
-                                description="Evidence the approval binds to (RFC 8785 canonical JSON)")],
-    )  # fmt: skip
+        attachments=[
+            Attachment(
+                string=attachment.decode(),
+                name=EVIDENCE_ATTACHMENT,
+                relationship="Data",
+                description="Evidence the approval binds to (RFC 8785 canonical JSON)",
+            )
+        ],
+    )
     if pdf is None:
         raise RuntimeError("WeasyPrint wrote no PDF")
     return pdf

@@ -142,9 +142,16 @@ def make_tsa(
     ca: Issued, organisation: str, *, now: datetime | None = None, key: rsa.RSAPrivateKey | None = None
 ) -> Issued:
     # RFC 3161 2.3: the timestamping EKU is the only one, and critical.
-    return _leaf(ca, _name(organisation, f"{organisation} Timestamping Authority"), TSA_VALIDITY,
-                 ExtendedKeyUsageOID.TIME_STAMPING, non_repudiation=False, eku_critical=True, now=now,
-                 key=key)  # fmt: skip
+    return _leaf(
+        ca,
+        _name(organisation, f"{organisation} Timestamping Authority"),
+        TSA_VALIDITY,
+        ExtendedKeyUsageOID.TIME_STAMPING,
+        non_repudiation=False,
+        eku_critical=True,
+        now=now,
+        key=key,
+    )
 
 
 def make_signer(
@@ -161,8 +168,16 @@ def make_signer(
     Non-repudiation is set: pyHanko requires it of signers by default, and it says "personal"."""
     subject = _name(organisation, full_name or username, unit=f"{role} reviewers", title=f"{role} reviewer")
     subject = x509.Name([*subject, x509.NameAttribute(NameOID.USER_ID, username)])
-    return _leaf(ca, subject, SIGNER_VALIDITY, ExtendedKeyUsageOID.EMAIL_PROTECTION, non_repudiation=True,
-                 eku_critical=False, now=now, key=key)  # fmt: skip
+    return _leaf(
+        ca,
+        subject,
+        SIGNER_VALIDITY,
+        ExtendedKeyUsageOID.EMAIL_PROTECTION,
+        non_repudiation=True,
+        eku_critical=False,
+        now=now,
+        key=key,
+    )
 
 
 @dataclass(frozen=True, slots=True)

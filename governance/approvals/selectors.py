@@ -176,8 +176,16 @@ def approval_bundle_files() -> Iterator[tuple[str, bytes]]:
     for packet in signed.defer("pdf").iterator():
         name = f"approvals/{packet.pdf_sha256}.pdf"
         yield name, bytes(ApprovalPacket.objects.values_list("pdf", flat=True).get(pk=packet.pk))
-        index.append({"file": name, "pdf_sha256": packet.pdf_sha256, "deployment": str(packet.deployment.code),
-                      "packet": str(packet.code), "status": packet.status, "evidence_digest": packet.evidence_digest,
-                      "voided_at": packet.voided_at.isoformat() if packet.voided_at else None})  # fmt: skip
+        index.append(
+            {
+                "file": name,
+                "pdf_sha256": packet.pdf_sha256,
+                "deployment": str(packet.deployment.code),
+                "packet": str(packet.code),
+                "status": packet.status,
+                "evidence_digest": packet.evidence_digest,
+                "voided_at": packet.voided_at.isoformat() if packet.voided_at else None,
+            }
+        )
     if index:  # a trail without approvals gets a bundle without an approvals folder
         yield "approvals/index.json", json.dumps(index, indent=2, sort_keys=True).encode()

@@ -102,9 +102,16 @@ def pki_init(*, actor: Actor = "system:pki") -> tuple[Authority, bool]:
         root = _authority_row(AuthorityKind.ROOT_CA, ca, kek)
         _authority_row(AuthorityKind.TSA, tsa, kek)
         _publish_crl(root, ca)
-        audit_record(actor=actor, action=AuditAction.PKI_INITIALISED, obj=("approvals.authority", str(root.code)),
-                     data={"root_ca_sha256": root.fingerprint_sha256, "tsa_sha256": pki.fingerprint(tsa.certificate),
-                           "organisation": organisation})  # fmt: skip
+        audit_record(
+            actor=actor,
+            action=AuditAction.PKI_INITIALISED,
+            obj=("approvals.authority", str(root.code)),
+            data={
+                "root_ca_sha256": root.fingerprint_sha256,
+                "tsa_sha256": pki.fingerprint(tsa.certificate),
+                "organisation": organisation,
+            },
+        )
     return root, True
 
 
@@ -133,8 +140,13 @@ def certificate_issue(*, user: User, role: str, actor: Actor) -> SigningCertific
     if role not in SigningRole.values:
         raise invalid_input("role", f"one of {', '.join(SigningRole.values)}")
     root = _require_pki()
-    issued = pki.make_signer(_issued(root), settings.APPROVALS_ORGANISATION, full_name=printed_name(user),
-                             username=user.get_username(), role=role)  # fmt: skip
+    issued = pki.make_signer(
+        _issued(root),
+        settings.APPROVALS_ORGANISATION,
+        full_name=printed_name(user),
+        username=user.get_username(),
+        role=role,
+    )
     with transaction.atomic():
         certificate = SigningCertificate.objects.create(
             user=user,
@@ -146,9 +158,17 @@ def certificate_issue(*, user: User, role: str, actor: Actor) -> SigningCertific
             fingerprint_sha256=pki.fingerprint(issued.certificate),
             not_after=issued.certificate.not_valid_after_utc,
         )
-        audit_record(actor=actor, action=AuditAction.CERTIFICATE_ISSUED, obj=certificate,
-                     data={"user": user.get_username(), "role": role, "serial": certificate.serial_number,
-                           "sha256": certificate.fingerprint_sha256})  # fmt: skip
+        audit_record(
+            actor=actor,
+            action=AuditAction.CERTIFICATE_ISSUED,
+            obj=certificate,
+            data={
+                "user": user.get_username(),
+                "role": role,
+                "serial": certificate.serial_number,
+                "sha256": certificate.fingerprint_sha256,
+            },
+        )
     return certificate
 
 
@@ -162,9 +182,18 @@ def certificate_revoke(*, certificate: SigningCertificate, reason: str, actor: A
         certificate.save(update_fields=["revoked_at", "revocation_reason", "updated_at"])
         root = Authority.objects.select_for_update().get(kind=AuthorityKind.ROOT_CA)
         _publish_crl(root, _issued(root))
-        audit_record(actor=actor, action=AuditAction.CERTIFICATE_REVOKED, obj=certificate,
-                     data={"user": certificate.user.get_username(), "role": certificate.role,
-                           "serial": certificate.serial_number, "reason": reason, "crl_number": root.crl_number})  # fmt: skip
+        audit_record(
+            actor=actor,
+            action=AuditAction.CERTIFICATE_REVOKED,
+            obj=certificate,
+            data={
+                "user": certificate.user.get_username(),
+                "role": certificate.role,
+                "serial": certificate.serial_number,
+                "reason": reason,
+                "crl_number": root.crl_number,
+            },
+        )
     return certificate
 
 
@@ -188,9 +217,14 @@ def certificates_sync(*, user: User, actor: Actor, issue: bool = True) -> None:
 def _checkpoint_dict(checkpoint: AuditCheckpoint | None) -> dict[str, Any] | None:
     if checkpoint is None:
         return None
-    return {"origin": checkpoint.origin, "seq": checkpoint.seq, "head_hash": checkpoint.head_hash,
-            "signed_at": format_time(checkpoint.signed_at), "key_id": checkpoint.key_id,
-            "signature": checkpoint.signature}  # fmt: skip
+    return {
+        "origin": checkpoint.origin,
+        "seq": checkpoint.seq,
+        "head_hash": checkpoint.head_hash,
+        "signed_at": format_time(checkpoint.signed_at),
+        "key_id": checkpoint.key_id,
+        "signature": checkpoint.signature,
+    }
 
 
 def _eval_categories(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -232,12 +266,23 @@ def packet_prepare(*, deployment: DeploymentRequest, actor: Actor) -> ApprovalPa
         from governance.approvals.packet import render_packet
 
         pdf = render_packet(packet_input(deployment))
-        packet = ApprovalPacket.objects.create(deployment=deployment, evidence_digest=deployment.evidence_digest,
-                                               pdf=pdf, pdf_sha256=hashlib.sha256(pdf).hexdigest(),
-                                               rendered_at=timezone.now())  # fmt: skip
-        audit_record(actor=actor, action=AuditAction.PACKET_RENDERED, obj=deployment,
-                     data={"packet": str(packet.code), "pdf_sha256": packet.pdf_sha256,
-                           "evidence_digest": packet.evidence_digest})  # fmt: skip
+        packet = ApprovalPacket.objects.create(
+            deployment=deployment,
+            evidence_digest=deployment.evidence_digest,
+            pdf=pdf,
+            pdf_sha256=hashlib.sha256(pdf).hexdigest(),
+            rendered_at=timezone.now(),
+        )
+        audit_record(
+            actor=actor,
+            action=AuditAction.PACKET_RENDERED,
+            obj=deployment,
+            data={
+                "packet": str(packet.code),
+                "pdf_sha256": packet.pdf_sha256,
+                "evidence_digest": packet.evidence_digest,
+            },
+        )
     return packet
 
 
@@ -248,8 +293,9 @@ def packet_render_for_review(*, deployment: DeploymentRequest, actor: User) -> A
     with transaction.atomic():
         deployment = deployment_lock(deployment)
         if deployment.status != Status.IN_REVIEW:
-            raise ConflictError(f"a {deployment.status} request is not in review",
-                                extra={"fields": {"status": [deployment.status]}})  # fmt: skip
+            raise ConflictError(
+                f"a {deployment.status} request is not in review", extra={"fields": {"status": [deployment.status]}}
+            )
         return packet_prepare(deployment=deployment, actor=actor)
 
 
@@ -328,9 +374,18 @@ def sign_off(
             return _sign_off(deployment, user, role, decision, password, evidence_digest, comment.strip())
     except SignOffRefused as refusal:
         with transaction.atomic():
-            audit_record(actor=user, action=AuditAction.SIGNOFF_REFUSED, obj=deployment,
-                         data={"role": role, "decision": decision, "code": str(refusal.code),
-                               "message": refusal.error.message, "evidence_digest": evidence_digest})  # fmt: skip
+            audit_record(
+                actor=user,
+                action=AuditAction.SIGNOFF_REFUSED,
+                obj=deployment,
+                data={
+                    "role": role,
+                    "decision": decision,
+                    "code": str(refusal.code),
+                    "message": refusal.error.message,
+                    "evidence_digest": evidence_digest,
+                },
+            )
         raise refusal.error from None
 
 
@@ -347,35 +402,49 @@ def _sign_off(
     if not has_role(user, ROLE_GROUPS[role]):
         raise _refuse(RefusalCode.ROLE_NOT_HELD, f"you do not hold the {role} reviewer role", status=403)
     if deployment.requester_id == user.pk or deployment.team.members.filter(pk=user.pk).exists():
-        raise _refuse(RefusalCode.OWN_TEAM, "nobody signs off a request of their own team (separation of duties)",
-                      status=403)  # fmt: skip
+        raise _refuse(
+            RefusalCode.OWN_TEAM, "nobody signs off a request of their own team (separation of duties)", status=403
+        )
     if not user.check_password(password):
-        raise _refuse(RefusalCode.WRONG_PASSWORD, "the password is not correct; signing needs your password again",
-                      status=403)  # fmt: skip
+        raise _refuse(
+            RefusalCode.WRONG_PASSWORD, "the password is not correct; signing needs your password again", status=403
+        )
     if deployment.status != Status.IN_REVIEW:
-        raise _refuse(RefusalCode.NOT_IN_REVIEW, f"a {deployment.status} request is not in review",
-                      extra={"fields": {"status": [deployment.status]}})  # fmt: skip
+        raise _refuse(
+            RefusalCode.NOT_IN_REVIEW,
+            f"a {deployment.status} request is not in review",
+            extra={"fields": {"status": [deployment.status]}},
+        )
     if evidence_digest != deployment.evidence_digest:
-        raise _refuse(RefusalCode.STALE_DIGEST, "the evidence changed since you looked; review the new packet",
-                      extra={"fields": {"evidence_digest": [f"current is {deployment.evidence_digest}"]}})  # fmt: skip
+        raise _refuse(
+            RefusalCode.STALE_DIGEST,
+            "the evidence changed since you looked; review the new packet",
+            extra={"fields": {"evidence_digest": [f"current is {deployment.evidence_digest}"]}},
+        )
     live = list(live_signoffs(deployment).filter(evidence_digest=deployment.evidence_digest))
     if any(s.role == role for s in live):
         raise _refuse(RefusalCode.ALREADY_SIGNED, f"the {role} sign-off on this evidence is already recorded")
     if decision == Decision.APPROVE:
         blockers = deployment_blockers(deployment, role)
         if blockers:
-            raise _refuse(RefusalCode.BLOCKERS, f"{len(blockers)} blocker(s) stand in the way",
-                          extra={"blockers": blockers})  # fmt: skip
-    if (decision == Decision.APPROVE and role == SigningRole.ENGINEERING
-            and not any(s.role == SigningRole.LEGAL and s.decision == Decision.APPROVE for s in live)):  # fmt: skip
+            raise _refuse(
+                RefusalCode.BLOCKERS, f"{len(blockers)} blocker(s) stand in the way", extra={"blockers": blockers}
+            )
+    if (
+        decision == Decision.APPROVE
+        and role == SigningRole.ENGINEERING
+        and not any(s.role == SigningRole.LEGAL and s.decision == Decision.APPROVE for s in live)
+    ):
         raise _refuse(RefusalCode.WRONG_ORDER, "legal signs first; engineering signs after the legal approval")
     if root_ca() is None:
         raise _refuse(RefusalCode.NO_PKI, "the approvals PKI is not initialised; run `manage.py pki_init`", status=503)
     certificate = certificate_for(user, role)
     if certificate is not None and certificate.revoked_at is not None:
-        raise _refuse(RefusalCode.CERTIFICATE_REVOKED,
-                      f"your {role} signing certificate was revoked ({certificate.revocation_reason}); "
-                      "an administrator must issue a new one")  # fmt: skip
+        raise _refuse(
+            RefusalCode.CERTIFICATE_REVOKED,
+            f"your {role} signing certificate was revoked ({certificate.revocation_reason}); "
+            "an administrator must issue a new one",
+        )
     if certificate is None:  # a reviewer who had the role before the PKI existed
         certificate = certificate_issue(user=user, role=role, actor=user)
     return _sign_packet(deployment, user, role, decision, comment, certificate, live)
@@ -405,9 +474,14 @@ def _sign_packet(
         ca_certificate=pki.load_cert(root.certificate_pem),
         tsa=SigningParty(tsa.certificate, tsa.key),
         reason=meaning,
-        stamp=StampText(signer_name=printed_name(user), role=role, decision=decision,
-                        meaning_short=signoff_meaning_short(decision), fingerprint=certificate.fingerprint_sha256[:16]),
-    )  # fmt: skip
+        stamp=StampText(
+            signer_name=printed_name(user),
+            role=role,
+            decision=decision,
+            meaning_short=signoff_meaning_short(decision),
+            fingerprint=certificate.fingerprint_sha256[:16],
+        ),
+    )
     signed_at = timezone.now()
     packet.pdf, packet.pdf_sha256 = signed, hashlib.sha256(signed).hexdigest()
     approvals = {s.role for s in live if s.decision == Decision.APPROVE} | (
@@ -420,17 +494,44 @@ def _sign_packet(
     else:
         packet.status = PacketStatus.PARTIAL
     packet.save(update_fields=["pdf", "pdf_sha256", "status", "completed_at", "updated_at"])
-    review_decision = ReviewDecision.objects.create(request=deployment, role=role, verdict=decision, reviewer=user,
-                                                    evidence_digest=deployment.evidence_digest, comment=comment)  # fmt: skip
+    review_decision = ReviewDecision.objects.create(
+        request=deployment,
+        role=role,
+        verdict=decision,
+        reviewer=user,
+        evidence_digest=deployment.evidence_digest,
+        comment=comment,
+    )
     signoff = SignOff.objects.create(
-        deployment=deployment, review_decision=review_decision, packet=packet, role=role, decision=decision, signer=user, signer_name=printed_name(user),
-        meaning=meaning, comment=comment, signed_at=signed_at, evidence_digest=deployment.evidence_digest,
-        certificate=certificate, field_name=SIGNATURE_FIELDS[role], pdf_sha256=packet.pdf_sha256,
-    )  # fmt: skip
-    audit_record(actor=user, action=AuditAction.SIGNOFF_RECORDED, obj=deployment,
-                 data={"role": role, "verdict": decision, "evidence_digest": deployment.evidence_digest,
-                       "meaning": meaning, "comment": comment, "certificate_sha256": certificate.fingerprint_sha256,
-                       "signed_at": format_time(signed_at)})  # fmt: skip
+        deployment=deployment,
+        review_decision=review_decision,
+        packet=packet,
+        role=role,
+        decision=decision,
+        signer=user,
+        signer_name=printed_name(user),
+        meaning=meaning,
+        comment=comment,
+        signed_at=signed_at,
+        evidence_digest=deployment.evidence_digest,
+        certificate=certificate,
+        field_name=SIGNATURE_FIELDS[role],
+        pdf_sha256=packet.pdf_sha256,
+    )
+    audit_record(
+        actor=user,
+        action=AuditAction.SIGNOFF_RECORDED,
+        obj=deployment,
+        data={
+            "role": role,
+            "verdict": decision,
+            "evidence_digest": deployment.evidence_digest,
+            "meaning": meaning,
+            "comment": comment,
+            "certificate_sha256": certificate.fingerprint_sha256,
+            "signed_at": format_time(signed_at),
+        },
+    )
     audit_record(
         actor=user,
         action=AuditAction.PACKET_SIGNED,
@@ -443,8 +544,9 @@ def _sign_packet(
         report, _ = _verification_store(signed, deployment=deployment, actor=user)
         if not (report.valid_for(SigningRole.LEGAL) and report.valid_for(SigningRole.ENGINEERING)):
             # Never approve on a packet that does not verify; roll the signature back.
-            raise ConflictError("the signed packet did not verify; nothing was recorded",
-                                extra={"verification": report.as_dict()})  # fmt: skip
+            raise ConflictError(
+                "the signed packet did not verify; nothing was recorded", extra={"verification": report.as_dict()}
+            )
         deployment_transition(deployment, Status.APPROVED, user, "legal and engineering signed the packet")
         audit_checkpoint_create(force=True)  # the final PDF's hash is now under a signed checkpoint
     return signoff
@@ -466,8 +568,9 @@ def _verification_store(
     report = verify_bytes(data)
     if deployment is None and report.deployment_code:
         deployment = DeploymentRequest.objects.filter(code=report.deployment_code).first()
-    current = bool(deployment is not None and report.evidence_digest
-                   and report.evidence_digest == deployment.evidence_digest)  # fmt: skip
+    current = bool(
+        deployment is not None and report.evidence_digest and report.evidence_digest == deployment.evidence_digest
+    )
     verification, _ = PacketVerification.objects.update_or_create(
         pdf_sha256=report.pdf_sha256,
         defaults={
@@ -482,11 +585,18 @@ def _verification_store(
             "verified_at": datetime.now(UTC),
         },
     )
-    audit_record(actor=actor, action=AuditAction.PACKET_VERIFIED,
-                 obj=deployment if deployment is not None else ("approvals.packet", report.pdf_sha256),
-                 data={"pdf_sha256": report.pdf_sha256, "all_valid": report.all_valid,
-                       "legal_valid": verification.legal_valid, "engineering_valid": verification.engineering_valid,
-                       "evidence_current": current})  # fmt: skip
+    audit_record(
+        actor=actor,
+        action=AuditAction.PACKET_VERIFIED,
+        obj=deployment if deployment is not None else ("approvals.packet", report.pdf_sha256),
+        data={
+            "pdf_sha256": report.pdf_sha256,
+            "all_valid": report.all_valid,
+            "legal_valid": verification.legal_valid,
+            "engineering_valid": verification.engineering_valid,
+            "evidence_current": current,
+        },
+    )
     return report, verification
 
 

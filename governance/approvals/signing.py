@@ -64,8 +64,11 @@ class OrganisationTimeStamper(DummyTimeStamper):
     (pyHanko re-parses and re-validates the RSA key on every token, ~0.1 s each)."""
 
     def __init__(self, *, tsa: SigningParty, ca_certificate: x509.Certificate) -> None:
-        super().__init__(tsa_cert=_asn1_cert(tsa.certificate), tsa_key=_asn1_key(tsa.key),
-                         certs_to_embed=SimpleCertificateStore.from_certs([_asn1_cert(ca_certificate)]))  # fmt: skip
+        super().__init__(
+            tsa_cert=_asn1_cert(tsa.certificate),
+            tsa_key=_asn1_key(tsa.key),
+            certs_to_embed=SimpleCertificateStore.from_certs([_asn1_cert(ca_certificate)]),
+        )
         self._key = tsa.key
 
     def _build_tst_info(self, message_imprint: tsp.MessageImprint, dt: datetime, req: tsp.TimeStampReq) -> tsp.TSTInfo:
@@ -93,8 +96,11 @@ class _LoadedKeySigner(signers.SimpleSigner):
     """pyHanko's signer, signing with the already-decrypted key instead of re-parsing it per signature."""
 
     def __init__(self, *, party: SigningParty, ca_certificate: x509.Certificate) -> None:
-        super().__init__(signing_cert=_asn1_cert(party.certificate), signing_key=_asn1_key(party.key),
-                         cert_registry=SimpleCertificateStore.from_certs([_asn1_cert(ca_certificate)]))  # fmt: skip
+        super().__init__(
+            signing_cert=_asn1_cert(party.certificate),
+            signing_key=_asn1_key(party.key),
+            cert_registry=SimpleCertificateStore.from_certs([_asn1_cert(ca_certificate)]),
+        )
         self._key = party.key
 
     def sign_raw(self, data: bytes, digest_algorithm: str) -> bytes:
@@ -119,8 +125,13 @@ class StampText:
     fingerprint: str
 
     def params(self) -> dict[str, str]:
-        return {"signer_name": self.signer_name, "role": self.role, "decision": self.decision,
-                "meaning_short": self.meaning_short, "fingerprint": self.fingerprint}  # fmt: skip
+        return {
+            "signer_name": self.signer_name,
+            "role": self.role,
+            "decision": self.decision,
+            "meaning_short": self.meaning_short,
+            "fingerprint": self.fingerprint,
+        }
 
 
 def add_signature_fields(pdf: bytes) -> bytes:

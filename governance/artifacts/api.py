@@ -96,8 +96,11 @@ class ArtifactListCreateApi(ListAPIView):
     def get_queryset(self) -> QuerySet[ModelArtifact]:
         return artifacts_visible_to(self.request.user)
 
-    @extend_schema(request=ArtifactInputSerializer, responses={201: ArtifactOutputSerializer},
-                   summary="Register a model checkpoint (requester)")  # fmt: skip
+    @extend_schema(
+        request=ArtifactInputSerializer,
+        responses={201: ArtifactOutputSerializer},
+        summary="Register a model checkpoint (requester)",
+    )
     def post(self, request: Request) -> Response:
         if not role_permission(Role.REQUESTER)().has_permission(request, self):
             return Response({"message": "Only requesters register artifacts.", "extra": {}}, status=403)

@@ -40,8 +40,21 @@ class CalibrationOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = CalibrationRun
-        fields = ["code", "cluster", "gpu", "model", "status", "gpu_name", "versions", "profile_sha256", "error",
-                  "created_at", "updated_at", "latest", "job"]  # fmt: skip
+        fields = [
+            "code",
+            "cluster",
+            "gpu",
+            "model",
+            "status",
+            "gpu_name",
+            "versions",
+            "profile_sha256",
+            "error",
+            "created_at",
+            "updated_at",
+            "latest",
+            "job",
+        ]
 
     def get_latest(self, obj: CalibrationRun) -> bool:
         latest = self.context.setdefault("latest", {})
@@ -73,16 +86,25 @@ class ClusterCalibrationsApi(APIView):
         runs = calibration_runs(cluster=_cluster(code))
         return Response(CalibrationOutputSerializer(runs, many=True).data)
 
-    @extend_schema(request=CalibrationInputSerializer, responses={202: CalibrationOutputSerializer},
-                   summary="Measure the cluster's GPUs (a job); the latest profile feeds its plans")  # fmt: skip
+    @extend_schema(
+        request=CalibrationInputSerializer,
+        responses={202: CalibrationOutputSerializer},
+        summary="Measure the cluster's GPUs (a job); the latest profile feeds its plans",
+    )
     def post(self, request: Request, code: str) -> Response:
         cluster = _cluster(code)
         inputs = CalibrationInputSerializer(data=request.data)
         inputs.is_valid(raise_exception=True)
         data = inputs.validated_data
         actor = request.user if isinstance(request.user, User) else None
-        run = calibration_run_request(cluster=cluster, gpu=data["gpu"], model=data["model"], actor=actor,
-                                      gpus_per_job=data["gpus"], time_limit_s=data.get("time_limit_s"))  # fmt: skip
+        run = calibration_run_request(
+            cluster=cluster,
+            gpu=data["gpu"],
+            model=data["model"],
+            actor=actor,
+            gpus_per_job=data["gpus"],
+            time_limit_s=data.get("time_limit_s"),
+        )
         return Response(CalibrationOutputSerializer(run).data, status=202)
 
 

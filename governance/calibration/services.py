@@ -49,11 +49,19 @@ def calibration_run_request(
         raise invalid_input("device", "must be cuda or cpu")
     spec: dict[str, Any] = {"model": model, "gpu": gpu, "device": device, **(sizes or {})}
     with transaction.atomic():
-        run = CalibrationRun.objects.create(cluster=cluster, gpu=gpu, requested_by=actor,
-                                            model=spec_model.key if isinstance(model, str) else "custom")  # fmt: skip
-        job = jobrun_create(cluster=cluster, kind=JobKind.COMMAND, command=CALIBRATE_COMMAND,
-                            files={"spec.json": json.dumps(spec)}, time_limit_s=time_limit_s,
-                            gpus=gpus_per_job if device == "cuda" else 0, subject=run, actor=actor)  # fmt: skip
+        run = CalibrationRun.objects.create(
+            cluster=cluster, gpu=gpu, requested_by=actor, model=spec_model.key if isinstance(model, str) else "custom"
+        )
+        job = jobrun_create(
+            cluster=cluster,
+            kind=JobKind.COMMAND,
+            command=CALIBRATE_COMMAND,
+            files={"spec.json": json.dumps(spec)},
+            time_limit_s=time_limit_s,
+            gpus=gpus_per_job if device == "cuda" else 0,
+            subject=run,
+            actor=actor,
+        )
         run.job = job
         run.save(update_fields=["job", "updated_at"])
     return run
@@ -94,9 +102,19 @@ def _record(run: CalibrationRun, job: JobRun) -> None:
             run.gpu_name = str(profile["gpu"]["name"])[:200]
             run.versions = dict(profile["versions"])
         run.save(update_fields=["status", "error", "profile", "profile_sha256", "gpu_name", "versions", "updated_at"])
-        audit_record(actor="system:calibration", action=AuditAction.CALIBRATION_COMPLETED, obj=run,
-                     data={"cluster": run.cluster.name, "gpu": run.gpu, "status": run.status,
-                           "profile_sha256": run.profile_sha256, "versions": run.versions, "error": error[:500]})  # fmt: skip
+        audit_record(
+            actor="system:calibration",
+            action=AuditAction.CALIBRATION_COMPLETED,
+            obj=run,
+            data={
+                "cluster": run.cluster.name,
+                "gpu": run.gpu,
+                "status": run.status,
+                "profile_sha256": run.profile_sha256,
+                "versions": run.versions,
+                "error": error[:500],
+            },
+        )
 
 
 def calibration_for_plan(sender: Any = None, *, cluster: str, gpu: str, **kwargs: Any) -> CalibrationProfile | None:

@@ -37,8 +37,12 @@ class PlanInputSerializer(StrictSerializer):
     # Throughput estimate inputs (issue 17): the workload, and whose calibration profile to use.
     input_len = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000)
     output_len = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000)
-    cluster = serializers.CharField(required=False, allow_null=True, max_length=36,
-                                    help_text="cluster code: its latest calibration profile for this GPU is used")  # fmt: skip
+    cluster = serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=36,
+        help_text="cluster code: its latest calibration profile for this GPU is used",
+    )
 
     def validate_cluster(self, value: str | None) -> str | None:
         if value is None:

@@ -65,8 +65,11 @@ class DeploymentListCreateApi(ListAPIView):
     def get_queryset(self) -> QuerySet[DeploymentRequest]:
         return deployments_list(self.request.user, self.request.query_params)
 
-    @extend_schema(request=DeploymentInputSerializer, responses={201: DeploymentOutputSerializer},
-                   summary="Create a deployment request (draft) for one of your teams")  # fmt: skip
+    @extend_schema(
+        request=DeploymentInputSerializer,
+        responses={201: DeploymentOutputSerializer},
+        summary="Create a deployment request (draft) for one of your teams",
+    )
     def post(self, request: Request) -> Response:
         if not has_role(request.user, Role.REQUESTER):
             raise PermissionDeniedError("only requesters create deployment requests")
@@ -84,8 +87,11 @@ class DeploymentDetailApi(APIView):
     def get(self, request: Request, code: str) -> Response:
         return _output(deployment_get(request.user, code))
 
-    @extend_schema(request=DeploymentUpdateSerializer, responses=DeploymentOutputSerializer,
-                   summary="Edit facts, serving plan or environments (approved: back to review)")  # fmt: skip
+    @extend_schema(
+        request=DeploymentUpdateSerializer,
+        responses=DeploymentOutputSerializer,
+        summary="Edit facts, serving plan or environments (approved: back to review)",
+    )
     def patch(self, request: Request, code: str) -> Response:
         target = deployment_get(request.user, code)
         serializer = DeploymentUpdateSerializer(data=request.data, context={"user": request.user})
@@ -125,8 +131,11 @@ class ReasonInputSerializer(StrictSerializer):
 
 
 class DeploymentRevokeApi(_ActionApi):
-    @extend_schema(request=ReasonInputSerializer, responses=DeploymentOutputSerializer,
-                   summary="Revoke an approval, with a reason (legal or admin)")  # fmt: skip
+    @extend_schema(
+        request=ReasonInputSerializer,
+        responses=DeploymentOutputSerializer,
+        summary="Revoke an approval, with a reason (legal or admin)",
+    )
     def post(self, request: Request, code: str) -> Response:
         serializer = ReasonInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -149,8 +158,11 @@ class ObligationReviewInputSerializer(StrictSerializer):
 
 
 class ObligationAcknowledgeApi(_ActionApi):
-    @extend_schema(request=AcknowledgeInputSerializer, responses=DeploymentOutputSerializer,
-                   summary="Say how an obligation is met (requester)")  # fmt: skip
+    @extend_schema(
+        request=AcknowledgeInputSerializer,
+        responses=DeploymentOutputSerializer,
+        summary="Say how an obligation is met (requester)",
+    )
     def post(self, request: Request, code: str, item: str) -> Response:
         deployment = self.target(request, code)
         serializer = AcknowledgeInputSerializer(data=request.data)
@@ -162,8 +174,11 @@ class ObligationAcknowledgeApi(_ActionApi):
 
 
 class ObligationReviewApi(_ActionApi):
-    @extend_schema(request=ObligationReviewInputSerializer, responses=DeploymentOutputSerializer,
-                   summary="Accept or reject how an obligation is met (legal)")  # fmt: skip
+    @extend_schema(
+        request=ObligationReviewInputSerializer,
+        responses=DeploymentOutputSerializer,
+        summary="Accept or reject how an obligation is met (legal)",
+    )
     def post(self, request: Request, code: str, item: str) -> Response:
         deployment = self.target(request, code)
         serializer = ObligationReviewInputSerializer(data=request.data)
@@ -183,8 +198,11 @@ class WaiverInputSerializer(StrictSerializer):
 
 
 class WaiverCreateApi(_ActionApi):
-    @extend_schema(request=WaiverInputSerializer, responses={201: DeploymentOutputSerializer},
-                   summary="Waive one finding until a date, with a reason (legal)")  # fmt: skip
+    @extend_schema(
+        request=WaiverInputSerializer,
+        responses={201: DeploymentOutputSerializer},
+        summary="Waive one finding until a date, with a reason (legal)",
+    )
     def post(self, request: Request, code: str) -> Response:
         deployment = self.target(request, code)
         serializer = WaiverInputSerializer(data=request.data)
@@ -223,8 +241,11 @@ class DeploymentUsageApi(APIView):
 
     permission_classes: list[type] = []
 
-    @extend_schema(request=UsageInputSerializer, responses={201: DeploymentOutputSerializer},
-                   summary="Report a month's usage (token scope usage:write, or a requester of the team)")  # fmt: skip
+    @extend_schema(
+        request=UsageInputSerializer,
+        responses={201: DeploymentOutputSerializer},
+        summary="Report a month's usage (token scope usage:write, or a requester of the team)",
+    )
     def post(self, request: Request, code: str) -> Response:
         if not request.user or not request.user.is_authenticated:
             raise PermissionDeniedError("authentication required")

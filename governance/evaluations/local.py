@@ -40,16 +40,24 @@ def local_cluster_ensure() -> tuple[Cluster, bool]:
             cluster = Cluster(name=LOCAL_CLUSTER, executor=ExecutorKind.LOCAL, default_time_limit_s=3600, **wanted)
             cluster.full_clean(exclude=["last_test_ok"])  # a nullable boolean: unknown until tested
             cluster.save()
-            audit_record(actor="system:bootstrap", action=AuditAction.CLUSTER_REGISTERED, obj=cluster,
-                         data={"change": "created", "name": cluster.name, "executor": cluster.executor, **wanted})  # fmt: skip
+            audit_record(
+                actor="system:bootstrap",
+                action=AuditAction.CLUSTER_REGISTERED,
+                obj=cluster,
+                data={"change": "created", "name": cluster.name, "executor": cluster.executor, **wanted},
+            )
             return cluster, True
         if cluster.executor == ExecutorKind.LOCAL and any(getattr(cluster, k) != v for k, v in wanted.items()):
             for name, value in wanted.items():
                 setattr(cluster, name, value)
             cluster.full_clean(exclude=["last_test_ok"])  # a nullable boolean: unknown until tested
             cluster.save()
-            audit_record(actor="system:bootstrap", action=AuditAction.CLUSTER_REGISTERED, obj=cluster,
-                         data={"change": "updated", **wanted})  # fmt: skip
+            audit_record(
+                actor="system:bootstrap",
+                action=AuditAction.CLUSTER_REGISTERED,
+                obj=cluster,
+                data={"change": "updated", **wanted},
+            )
     return cluster, False
 
 
@@ -61,6 +69,11 @@ def tiny_model_ensure() -> Path | None:
         return target
     if importlib.util.find_spec("torch") is None:
         return None
-    subprocess.run([sys.executable, "-m", "planner.evaljob.tiny", "--out", str(target)],  # noqa: S603  (fixed argv)
-                   cwd=CHECKOUT, check=True, capture_output=True, timeout=600)  # fmt: skip
+    subprocess.run(  # noqa: S603 - fixed argv: this interpreter and a module of the project
+        [sys.executable, "-m", "planner.evaljob.tiny", "--out", str(target)],
+        cwd=CHECKOUT,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     return target

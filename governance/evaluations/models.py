@@ -38,8 +38,12 @@ class Cluster(BaseModel):
     gres_pattern = models.CharField(max_length=64, blank=True, help_text="e.g. gpu:h200:{gpus}")
     default_time_limit_s = models.PositiveIntegerField(default=3600)
     setup_lines = models.TextField(blank=True, help_text="shell lines run before the payload (module load …)")
-    python = models.CharField(max_length=400, default="python3", validators=[PROGRAM],
-                              help_text="the interpreter that runs the payloads (one with planner/ importable)")  # fmt: skip
+    python = models.CharField(
+        max_length=400,
+        default="python3",
+        validators=[PROGRAM],
+        help_text="the interpreter that runs the payloads (one with planner/ importable)",
+    )
     last_test_at = models.DateTimeField(null=True, blank=True)
     last_test_ok = models.BooleanField(null=True)
     last_test_message = models.TextField(blank=True)

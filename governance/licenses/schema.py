@@ -27,28 +27,35 @@ class FactsSchema(serializers.Serializer):
     """Every field is optional: a missing one takes its most conservative value and adds a
     `facts.assumed` finding. Unknown fields are refused (400 naming the field)."""
 
-    use_case = serializers.ChoiceField(choices=USE_CASES, required=False,
-                                       help_text="research | evaluation | internal | external_commercial")  # fmt: skip
+    use_case = serializers.ChoiceField(
+        choices=USE_CASES, required=False, help_text="research | evaluation | internal | external_commercial"
+    )
     commercial_entity = serializers.BooleanField(required=False, help_text="the deployer is a commercial entity")
-    hosted_service = serializers.BooleanField(required=False,
-                                              help_text="served to third parties (API, SaaS, app)")  # fmt: skip
+    hosted_service = serializers.BooleanField(required=False, help_text="served to third parties (API, SaaS, app)")
     production = serializers.BooleanField(required=False, help_text="a production deployment")
-    monthly_active_users = serializers.IntegerField(min_value=0, required=False, allow_null=True,
-                                                    help_text="current monthly active users of the product")  # fmt: skip
+    monthly_active_users = serializers.IntegerField(
+        min_value=0, required=False, allow_null=True, help_text="current monthly active users of the product"
+    )
     monthly_active_users_at_model_release = serializers.IntegerField(
         min_value=0, required=False, allow_null=True, help_text="MAU on the model's release date (Llama counts then)"
     )
     monthly_revenue = RevenueSchema(required=False, allow_null=True)
-    org_country = serializers.CharField(required=False, allow_null=True,
-                                        help_text="ISO 3166-1 alpha-2 of the principal place of business")  # fmt: skip
+    org_country = serializers.CharField(
+        required=False, allow_null=True, help_text="ISO 3166-1 alpha-2 of the principal place of business"
+    )
     multimodal = serializers.BooleanField(required=False, help_text="images or other non-text inputs are used")
-    outputs_used_to_train_other_models = serializers.BooleanField(required=False,
-                                                                  help_text="outputs train or improve another model")  # fmt: skip
+    outputs_used_to_train_other_models = serializers.BooleanField(
+        required=False, help_text="outputs train or improve another model"
+    )
     derivative = DerivativeSchema(required=False)
-    redistributes_original_weights = serializers.BooleanField(required=False,
-                                                              help_text="the original weights are given to others")  # fmt: skip
-    intended_uses = serializers.ListField(child=serializers.ChoiceField(choices=AUP_CATEGORIES), required=False,
-                                          help_text="acceptable-use categories the product touches")  # fmt: skip
+    redistributes_original_weights = serializers.BooleanField(
+        required=False, help_text="the original weights are given to others"
+    )
+    intended_uses = serializers.ListField(
+        child=serializers.ChoiceField(choices=AUP_CATEGORIES),
+        required=False,
+        help_text="acceptable-use categories the product touches",
+    )
     guardrails_removed = serializers.BooleanField(required=False, help_text="safety guardrails are removed")
 
 

@@ -22,11 +22,27 @@ GROUP = 128
 
 @triton.jit
 def _grouped_gemm(
-    x_ptr, x_scale_ptr, w_ptr, w_scale_ptr, out_ptr, block_expert_ptr,
-    N, K,
-    stride_xm, stride_we, stride_wk, stride_wn, stride_se, stride_sg, stride_om,
-    W4A8: tl.constexpr, GROUP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):  # fmt: skip
+    x_ptr,
+    x_scale_ptr,
+    w_ptr,
+    w_scale_ptr,
+    out_ptr,
+    block_expert_ptr,
+    N,
+    K,
+    stride_xm,
+    stride_we,
+    stride_wk,
+    stride_wn,
+    stride_se,
+    stride_sg,
+    stride_om,
+    W4A8: tl.constexpr,
+    GROUP_K: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     expert = tl.load(block_expert_ptr + pid_m)
@@ -44,8 +60,9 @@ def _grouped_gemm(
         for k0 in range(0, half, BLOCK_K):
             a_lo = tl.load(x_ptr + rm[:, None] * stride_xm + (k0 + rk)[None, :])
             a_hi = tl.load(x_ptr + rm[:, None] * stride_xm + (half + k0 + rk)[None, :])
-            packed = tl.load(w_base + (k0 + rk)[:, None] * stride_wk + rn[None, :] * stride_wn,
-                             mask=n_mask[None, :], other=0)  # fmt: skip
+            packed = tl.load(
+                w_base + (k0 + rk)[:, None] * stride_wk + rn[None, :] * stride_wn, mask=n_mask[None, :], other=0
+            )
             wide = packed.to(tl.int32)  # sign-extended byte; shifts below are arithmetic
             w_lo = ((wide << 28) >> 28).to(tl.int8)
             w_hi = (wide >> 4).to(tl.int8)
@@ -58,8 +75,9 @@ def _grouped_gemm(
     else:
         for k0 in range(0, K, BLOCK_K):
             a = tl.load(x_ptr + rm[:, None] * stride_xm + (k0 + rk)[None, :])
-            w = tl.load(w_base + (k0 + rk)[:, None] * stride_wk + rn[None, :] * stride_wn,
-                        mask=n_mask[None, :], other=0.0)  # fmt: skip
+            w = tl.load(
+                w_base + (k0 + rk)[:, None] * stride_wk + rn[None, :] * stride_wn, mask=n_mask[None, :], other=0.0
+            )
             acc += tl.dot(a, w)
     tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc.to(tl.bfloat16), mask=n_mask[None, :])
 
@@ -93,12 +111,29 @@ def grouped_gemm(x: Any, w: Any, block_expert: Any, *, block_m: int, x_scale: An
     block_k = 128 if w4a8 else 64
     grid = (rows // block_m, triton.cdiv(n, block_n))
     _grouped_gemm[grid](
-        x, x_scale if w4a8 else x, w, w_scale if w4a8 else w, out, block_expert, n, k,
-        x.stride(0), w.stride(0), w.stride(1), w.stride(2),
-        w_scale.stride(0) if w4a8 else 0, w_scale.stride(1) if w4a8 else 0, out.stride(0),
-        W4A8=w4a8, GROUP_K=GROUP, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        num_warps=4, num_stages=4,
-    )  # fmt: skip
+        x,
+        x_scale if w4a8 else x,
+        w,
+        w_scale if w4a8 else w,
+        out,
+        block_expert,
+        n,
+        k,
+        x.stride(0),
+        w.stride(0),
+        w.stride(1),
+        w.stride(2),
+        w_scale.stride(0) if w4a8 else 0,
+        w_scale.stride(1) if w4a8 else 0,
+        out.stride(0),
+        W4A8=w4a8,
+        GROUP_K=GROUP,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_K=block_k,
+        num_warps=4,
+        num_stages=4,
+    )
     return out
 
 
@@ -137,14 +172,19 @@ def check(device: str = "cuda") -> dict[str, float]:
     x = torch.randn(rows + block_m, k, device=device, dtype=torch.bfloat16)
     w = torch.randn(experts, k, n, device=device, dtype=torch.bfloat16) / k**0.5
     out = grouped_gemm(x, w, block_expert, block_m=block_m)[:rows]
-    ref = torch.cat([x[i * block_m : (i + 1) * block_m].float() @ w[e].float()
-                     for i, e in enumerate(block_expert.tolist()[:3])])  # fmt: skip
+    ref = torch.cat(
+        [x[i * block_m : (i + 1) * block_m].float() @ w[e].float() for i, e in enumerate(block_expert.tolist()[:3])]
+    )
     errors["bf16"] = float((out.float() - ref).norm() / ref.norm())
     packed, scale = random_w4a8(experts, k, n, device)
     xq, xs = quantize_rows_int8(x)
     out = grouped_gemm(xq, packed, block_expert, block_m=block_m, x_scale=xs, w_scale=scale)[:rows]
     wf = dequant_w4a8(packed, scale)
-    ref = torch.cat([(xq[i * block_m : (i + 1) * block_m].float() * xs[i * block_m : (i + 1) * block_m, None]) @ wf[e]
-                     for i, e in enumerate(block_expert.tolist()[:3])])  # fmt: skip
+    ref = torch.cat(
+        [
+            (xq[i * block_m : (i + 1) * block_m].float() * xs[i * block_m : (i + 1) * block_m, None]) @ wf[e]
+            for i, e in enumerate(block_expert.tolist()[:3])
+        ]
+    )
     errors["w4a8"] = float((out.float() - ref).norm() / ref.norm())
     return errors

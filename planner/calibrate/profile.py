@@ -19,8 +19,13 @@ from planner.specs import GpuSpec
 
 SCHEMA = "planner.calibration/1"
 # planner precision -> (profile GEMM path, tensor-core math it runs on)
-PATHS = {"bf16": ("bf16", "bf16"), "fp8": ("fp8", "fp8"), "w8a8": ("int8", "int8"),
-         "w4a16": ("w4a16", "bf16"), "w4a8": ("w4a8", "int8")}  # fmt: skip
+PATHS = {
+    "bf16": ("bf16", "bf16"),
+    "fp8": ("fp8", "fp8"),
+    "w8a8": ("int8", "int8"),
+    "w4a16": ("w4a16", "bf16"),
+    "w4a8": ("w4a8", "int8"),
+}
 COMPUTE = {"bf16": "bf16", "fp8": "fp8", "int8": "int8", "w4a16": "bf16", "w4a8": "int8"}
 _REQUIRED = ("schema", "created_at", "gpu", "versions", "gemm", "memory", "launch", "collectives")
 
@@ -54,13 +59,21 @@ class CalibrationProfile:
     @classmethod
     def from_dict(cls, data: Any, name: str = "profile") -> CalibrationProfile:
         validate(data)
-        return cls(name=name, gpu_name=data["gpu"]["name"], gpu_key=data["gpu"].get("catalog_key"),
-                   versions=dict(data["versions"]), created_at=data["created_at"], raw=data)  # fmt: skip
+        return cls(
+            name=name,
+            gpu_name=data["gpu"]["name"],
+            gpu_key=data["gpu"].get("catalog_key"),
+            versions=dict(data["versions"]),
+            created_at=data["created_at"],
+            raw=data,
+        )
 
     def label(self) -> str:
         v = self.versions
-        return (f"{self.name} ({self.gpu_name}, driver {v.get('driver')}, CUDA {v.get('cuda')}, torch {v.get('torch')}, "
-                f"measured {self.created_at})")  # fmt: skip
+        return (
+            f"{self.name} ({self.gpu_name}, driver {v.get('driver')}, CUDA {v.get('cuda')}, torch {v.get('torch')}, "
+            f"measured {self.created_at})"
+        )
 
     # -- GEMMs ---------------------------------------------------------------------------------
     def _points(self, section: str, path: str, gpu: GpuSpec) -> dict[str, list[EfficiencyPoint]]:
@@ -83,8 +96,9 @@ class CalibrationProfile:
         result: dict[str, list[EfficiencyPoint]] = cache[key]
         return result
 
-    def gemm_efficiency(self, precision: str, m: float, n: int, k: int, gpu: GpuSpec, *, experts: bool = False,
-                        grouped: bool = False) -> float | None:  # fmt: skip
+    def gemm_efficiency(
+        self, precision: str, m: float, n: int, k: int, gpu: GpuSpec, *, experts: bool = False, grouped: bool = False
+    ) -> float | None:
         """Measured efficiency for `precision` at M=m (rows per expert when `grouped`), at the measured
         shape nearest to n x k (expert shapes for expert GEMMs); None when the profile lacks the path."""
         path = PATHS.get(precision, (None, None))[0]
@@ -112,9 +126,12 @@ class CalibrationProfile:
         points = [p for p in self.raw["collectives"] if p["op"] == op]
         if not points:
             return None
-        return CollectiveFit(latency_s=min(p["time_us"] for p in points) * 1e-6,
-                             bus_gb_per_s=max(p["bus_gb_per_s"] for p in points),
-                             ranks=int(points[0]["ranks"]), in_graph=all(p.get("timing") == "cuda_graph" for p in points))  # fmt: skip
+        return CollectiveFit(
+            latency_s=min(p["time_us"] for p in points) * 1e-6,
+            bus_gb_per_s=max(p["bus_gb_per_s"] for p in points),
+            ranks=int(points[0]["ranks"]),
+            in_graph=all(p.get("timing") == "cuda_graph" for p in points),
+        )
 
 
 def _efficiency(point: dict[str, Any], gpu: GpuSpec, *, grouped: bool) -> float:
@@ -162,10 +179,26 @@ def validate(data: Any) -> None:
         raise ValueError(f"calibration: schema must be {SCHEMA!r}, got {data['schema']!r}")
     if not isinstance(data["gpu"], dict) or not data["gpu"].get("name"):
         raise ValueError("calibration: gpu.name is required")
-    for section, fields in (("gemm", ("precision", "shape", "m", "n", "k", "weight_bits", "activation_bytes", "time_us")),
-                            ("moe", ("precision", "shape", "m", "n", "k", "top_k", "experts", "experts_touched", "weight_bits",
-                                     "activation_bytes", "time_us")),
-                            ("collectives", ("op", "ranks", "bytes", "time_us", "bus_gb_per_s"))):  # fmt: skip
+    for section, fields in (
+        ("gemm", ("precision", "shape", "m", "n", "k", "weight_bits", "activation_bytes", "time_us")),
+        (
+            "moe",
+            (
+                "precision",
+                "shape",
+                "m",
+                "n",
+                "k",
+                "top_k",
+                "experts",
+                "experts_touched",
+                "weight_bits",
+                "activation_bytes",
+                "time_us",
+            ),
+        ),
+        ("collectives", ("op", "ranks", "bytes", "time_us", "bus_gb_per_s")),
+    ):
         entries = data.get(section, [])
         if not isinstance(entries, list):
             raise ValueError(f"calibration: {section} must be a list")

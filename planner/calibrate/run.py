@@ -112,8 +112,10 @@ def _gemm_launches(precision: str, m: int, n: int, k: int, copies: int) -> tuple
         scale_a = torch.rand(m, 1, device=device) + 0.5
         scale_b = torch.rand(1, n, device=device) + 0.5
         weights = [torch.randn(n, k, device=device).to(torch.float8_e4m3fn) for _ in range(copies)]
-        scaled = [functools.partial(torch._scaled_mm, xq, w.t(), scale_a=scale_a, scale_b=scale_b,
-                                    out_dtype=torch.bfloat16) for w in weights]  # fmt: skip
+        scaled = [
+            functools.partial(torch._scaled_mm, xq, w.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
+            for w in weights
+        ]
         return scaled, m, "torch._scaled_mm rowwise"
     if precision == "int8":
         m_run = max(32, -(-m // 8) * 8)  # torch._int_mm needs M > 16 on CUDA
@@ -121,9 +123,10 @@ def _gemm_launches(precision: str, m: int, n: int, k: int, copies: int) -> tuple
         weights = [torch.randint(-127, 127, (n, k), device=device, dtype=torch.int8) for _ in range(copies)]
         return [functools.partial(torch._int_mm, xq, w.t()) for w in weights], m_run, "torch._int_mm"
     if precision == "w4a16":
-        packed = [torch._convert_weight_to_int4pack(torch.randint(0, 255, (n, k // 2), device=device,
-                                                                  dtype=torch.uint8), 8)
-                  for _ in range(copies)]  # fmt: skip
+        packed = [
+            torch._convert_weight_to_int4pack(torch.randint(0, 255, (n, k // 2), device=device, dtype=torch.uint8), 8)
+            for _ in range(copies)
+        ]
         scales = torch.rand(k // 128, n, 2, device=device, dtype=torch.bfloat16)
         int4 = [functools.partial(torch._weight_int4pack_mm, x, w, 128, scales) for w in packed]
         return int4, m, "torch._weight_int4pack_mm (tinygemm)"
@@ -136,14 +139,17 @@ def _gemm_launches(precision: str, m: int, n: int, k: int, copies: int) -> tuple
         x_scale = torch.rand(m_run, device=device)
         block_expert = torch.zeros(m_run // block_m, dtype=torch.int32, device=device)
         sets = [kernels.random_w4a8(1, k, n, device) for _ in range(copies)]
-        w4a8 = [functools.partial(kernels.grouped_gemm, xq, w, block_expert, block_m=block_m, x_scale=x_scale,
-                                  w_scale=s) for w, s in sets]  # fmt: skip
+        w4a8 = [
+            functools.partial(kernels.grouped_gemm, xq, w, block_expert, block_m=block_m, x_scale=x_scale, w_scale=s)
+            for w, s in sets
+        ]
         return w4a8, m_run, "triton W4A8 (planner.calibrate.kernels)"
     raise ValueError(f"precisions: unknown {precision!r}")
 
 
-def measure_gemms(shapes: list[GemmShape], precisions: list[str], ms: list[int],
-                  failures: list[dict[str, str]]) -> list[dict[str, Any]]:  # fmt: skip
+def measure_gemms(
+    shapes: list[GemmShape], precisions: list[str], ms: list[int], failures: list[dict[str, str]]
+) -> list[dict[str, Any]]:
     points = []
     for shape in shapes:
         for precision in precisions:
@@ -158,10 +164,21 @@ def measure_gemms(shapes: list[GemmShape], precisions: list[str], ms: list[int],
                     continue
                 finally:
                     launches = []
-                points.append({"precision": precision, "path": path, "shape": shape.name, "m": m, "m_run": m_run,
-                               "n": shape.n, "k": shape.k, "weight_bits": WEIGHT_BITS[precision],
-                               "activation_bytes": ACTIVATION_BYTES[precision], "timing": mode,
-                               "time_us": round(seconds * 1e6, 3)})  # fmt: skip
+                points.append(
+                    {
+                        "precision": precision,
+                        "path": path,
+                        "shape": shape.name,
+                        "m": m,
+                        "m_run": m_run,
+                        "n": shape.n,
+                        "k": shape.k,
+                        "weight_bits": WEIGHT_BITS[precision],
+                        "activation_bytes": ACTIVATION_BYTES[precision],
+                        "timing": mode,
+                        "time_us": round(seconds * 1e6, 3),
+                    }
+                )
         if DEVICE == "cuda":
             torch.cuda.empty_cache()
     return points
@@ -206,22 +223,42 @@ def measure_moe(
                     block_expert, rows, touched = _route(m, experts, top_k, block_m)
                     if precision == "bf16":
                         x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
-                        launches = [functools.partial(kernels.grouped_gemm, x, w, block_expert, block_m=block_m)
-                                    for w, _ in sets]  # fmt: skip
+                        launches = [
+                            functools.partial(kernels.grouped_gemm, x, w, block_expert, block_m=block_m)
+                            for w, _ in sets
+                        ]
                     else:
                         xq = torch.randint(-127, 127, (rows, k), device="cuda", dtype=torch.int8)
                         xs = torch.rand(rows, device="cuda")
-                        launches = [functools.partial(kernels.grouped_gemm, xq, w, block_expert, block_m=block_m,
-                                                      x_scale=xs, w_scale=s) for w, s in sets]  # fmt: skip
+                        launches = [
+                            functools.partial(
+                                kernels.grouped_gemm, xq, w, block_expert, block_m=block_m, x_scale=xs, w_scale=s
+                            )
+                            for w, s in sets
+                        ]
                     seconds, mode = time_launches(launches)
                 except Exception as exc:
                     failures.append({"what": f"moe {precision} {name} m={m}", "error": str(exc)[:300]})
                     continue
-                points.append({"precision": precision, "path": "triton grouped (vLLM fused-MoE layout)",
-                               "shape": name, "m": m, "rows": rows, "experts": experts, "top_k": top_k,
-                               "experts_touched": touched, "block_m": block_m, "n": n, "k": k,
-                               "weight_bits": WEIGHT_BITS[precision], "activation_bytes": ACTIVATION_BYTES[precision],
-                               "timing": mode, "time_us": round(seconds * 1e6, 3)})  # fmt: skip
+                points.append(
+                    {
+                        "precision": precision,
+                        "path": "triton grouped (vLLM fused-MoE layout)",
+                        "shape": name,
+                        "m": m,
+                        "rows": rows,
+                        "experts": experts,
+                        "top_k": top_k,
+                        "experts_touched": touched,
+                        "block_m": block_m,
+                        "n": n,
+                        "k": k,
+                        "weight_bits": WEIGHT_BITS[precision],
+                        "activation_bytes": ACTIVATION_BYTES[precision],
+                        "timing": mode,
+                        "time_us": round(seconds * 1e6, 3),
+                    }
+                )
             del sets
             torch.cuda.empty_cache()
     return points
@@ -253,9 +290,12 @@ def measure_memory(size_bytes: int = 4 << 30) -> dict[str, Any]:
 
     copy_s = timed(lambda: b.copy_(a))
     read_s = timed(lambda: torch.sum(a))
-    return {"bytes": size_bytes, "copy_gb_per_s": round(2 * size_bytes / copy_s / 1e9, 1),
-            "read_gb_per_s": round(size_bytes / read_s / 1e9, 1),
-            "method": "copy: bytes read + written over the median of 10 copies; read: torch.sum"}  # fmt: skip
+    return {
+        "bytes": size_bytes,
+        "copy_gb_per_s": round(2 * size_bytes / copy_s / 1e9, 1),
+        "read_gb_per_s": round(size_bytes / read_s / 1e9, 1),
+        "method": "copy: bytes read + written over the median of 10 copies; read: torch.sum",
+    }
 
 
 def measure_launch() -> dict[str, Any]:
@@ -272,8 +312,12 @@ def measure_launch() -> dict[str, Any]:
     torch.cuda.synchronize()
     eager = (time.perf_counter() - began) / count
     per_kernel, mode = time_launches([lambda: x.add_(1)] * count, reps=5)
-    return {"eager_us": round(eager * 1e6, 3), "graph_kernel_us": round(per_kernel * 1e6, 3), "graph_timing": mode,
-            "method": "a 16-element add: eager wall time per launch; per kernel inside one CUDA graph of 2000"}  # fmt: skip
+    return {
+        "eager_us": round(eager * 1e6, 3),
+        "graph_kernel_us": round(per_kernel * 1e6, 3),
+        "graph_timing": mode,
+        "method": "a 16-element add: eager wall time per launch; per kernel inside one CUDA graph of 2000",
+    }
 
 
 def _collective_worker(rank: int, world: int, sizes: list[int], port: int, out: str) -> None:
@@ -320,8 +364,16 @@ def _collective_worker(rank: int, world: int, sizes: list[int], port: int, out: 
             seconds = _median_s(events) / per_replay
             nbytes = elements * 2
             factor = 2 * (world - 1) / world if op == "all_reduce" else (world - 1) / world
-            results.append({"op": op, "ranks": world, "bytes": nbytes, "time_us": round(seconds * 1e6, 3), "timing": timing,
-                            "bus_gb_per_s": round(nbytes * factor / seconds / 1e9, 2)})  # fmt: skip
+            results.append(
+                {
+                    "op": op,
+                    "ranks": world,
+                    "bytes": nbytes,
+                    "time_us": round(seconds * 1e6, 3),
+                    "timing": timing,
+                    "bus_gb_per_s": round(nbytes * factor / seconds / 1e9, 2),
+                }
+            )
     torch.cuda.synchronize()
     if rank == 0:
         temporary = Path(out + ".tmp")
@@ -357,8 +409,13 @@ def versions() -> dict[str, Any]:
     except ImportError:
         info["triton"] = None
     try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],  # noqa: S607
-                             capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],  # noqa: S607
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
         info["driver"] = smi.stdout.strip().splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError):
         info["driver"] = None
@@ -386,8 +443,12 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     checks: dict[str, Any] = {}
     if DEVICE == "cuda":
         props = torch.cuda.get_device_properties(0)
-        gpu = {"name": props.name, "count": torch.cuda.device_count(), "memory_mib": props.total_memory >> 20,
-               "sm_count": props.multi_processor_count}  # fmt: skip
+        gpu = {
+            "name": props.name,
+            "count": torch.cuda.device_count(),
+            "memory_mib": props.total_memory >> 20,
+            "sm_count": props.multi_processor_count,
+        }
         try:
             from planner.calibrate import kernels
 
@@ -454,6 +515,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError) as exc:
         print(f"calibrate: error: {exc}", file=sys.stderr)
         return 2
-    print(f"done: {len(profile['gemm'])} gemm points, {len(profile['moe'])} moe points, "
-          f"{len(profile['collectives'])} collective points, {len(profile['failures'])} failures", flush=True)  # fmt: skip
+    print(
+        f"done: {len(profile['gemm'])} gemm points, {len(profile['moe'])} moe points, "
+        f"{len(profile['collectives'])} collective points, {len(profile['failures'])} failures",
+        flush=True,
+    )
     return 0

@@ -41,17 +41,30 @@ class JobState(enum.StrEnum):
 
 # Slurm state -> executor state (planner reference, slurm-ssh.md). COMPLETED is checked against the result.
 SLURM_STATES: dict[str, JobState] = {
-    "PENDING": JobState.PENDING, "CONFIGURING": JobState.PENDING, "REQUEUED": JobState.PENDING,
-    "REQUEUE_HOLD": JobState.PENDING, "REQUEUE_FED": JobState.PENDING, "RESV_DEL_HOLD": JobState.PENDING,
-    "RUNNING": JobState.RUNNING, "COMPLETING": JobState.RUNNING, "SUSPENDED": JobState.RUNNING,
-    "STAGE_OUT": JobState.RUNNING, "SIGNALING": JobState.RUNNING, "RESIZING": JobState.RUNNING,
+    "PENDING": JobState.PENDING,
+    "CONFIGURING": JobState.PENDING,
+    "REQUEUED": JobState.PENDING,
+    "REQUEUE_HOLD": JobState.PENDING,
+    "REQUEUE_FED": JobState.PENDING,
+    "RESV_DEL_HOLD": JobState.PENDING,
+    "RUNNING": JobState.RUNNING,
+    "COMPLETING": JobState.RUNNING,
+    "SUSPENDED": JobState.RUNNING,
+    "STAGE_OUT": JobState.RUNNING,
+    "SIGNALING": JobState.RUNNING,
+    "RESIZING": JobState.RUNNING,
     "COMPLETED": JobState.SUCCEEDED,
-    "FAILED": JobState.FAILED, "OUT_OF_MEMORY": JobState.FAILED, "BOOT_FAIL": JobState.FAILED,
-    "DEADLINE": JobState.FAILED, "SPECIAL_EXIT": JobState.FAILED,
-    "CANCELLED": JobState.CANCELLED, "REVOKED": JobState.CANCELLED,
+    "FAILED": JobState.FAILED,
+    "OUT_OF_MEMORY": JobState.FAILED,
+    "BOOT_FAIL": JobState.FAILED,
+    "DEADLINE": JobState.FAILED,
+    "SPECIAL_EXIT": JobState.FAILED,
+    "CANCELLED": JobState.CANCELLED,
+    "REVOKED": JobState.CANCELLED,
     "TIMEOUT": JobState.TIMEOUT,
-    "PREEMPTED": JobState.RETRYABLE, "NODE_FAIL": JobState.RETRYABLE,
-}  # fmt: skip
+    "PREEMPTED": JobState.RETRYABLE,
+    "NODE_FAIL": JobState.RETRYABLE,
+}
 
 
 def map_slurm_state(raw: str) -> JobState:
@@ -108,8 +121,12 @@ class JobSpec:
             raise ClusterError("time_limit_s: must be 10 s .. 7 days", permanent=True)
         if not 1 <= self.cpus <= 512:
             raise ClusterError("cpus: must be 1..512", permanent=True)
-        for name, value, pattern in (("partition", self.partition, _TOKEN), ("account", self.account, _TOKEN),
-                                     ("qos", self.qos, _TOKEN), ("gres", self.gres, _GRES)):  # fmt: skip
+        for name, value, pattern in (
+            ("partition", self.partition, _TOKEN),
+            ("account", self.account, _TOKEN),
+            ("qos", self.qos, _TOKEN),
+            ("gres", self.gres, _GRES),
+        ):
             if value is not None:
                 _check(pattern, value, name)
         if not self.command:

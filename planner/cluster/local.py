@@ -103,8 +103,9 @@ class LocalExecutor:
 
         result, problem = verify_result(read("result.json"), read("result.json.sha256"))
         log = read("job.log") or b""
-        return JobOutput(result=result, result_ok=result is not None, log_tail=log[-4000:].decode(errors="replace"),
-                         problem=problem)  # fmt: skip
+        return JobOutput(
+            result=result, result_ok=result is not None, log_tail=log[-4000:].decode(errors="replace"), problem=problem
+        )
 
     def cancel(self, ref: JobRef) -> None:
         pid = int(ref.job_id.removeprefix("local-"))

@@ -164,11 +164,22 @@ class SlurmSSHExecutor:
             raise ClusterError(f"upload failed: {exc}", permanent=False) from None
         finally:
             sftp.close()
-        argv = ["sbatch", "--parsable", f"--job-name={spec.name}", f"--comment={spec.run_id}",
-                f"--time={slurm_time(spec.time_limit_s)}", f"--cpus-per-task={spec.cpus}", f"--output={run_dir}/slurm-%j.out",
-                f"--chdir={run_dir}"]  # fmt: skip
-        for flag, value in (("--partition", spec.partition), ("--account", spec.account), ("--qos", spec.qos),
-                            ("--gres", spec.gres)):  # fmt: skip
+        argv = [
+            "sbatch",
+            "--parsable",
+            f"--job-name={spec.name}",
+            f"--comment={spec.run_id}",
+            f"--time={slurm_time(spec.time_limit_s)}",
+            f"--cpus-per-task={spec.cpus}",
+            f"--output={run_dir}/slurm-%j.out",
+            f"--chdir={run_dir}",
+        ]
+        for flag, value in (
+            ("--partition", spec.partition),
+            ("--account", spec.account),
+            ("--qos", spec.qos),
+            ("--gres", spec.gres),
+        ):
             if value:
                 argv.append(f"{flag}={value}")
         if spec.mem_mb:
@@ -197,15 +208,17 @@ class SlurmSSHExecutor:
             return {}
         by_id = {ref.job_id: ref for ref in refs}
         statuses: dict[JobRef, JobStatus] = {}
-        code, out, err = self.run(["sacct", "-X", "-P", "-n", "-j", ",".join(by_id),
-                                   "--format=JobID,State,ExitCode,Reason"])  # fmt: skip
+        code, out, err = self.run(
+            ["sacct", "-X", "-P", "-n", "-j", ",".join(by_id), "--format=JobID,State,ExitCode,Reason"]
+        )
         if code == 0 and "disabled" not in (out + err).lower():
             for line in out.splitlines():
                 parts = line.split("|")
                 if len(parts) >= 3 and parts[0] in by_id:
                     exit_code = int(parts[2].split(":")[0]) if parts[2].split(":")[0].isdigit() else None
-                    statuses[by_id[parts[0]]] = JobStatus(map_slurm_state(parts[1]), parts[1], exit_code,
-                                                          parts[3] if len(parts) > 3 else "")  # fmt: skip
+                    statuses[by_id[parts[0]]] = JobStatus(
+                        map_slurm_state(parts[1]), parts[1], exit_code, parts[3] if len(parts) > 3 else ""
+                    )
         else:
             self._poll_without_accounting(by_id, statuses)
         missing = [ref for ref in refs if ref not in statuses]
@@ -269,8 +282,9 @@ class SlurmSSHExecutor:
             raise ClusterError(f"fetch failed: {exc}", permanent=False) from None
         finally:
             sftp.close()
-        return JobOutput(result=result, result_ok=result is not None, log_tail=log.decode(errors="replace"),
-                         problem=problem)  # fmt: skip
+        return JobOutput(
+            result=result, result_ok=result is not None, log_tail=log.decode(errors="replace"), problem=problem
+        )
 
     def cancel(self, ref: JobRef) -> None:
         if not _JOB_ID.match(ref.job_id):

@@ -25,20 +25,34 @@ def math_case(rng: random.Random, index: int) -> dict:
     a, b, c = rng.randint(100, 900), rng.randint(10, 300), rng.randint(10, 99)
     item, name = rng.choice(ITEMS), rng.choice(NAMES)
     answer = a + b - c
-    prompt = (f"{name} manages a warehouse with {a} {item}. A delivery adds {b} {item} and {c} {item} are shipped "
-              f"out. How many {item} are in the warehouse now? Answer with the number.")  # fmt: skip
-    return {"id": f"math-{index:03d}", "category": "math", "turns": [prompt], "reference": str(answer),
-            "key_items": [str(answer), str(a), str(b), str(c)]}  # fmt: skip
+    prompt = (
+        f"{name} manages a warehouse with {a} {item}. A delivery adds {b} {item} and {c} {item} are shipped "
+        f"out. How many {item} are in the warehouse now? Answer with the number."
+    )
+    return {
+        "id": f"math-{index:03d}",
+        "category": "math",
+        "turns": [prompt],
+        "reference": str(answer),
+        "key_items": [str(answer), str(a), str(b), str(c)],
+    }
 
 
 def code_case(rng: random.Random, index: int) -> dict:
     verb, noun = rng.choice(VERBS), rng.choice(NOUNS)
     name, arg = f"{verb}_{noun}", f"{noun}_list"
     limit = rng.randint(2, 64)
-    prompt = (f"Complete the Python function.\n\ndef {name}({arg}, limit={limit}):\n"
-              f'    """{verb.capitalize()} each {noun} in {arg}, at most {limit} of them."""\n    result = []\n')  # fmt: skip
-    return {"id": f"code-{index:03d}", "category": "code", "turns": [prompt], "reference": None,
-            "key_items": [name, arg, "result", "limit"]}  # fmt: skip
+    prompt = (
+        f"Complete the Python function.\n\ndef {name}({arg}, limit={limit}):\n"
+        f'    """{verb.capitalize()} each {noun} in {arg}, at most {limit} of them."""\n    result = []\n'
+    )
+    return {
+        "id": f"code-{index:03d}",
+        "category": "code",
+        "turns": [prompt],
+        "reference": None,
+        "key_items": [name, arg, "result", "limit"],
+    }
 
 
 def zh_case(rng: random.Random, index: int) -> dict:
@@ -51,17 +65,31 @@ def zh_case(rng: random.Random, index: int) -> dict:
         f"管理层表示，未来三年将继续加大研发投入，并在{city}建设新的研发中心。"
     ) * 3
     prompt = f"请用三句话总结以下文档，保留公司名称、城市、年份和关键数字：\n{body}"
-    return {"id": f"zh-{index:03d}", "category": "zh_summary", "turns": [prompt], "reference": None,
-            "key_items": [company, city, str(year), str(revenue), str(staff)]}  # fmt: skip
+    return {
+        "id": f"zh-{index:03d}",
+        "category": "zh_summary",
+        "turns": [prompt],
+        "reference": None,
+        "key_items": [company, city, str(year), str(revenue), str(staff)],
+    }
 
 
 def multiturn_case(rng: random.Random, index: int) -> dict:
     name, order = rng.choice(NAMES), rng.randint(10000, 99999)
     wrong = order + rng.choice([-7, 3, 11, 100])
-    turns = [f"Hi, I am {name}. My order number is {order}.", "Can you tell me your opening hours?",
-             "Please repeat my order number so I can write it down."]  # fmt: skip
-    return {"id": f"turns-{index:03d}", "category": "multi_turn", "turns": turns, "reference": str(order),
-            "key_items": [str(order), name], "contradictions": [str(wrong)]}  # fmt: skip
+    turns = [
+        f"Hi, I am {name}. My order number is {order}.",
+        "Can you tell me your opening hours?",
+        "Please repeat my order number so I can write it down.",
+    ]
+    return {
+        "id": f"turns-{index:03d}",
+        "category": "multi_turn",
+        "turns": turns,
+        "reference": str(order),
+        "key_items": [str(order), name],
+        "contradictions": [str(wrong)],
+    }
 
 
 def build(out: Path = OUT) -> str:

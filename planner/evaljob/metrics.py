@@ -20,8 +20,11 @@ def case_verdict(case: dict[str, Any], baseline: str, quantized: str) -> dict[st
     lost = [item for item in kept_by_baseline if not present(item, quantized)]
     contradictions = [v for v in case.get("contradictions", []) if present(v, quantized) and not present(v, baseline)]
     reference = case.get("reference")
-    verdict: dict[str, Any] = {"lost_items": lost, "contradictions": contradictions,
-                               "failed": bool(lost or contradictions)}  # fmt: skip
+    verdict: dict[str, Any] = {
+        "lost_items": lost,
+        "contradictions": contradictions,
+        "failed": bool(lost or contradictions),
+    }
     if reference is not None:
         verdict["baseline_correct"] = present(reference, baseline)
         verdict["quantized_correct"] = present(reference, quantized)

@@ -56,8 +56,11 @@ def load_models(spec: dict[str, Any], device: str) -> tuple[Any, Any]:
         tokenizer = AutoTokenizer.from_pretrained(model_spec["path"], local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(model_spec["path"], dtype=dtype, local_files_only=True)
     else:  # a random-weight model built from a config (tests, and GPU runs without weights)
-        tokenizer = PreTrainedTokenizerFast(tokenizer_file=model_spec["tokenizer_file"], eos_token="<eos>",  # noqa: S106
-                                            pad_token="<pad>")  # noqa: S106  # fmt: skip
+        tokenizer = PreTrainedTokenizerFast(
+            tokenizer_file=model_spec["tokenizer_file"],
+            eos_token="<eos>",  # noqa: S106
+            pad_token="<pad>",  # noqa: S106
+        )
         config = AutoConfig.for_model(**model_spec["config"])
         torch.manual_seed(int(model_spec.get("seed", 0)))
         with torch.device(device):
@@ -73,8 +76,12 @@ def prompt_text(case: dict[str, Any]) -> str:
 @torch.no_grad()
 def generate(model: Any, tokenizer: Any, text: str, max_new_tokens: int, device: str) -> tuple[str, list[int]]:
     encoded = tokenizer(text, return_tensors="pt").to(device)
-    output = model.generate(**encoded, max_new_tokens=max_new_tokens, do_sample=False,
-                            pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)  # fmt: skip
+    output = model.generate(
+        **encoded,
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+    )
     new = output[0, encoded["input_ids"].shape[1] :]
     return tokenizer.decode(new, skip_special_tokens=True), output[0].tolist()
 
@@ -82,8 +89,13 @@ def generate(model: Any, tokenizer: Any, text: str, max_new_tokens: int, device:
 def versions(device: str) -> dict[str, Any]:
     import transformers
 
-    info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
-                            "transformers": transformers.__version__, "cuda": torch.version.cuda, "device": device}  # fmt: skip
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "cuda": torch.version.cuda,
+        "device": device,
+    }
     if device.startswith("cuda"):
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
@@ -118,18 +130,32 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         timings["quantized_s"] += t2 - t1
         ids = torch.tensor([base_tokens], device=device)
         tokens = token_agreement(baseline(ids).logits[0], quantized(ids).logits[0])
-        record = {"id": case["id"], "category": case["category"], "baseline": base_text, "quantized": quant_text,
-                  **case_verdict(case, base_text, quant_text), "tokens": tokens}  # fmt: skip
+        record = {
+            "id": case["id"],
+            "category": case["category"],
+            "baseline": base_text,
+            "quantized": quant_text,
+            **case_verdict(case, base_text, quant_text),
+            "tokens": tokens,
+        }
         write_atomic(cache, json.dumps(record, ensure_ascii=False).encode())
         print(f"progress {done}/{len(cases)}", flush=True)
     records = [json.loads((out / "cases" / f"{case['id']}.json").read_text()) for case in cases]
     result = summarize(records, float(spec.get("threshold", 0.05)))
-    result.update({
-        "scheme": spec["scheme"], "quantization": applied, "eval_set_sha256": set_sha, "versions": versions(device),
-        "timing": {"quantize_s": round(quantize_s, 3), "total_s": round(time.perf_counter() - started, 3),
-                   "baseline_cases_per_s": len(cases) / timings["baseline_s"] if timings["baseline_s"] else None,
-                   "quantized_cases_per_s": len(cases) / timings["quantized_s"] if timings["quantized_s"] else None},
-    })  # fmt: skip
+    result.update(
+        {
+            "scheme": spec["scheme"],
+            "quantization": applied,
+            "eval_set_sha256": set_sha,
+            "versions": versions(device),
+            "timing": {
+                "quantize_s": round(quantize_s, 3),
+                "total_s": round(time.perf_counter() - started, 3),
+                "baseline_cases_per_s": len(cases) / timings["baseline_s"] if timings["baseline_s"] else None,
+                "quantized_cases_per_s": len(cases) / timings["quantized_s"] if timings["quantized_s"] else None,
+            },
+        }
+    )
     data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
     write_result(out, data)
     return result
@@ -147,26 +173,37 @@ def summarize(records: list[dict[str, Any]], threshold: float) -> dict[str, Any]
         with_reference = [r for r in items if "baseline_correct" in r]
         summary: dict[str, Any] = {
             **gate(len(failures), len(items), threshold),
-            "failing_cases": [{"id": r["id"], "lost_items": r["lost_items"], "contradictions": r["contradictions"]}
-                              for r in failures],
+            "failing_cases": [
+                {"id": r["id"], "lost_items": r["lost_items"], "contradictions": r["contradictions"]} for r in failures
+            ],
             "top1_agreement": sum(r["tokens"]["agree"] for r in items) / positions if positions else None,
             "kl": summarize_kl(kl),
-        }  # fmt: skip
+        }
         if with_reference:
             base = sum(r["baseline_correct"] for r in with_reference)
             quant = sum(r["quantized_correct"] for r in with_reference)
             summary.update(
-                baseline_accuracy=base / len(with_reference), quantized_accuracy=quant / len(with_reference),
+                baseline_accuracy=base / len(with_reference),
+                quantized_accuracy=quant / len(with_reference),
                 recovery=(quant / base) if base else None,
-                flips={"correct_to_wrong": sum(r["baseline_correct"] and not r["quantized_correct"] for r in with_reference),
-                       "wrong_to_correct": sum(not r["baseline_correct"] and r["quantized_correct"] for r in with_reference)},
-            )  # fmt: skip
+                flips={
+                    "correct_to_wrong": sum(
+                        r["baseline_correct"] and not r["quantized_correct"] for r in with_reference
+                    ),
+                    "wrong_to_correct": sum(
+                        not r["baseline_correct"] and r["quantized_correct"] for r in with_reference
+                    ),
+                },
+            )
         return summary
 
     per_category = {name: block(items) for name, items in sorted(categories.items())}
     overall = block(records)
-    return {"categories": per_category, "overall": overall,
-            "pass": overall["pass"] and all(c["pass"] for c in per_category.values())}  # fmt: skip
+    return {
+        "categories": per_category,
+        "overall": overall,
+        "pass": overall["pass"] and all(c["pass"] for c in per_category.values()),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

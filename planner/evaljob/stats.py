@@ -40,5 +40,11 @@ def clopper_pearson_upper(failures: int, n: int, confidence: float = 0.95) -> fl
 
 def gate(failures: int, n: int, threshold: float = 0.05) -> dict[str, float | int | bool]:
     bound = clopper_pearson_upper(failures, n)
-    return {"n": n, "failures": failures, "fail_rate": failures / n if n else 0.0, "upper_bound_95": bound,
-            "threshold": threshold, "pass": bound <= threshold}  # fmt: skip
+    return {
+        "n": n,
+        "failures": failures,
+        "fail_rate": failures / n if n else 0.0,
+        "upper_bound_95": bound,
+        "threshold": threshold,
+        "pass": bound <= threshold,
+    }

@@ -10,16 +10,35 @@ from typing import Any
 from planner.evaljob.run import DEFAULT_SET
 
 QWEN3_30B_A3B = {
-    "model_type": "qwen3_moe", "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 6144,
-    "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
-    "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "max_position_embeddings": 40960,
-    "norm_topk_prob": True, "tie_word_embeddings": False,
-}  # fmt: skip
+    "model_type": "qwen3_moe",
+    "vocab_size": 151936,
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "max_position_embeddings": 40960,
+    "norm_topk_prob": True,
+    "tie_word_embeddings": False,
+}
 TINY_QWEN3_MOE = {
-    "model_type": "qwen3_moe", "vocab_size": 512, "hidden_size": 128, "intermediate_size": 256,
-    "moe_intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "head_dim": 32, "num_experts": 8, "num_experts_per_tok": 2, "max_position_embeddings": 4096,
-}  # fmt: skip
+    "model_type": "qwen3_moe",
+    "vocab_size": 512,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "moe_intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "max_position_embeddings": 4096,
+}
 
 
 def train_tokenizer(path: Path, vocab_size: int = 512) -> Path:
@@ -29,8 +48,9 @@ def train_tokenizer(path: Path, vocab_size: int = 512) -> Path:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<pad>", "<eos>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<pad>", "<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tokenizer.train_from_iterator(corpus, trainer)
     tokenizer.save(str(path))
     return path

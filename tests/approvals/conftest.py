@@ -16,8 +16,15 @@ from governance.deployments.models import DeploymentRequest
 from tests.conftest import Personas
 from tests.deployments.conftest import FACTS, Flow, artifacts, catalog, flow  # noqa: F401
 
-KIMI_SERVING = {"engine": "vllm", "precision": "w4a8", "gpu": "h200", "tp": 8, "ep": 8, "max_model_len": 131072,
-                "concurrency": 8}  # fmt: skip
+KIMI_SERVING = {
+    "engine": "vllm",
+    "precision": "w4a8",
+    "gpu": "h200",
+    "tp": 8,
+    "ep": 8,
+    "max_model_len": 131072,
+    "concurrency": 8,
+}
 KIMI_PRODUCT = "Kimi K2 中文客服助手 (月之暗面 W4A8)"
 
 
@@ -40,10 +47,24 @@ class SignFlow(Flow):
     def digest(self, code: str) -> str:
         return str(DeploymentRequest.objects.get(code=code).evidence_digest)
 
-    def sign(self, user: Any, code: str, role: str, decision: str = "approve", *, password: str | None = None,
-             digest: str | None = None, comment: str = "") -> Any:  # fmt: skip
-        body = {"role": role, "decision": decision, "password": password or f"pw-{user.username}",
-                "evidence_digest": digest or self.digest(code), "comment": comment}  # fmt: skip
+    def sign(
+        self,
+        user: Any,
+        code: str,
+        role: str,
+        decision: str = "approve",
+        *,
+        password: str | None = None,
+        digest: str | None = None,
+        comment: str = "",
+    ) -> Any:
+        body = {
+            "role": role,
+            "decision": decision,
+            "password": password or f"pw-{user.username}",
+            "evidence_digest": digest or self.digest(code),
+            "comment": comment,
+        }
         return self.client(user).post(f"/api/v1/approvals/deployments/{code}/signoffs", body, format="json")
 
     def approve_signed(self, code: str) -> None:
@@ -78,8 +99,11 @@ def nss_trusting(tmp_path: Path, org_pki: Authority) -> Iterator[Path]:
     ca = tmp_path / "ca.pem"
     ca.write_text(org_pki.certificate_pem)
     subprocess.run(["certutil", "-N", "-d", f"sql:{folder}", "--empty-password"], check=True, capture_output=True)
-    subprocess.run(["certutil", "-A", "-d", f"sql:{folder}", "-n", "approvals-ca", "-t", "CT,C,C", "-i", str(ca)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["certutil", "-A", "-d", f"sql:{folder}", "-n", "approvals-ca", "-t", "CT,C,C", "-i", str(ca)],
+        check=True,
+        capture_output=True,
+    )
     return folder
 
 

@@ -75,6 +75,11 @@ def test_ca_crl_revisions_and_audit_bundle(
     public_key = tmp_path / "public.pem"
     with zipfile.ZipFile(bundle_path) as bundle:
         public_key.write_bytes(bundle.read("audit-public-key.pem"))
-    checked = subprocess.run([sys.executable, "-m", "governance.audit.verify", str(bundle_path), "--public-key",
-                              str(public_key)], cwd=ROOT, capture_output=True, text=True, check=False)  # fmt: skip
+    checked = subprocess.run(
+        [sys.executable, "-m", "governance.audit.verify", str(bundle_path), "--public-key", str(public_key)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -114,8 +114,14 @@ def test_removing_the_role_revokes_the_certificate_and_lists_it_in_the_crl(
     # The API no longer shows the request to them (404); the service refuses and records it.
     assert sign_flow.sign(personas.legal, ready, "legal").status_code == 404
     with pytest.raises(PermissionDeniedError, match="legal reviewer role"):
-        sign_off(deployment=DeploymentRequest.objects.get(code=ready), user=User.objects.get(pk=personas.legal.pk),
-                 role="legal", decision="approve", password="pw-legal", evidence_digest=sign_flow.digest(ready))  # fmt: skip
+        sign_off(
+            deployment=DeploymentRequest.objects.get(code=ready),
+            user=User.objects.get(pk=personas.legal.pk),
+            role="legal",
+            decision="approve",
+            password="pw-legal",
+            evidence_digest=sign_flow.digest(ready),
+        )
     assert _refusals(ready)[-1]["code"] == "role.not_held"
 
 

@@ -26,8 +26,16 @@ H200_PROFILE = json.loads(
     (ROOT / "planner" / "catalog" / "calibration" / "h200-2026-11-29-torch2.11-cu130.json").read_text()
 )
 TINY = {"architectures": ["Qwen3MoeForCausalLM"], **TINY_QWEN3_MOE}
-PLAN = {"model": "qwen3-30b-a3b", "precision": "bf16", "gpu": "h200", "tp": 1, "max_model_len": 4096,
-        "concurrency": 8, "input_len": 1024, "output_len": 256}  # fmt: skip
+PLAN = {
+    "model": "qwen3-30b-a3b",
+    "precision": "bf16",
+    "gpu": "h200",
+    "tp": 1,
+    "max_model_len": 4096,
+    "concurrency": 8,
+    "input_len": 1024,
+    "output_len": 256,
+}
 
 
 @pytest.fixture
@@ -62,8 +70,14 @@ def test_a_real_calibration_job_becomes_the_clusters_profile(  # type: ignore[no
 ) -> None:
     """The real payload (python -m planner.calibrate run) on the local executor, on a CPU with a tiny
     model's shapes; its result becomes the profile the cluster's plans use."""
-    run = calibration_run_request(cluster=local_cluster, gpu="h200", model=TINY, actor=personas.engineer, device="cpu",
-                                  sizes={"decode_m": [1, 4], "prefill_m": [32], "precisions": ["bf16"]})  # fmt: skip
+    run = calibration_run_request(
+        cluster=local_cluster,
+        gpu="h200",
+        model=TINY,
+        actor=personas.engineer,
+        device="cpu",
+        sizes={"decode_m": [1, 4], "prefill_m": [32], "precisions": ["bf16"]},
+    )
     assert run.job is not None
     assert run.job.command[:3] == ["python3", "-m", "planner.calibrate"]
     with django_capture_on_commit_callbacks(execute=True):
@@ -101,9 +115,15 @@ def test_the_latest_successful_profile_wins(local_cluster: Cluster, personas: Pe
     assert calibration_latest(cluster=local_cluster, gpu="h200") == newer
     body = personas.client(personas.auditor).get(f"/api/v1/clusters/{local_cluster.code}/calibrations").json()
     assert [(r["code"], r["status"], r["latest"]) for r in body] == [
-        (str(failed.code), "error", False), (str(newer.code), "succeeded", True), (str(older.code), "succeeded", False)]  # fmt: skip
-    plan = personas.client(personas.engineer).post("/api/v1/planner/plan", {**PLAN, "cluster": str(local_cluster.code)},
-                                                   format="json").json()  # fmt: skip
+        (str(failed.code), "error", False),
+        (str(newer.code), "succeeded", True),
+        (str(older.code), "succeeded", False),
+    ]
+    plan = (
+        personas.client(personas.engineer)
+        .post("/api/v1/planner/plan", {**PLAN, "cluster": str(local_cluster.code)}, format="json")
+        .json()
+    )
     assert str(newer.code) in plan["throughput_estimate"]["calibration"]
 
 
@@ -148,8 +168,9 @@ def test_api_starts_a_run_and_shows_it(local_cluster: Cluster, personas: Persona
     ],
 )
 def test_bad_input_is_400_naming_the_field(local_cluster: Cluster, personas: Personas, body: dict, field: str) -> None:
-    response = personas.client(personas.engineer).post(f"/api/v1/clusters/{local_cluster.code}/calibrations", body,
-                                                       format="json")  # fmt: skip
+    response = personas.client(personas.engineer).post(
+        f"/api/v1/clusters/{local_cluster.code}/calibrations", body, format="json"
+    )
     assert response.status_code == 400
     assert field in response.json()["extra"]["fields"]
     assert CalibrationRun.objects.count() == 0

@@ -26,8 +26,17 @@ def test_issue_token_creates_a_service_user_only_when_asked(db: None) -> None:
     with pytest.raises(CommandError, match="no user named 'billing'"):
         call_command("issue_token", "billing", "--name", "billing", "--scope", "usage:write")
     out = StringIO()
-    call_command("issue_token", "billing", "--create-service-user", "--name", "billing", "--scope", "usage:write",
-                 stdout=out, stderr=StringIO())  # fmt: skip
+    call_command(
+        "issue_token",
+        "billing",
+        "--create-service-user",
+        "--name",
+        "billing",
+        "--scope",
+        "usage:write",
+        stdout=out,
+        stderr=StringIO(),
+    )
     user = User.objects.get(username="billing")
     assert not user.has_usable_password()
     assert not user.groups.exists()
@@ -81,14 +90,16 @@ def test_manage_py_reads_the_checkouts_env_file(tmp_path: Path) -> None:
     env = _clean_env(GOVERNANCE_VAR_DIR=str(tmp_path / "var"), PYTHONPATH=str(checkout))
 
     def manage_check() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "manage.py", "check"], cwd=checkout, env=env, capture_output=True,
-                              text=True, check=False)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "manage.py", "check"], cwd=checkout, env=env, capture_output=True, text=True, check=False
+        )
 
     refused = manage_check()
     assert refused.returncode != 0
     assert "SECRET_KEY" in refused.stderr
-    subprocess.run([sys.executable, "-m", "governance.core.localenv"], cwd=checkout, env=env, check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "governance.core.localenv"], cwd=checkout, env=env, check=True, capture_output=True
+    )
     assert "SECRET_KEY=" in (checkout / ".env").read_text()
     ok = manage_check()
     assert ok.returncode == 0, ok.stderr[-2000:]
@@ -99,11 +110,21 @@ def test_filesystem_broker_keeps_its_control_folder_in_var(tmp_path: Path) -> No
     workdir = tmp_path / "cwd"
     workdir.mkdir()
     var = tmp_path / "var"
-    env = _clean_env(DEBUG="1", CELERY_BROKER_URL="filesystem://", GOVERNANCE_VAR_DIR=str(var),
-                     DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", PYTHONPATH=str(ROOT))  # fmt: skip
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "governance.celery", "worker", "--pool=solo",
-                               "--loglevel=INFO"], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    env = _clean_env(
+        DEBUG="1",
+        CELERY_BROKER_URL="filesystem://",
+        GOVERNANCE_VAR_DIR=str(var),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        PYTHONPATH=str(ROOT),
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "governance.celery", "worker", "--pool=solo", "--loglevel=INFO"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not list((var / "celery-broker" / "control").glob("*.exchange")):

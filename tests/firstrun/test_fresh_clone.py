@@ -90,13 +90,17 @@ def test_fresh_clone_runs_every_documented_command(tmp_path: Path) -> None:
         old.unlink()
     (ROOT / ".venv" / f".installed-{stamp}").touch()
     port = _free_port()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("DJANGO_", "DATABASE_", "CELERY_", "GOVERNANCE_", "DEBUG", "SECRET_KEY", "PYTEST"))}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "DATABASE_", "CELERY_", "GOVERNANCE_", "DEBUG", "SECRET_KEY", "PYTEST"))
+    }
     env.update({"PORT": str(port), "HOST": "127.0.0.1"})
     log = (tmp_path / "make-run.log").open("w")
     started = time.monotonic()
-    make = subprocess.Popen(["make", "run"], cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+    make = subprocess.Popen(
+        ["make", "run"], cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 600
         while True:
@@ -126,8 +130,15 @@ def test_fresh_clone_runs_every_documented_command(tmp_path: Path) -> None:
             if not script:
                 continue
             begun = time.monotonic()
-            result = subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(script)], cwd=clone, env=env,
-                                    capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+            result = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", "\n".join(script)],
+                cwd=clone,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
             assert result.returncode == 0, f"{document}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
             print(f"{document}: {len(script)} blocks in {time.monotonic() - begun:.1f} s")
             if document == "docs/first-run.md":

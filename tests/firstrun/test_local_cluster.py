@@ -55,8 +55,9 @@ def test_eval_of_the_tiny_model_completes_on_the_local_default(  # type: ignore[
 ) -> None:
     local_cluster_ensure()
     code = flow.to_review(artifacts["apache"])
-    response = flow.post(personas.engineer, code, "evals",
-                         {"cluster": "local", "scheme": "w8a8", "model_path": str(tiny_model), **SMOKE})  # fmt: skip
+    response = flow.post(
+        personas.engineer, code, "evals", {"cluster": "local", "scheme": "w8a8", "model_path": str(tiny_model), **SMOKE}
+    )
     assert response.status_code == 202, response.json()
     run = JobRun.objects.get(code=response.json()["job"]["code"])
     assert run.command[0] == sys.executable
@@ -111,8 +112,9 @@ def test_cancelled_eval_ends_cancelled_and_is_superseded(  # type: ignore[no-unt
     assert not [b for b in body["blockers"] if b["code"].startswith("eval.")]  # no longer blocks the request
     assert flow.client(personas.engineer).post(f"/api/v1/jobs/{run.code}/cancel").status_code == 409
     # A new run supersedes it: pending now, then its verdict.
-    again = flow.post(personas.engineer, code, "evals",
-                      {"cluster": "local", "scheme": "w4a8", "model_path": str(tiny_model), **SMOKE})  # fmt: skip
+    again = flow.post(
+        personas.engineer, code, "evals", {"cluster": "local", "scheme": "w4a8", "model_path": str(tiny_model), **SMOKE}
+    )
     assert again.status_code == 202
     assert flow.get(personas.engineer, code)["blockers"][-1]["code"] == "eval.pending"
     with django_capture_on_commit_callbacks(execute=True):

@@ -23,8 +23,12 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_operation_is_described(schema: dict[str, Any]) -> None:
-    bare = [f"{method.upper()} {path}" for path, operations in schema["paths"].items()
-            for method, operation in operations.items() if not (operation.get("summary") or operation.get("description"))]  # fmt: skip
+    bare = [
+        f"{method.upper()} {path}"
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        if not (operation.get("summary") or operation.get("description"))
+    ]
     assert bare == []
 
 

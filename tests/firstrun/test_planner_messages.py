@@ -10,18 +10,45 @@ from pathlib import Path
 from planner.plan import PlanRequest, plan
 
 ROOT = Path(__file__).resolve().parents[2]
-DENSE = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-         "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-         "max_position_embeddings": 131072, "head_dim": 128, "tie_word_embeddings": False}  # fmt: skip
+DENSE = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "head_dim": 128,
+    "tie_word_embeddings": False,
+}
 
 
 def test_cli_serves_the_directory_of_a_pasted_config(tmp_path: Path) -> None:
     checkpoint = tmp_path / "Llama-3.1-8B-Instruct"
     checkpoint.mkdir()
     (checkpoint / "config.json").write_text(json.dumps(DENSE))
-    result = subprocess.run([sys.executable, "-m", "planner", "plan", "--model", str(checkpoint / "config.json"),
-                             "--precision", "fp8", "--gpu", "h100-80g", "--format", "json"],
-                            cwd=ROOT, capture_output=True, text=True, check=True)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "planner",
+            "plan",
+            "--model",
+            str(checkpoint / "config.json"),
+            "--precision",
+            "fp8",
+            "--gpu",
+            "h100-80g",
+            "--format",
+            "json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     serving = json.loads(result.stdout)["serving"]
     assert serving["vllm"].startswith(f"vllm serve {checkpoint} ")
     assert f"--model-path {checkpoint} " in serving["sglang"]
@@ -29,8 +56,11 @@ def test_cli_serves_the_directory_of_a_pasted_config(tmp_path: Path) -> None:
 
 
 def test_inline_config_serves_its_own_name_or_a_placeholder() -> None:
-    named = plan(PlanRequest(model={**DENSE, "_name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}, precision="fp8",
-                             gpu="h100-80g")).as_contract()  # fmt: skip
+    named = plan(
+        PlanRequest(
+            model={**DENSE, "_name_or_path": "meta-llama/Llama-3.1-8B-Instruct"}, precision="fp8", gpu="h100-80g"
+        )
+    ).as_contract()
     assert named["serving"]["vllm"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct ")
     anonymous = plan(PlanRequest(model=DENSE, precision="fp8", gpu="h100-80g")).as_contract()
     assert anonymous["serving"]["vllm"].startswith("vllm serve MODEL_PATH ")
@@ -40,9 +70,28 @@ def test_inline_config_serves_its_own_name_or_a_placeholder() -> None:
 
 def test_ep_on_a_dense_model_names_the_rule_and_a_valid_layout(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(DENSE))
-    result = subprocess.run([sys.executable, "-m", "planner", "plan", "--model", str(tmp_path / "config.json"),
-                             "--precision", "fp8", "--gpu", "h100-80g", "--tp", "8", "--ep", "8"],
-                            cwd=ROOT, capture_output=True, text=True, check=False)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "planner",
+            "plan",
+            "--model",
+            str(tmp_path / "config.json"),
+            "--precision",
+            "fp8",
+            "--gpu",
+            "h100-80g",
+            "--tp",
+            "8",
+            "--ep",
+            "8",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 2
     assert "no valid layout for tp=8 ep=8: ep > 1 needs an MoE model (this model is dense)" in result.stderr
     assert "try tp=8 pp=1 ep=1 dp=1" in result.stderr

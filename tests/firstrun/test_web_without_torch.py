@@ -27,8 +27,15 @@ sys.meta_path.insert(0, _Absent())
 
 def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "governance.settings"}
-    return subprocess.run([sys.executable, "-c", BLOCKER + code, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKER + code, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_blocker_really_blocks_torch() -> None:

@@ -24,8 +24,20 @@ def raw() -> dict[str, Any]:
 
 
 def _plan(profile: calibration.CalibrationProfile | None, precision: str = "bf16", **extra: Any) -> Any:
-    return plan(PlanRequest(model="qwen3-30b-a3b", precision=precision, gpu="h200", tp=1, concurrency=8,
-                            max_model_len=4096, input_len=1024, output_len=1024, calibration=profile, **extra))  # fmt: skip
+    return plan(
+        PlanRequest(
+            model="qwen3-30b-a3b",
+            precision=precision,
+            gpu="h200",
+            tp=1,
+            concurrency=8,
+            max_model_len=4096,
+            input_len=1024,
+            output_len=1024,
+            calibration=profile,
+            **extra,
+        )
+    )
 
 
 def test_committed_h200_profile_has_versions_and_every_shape(raw: dict[str, Any]) -> None:
@@ -109,8 +121,17 @@ def test_plan_names_the_figures_that_fell_back(raw: dict[str, Any]) -> None:
     partial = copy.deepcopy(raw)
     partial["gemm"] = [p for p in partial["gemm"] if p["precision"] != "fp8"]
     partial["collectives"] = []
-    result = plan(PlanRequest(model="qwen3-30b-a3b", precision="fp8", gpu="h200", tp=2, concurrency=8, max_model_len=4096,
-                              calibration=calibration.CalibrationProfile.from_dict(partial, name="partial.json")))  # fmt: skip
+    result = plan(
+        PlanRequest(
+            model="qwen3-30b-a3b",
+            precision="fp8",
+            gpu="h200",
+            tp=2,
+            concurrency=8,
+            max_model_len=4096,
+            calibration=calibration.CalibrationProfile.from_dict(partial, name="partial.json"),
+        )
+    )
     estimate = result.as_contract()["throughput_estimate"]
     assert "dense GEMM fp8" in estimate["fallbacks"]
     assert "all_reduce bandwidth" in estimate["fallbacks"]
@@ -120,24 +141,71 @@ def test_plan_names_the_figures_that_fell_back(raw: dict[str, Any]) -> None:
 
 def test_a_profile_of_another_gpu_is_refused(raw: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="calibration: profile was measured on h200, not b200"):
-        plan(PlanRequest(model="qwen3-30b-a3b", precision="bf16", gpu="b200",
-                         calibration=calibration.CalibrationProfile.from_dict(raw)))  # fmt: skip
+        plan(
+            PlanRequest(
+                model="qwen3-30b-a3b",
+                precision="bf16",
+                gpu="b200",
+                calibration=calibration.CalibrationProfile.from_dict(raw),
+            )
+        )
 
 
 def test_cli_takes_a_calibration_file() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "planner", "plan", "--model", "qwen3-30b-a3b", "--precision", "w4a8", "--gpu", "h200",
-         "--tp", "1", "--max-model-len", "4096", "--input-len", "2048", "--output-len", "256",
-         "--calibration", str(COMMITTED), "--format", "json"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "planner",
+            "plan",
+            "--model",
+            "qwen3-30b-a3b",
+            "--precision",
+            "w4a8",
+            "--gpu",
+            "h200",
+            "--tp",
+            "1",
+            "--max-model-len",
+            "4096",
+            "--input-len",
+            "2048",
+            "--output-len",
+            "256",
+            "--calibration",
+            str(COMMITTED),
+            "--format",
+            "json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     estimate = json.loads(done.stdout)["throughput_estimate"]
     assert COMMITTED.name in estimate["calibration"]
     assert estimate["inputs"]["input_len"] == 2048
     assert estimate["inputs"]["output_len"] == 256
-    bad = subprocess.run([sys.executable, "-m", "planner", "plan", "--model", "qwen3-30b-a3b", "--precision", "bf16",
-                          "--gpu", "h200", "--calibration", "/nonexistent.json"], cwd=ROOT, capture_output=True,
-                         text=True, check=False)  # fmt: skip
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "planner",
+            "plan",
+            "--model",
+            "qwen3-30b-a3b",
+            "--precision",
+            "bf16",
+            "--gpu",
+            "h200",
+            "--calibration",
+            "/nonexistent.json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert bad.returncode == 2
     assert "--calibration" in bad.stderr

@@ -65,12 +65,27 @@ def test_batch1_bound_is_an_upper_bound(gpu: str) -> None:
 
 
 def test_every_figure_is_labelled_an_estimate_with_its_inputs() -> None:
-    contract = plan(PlanRequest(model="gpt-oss-120b", precision="mxfp4", gpu="h200", concurrency=16, input_len=3000,
-                                output_len=300, engine="sglang", max_num_batched_tokens=4096)).as_contract()  # fmt: skip
+    contract = plan(
+        PlanRequest(
+            model="gpt-oss-120b",
+            precision="mxfp4",
+            gpu="h200",
+            concurrency=16,
+            input_len=3000,
+            output_len=300,
+            engine="sglang",
+            max_num_batched_tokens=4096,
+        )
+    ).as_contract()
     estimate = contract["throughput_estimate"]
     assert estimate["estimate"] is True
-    assert estimate["inputs"] == {"input_len": 3000, "output_len": 300, "sequences_per_replica": 16,
-                                  "engine": "sglang", "max_num_batched_tokens": 4096}  # fmt: skip
+    assert estimate["inputs"] == {
+        "input_len": 3000,
+        "output_len": 300,
+        "sequences_per_replica": 16,
+        "engine": "sglang",
+        "max_num_batched_tokens": 4096,
+    }
     assert estimate["tpot_ms"] == contract["throughput"]["tpot_ms"]
     assert set(estimate["decode_step_breakdown_ms"]) >= {"dense_gemm", "experts", "attention", "kernels"}
     assert any("estimate" in note and "3000-token prompts" in note for note in contract["notes"])
@@ -78,9 +93,13 @@ def test_every_figure_is_labelled_an_estimate_with_its_inputs() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value", "message"),
-    [("input_len", 0, "input_len"), ("output_len", -1, "output_len"), ("engine", "tgi", "engine"),
-     ("max_num_batched_tokens", 4, "max_num_batched_tokens")],
-)  # fmt: skip
+    [
+        ("input_len", 0, "input_len"),
+        ("output_len", -1, "output_len"),
+        ("engine", "tgi", "engine"),
+        ("max_num_batched_tokens", 4, "max_num_batched_tokens"),
+    ],
+)
 def test_bad_workload_inputs_name_the_field(field: str, value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         plan(PlanRequest(model="qwen3-30b-a3b", precision="bf16", gpu="h200", **{field: value}))  # type: ignore[arg-type]

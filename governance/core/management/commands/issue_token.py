@@ -20,10 +20,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", required=True, help="what the token is for (shown in the admin)")
-        parser.add_argument("--scope", action="append", default=[], dest="scopes",
-                            help=f"repeatable; one of: {', '.join(sorted(TOKEN_SCOPES))}")  # fmt: skip
-        parser.add_argument("--create-service-user", action="store_true",
-                            help="create USER as a service account (no password, no role) when missing")  # fmt: skip
+        parser.add_argument(
+            "--scope",
+            action="append",
+            default=[],
+            dest="scopes",
+            help=f"repeatable; one of: {', '.join(sorted(TOKEN_SCOPES))}",
+        )
+        parser.add_argument(
+            "--create-service-user",
+            action="store_true",
+            help="create USER as a service account (no password, no role) when missing",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         username = options["username"]
