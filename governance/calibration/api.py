@@ -15,7 +15,7 @@ from governance.calibration.models import CalibrationRun
 from governance.calibration.selectors import calibration_get, calibration_latest, calibration_runs, cluster_get
 from governance.calibration.services import MAX_GPUS, calibration_run_request
 from governance.core.errors import NotFoundError
-from governance.core.serializers import StrictSerializer
+from governance.core.serializers import KeyOrObjectField, StrictSerializer
 from governance.evaluations.api import CanRead, Engineering, JobRunOutputSerializer
 from governance.evaluations.models import Cluster
 from planner.specs import gpus
@@ -23,7 +23,7 @@ from planner.specs import gpus
 
 class CalibrationInputSerializer(StrictSerializer):
     gpu = serializers.ChoiceField(choices=sorted(gpus()), help_text="planner catalog key of the cluster's GPUs")
-    model = serializers.JSONField(help_text="catalog key, or a config.json object, whose GEMM shapes to time")
+    model = KeyOrObjectField(help_text="catalog key, or a config.json object, whose GEMM shapes to time")
     gpus = serializers.IntegerField(default=1, min_value=1, max_value=MAX_GPUS, help_text="GPUs of one node")
     time_limit_s = serializers.IntegerField(required=False, min_value=60, max_value=86_400)
 
