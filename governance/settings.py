@@ -6,6 +6,7 @@ Production points DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at Redis.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -39,6 +40,8 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
+    "csp",
     "governance.core",
     "governance.audit",
     "governance.licenses",
@@ -48,12 +51,15 @@ INSTALLED_APPS = [
     "governance.evaluations",
     "governance.approvals",
     "governance.calibration",
+    "governance.gate",
     "governance.web",
 ]
 
 MIDDLEWARE = [
     "governance.core.middleware.RequestIdMiddleware",
+    "governance.core.middleware.RequestSizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -61,6 +67,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "governance.core.middleware.SecurityHeadersMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its lockout answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "governance.urls"
@@ -150,6 +159,55 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Content-Security-Policy (django-csp): everything from this origin, no inline script, no framing.
+# The UI's assets are vendored, so nothing needs another origin.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# Request bodies: larger than this answer 413 before any view reads them (the gate's own limit
+# is smaller). DATA_UPLOAD_MAX_MEMORY_SIZE covers form posts the same way.
+REQUEST_MAX_BYTES = env_int("REQUEST_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
+REQUEST_MAX_BYTES_BY_PATH = {"/api/v1/gate/check": 64 * 1024}
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BYTES
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+
+# Login: django-axes locks a username+address out after repeated failures (and records them);
+# django-ratelimit throttles login posts per address on top.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+LOGIN_RATE = env_str("LOGIN_RATE", "30/m")
+RATELIMIT_VIEW = "governance.core.middleware.too_many_requests"
+
+# Throttle counters live in the cache: Redis when configured, shared by every worker process.
+_CACHE_URL = env_str("CACHE_URL", "")
+if _CACHE_URL and not _CACHE_URL.startswith(("redis://", "rediss://")):
+    raise ImproperlyConfigured("CACHE_URL must be redis:// or rediss://")
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
+        if _CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
 if SECURE_HSTS_SECONDS == 0 and not DEBUG:
     SILENCED_SYSTEM_CHECKS = ["security.W004"]
 
@@ -175,6 +233,11 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "governance.core.exceptions.api_exception_handler",
+    # Per token for the gate, per user for issuing CI tokens (views pick their scope).
+    "DEFAULT_THROTTLE_RATES": {
+        "gate": env_str("GATE_THROTTLE_RATE", "120/minute"),
+        "tokens": env_str("TOKEN_THROTTLE_RATE", "30/hour"),
+    },
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
 }

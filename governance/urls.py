@@ -1,7 +1,9 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, URLResolver, include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from django_ratelimit.decorators import ratelimit
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from governance.approvals.api import DeploymentReviewApi
 from governance.artifacts.api import ArtifactDetailApi, ArtifactListCreateApi
@@ -22,6 +24,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("deployments/", include("governance.deployments.urls")),
     path("", include("governance.evaluations.urls")),
     path("", include("governance.calibration.urls")),
+    path("", include("governance.gate.urls")),
     path("capacity/plans", CapacityPlanCreateApi.as_view(), name="capacity-plan-create"),
     path("capacity/plans/<uuid:code>", CapacityPlanDetailApi.as_view(), name="capacity-plan-detail"),
     path("schema/", SpectacularAPIView.as_view(permission_classes=[]), name="schema"),
@@ -30,12 +33,17 @@ api_v1: list[URLPattern | URLResolver] = [
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "accounts/login/",
+        ratelimit(key="ip", rate=settings.LOGIN_RATE, method="POST", block=True)(auth_views.LoginView.as_view()),
+        name="login",
+    ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include((api_v1, "api"), namespace="v1")),
     path(
         "api/docs/",
-        SpectacularSwaggerView.as_view(url_name="v1:schema", permission_classes=[]),
+        # The split view serves its script as a file: no inline script, so the CSP holds here too.
+        SpectacularSwaggerSplitView.as_view(url_name="v1:schema", permission_classes=[]),
         name="api-docs",
     ),
     path("", include("governance.web.urls")),

@@ -1,4 +1,8 @@
-"""`Authorization: Bearer <token>` for machines; the UI uses the session."""
+"""`Authorization: Bearer <token>` for machines; the UI uses the session.
+
+Scopes are enforced here, before any view runs: a scoped token that reaches an endpoint outside
+its scopes is refused with 403, whatever the view's own permissions say.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Any
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from governance.core.tokens import api_token_resolve
+from governance.core.tokens import api_token_resolve, token_reaches_endpoint
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -26,6 +30,11 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         token = api_token_resolve(credentials)
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+        match = request._request.resolver_match
+        if not token_reaches_endpoint(token, match.view_name if match else None, request.method or ""):
+            raise exceptions.PermissionDenied(
+                f"This token's scopes ({', '.join(token.scopes)}) do not reach this endpoint."
+            )
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

@@ -1,4 +1,4 @@
-"""Assigns each request an id (or keeps a well-formed one given by a proxy) for logs and audit events."""
+"""Request middleware: a request id for logs and audit events, body size limits, security headers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import re
 import uuid
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from governance.core.logging import request_id_var
 
@@ -29,3 +30,45 @@ class RequestIdMiddleware:
             request_id_var.reset(token)
         response["X-Request-ID"] = request_id
         return response
+
+
+class RequestSizeLimitMiddleware:
+    """Refuses a body larger than REQUEST_MAX_BYTES (or the path's own limit) with 413 before any
+    view or parser reads it: DRF's parsers read the stream and would not stop on their own."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = settings.REQUEST_MAX_BYTES_BY_PATH.get(request.path, settings.REQUEST_MAX_BYTES)
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return JsonResponse({"message": "Invalid Content-Length header.", "extra": {}}, status=400)
+        if length > limit:
+            return JsonResponse(
+                {"message": f"Request body too large: {length} bytes, at most {limit}.", "extra": {"limit": limit}},
+                status=413,
+            )
+        return self.get_response(request)
+
+
+class SecurityHeadersMiddleware:
+    """Headers Django's SecurityMiddleware does not set: no browser features, and API answers
+    (tokens, evidence) never kept in shared caches."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        response.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=(), usb=()")
+        response.setdefault("Cross-Origin-Resource-Policy", "same-origin")
+        if request.path.startswith("/api/"):
+            response.setdefault("Cache-Control", "no-store")
+        return response
+
+
+def too_many_requests(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """django-ratelimit's answer for a throttled login post."""
+    return HttpResponse("Too many login attempts; wait a minute.", status=429, content_type="text/plain")

@@ -24,6 +24,8 @@ class Team(BaseModel):
 
     name = models.CharField(max_length=120, unique=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
+    # Team leads may issue and revoke the team's CI tokens (an admin may for any team).
+    leads = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="led_teams", blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -36,7 +38,9 @@ class ApiToken(BaseModel):
     """A bearer token for machines (CI, billing). Only its SHA-256 is stored.
 
     `prefix` (the first characters of the token) is kept in clear to find the row without
-    scanning; the digest comparison is constant-time.
+    scanning; the digest comparison is constant-time. A token with scopes reaches only the
+    endpoints of its scopes (core.tokens.SCOPE_ENDPOINTS), and only the requests of `team`
+    (all of them, or those in `deployment_codes` when given) in `environments` (any when empty).
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
@@ -47,6 +51,12 @@ class ApiToken(BaseModel):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.PROTECT, related_name="api_tokens")
+    deployment_codes = models.JSONField(default=list, blank=True)  # request UUIDs as strings; empty: all of team
+    environments = models.JSONField(default=list, blank=True)  # empty: any environment
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-created_at"]

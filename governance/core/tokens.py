@@ -1,17 +1,27 @@
-"""Issuing and checking API tokens. The clear token is shown once, at issue time."""
+"""Issuing and checking API tokens, and the one vocabulary of token scopes.
+
+The clear token is shown once, at issue time; only its SHA-256 is stored. A token without
+scopes acts as its user (the user's roles decide). A token with scopes is a machine credential:
+it reaches only the endpoints of its scopes (`SCOPE_ENDPOINTS`, checked at authentication, so a
+view nobody listed is refused to it) and only the requests its team and limits cover.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.contrib.auth.models import User
+from django.db import models
 from django.utils import timezone
 
-from governance.core.models import ApiToken
+from governance.core.errors import invalid_input
+from governance.core.models import ApiToken, Team
 
 TOKEN_PREFIX = "gov_"  # noqa: S105  (a public marker, not a secret)
 PREFIX_LENGTH = 12
@@ -21,6 +31,20 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 TOKEN_SCOPES: dict[str, str] = {
     "usage:write": "post monthly usage reports to any deployment request (billing)",
 }
+
+
+class TokenScope(models.TextChoices):
+    GATE_CHECK = "gate:check", "Ask the CI gate whether a rollout may proceed"
+    USAGE_WRITE = "usage:write", "Post monthly usage reports"
+
+
+# What each scope reaches, as (URL name, HTTP method). Every other endpoint answers 403 to a
+# scoped token: a new view is closed to machines until it is listed here.
+SCOPE_ENDPOINTS: dict[str, frozenset[tuple[str, str]]] = {
+    TokenScope.GATE_CHECK: frozenset({("v1:gate-check", "POST")}),
+    TokenScope.USAGE_WRITE: frozenset({("v1:deployment-usage", "POST")}),
+}
+ENVIRONMENT_PATTERN = r"^[a-z][a-z0-9-]{0,39}$"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +57,25 @@ def _digest(clear_text: str) -> str:
     return hashlib.sha256(clear_text.encode()).hexdigest()
 
 
+def validate_scopes(scopes: Iterable[str]) -> list[str]:
+    """The scopes, deduplicated and sorted; an unknown one is a 400 naming the field."""
+    wanted = sorted(set(scopes))
+    unknown = [scope for scope in wanted if scope not in TokenScope.values]
+    if unknown:
+        raise invalid_input("scopes", f"unknown scope(s) {', '.join(unknown)}; known: {', '.join(TokenScope.values)}")
+    return wanted
+
+
 def api_token_issue(
-    *, user: User, name: str, scopes: list[str] | None = None, expires_at: datetime | None = None
+    *,
+    user: User,
+    name: str,
+    scopes: Iterable[str] | None = None,
+    expires_at: datetime | None = None,
+    team: Team | None = None,
+    deployment_codes: Iterable[str] = (),
+    environments: Iterable[str] = (),
+    created_by: User | None = None,
 ) -> IssuedToken:
     unknown = sorted(set(scopes or []) - TOKEN_SCOPES.keys())
     if unknown:
@@ -45,8 +86,12 @@ def api_token_issue(
         name=name,
         prefix=clear_text[:PREFIX_LENGTH],
         digest=_digest(clear_text),
-        scopes=list(scopes or []),
+        scopes=validate_scopes(scopes or []),
         expires_at=expires_at,
+        team=team,
+        deployment_codes=sorted({str(code) for code in deployment_codes}),
+        environments=sorted(set(environments)),
+        created_by=created_by,
     )
     return IssuedToken(token=token, clear_text=clear_text)
 
@@ -69,3 +114,25 @@ def api_token_resolve(clear_text: str) -> ApiToken | None:
             ApiToken.objects.filter(pk=candidate.pk).update(last_used_at=now)
         return candidate
     return None
+
+
+def token_reaches_endpoint(token: ApiToken, url_name: str | None, method: str) -> bool:
+    """An unscoped token acts as its user; a scoped one reaches only its scopes' endpoints."""
+    if not token.scopes:
+        return True
+    return any((url_name, method.upper()) in SCOPE_ENDPOINTS.get(scope, frozenset()) for scope in token.scopes)
+
+
+def token_covers_deployment(token: ApiToken, deployment: Any) -> bool:
+    """Whether a scoped token was issued for this deployment request: its team (the user's
+    teams for a token issued without one) and, when limited, one of its listed requests."""
+    if token.team_id is not None:
+        if deployment.team_id != token.team_id:
+            return False
+    elif not token.user.teams.filter(pk=deployment.team_id).exists():
+        return False
+    return not token.deployment_codes or str(deployment.code) in token.deployment_codes
+
+
+def token_covers_environment(token: ApiToken, environment: str) -> bool:
+    return not token.environments or environment in token.environments

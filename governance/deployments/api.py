@@ -39,9 +39,6 @@ from governance.evaluations.selectors import cluster_by_name
 from governance.licenses.selectors import fx_table
 from planner.quant.names import SCHEME_NAMES
 
-USAGE_SCOPE = "usage:write"
-
-
 # Any authenticated user reaches these views; the selectors decide what exists for them,
 # so an outsider gets 404 (not 403) and learns nothing about other teams' requests.
 VISIBLE_TO_ANY_USER = [IsAuthenticated]
@@ -250,8 +247,7 @@ class DeploymentUsageApi(APIView):
         if not request.user or not request.user.is_authenticated:
             raise PermissionDeniedError("authentication required")
         token = request.auth if isinstance(request.auth, ApiToken) else None
-        scoped = token is not None and USAGE_SCOPE in (token.scopes or [])
-        deployment = deployment_get_for_usage(request.user, code, token_scoped=scoped)
+        deployment = deployment_get_for_usage(request.user, code, token=token)
         serializer = UsageInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

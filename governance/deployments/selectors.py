@@ -12,7 +12,9 @@ from django.utils import timezone
 from governance.capacity.models import CapacityPlan
 from governance.capacity.selectors import capacity_findings
 from governance.core.errors import NotFoundError, invalid_input
+from governance.core.models import ApiToken
 from governance.core.roles import Role, has_role
+from governance.core.tokens import token_covers_deployment
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, Waiver
 from governance.evaluations.evals import eval_findings
@@ -57,11 +59,14 @@ def deployment_get(user: Any, code: Any) -> DeploymentRequest:
     return found
 
 
-def deployment_get_for_usage(user: Any, code: Any, *, token_scoped: bool) -> DeploymentRequest:
-    """Usage reports come from billing/CI with a usage:write token (any request), or from a
-    requester of the owning team."""
-    if token_scoped:
+def deployment_get_for_usage(user: Any, code: Any, *, token: ApiToken | None) -> DeploymentRequest:
+    """Usage reports come from billing/CI with a scoped token (authentication let it reach the
+    usage endpoint only with usage:write), for the team and requests it was issued for; or from
+    a requester of the owning team."""
+    if token is not None and token.scopes:
         found = DeploymentRequest.objects.filter(code=code).first()
+        if found is not None and not token_covers_deployment(token, found):
+            found = None
     else:
         found = deployments_visible_to(user).filter(code=code, team__members=user).first()
     if found is None:

@@ -106,7 +106,10 @@ def test_usage_report_by_scoped_token_and_bad_input(flow: Flow, artifacts, perso
     from governance.core.tokens import api_token_issue
 
     code = flow.to_review(artifacts["qwen"])
-    billing = api_token_issue(user=personas.outsider, name="billing", scopes=["usage:write"]).clear_text
+    # A billing token is issued for the team whose requests it reports on (issue 13).
+    billing = api_token_issue(
+        user=personas.outsider, name="billing", scopes=["usage:write"], team=personas.team
+    ).clear_text
     unscoped = api_token_issue(user=personas.outsider, name="other").clear_text
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {unscoped}")

@@ -1,0 +1,262 @@
+"""Gate API: the check CI calls (contract in README), the decision log, and team CI tokens."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import ListAPIView
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
+from rest_framework.views import APIView
+
+from governance.core.authentication import BearerTokenAuthentication
+from governance.core.errors import NotFoundError, invalid_input
+from governance.core.logging import current_request_id
+from governance.core.models import ApiToken, Team
+from governance.core.serializers import StrictSerializer
+from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope
+from governance.deployments.choices import Engine
+from governance.deployments.selectors import deployment_get
+from governance.gate import services
+from governance.gate.conditions import GateCheck
+from governance.gate.models import GateDecision
+from governance.gate.selectors import (
+    GateDecisionFilter,
+    ci_tokens_visible_to,
+    gate_decisions_visible_to,
+    gate_deployment_for_token,
+)
+from planner.specs import gpus, precisions
+
+logger = logging.getLogger(__name__)
+
+
+class ErrorSerializer(serializers.Serializer):
+    message = serializers.CharField()
+    extra = serializers.DictField()
+
+
+# --- the check ---------------------------------------------------------------------------------
+
+
+class GateServingSerializer(StrictSerializer):
+    engine = serializers.ChoiceField(choices=Engine.choices)
+    precision = serializers.ChoiceField(choices=sorted(precisions()))
+    gpu = serializers.ChoiceField(choices=sorted(gpus()))
+    kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], required=False)
+    tp = serializers.IntegerField(min_value=1, max_value=1024, default=1)
+    pp = serializers.IntegerField(min_value=1, max_value=1024, default=1)
+    ep = serializers.IntegerField(min_value=1, max_value=1024, default=1)
+    dp = serializers.IntegerField(min_value=1, max_value=4096, required=False)
+    max_model_len = serializers.IntegerField(min_value=1, max_value=100_000_000)
+    gpu_memory_utilization = serializers.FloatField(min_value=0.01, max_value=1.0, default=0.9)
+
+
+class GateCheckInputSerializer(StrictSerializer):
+    deployment = serializers.UUIDField()
+    environment = serializers.RegexField(ENVIRONMENT_PATTERN)
+    artifact_digest = serializers.RegexField(r"^sha256:[0-9a-fA-F]{64}$")
+    serving = GateServingSerializer()
+
+
+class ReasonSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    fix = serializers.CharField()
+
+
+class ApprovalRefSerializer(serializers.Serializer):
+    pdf_url = serializers.CharField(allow_null=True)
+    sha256 = serializers.CharField(allow_null=True)
+
+
+class GateCheckOutputSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["allow", "deny"])
+    decision_id = serializers.UUIDField()
+    reasons = ReasonSerializer(many=True)
+    evidence_digest = serializers.CharField(allow_blank=True)
+    approval = ApprovalRefSerializer()
+
+
+class HasGateScope(BasePermission):
+    message = f"The gate takes a CI token with scope {TokenScope.GATE_CHECK}."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        token = request.auth
+        return isinstance(token, ApiToken) and TokenScope.GATE_CHECK in (token.scopes or [])
+
+
+class TokenRateThrottle(SimpleRateThrottle):
+    """Per token (not per user: a team's tokens share one service user)."""
+
+    scope = "gate"
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        token = request.auth
+        if not isinstance(token, ApiToken):
+            return self.get_ident(request)
+        return self.cache_format % {"scope": self.scope, "ident": token.pk}
+
+
+class GateCheckApi(APIView):
+    authentication_classes = [BearerTokenAuthentication]  # CI only: no session, so no CSRF surface
+    permission_classes = [HasGateScope]
+    throttle_classes = [TokenRateThrottle]
+
+    @extend_schema(
+        request=GateCheckInputSerializer,
+        responses={
+            200: GateCheckOutputSerializer,
+            400: ErrorSerializer,
+            401: ErrorSerializer,
+            403: ErrorSerializer,
+            429: ErrorSerializer,
+            503: OpenApiResponse(ErrorSerializer, description="internal failure: CI must treat it as deny"),
+        },
+        summary="May this artifact and serving config roll out now? (always 200 for a decision)",
+    )
+    def post(self, request: Request) -> Response:
+        serializer = GateCheckInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        token = cast(ApiToken, request.auth)
+        deployment = gate_deployment_for_token(token, data["deployment"], data["environment"])
+        check = GateCheck(environment=data["environment"], artifact_digest=data["artifact_digest"],
+                          serving=dict(data["serving"]))  # fmt: skip
+        try:
+            decision, approval = services.gate_decide(token=token, deployment=deployment, check=check)
+        except Exception:
+            # Fail closed: no logged decision, no answer but 503 (CI treats it as deny).
+            logger.exception("gate decision could not be logged", extra={"deployment": str(deployment.code)})
+            return Response(
+                {"message": "The gate could not record its decision; treat this as deny.",
+                 "extra": {"request_id": current_request_id()}},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )  # fmt: skip
+        body = {"decision": decision.decision, "decision_id": decision.code, "reasons": decision.reasons,
+                "evidence_digest": decision.evidence_digest, "approval": approval}  # fmt: skip
+        return Response(GateCheckOutputSerializer(body).data)
+
+
+# --- the decision log --------------------------------------------------------------------------
+
+
+class TokenRefSerializer(serializers.Serializer):
+    name = serializers.CharField(source="token_name")
+    prefix = serializers.CharField(source="token_prefix")
+
+
+class GateDecisionOutputSerializer(serializers.ModelSerializer):
+    decision_id = serializers.UUIDField(source="code")
+    deployment = serializers.UUIDField(source="deployment.code")
+    reasons = ReasonSerializer(many=True)
+    serving = serializers.DictField()
+    token = TokenRefSerializer(source="*")
+
+    class Meta:
+        model = GateDecision
+        fields = ["decision_id", "deployment", "environment", "decision", "reasons", "artifact_digest", "serving",
+                  "evidence_digest", "approval_pdf_sha256", "token", "created_at"]  # fmt: skip
+
+
+class GateDecisionListApi(ListAPIView):
+    """The decision log, newest first, filtered by request, outcome, environment, token prefix, time."""
+
+    serializer_class = GateDecisionOutputSerializer
+    filterset_class = GateDecisionFilter
+
+    def get_queryset(self) -> QuerySet[GateDecision]:
+        return gate_decisions_visible_to(self.request.user).order_by("-created_at")
+
+
+class DeploymentGateDecisionsApi(ListAPIView):
+    """The gate decisions of one request (404 when the request is not visible to the caller)."""
+
+    serializer_class = GateDecisionOutputSerializer
+    permission_classes = [IsAuthenticated]  # the request's own visibility rules decide
+
+    def get_queryset(self) -> QuerySet[GateDecision]:
+        deployment = deployment_get(self.request.user, self.kwargs["code"])
+        return GateDecision.objects.filter(deployment=deployment).select_related("deployment").order_by("-created_at")
+
+
+# --- CI tokens ---------------------------------------------------------------------------------
+
+
+class CiTokenInputSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=120)
+    team = serializers.CharField(max_length=120)
+    scopes = serializers.ListField(child=serializers.CharField(max_length=40), default=[TokenScope.GATE_CHECK],
+                                   max_length=10)  # fmt: skip
+    deployments = serializers.ListField(child=serializers.UUIDField(), default=list, max_length=100)
+    environments = serializers.ListField(child=serializers.RegexField(ENVIRONMENT_PATTERN), default=list, max_length=20)
+    expires_at = serializers.DateTimeField()
+
+
+class CiTokenOutputSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.name")
+    deployments = serializers.ListField(source="deployment_codes", child=serializers.UUIDField())
+    scopes = serializers.ListField(child=serializers.CharField())
+    environments = serializers.ListField(child=serializers.CharField())
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+
+    class Meta:
+        model = ApiToken
+        fields = ["code", "name", "prefix", "team", "scopes", "deployments", "environments", "expires_at",
+                  "revoked_at", "last_used_at", "created_by", "created_at"]  # fmt: skip
+
+
+class CiTokenIssuedSerializer(CiTokenOutputSerializer):
+    """The answer to an issue (schema only): the row plus the clear token, shown this once."""
+
+    token = serializers.CharField(help_text="the clear token: shown once, never stored")
+
+    class Meta(CiTokenOutputSerializer.Meta):
+        fields = [*CiTokenOutputSerializer.Meta.fields, "token"]
+
+
+class CiTokenListCreateApi(ListAPIView):
+    """Team CI tokens: an admin manages all, a team lead those of their teams."""
+
+    serializer_class = CiTokenOutputSerializer
+    permission_classes = [IsAuthenticated]
+    throttle_scope = "tokens"
+
+    def get_throttles(self) -> list[Any]:
+        return [ScopedRateThrottle()] if self.request.method == "POST" else []
+
+    def get_queryset(self) -> QuerySet[ApiToken]:
+        return ci_tokens_visible_to(self.request.user).select_related("created_by").order_by("-created_at")
+
+    @extend_schema(request=CiTokenInputSerializer, responses={201: CiTokenIssuedSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = CiTokenInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        team = Team.objects.filter(name=data["team"]).first()
+        if team is None:
+            raise invalid_input("team", f"no team named {data['team']!r}")
+        token, clear_text = services.ci_token_issue(
+            actor=cast(User, request.user), team=team, name=data["name"], expires_at=data["expires_at"],
+            scopes=data["scopes"], deployment_codes=data["deployments"], environments=data["environments"],
+        )  # fmt: skip
+        return Response({**CiTokenOutputSerializer(token).data, "token": clear_text}, status=status.HTTP_201_CREATED)
+
+
+class CiTokenRevokeApi(APIView):
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses=CiTokenOutputSerializer)
+    def post(self, request: Request, code: str) -> Response:
+        token = ci_tokens_visible_to(request.user).filter(code=code).first()
+        if token is None:
+            raise NotFoundError("no such CI token")
+        revoked = services.ci_token_revoke(actor=cast(User, request.user), token=token)
+        return Response(CiTokenOutputSerializer(revoked).data)

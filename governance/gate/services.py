@@ -1,0 +1,145 @@
+"""Writes of the gate: CI tokens (issue, revoke) and the decision log. Each writes its audit
+event in the same transaction; a gate decision is committed before it is answered."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_record
+from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
+from governance.core.models import ApiToken, Team
+from governance.core.roles import Role, has_role, user_roles
+from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope, api_token_issue, validate_scopes
+from governance.deployments.models import DeploymentRequest
+from governance.gate.choices import Decision
+from governance.gate.conditions import GateCheck, evaluate
+from governance.gate.models import GateDecision
+from governance.gate.selectors import gate_state
+
+CI_TOKEN_MAX_LIFETIME = timedelta(days=366)
+# What a CI token may hold: the gate and usage reports, nothing else.
+CI_SCOPES = frozenset({TokenScope.GATE_CHECK, TokenScope.USAGE_WRITE})
+
+
+def _require_token_manager(actor: User, team: Team) -> None:
+    if has_role(actor, Role.ADMIN) or team.leads.filter(pk=actor.pk).exists():
+        return
+    raise PermissionDeniedError("only an admin or a lead of this team manages its CI tokens")
+
+
+def _ci_service_user(team: Team) -> User:
+    """The role-less, password-less user a team's CI tokens act as (never a person's account,
+    so a token outlives staff changes and carries none of a person's roles)."""
+    username = f"ci-{team.code.hex[:12]}"
+    user, created = User.objects.get_or_create(username=username, defaults={"first_name": f"CI of {team.name}"[:150]})
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    elif user.has_usable_password() or user_roles(user) or user.is_staff or user.is_superuser:
+        raise ConflictError(f"the user {username} exists and is not a CI service user")
+    return user
+
+
+def ci_token_issue(
+    *,
+    actor: User,
+    team: Team,
+    name: str,
+    expires_at: datetime,
+    scopes: Iterable[str] = (TokenScope.GATE_CHECK,),
+    deployment_codes: Iterable[Any] = (),
+    environments: Iterable[str] = (),
+) -> tuple[ApiToken, str]:
+    """A team's CI token; returns the row and the clear token (shown once, never stored)."""
+    wanted = validate_scopes(scopes)
+    if not wanted:
+        raise invalid_input("scopes", "give at least one scope")
+    if set(wanted) - CI_SCOPES:
+        raise invalid_input("scopes", f"a CI token holds only {', '.join(sorted(CI_SCOPES))}")
+    now = timezone.now()
+    if expires_at <= now:
+        raise invalid_input("expires_at", "must be in the future")
+    if expires_at > now + CI_TOKEN_MAX_LIFETIME:
+        raise invalid_input("expires_at", f"at most {CI_TOKEN_MAX_LIFETIME.days} days ahead")
+    environments = sorted(set(environments))
+    for environment in environments:
+        if not re.match(ENVIRONMENT_PATTERN, environment):
+            raise invalid_input("environments", f"{environment!r} is not an environment name")
+    codes = sorted({str(code) for code in deployment_codes})
+    if codes:
+        found = set(
+            str(c) for c in DeploymentRequest.objects.filter(team=team, code__in=codes).values_list("code", flat=True)
+        )
+        missing = [code for code in codes if code not in found]
+        if missing:
+            raise invalid_input("deployments", f"not requests of team {team.name}: {', '.join(missing)}")
+    _require_token_manager(actor, team)
+    with transaction.atomic():
+        issued = api_token_issue(user=_ci_service_user(team), name=name, scopes=wanted, expires_at=expires_at,
+                                 team=team, deployment_codes=codes, environments=environments, created_by=actor)  # fmt: skip
+        audit_record(
+            actor=actor,
+            action=AuditAction.API_TOKEN_ISSUED,
+            obj=issued.token,
+            data={"name": name, "prefix": issued.token.prefix, "team": team.name, "scopes": wanted,
+                  "deployments": codes, "environments": environments, "expires_at": expires_at.isoformat()},
+        )  # fmt: skip
+    return issued.token, issued.clear_text
+
+
+def ci_token_revoke(*, actor: User, token: ApiToken) -> ApiToken:
+    with transaction.atomic():
+        token = ApiToken.objects.select_for_update(of=("self",)).select_related("team").get(pk=token.pk)
+        if token.team is None:
+            raise PermissionDeniedError("only team CI tokens are revoked here")
+        _require_token_manager(actor, token.team)
+        if token.revoked_at is not None:
+            raise ConflictError("this token is already revoked")
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at", "updated_at"])
+        audit_record(actor=actor, action=AuditAction.API_TOKEN_REVOKED, obj=token,
+                     data={"name": token.name, "prefix": token.prefix, "team": token.team.name})  # fmt: skip
+    return token
+
+
+def gate_decide(
+    *, token: ApiToken, deployment: DeploymentRequest, check: GateCheck
+) -> tuple[GateDecision, dict[str, str | None]]:
+    """Decide from stored state, then log the decision and its audit event in one transaction.
+    An exception here (an unwritable log included) must reach the caller before any answer."""
+    state, approval = gate_state(deployment)
+    reasons = [reason.as_dict() for reason in evaluate(state, check, timezone.now())]
+    outcome = Decision.DENY if reasons else Decision.ALLOW
+    with transaction.atomic():
+        decision = GateDecision.objects.create(
+            deployment=deployment,
+            token=token,
+            token_name=token.name,
+            token_prefix=token.prefix,
+            environment=check.environment,
+            decision=outcome,
+            reasons=reasons,
+            artifact_digest=check.artifact_digest,
+            serving=check.serving,
+            evidence_digest=state.evidence_digest,
+            approval_pdf_sha256=approval["sha256"] or "",
+        )
+        # Last statement before COMMIT: the audit append holds the chain-head lock until then.
+        audit_record(
+            actor=token.user,
+            action=AuditAction.GATE_DECISION,
+            obj=deployment,
+            data={"decision_id": str(decision.code), "decision": outcome, "environment": check.environment,
+                  "reasons": [r["code"] for r in reasons], "artifact_digest": check.artifact_digest,
+                  "serving": check.serving, "evidence_digest": state.evidence_digest,
+                  "token": {"name": token.name, "prefix": token.prefix}},
+        )  # fmt: skip
+    return decision, approval
