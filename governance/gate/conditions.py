@@ -38,7 +38,7 @@ class Signature:
 
 @dataclass(frozen=True, slots=True)
 class GateState:
-    """What the gate reads, loaded by selectors.gate_state in a few indexed queries."""
+    """What the gate reads, loaded by selectors.gate_deployment_for_token in one indexed query."""
 
     status: str
     approval_expires_at: datetime | None
@@ -52,7 +52,7 @@ class GateState:
     signature_source: str  # "verified PDF" or "sign-off"
     latest_usage_crossed: list[str] = field(default_factory=list)
     latest_usage_month: str = ""
-    latest_usage_at: datetime | None = None
+    latest_usage_after_approval: bool = False  # the latest report came after the approval
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,10 +151,7 @@ def _license(state: GateState, now: datetime) -> list[Reason]:
 
 
 def _usage(state: GateState) -> list[Reason]:
-    after_approval = state.approved_at is None or (
-        state.latest_usage_at is not None and state.latest_usage_at >= state.approved_at
-    )
-    if state.latest_usage_crossed and after_approval:
+    if state.latest_usage_crossed and state.latest_usage_after_approval:
         return [Reason(ReasonCode.USAGE_THRESHOLD_CROSSED,
                        f"the usage report of {state.latest_usage_month} crossed license terms: "
                        f"{', '.join(state.latest_usage_crossed)}",

@@ -3,31 +3,60 @@ decision log as each user may see it."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import django_filters
+from django.db import connection
 from django.db.models import QuerySet
 
 from governance.core.errors import PermissionDeniedError
 from governance.core.models import ApiToken
 from governance.core.roles import Role, has_role
 from governance.core.tokens import token_covers_deployment, token_covers_environment
-from governance.deployments.choices import ReviewVerdict
-from governance.deployments.models import DeploymentRequest, ReviewDecision, UsageReport
+from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import deployments_visible_to
 from governance.gate.choices import Decision
 from governance.gate.conditions import GateState, Signature
 from governance.gate.models import GateDecision
 
-# The columns the gate reads; the rest of the row (facts, serving plan as typed) stays on disk.
-_GATE_COLUMNS = ("code", "team_id", "status", "approved_at", "approval_expires_at", "environments", "evidence",
-                 "evidence_digest", "flagged", "flag_reason")  # fmt: skip
+# The gate's read: the request's columns the conditions need, each role's approving sign-off
+# (the live one first, else the latest voided one) and the latest usage report, in ONE
+# statement. Hand-written because compiling the equivalent ORM subqueries costs more CPU per
+# check than the query itself; the unique index on code and the foreign-key indexes of the
+# sign-off and usage tables serve it. Plain SQL that PostgreSQL and SQLite both run.
+_GATE_SQL = """
+SELECT d.id, d.code, d.team_id, d.status, d.approved_at, d.approval_expires_at, d.environments, d.evidence,
+       d.evidence_digest, d.flagged, d.flag_reason,
+       legal.evidence_digest AS gate_legal_digest,
+       CASE WHEN legal.voided_at IS NULL THEN 0 ELSE 1 END AS gate_legal_voided,
+       engineering.evidence_digest AS gate_engineering_digest,
+       CASE WHEN engineering.voided_at IS NULL THEN 0 ELSE 1 END AS gate_engineering_voided,
+       latest_usage.month AS gate_usage_month, latest_usage.crossed AS gate_usage_crossed,
+       CASE WHEN d.approved_at IS NULL OR latest_usage.created_at >= d.approved_at THEN 1 ELSE 0 END
+           AS gate_usage_after_approval
+FROM deployments_deploymentrequest d
+LEFT JOIN deployments_reviewdecision legal ON legal.id = (
+    SELECT r.id FROM deployments_reviewdecision r
+    WHERE r.request_id = d.id AND r.role = 'legal' AND r.verdict = 'approve'
+    ORDER BY CASE WHEN r.voided_at IS NULL THEN 0 ELSE 1 END, r.created_at DESC LIMIT 1)
+LEFT JOIN deployments_reviewdecision engineering ON engineering.id = (
+    SELECT r.id FROM deployments_reviewdecision r
+    WHERE r.request_id = d.id AND r.role = 'engineering' AND r.verdict = 'approve'
+    ORDER BY CASE WHEN r.voided_at IS NULL THEN 0 ELSE 1 END, r.created_at DESC LIMIT 1)
+LEFT JOIN deployments_usagereport latest_usage ON latest_usage.id = (
+    SELECT u.id FROM deployments_usagereport u WHERE u.request_id = d.id ORDER BY u.created_at DESC LIMIT 1)
+WHERE d.code = %s
+"""
+_ROLES = ("legal", "engineering")
 
 
 def gate_deployment_for_token(token: ApiToken, code: Any, environment: str) -> DeploymentRequest:
-    """The request a gate token asks about; 403 when the token was not issued for it (or it does
-    not exist: a token learns nothing about requests outside its scope)."""
-    deployment = DeploymentRequest.objects.only(*_GATE_COLUMNS).filter(code=code).first()  # unique index on code
+    """The request a gate token asks about, with the state the gate reads (one query); 403 when
+    the token was not issued for it (or it does not exist: a token learns nothing about
+    requests outside its scope)."""
+    code_param = DeploymentRequest._meta.get_field("code").get_db_prep_value(code, connection)
+    deployment = next(iter(DeploymentRequest.objects.raw(_GATE_SQL, [code_param])), None)
     if deployment is None or not token_covers_deployment(token, deployment):
         raise PermissionDeniedError(f"this token is not issued for deployment request {code}")
     if not token_covers_environment(token, environment):
@@ -37,35 +66,19 @@ def gate_deployment_for_token(token: ApiToken, code: Any, environment: str) -> D
     return deployment
 
 
-def _signoff_signatures(deployment: DeploymentRequest) -> dict[str, Signature]:
-    """Each role's approving sign-off: the live one, else the latest voided one (which covers
-    older evidence, so the gate reports it stale). The ReviewDecision FK index serves this."""
-    signatures: dict[str, Signature] = {}
-    rows = (
-        ReviewDecision.objects.filter(request_id=deployment.pk, verdict=ReviewVerdict.APPROVE)
-        .order_by("created_at")
-        .values_list("role", "evidence_digest", "voided_at")
-    )
-    live: set[str] = set()
-    for role, digest, voided_at in rows:
-        if voided_at is None:
-            live.add(role)
-        elif role in live:
-            continue
-        signatures[role] = Signature(role=role, valid=True, evidence_digest=digest, voided=voided_at is not None)
-    return signatures
-
-
 def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str | None]]:
-    """The state the conditions read, and the approval packet reference for the answer."""
-    signatures = _signoff_signatures(deployment)
+    """The state the conditions read (loaded by gate_deployment_for_token), and the approval
+    packet reference for the answer."""
+    signatures: dict[str, Signature] = {}
+    for role in _ROLES:
+        digest = getattr(deployment, f"gate_{role}_digest", None)
+        if digest is not None:
+            voided = bool(getattr(deployment, f"gate_{role}_voided", 0))
+            signatures[role] = Signature(role=role, valid=True, evidence_digest=digest, voided=voided)
     approval: dict[str, str | None] = {"pdf_url": None, "sha256": None}
-    latest = (
-        UsageReport.objects.filter(request_id=deployment.pk)
-        .order_by("-created_at")
-        .values_list("month", "crossed", "created_at")
-        .first()
-    )
+    crossed = getattr(deployment, "gate_usage_crossed", None)
+    if isinstance(crossed, str):  # a JSON column read outside its model field arrives as text
+        crossed = json.loads(crossed)
     state = GateState(
         status=deployment.status,
         approval_expires_at=deployment.approval_expires_at,
@@ -77,9 +90,9 @@ def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str 
         flag_reason=deployment.flag_reason,
         signatures=signatures,
         signature_source="sign-off",
-        latest_usage_month=latest[0] if latest else "",
-        latest_usage_crossed=list(latest[1] or []) if latest else [],
-        latest_usage_at=latest[2] if latest else None,
+        latest_usage_month=getattr(deployment, "gate_usage_month", None) or "",
+        latest_usage_crossed=list(crossed or []),
+        latest_usage_after_approval=bool(getattr(deployment, "gate_usage_after_approval", 0)),
     )
     return state, approval
 

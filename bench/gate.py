@@ -1,0 +1,243 @@
+"""Gate benchmark: POST /api/v1/gate/check against a trivial token-authenticated DRF endpoint
+(GET /api/v1/me), both served by gunicorn (4 workers) on PostgreSQL, loaded by wrk, in one run.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/gate.py [--duration 8]
+
+Runs in a scratch database (`governance_gate_bench`, created and dropped here). Every gate call
+is a full decision: it reads the stored state, writes the decision row and its audit event, and
+commits before answering. Targets (issue 12): saturated throughput ratio >= 0.8, p50 at one
+client <= 1.5x the trivial endpoint, p99 at four clients <= 2x. Runs alternate between the two
+endpoints and the median of the rounds is reported, so a noisy neighbour hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DB = "governance_gate_bench"
+TARGETS = {"throughput_ratio": (">=", 0.8), "p50_ratio_1_client": ("<=", 1.5), "p99_ratio_4_clients": ("<=", 2.0)}
+
+
+def seed() -> None:
+    """Run inside the bench environment: an approved request, a CI token and a personal token."""
+    import django
+
+    django.setup()
+    from datetime import timedelta
+
+    from django.contrib.auth.models import Group, User
+    from django.utils import timezone
+
+    from governance.artifacts.services import artifact_register
+    from governance.capacity.models import CapacityPlan
+    from governance.capacity.services import capacity_plan_compute
+    from governance.core.models import Team
+    from governance.core.roles import Role
+    from governance.core.tokens import api_token_issue
+    from governance.deployments import services
+    from governance.deployments.selectors import latest_capacity_plan
+    from governance.evaluations.models import Cluster, EvalRun, EvalStatus, ExecutorKind
+    from governance.gate.services import ci_token_issue
+    from governance.licenses.services import license_catalog_load
+
+    license_catalog_load(actor="system:bench")
+    team = Team.objects.create(name="platform")
+    users = {}
+    for name, role in (("req", Role.REQUESTER), ("legal", Role.LEGAL_REVIEWER), ("eng", Role.ENGINEERING_REVIEWER)):
+        users[name] = User.objects.create_user(username=name)
+        users[name].groups.add(Group.objects.get_or_create(name=role)[0])
+    team.members.add(users["req"])
+    team.leads.add(users["req"])
+    artifact = artifact_register(actor=users["req"], team=team, data={
+        "name": "Qwen3-30B-A3B", "source_repo": "org/Qwen3-30B-A3B", "revision": "abc123",
+        "weights_digest": "sha256:" + "ab" * 32, "license": "apache-2.0", "architecture_key": "qwen3-30b-a3b"})  # fmt: skip
+    facts = {"use_case": "external_commercial", "commercial_entity": True, "hosted_service": True,
+             "production": True, "monthly_active_users": 2_000_000, "org_country": "US"}  # fmt: skip
+    serving = {"engine": "vllm", "precision": "fp8", "gpu": "h200", "max_model_len": 32768, "concurrency": 4}
+    deployment = services.deployment_create(actor=users["req"], data={
+        "team": team, "artifact": artifact, "product_name": "Bench", "environments": ["production"],
+        "facts": facts, "serving_plan": serving})  # fmt: skip
+    deployment = services.deployment_submit(request=deployment, actor=users["req"])
+    deployment = services.deployment_start_review(request=deployment, actor=users["legal"])
+    plan = latest_capacity_plan(deployment)
+    assert plan is not None
+    capacity_plan_compute(plan_id=plan.pk)  # the deployments hook refreshes the evidence after commit
+    cluster = Cluster.objects.create(name="local", executor=ExecutorKind.LOCAL, remote_root="/tmp/bench-runs")  # noqa: S108
+    evaluation = EvalRun.objects.create(request=deployment, cluster=cluster, scheme="fp8", status=EvalStatus.PASSED,
+                                        summary={"pass": True, "overall": {"n": 400, "upper_bound_95": 0.02}})  # fmt: skip
+    services.on_eval_finished(evaluation)
+    for item in deployment.obligations.filter(status="open"):
+        services.obligation_acknowledge(item=item, actor=users["req"], how_met="NOTICE file shipped")
+    for item in deployment.obligations.filter(status="acknowledged"):
+        services.obligation_review(item=item, actor=users["legal"], accept=True)
+    deployment.refresh_from_db()
+    for reviewer in (users["legal"], users["eng"]):
+        deployment = services.deployment_review(request=deployment, actor=reviewer, verdict="approve",
+                                                evidence_digest=deployment.evidence_digest)  # fmt: skip
+    assert deployment.status == "approved", deployment.status
+    stored = CapacityPlan.objects.get(pk=plan.pk)
+    layout = stored.result["parallel"]
+    _, gate_token = ci_token_issue(actor=users["req"], team=team, name="bench",
+                                   expires_at=timezone.now() + timedelta(days=1))  # fmt: skip
+    personal = api_token_issue(user=users["req"], name="bench-personal").clear_text
+    body = {"deployment": str(deployment.code), "environment": "production",
+            "artifact_digest": artifact.weights_digest,
+            "serving": {"engine": "vllm", "precision": "fp8", "gpu": "h200", "tp": layout["tp"], "pp": layout["pp"],
+                        "ep": layout["ep"], "max_model_len": 32768, "gpu_memory_utilization": 0.9}}  # fmt: skip
+    print(json.dumps({"gate_token": gate_token, "personal_token": personal, "body": body}))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _request(url: str, token: str, body: dict[str, object] | None) -> tuple[int, dict[str, object]]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET",  # noqa: S310
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        return response.status, json.loads(response.read())
+
+
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+
+
+def _parse_wrk(output: str) -> dict[str, float]:
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
+    latency = {
+        int(p): float(v) * _UNITS[u] for p, v, u in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", output, re.M)
+    }
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    errors = re.search(r"Socket errors:.*", output)
+    return {"rps": rps, "p50_ms": latency[50], "p99_ms": latency[99], "non_2xx": float(bad.group(1)) if bad else 0.0,
+            "socket_errors": 1.0 if errors else 0.0}  # fmt: skip
+
+
+def _wrk(url: str, script: Path, connections: int, duration: int) -> dict[str, float]:
+    threads = min(connections, 2)
+    out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(script),
+                          url], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return _parse_wrk(out)
+
+
+def _lua(path: Path, token: str, body: dict[str, object] | None) -> Path:
+    lines = [f'wrk.headers["Authorization"] = "Bearer {token}"']
+    if body is not None:
+        lines += ['wrk.method = "POST"', 'wrk.headers["Content-Type"] = "application/json"',
+                  f"wrk.body = [[{json.dumps(body)}]]"]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=int, default=8, help="seconds per wrk run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16, help="connections for the saturated run")
+    parser.add_argument("--workers", type=int, default=4)
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        print("bench/gate.py needs wrk (Debian package 'wrk'; scripts/system-deps installs it)", file=sys.stderr)
+        return 2
+    base_url = os.environ.get("DATABASE_URL", "")
+    if not base_url.startswith("postgres"):
+        print("set DATABASE_URL to a PostgreSQL server (postgres://user@host:5432/db)", file=sys.stderr)
+        return 2
+    import psycopg
+
+    parsed = urlparse(base_url)
+    bench_url = urlunparse(parsed._replace(path=f"/{BENCH_DB}"))
+    with psycopg.connect(base_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {BENCH_DB}")
+    scratch = Path(tempfile.mkdtemp(prefix="gate-bench-"))
+    env = {**os.environ, "DATABASE_URL": bench_url, "DJANGO_SETTINGS_MODULE": "governance.settings",
+           "SECRET_KEY": "bench-only-" + "k" * 50, "DEBUG": "false", "SECURE_SSL_REDIRECT": "false",
+           "ALLOWED_HOSTS": "127.0.0.1", "GATE_THROTTLE_RATE": "100000000/minute", "CELERY_BROKER_URL": "memory://",
+           "GOVERNANCE_VAR_DIR": str(scratch), "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    gunicorn = None
+    try:
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+        subprocess.run([sys.executable, "manage.py", "audit_keygen"], cwd=ROOT, env=env, check=False,
+                       capture_output=True)  # fmt: skip
+        seeded = json.loads(subprocess.run([sys.executable, __file__, "--seed"], cwd=ROOT, env=env, check=True,
+                                           capture_output=True, text=True).stdout.strip().splitlines()[-1])  # fmt: skip
+        port = _free_port()
+        gunicorn = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "governance.wsgi", "-w", str(args.workers), "-b", f"127.0.0.1:{port}",
+             "--log-level", "warning"], cwd=ROOT, env=env)  # fmt: skip
+        base = f"http://127.0.0.1:{port}"
+        gate_url, trivial_url = f"{base}/api/v1/gate/check", f"{base}/api/v1/me"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                _request(trivial_url, seeded["personal_token"], None)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        status, answer = _request(gate_url, seeded["gate_token"], seeded["body"])
+        if status != 200 or answer["decision"] != "allow":
+            print(f"the seeded request is not allowed: {answer}", file=sys.stderr)
+            return 1
+        scripts = {"trivial": _lua(scratch / "trivial.lua", seeded["personal_token"], None),
+                   "gate": _lua(scratch / "gate.lua", seeded["gate_token"], seeded["body"])}  # fmt: skip
+        urls = {"trivial": trivial_url, "gate": gate_url}
+        for name in ("trivial", "gate"):  # warm up every worker's connections and caches
+            _wrk(urls[name], scripts[name], 8, 2)
+        runs: dict[tuple[str, str], list[dict[str, float]]] = {}
+        for _ in range(args.rounds):
+            for label, connections in (("saturated", args.connections), ("1 client", 1), ("4 clients", 4)):
+                for name in ("trivial", "gate"):
+                    runs.setdefault((name, label), []).append(_wrk(urls[name], scripts[name], connections, args.duration))
+        print(f"gunicorn {args.workers} workers, PostgreSQL, wrk {args.duration}s x {args.rounds} rounds (medians)")
+        print(f"{'endpoint':<8} {'load':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
+        median: dict[tuple[str, str], dict[str, float]] = {}
+        for (name, label), results in runs.items():
+            median[(name, label)] = {key: statistics.median(r[key] for r in results) for key in results[0]}
+            m = median[(name, label)]
+            print(f"{name:<8} {label:<10} {m['rps']:>9.0f} {m['p50_ms']:>8.2f} {m['p99_ms']:>8.2f} {m['non_2xx']:>8.0f}")
+        ratios = {
+            "throughput_ratio": median[("gate", "saturated")]["rps"] / median[("trivial", "saturated")]["rps"],
+            "p50_ratio_1_client": median[("gate", "1 client")]["p50_ms"] / median[("trivial", "1 client")]["p50_ms"],
+            "p99_ratio_4_clients": median[("gate", "4 clients")]["p99_ms"] / median[("trivial", "4 clients")]["p99_ms"],
+        }
+        ok = all(m["non_2xx"] == 0 for m in median.values())
+        for key, value in ratios.items():
+            op, target = TARGETS[key]
+            met = value >= target if op == ">=" else value <= target
+            ok &= met
+            print(f"{key:<22} {value:6.2f}  (target {op} {target}: {'met' if met else 'NOT met'})")
+        return 0 if ok else 1
+    finally:
+        if gunicorn is not None:
+            gunicorn.terminate()
+            gunicorn.wait(timeout=30)
+        with psycopg.connect(base_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--seed"]:
+        sys.path.insert(0, str(ROOT))
+        seed()
+        sys.exit(0)
+    sys.exit(main())
