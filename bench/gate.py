@@ -76,7 +76,7 @@ def seed() -> None:
     plan = latest_capacity_plan(deployment)
     assert plan is not None
     capacity_plan_compute(plan_id=plan.pk)  # the deployments hook refreshes the evidence after commit
-    cluster = Cluster.objects.create(name="local", executor=ExecutorKind.LOCAL, remote_root="/tmp/bench-runs")  # noqa: S108
+    cluster = Cluster.objects.create(name="local", executor=ExecutorKind.LOCAL, remote_root="/tmp/bench-runs")
     evaluation = EvalRun.objects.create(request=deployment, cluster=cluster, scheme="fp8", status=EvalStatus.PASSED,
                                         summary={"pass": True, "overall": {"n": 400, "upper_bound_95": 0.02}})  # fmt: skip
     services.on_eval_finished(evaluation)
@@ -109,9 +109,9 @@ def _free_port() -> int:
 
 def _request(url: str, token: str, body: dict[str, object] | None) -> tuple[int, dict[str, object]]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET",  # noqa: S310
+    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET",
                                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10) as response:
         return response.status, json.loads(response.read())
 
 
@@ -121,7 +121,8 @@ _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
 def _parse_wrk(output: str) -> dict[str, float]:
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
     latency = {
-        int(p): float(v) * _UNITS[u] for p, v, u in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", output, re.M)
+        int(p): float(v) * _UNITS[u]
+        for p, v, u in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", output, re.M)
     }
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
     errors = re.search(r"Socket errors:.*", output)
@@ -206,14 +207,18 @@ def main() -> int:
         for _ in range(args.rounds):
             for label, connections in (("saturated", args.connections), ("1 client", 1), ("4 clients", 4)):
                 for name in ("trivial", "gate"):
-                    runs.setdefault((name, label), []).append(_wrk(urls[name], scripts[name], connections, args.duration))
+                    runs.setdefault((name, label), []).append(
+                        _wrk(urls[name], scripts[name], connections, args.duration)
+                    )
         print(f"gunicorn {args.workers} workers, PostgreSQL, wrk {args.duration}s x {args.rounds} rounds (medians)")
         print(f"{'endpoint':<8} {'load':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
         median: dict[tuple[str, str], dict[str, float]] = {}
         for (name, label), results in runs.items():
             median[(name, label)] = {key: statistics.median(r[key] for r in results) for key in results[0]}
             m = median[(name, label)]
-            print(f"{name:<8} {label:<10} {m['rps']:>9.0f} {m['p50_ms']:>8.2f} {m['p99_ms']:>8.2f} {m['non_2xx']:>8.0f}")
+            print(
+                f"{name:<8} {label:<10} {m['rps']:>9.0f} {m['p50_ms']:>8.2f} {m['p99_ms']:>8.2f} {m['non_2xx']:>8.0f}"
+            )
         ratios = {
             "throughput_ratio": median[("gate", "saturated")]["rps"] / median[("trivial", "saturated")]["rps"],
             "p50_ratio_1_client": median[("gate", "1 client")]["p50_ms"] / median[("trivial", "1 client")]["p50_ms"],
