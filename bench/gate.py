@@ -71,22 +71,22 @@ def seed() -> None:
     deployment = services.deployment_create(actor=users["req"], data={
         "team": team, "artifact": artifact, "product_name": "Bench", "environments": ["production"],
         "facts": facts, "serving_plan": serving})  # fmt: skip
-    deployment = services.deployment_submit(request=deployment, actor=users["req"])
-    deployment = services.deployment_start_review(request=deployment, actor=users["legal"])
+    deployment = services.deployment_submit(deployment=deployment, actor=users["req"])
+    deployment = services.deployment_start_review(deployment=deployment, actor=users["legal"])
     plan = latest_capacity_plan(deployment)
     assert plan is not None
     capacity_plan_compute(plan_id=plan.pk)  # the deployments hook refreshes the evidence after commit
     cluster = Cluster.objects.create(name="local", executor=ExecutorKind.LOCAL, remote_root="/tmp/bench-runs")
     evaluation = EvalRun.objects.create(request=deployment, cluster=cluster, scheme="fp8", status=EvalStatus.PASSED,
                                         summary={"pass": True, "overall": {"n": 400, "upper_bound_95": 0.02}})  # fmt: skip
-    services.on_eval_finished(evaluation)
+    services.on_eval_finished(evaluation=evaluation)
     for item in deployment.obligations.filter(status="open"):
         services.obligation_acknowledge(item=item, actor=users["req"], how_met="NOTICE file shipped")
     for item in deployment.obligations.filter(status="acknowledged"):
         services.obligation_review(item=item, actor=users["legal"], accept=True)
     deployment.refresh_from_db()
     for reviewer in (users["legal"], users["eng"]):
-        deployment = services.deployment_review(request=deployment, actor=reviewer, verdict="approve",
+        deployment = services.deployment_review(deployment=deployment, actor=reviewer, verdict="approve",
                                                 evidence_digest=deployment.evidence_digest)  # fmt: skip
     assert deployment.status == "approved", deployment.status
     stored = CapacityPlan.objects.get(pk=plan.pk)

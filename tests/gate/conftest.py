@@ -41,7 +41,7 @@ def record_eval(code: str, scheme: str, status: str, tmp_path: Path) -> EvalRun:
         summary={"pass": status == EvalStatus.PASSED, "overall": {"n": 400, "upper_bound_95": bound}},
         eval_set_sha256="e" * 64,
     )  # fmt: skip
-    deployment_services.on_eval_finished(evaluation)
+    deployment_services.on_eval_finished(evaluation=evaluation)
     return evaluation
 
 
@@ -75,7 +75,7 @@ def compute_capacity(flow: Flow, code: str) -> None:
     flow.compute_capacity(code)
     stored = latest_capacity_plan(DeploymentRequest.objects.get(code=code))
     assert stored is not None
-    deployment_services.on_capacity_plan_computed(stored)
+    deployment_services.on_capacity_plan_computed(plan=stored)
 
 
 def approved_request(flow: Flow, artifact: Any, tmp_path: Path, facts: dict[str, Any] | None = None) -> str:

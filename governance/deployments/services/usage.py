@@ -13,7 +13,9 @@ from django.db import transaction
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
+from governance.core.errors import ConflictError
 from governance.core.roles import Role
+from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest, UsageReport
 from governance.deployments.services.evidence import deployment_evidence_refresh, validate_facts
 from governance.deployments.services.transitions import Actor, deployment_lock
@@ -21,6 +23,7 @@ from governance.licenses.choices import FACTS_ASSUMED, Severity
 
 logger = logging.getLogger(__name__)
 
+USAGE_STATUSES = (Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED)
 # Severities a reviewer must hear about when usage newly triggers them.
 FLAGGED_SEVERITIES = (Severity.BLOCKER, Severity.APPROVAL, Severity.OBLIGATION)
 
@@ -41,9 +44,16 @@ def usage_report_record(
     monthly_active_users: int,
     revenue: dict[str, Any] | None,
 ) -> UsageReport:
-    """Record a month's usage; re-evaluate; flag the request when a license threshold is crossed."""
+    """Record a month's usage; re-evaluate; flag the request when a license threshold is crossed.
+    Only a live request takes usage: a draft is not deployed, and a closed request's facts are
+    the record of what was decided."""
     with transaction.atomic():
         deployment = deployment_lock(deployment)
+        if deployment.status not in USAGE_STATUSES:
+            raise ConflictError(
+                f"a {deployment.status} request takes no usage reports",
+                extra={"fields": {"status": [f"usage is reported on {', '.join(USAGE_STATUSES)} requests"]}},
+            )
         before = _finding_keys(deployment.evidence)
         facts = dict(deployment.facts)
         facts["monthly_active_users"] = monthly_active_users
