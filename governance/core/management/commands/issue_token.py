@@ -11,6 +11,8 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from governance.core.errors import ApplicationError
+from governance.core.models import Team
 from governance.core.tokens import TOKEN_SCOPES, api_token_issue
 
 
@@ -27,6 +29,8 @@ class Command(BaseCommand):
             dest="scopes",
             help=f"repeatable; one of: {', '.join(sorted(TOKEN_SCOPES))}",
         )
+        # A scoped token reaches only the requests of its team (the user's teams when none is given).
+        parser.add_argument("--team", help="the team whose requests a scoped token may reach")
         parser.add_argument(
             "--create-service-user",
             action="store_true",
@@ -35,6 +39,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         username = options["username"]
+        team = None
+        if options["team"]:
+            team = Team.objects.filter(name=options["team"]).first()
+            if team is None:
+                raise CommandError(f"no team named {options['team']!r}")
         with transaction.atomic():
             user = User.objects.filter(username=username).first()
             if user is None and not options["create_service_user"]:
@@ -46,7 +55,7 @@ class Command(BaseCommand):
                 user.save()
                 self.stderr.write(f"created service user {username!r} (no password, no role)")
             try:
-                issued = api_token_issue(user=user, name=options["name"], scopes=options["scopes"])
-            except ValueError as exc:
-                raise CommandError(str(exc)) from None
+                issued = api_token_issue(user=user, name=options["name"], scopes=options["scopes"], team=team)
+            except ApplicationError as exc:
+                raise CommandError(exc.message) from None
         self.stdout.write(issued.clear_text)
