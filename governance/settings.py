@@ -176,11 +176,9 @@ CONTENT_SECURITY_POLICY = {
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 
-# Request bodies: larger than this answer 413 before any view reads them (the gate's own limit
-# is smaller). DATA_UPLOAD_MAX_MEMORY_SIZE covers form posts the same way.
-REQUEST_MAX_BYTES = env_int("REQUEST_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
+# Request bodies larger than API_MAX_BODY_BYTES (below) answer 413 before any view reads them; a
+# path listed here has a smaller limit of its own (the gate reads a few hundred bytes).
 REQUEST_MAX_BYTES_BY_PATH = {"/api/v1/gate/check": 64 * 1024}
-DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BYTES
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
 
 # Login: django-axes locks a username+address out after repeated failures (and records them);

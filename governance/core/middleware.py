@@ -33,14 +33,14 @@ class RequestIdMiddleware:
 
 
 class RequestSizeLimitMiddleware:
-    """Refuses a body larger than REQUEST_MAX_BYTES (or the path's own limit) with 413 before any
+    """Refuses a body larger than API_MAX_BODY_BYTES (or the path's own limit) with 413 before any
     view or parser reads it: DRF's parsers read the stream and would not stop on their own."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        limit = settings.REQUEST_MAX_BYTES_BY_PATH.get(request.path, settings.REQUEST_MAX_BYTES)
+        limit = settings.REQUEST_MAX_BYTES_BY_PATH.get(request.path, settings.API_MAX_BODY_BYTES)
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:

@@ -26,6 +26,8 @@ from governance.core.models import ApiToken, Team
 TOKEN_PREFIX = "gov_"  # noqa: S105  (a public marker, not a secret)
 PREFIX_LENGTH = 12
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
 class TokenScope(models.TextChoices):
     GATE_CHECK = "gate:check", "Ask the CI gate whether a rollout may proceed"
     USAGE_WRITE = "usage:write", "Post monthly usage reports"

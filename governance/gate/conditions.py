@@ -49,7 +49,7 @@ class GateState:
     flagged: bool
     flag_reason: str
     signatures: dict[str, Signature]  # by role: legal, engineering
-    signature_source: str  # "verified PDF" or "sign-off"
+    signature_source: str  # how the answer names a signature ("signature")
     latest_usage_crossed: list[str] = field(default_factory=list)
     latest_usage_month: str = ""
     latest_usage_after_approval: bool = False  # the latest report came after the approval

@@ -10,6 +10,7 @@ import django_filters
 from django.db import connection
 from django.db.models import QuerySet
 
+from governance.approvals.selectors import approval_state
 from governance.core.errors import PermissionDeniedError
 from governance.core.models import ApiToken
 from governance.core.roles import Role, has_role
@@ -67,15 +68,31 @@ def gate_deployment_for_token(token: ApiToken, code: Any, environment: str) -> D
 
 
 def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str | None]]:
-    """The state the conditions read (loaded by gate_deployment_for_token), and the approval
-    packet reference for the answer."""
+    """The state the conditions read (loaded by gate_deployment_for_token, plus the stored
+    verification of the signed approval packet: two indexed queries, the PDF is not parsed), and
+    the packet reference for the answer.
+
+    A role's signature counts only when both records agree: its sign-off is live and covers the
+    current evidence, AND the verification of the completed PDF packet says that role's PAdES
+    signature is valid over the same evidence digest. A sign-off row without a verified packet
+    (or a packet whose signature no longer verifies) is `signature.invalid`."""
+    verified = approval_state(deployment)
     signatures: dict[str, Signature] = {}
     for role in _ROLES:
         digest = getattr(deployment, f"gate_{role}_digest", None)
-        if digest is not None:
-            voided = bool(getattr(deployment, f"gate_{role}_voided", 0))
-            signatures[role] = Signature(role=role, valid=True, evidence_digest=digest, voided=voided)
-    approval: dict[str, str | None] = {"pdf_url": None, "sha256": None}
+        if digest is None:
+            continue
+        voided = bool(getattr(deployment, f"gate_{role}_voided", 0))
+        # A sign-off over other evidence is reported stale (the reviewer re-signs), not invalid.
+        stale = voided or digest != deployment.evidence_digest
+        valid = stale or (
+            verified is not None and bool(getattr(verified, f"{role}_valid")) and verified.evidence_digest == digest
+        )
+        signatures[role] = Signature(role=role, valid=valid, evidence_digest=digest, voided=voided)
+    approval: dict[str, str | None] = {
+        "pdf_url": verified.pdf_url if verified else None,
+        "sha256": verified.pdf_sha256 if verified else None,
+    }
     crossed = getattr(deployment, "gate_usage_crossed", None)
     if isinstance(crossed, str):  # a JSON column read outside its model field arrives as text
         crossed = json.loads(crossed)
@@ -89,7 +106,7 @@ def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str 
         flagged=deployment.flagged,
         flag_reason=deployment.flag_reason,
         signatures=signatures,
-        signature_source="sign-off",
+        signature_source="signature",
         latest_usage_month=getattr(deployment, "gate_usage_month", None) or "",
         latest_usage_crossed=list(crossed or []),
         latest_usage_after_approval=bool(getattr(deployment, "gate_usage_after_approval", 0)),

@@ -183,3 +183,50 @@ def test_bad_input_answers_400_naming_the_field(gate: Gate) -> None:
     missing = bearer(gate.token).post("/api/v1/gate/check", {"environment": "production"}, format="json")
     assert missing.status_code == 400
     assert {"deployment", "artifact_digest", "serving"} <= set(missing.json()["extra"]["fields"])
+
+
+def test_signatures_come_from_the_verified_packet_and_a_tampered_one_is_denied(gate: Gate) -> None:
+    """The gate reads the stored verification of the completed PDF packet. Replacing the packet's
+    bytes in the database (a forged PDF) leaves no verification for them: signature.invalid. Once
+    the forged bytes are verified, the stored result says the signatures fail: still denied."""
+    import hashlib
+
+    from governance.approvals.choices import PacketStatus
+    from governance.approvals.models import ApprovalPacket
+    from governance.approvals.services import packet_verify
+
+    allowed = gate.check().json()
+    packet = ApprovalPacket.objects.get(deployment__code=gate.code, status=PacketStatus.COMPLETE, voided_at=None)
+    assert allowed["approval"]["sha256"] == packet.pdf_sha256
+    assert allowed["approval"]["pdf_url"]
+
+    forged = bytearray(bytes(packet.pdf))
+    # A byte inside the first page's content, covered by both signatures' byte ranges.
+    offset = forged.index(b"stream") + 40
+    forged[offset] ^= 0x01
+    packet.pdf = bytes(forged)
+    packet.pdf_sha256 = hashlib.sha256(forged).hexdigest()
+    packet.save(update_fields=["pdf", "pdf_sha256"])
+
+    body = gate.check().json()
+    assert body["decision"] == "deny"
+    invalid = [r for r in body["reasons"] if r["code"] == ReasonCode.SIGNATURE_INVALID]
+    assert {r["message"].split()[1] for r in invalid} == {"legal", "engineering"}
+
+    report, verification = packet_verify(data=bytes(forged), actor=gate.p.auditor)
+    assert not verification.legal_valid and not verification.engineering_valid
+    again = gate.check().json()
+    assert again["decision"] == "deny"
+    assert ReasonCode.SIGNATURE_INVALID in {r["code"] for r in again["reasons"]}
+
+
+def test_sign_off_rows_without_a_signed_packet_are_not_signatures(gate: Gate) -> None:
+    """A database writer who inserts approving sign-off rows cannot make the gate allow: the
+    completed packet's verification is what makes them count."""
+    from governance.approvals.models import ApprovalPacket
+
+    ApprovalPacket.objects.filter(deployment__code=gate.code).delete()
+    body = gate.check().json()
+    assert body["decision"] == "deny"
+    assert ReasonCode.SIGNATURE_INVALID in {r["code"] for r in body["reasons"]}
+    assert body["approval"] == {"pdf_url": None, "sha256": None}
