@@ -221,13 +221,14 @@ def test_signatures_come_from_the_verified_packet_and_a_tampered_one_is_denied(g
     assert ReasonCode.SIGNATURE_INVALID in {r["code"] for r in again["reasons"]}
 
 
-def test_sign_off_rows_without_a_signed_packet_are_not_signatures(gate: Gate) -> None:
-    """A database writer who inserts approving sign-off rows cannot make the gate allow: the
-    completed packet's verification is what makes them count."""
-    from governance.approvals.models import ApprovalPacket
+def test_sign_off_rows_without_a_verified_packet_are_not_signatures(gate: Gate) -> None:
+    """A database writer who inserts approving sign-off rows (and a packet) cannot make the gate
+    allow: the stored verification of the completed packet's exact bytes is what makes them count."""
+    from governance.approvals.models import PacketVerification
 
-    ApprovalPacket.objects.filter(deployment__code=gate.code).delete()
+    assert gate.check().json()["decision"] == "allow"
+    PacketVerification.objects.all().delete()
     body = gate.check().json()
     assert body["decision"] == "deny"
-    assert ReasonCode.SIGNATURE_INVALID in {r["code"] for r in body["reasons"]}
+    assert {r["code"] for r in body["reasons"]} == {ReasonCode.SIGNATURE_INVALID}
     assert body["approval"] == {"pdf_url": None, "sha256": None}
