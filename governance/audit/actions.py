@@ -6,12 +6,21 @@ from django.db import models
 class AuditAction(models.IntegerChoices):
     # 100-199: identity and access
     USER_LOGIN = 100, "user.login"
+    USER_LOGIN_FAILED = 101, "user.login_failed"
+    USER_LOGOUT = 102, "user.logout"
     API_TOKEN_ISSUED = 110, "api_token.issued"
     API_TOKEN_REVOKED = 111, "api_token.revoked"
+    USER_ROLES_CHANGED = 120, "user.roles_changed"
+    USER_CHANGED = 121, "user.changed"
+    TEAM_MEMBERS_CHANGED = 130, "team.members_changed"
+    # admin edits of records that have no service of their own (configuration)
+    ADMIN_OBJECT_CHANGED = 150, "admin.object_changed"
+    ADMIN_OBJECT_DELETED = 151, "admin.object_deleted"
     # 200-299: license catalog and evaluations
     LICENSE_CATALOG_LOADED = 200, "license.catalog_loaded"
     LICENSE_VERSION_PUBLISHED = 201, "license.version_published"
     LICENSE_TERM_CHANGED = 202, "license.term_changed"
+    LICENSE_TERM_DELETED = 203, "license.term_deleted"
     FX_RATE_CHANGED = 210, "license.fx_rate_changed"
     LICENSE_EVALUATED = 220, "license.evaluated"
     # 300-399: model artifacts
@@ -50,3 +59,4 @@ class AuditAction(models.IntegerChoices):
     # 900-999: the audit trail itself
     AUDIT_EXPORTED = 900, "audit.exported"
     AUDIT_CHECKPOINT = 901, "audit.checkpoint"
+    AUDIT_CHECKPOINT_REFUSED = 902, "audit.checkpoint_refused"

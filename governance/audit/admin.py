@@ -1,31 +1,36 @@
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
+from governance.audit.admin_base import ReadOnlyModelAdmin
+from governance.audit.exports import event_view
 from governance.audit.models import AuditCheckpoint, AuditEvent
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """The audit tables are append-only; the admin only reads them."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ("seq", "occurred_at", "actor_name", "action", "object_type", "object_id")
+class AuditEventAdmin(ReadOnlyModelAdmin):
+    # Shown from the hashed body, not the display columns (a superuser could edit those unnoticed).
+    list_display = ("seq", "shown_time", "shown_actor", "shown_action", "shown_object")
+    fields = ("seq", "body", "prev_hash", "hash")
     list_filter = ("action", "object_type")
     search_fields = ("object_id", "actor_name", "request_id")
 
+    @admin.display(description="occurred at")
+    def shown_time(self, event: AuditEvent) -> str:
+        return str(event_view(event.body)["occurred_at"])
+
+    @admin.display(description="actor")
+    def shown_actor(self, event: AuditEvent) -> str:
+        return str(event_view(event.body)["actor"])
+
+    @admin.display(description="action")
+    def shown_action(self, event: AuditEvent) -> str:
+        return str(event_view(event.body)["action"])
+
+    @admin.display(description="object")
+    def shown_object(self, event: AuditEvent) -> str:
+        view = event_view(event.body)
+        return f"{view['object_type']} {view['object_id']}".strip()
+
 
 @admin.register(AuditCheckpoint)
-class AuditCheckpointAdmin(ReadOnlyAdmin):
+class AuditCheckpointAdmin(ReadOnlyModelAdmin):
     list_display = ("seq", "signed_at", "origin", "head_hash", "key_id")

@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from governance.audit.actions import AuditAction
-from governance.audit.exports import iter_csv, iter_jsonl, write_bundle
+from governance.audit.exports import event_view, iter_csv, iter_jsonl, write_bundle
 from governance.audit.models import AuditCheckpoint, AuditEvent
 from governance.audit.selectors import audit_checkpoints, audit_events_filter
 from governance.audit.services import audit_record
@@ -53,13 +53,25 @@ def _filtered_events(request: Request) -> QuerySet[AuditEvent]:
     return audit_events_filter(**values)
 
 
-class AuditEventOutputSerializer(serializers.ModelSerializer):
-    action = serializers.CharField(source="get_action_display")
-    actor = serializers.CharField(source="actor_name")
+class AuditEventOutputSerializer(serializers.Serializer):
+    """Everything shown is read from the hashed body: an edited display column is never served."""
 
-    class Meta:
-        model = AuditEvent
-        fields = ["seq", "occurred_at", "actor", "action", "object_type", "object_id", "request_id", "data", "hash"]
+    seq = serializers.IntegerField()
+    occurred_at = serializers.CharField()
+    actor = serializers.CharField()
+    action = serializers.CharField()
+    object_type = serializers.CharField()
+    object_id = serializers.CharField()
+    request_id = serializers.CharField()
+    hash = serializers.CharField()
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["data"] = serializers.JSONField()  # added here: a `data` attribute would shadow Serializer.data
+        return fields
+
+    def to_representation(self, instance: AuditEvent) -> dict[str, Any]:
+        return super().to_representation({"seq": instance.seq, "hash": instance.hash, **event_view(instance.body)})
 
 
 class AuditEventListApi(ListAPIView):

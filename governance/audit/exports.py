@@ -11,19 +11,21 @@ import io
 import json
 import zipfile
 from collections.abc import Iterable, Iterator
-from typing import IO, cast
+from typing import IO, Any, cast
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from governance.audit.integrity import EVENT_COLUMNS, display_mismatches
 from governance.audit.keys import load_signing_key, public_key_pem
 from governance.audit.models import AuditEvent
 from governance.audit.selectors import audit_checkpoints
-from governance.audit.services import checkpoint_line, format_time
+from governance.audit.services import CheckpointRefusedError, audit_checkpoint_create, checkpoint_line, format_time
 from governance.audit.signals import bundle_files
 from governance.audit.verify import CHECKPOINTS_FILE, EVENTS_FILE, MANIFEST_FILE, PUBLIC_KEY_FILE
 
 CHUNK_ROWS = 2000
+MAX_LISTED_MISMATCHES = 1000
 
 CSV_COLUMNS = ["seq", "occurred_at", "actor", "action", "object_type", "object_id", "request_id", "data", "hash"]
 
@@ -44,27 +46,33 @@ def iter_jsonl(events: QuerySet[AuditEvent]) -> Iterator[bytes]:
         yield event_line(seq, prev_hash, event_hash, body)
 
 
+def _iter_bundle_events(mismatches: list[int]) -> Iterator[bytes]:
+    """The whole chain for a bundle; meanwhile notes every row whose display columns were edited."""
+    rows = AuditEvent.objects.order_by("seq").values_list(*EVENT_COLUMNS)
+    for row in rows.iterator(chunk_size=CHUNK_ROWS):
+        if display_mismatches(row):
+            mismatches.append(row[0])
+        yield event_line(row[0], row[1], row[2], row[3])
+
+
 def iter_csv(events: QuerySet[AuditEvent]) -> Iterator[bytes]:
+    """Every cell comes from the hashed body, never from the display columns a superuser could edit."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
-    rows = events.order_by("seq").values_list(
-        "seq", "occurred_at", "actor_name", "action", "object_type", "object_id", "request_id", "data", "hash"
-    )
-    from governance.audit.actions import AuditAction
-
-    for count, row in enumerate(rows.iterator(chunk_size=CHUNK_ROWS), start=1):
-        seq, occurred_at, actor, action, object_type, object_id, request_id, data, event_hash = row
+    rows = events.order_by("seq").values_list("seq", "body", "hash")
+    for count, (seq, body_text, event_hash) in enumerate(rows.iterator(chunk_size=CHUNK_ROWS), start=1):
+        body = event_view(body_text)
         writer.writerow(
             [
                 seq,
-                format_time(occurred_at),
-                _csv_safe(actor),
-                AuditAction(action).label,
-                _csv_safe(object_type),
-                _csv_safe(object_id),
-                _csv_safe(request_id),
-                _csv_safe(json.dumps(data, sort_keys=True, ensure_ascii=False)),
+                body["occurred_at"],
+                _csv_safe(body["actor"]),
+                body["action"],
+                _csv_safe(body["object_type"]),
+                _csv_safe(body["object_id"]),
+                _csv_safe(body["request_id"]),
+                _csv_safe(json.dumps(body["data"], sort_keys=True, ensure_ascii=False)),
                 event_hash,
             ]
         )
@@ -75,19 +83,50 @@ def iter_csv(events: QuerySet[AuditEvent]) -> Iterator[bytes]:
     yield buffer.getvalue().encode()
 
 
+def event_view(body_text: str) -> dict[str, Any]:
+    """What is shown of an event (API, CSV, admin), read from its hashed body."""
+    body = json.loads(body_text)
+    obj = body.get("object") or {}
+    return {
+        "occurred_at": body.get("occurred_at", ""),
+        "actor": body.get("actor", ""),
+        "action": body.get("action", ""),
+        "object_type": obj.get("type", ""),
+        "object_id": obj.get("id", ""),
+        "request_id": body.get("request_id", ""),
+        "data": body.get("data", {}),
+    }
+
+
 def _csv_safe(value: str) -> str:
     # Spreadsheets execute cells starting with these characters (CSV injection).
     return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 def write_bundle(target: IO[bytes]) -> dict[str, object]:
-    """Write the whole chain, checkpoints, public key and manifest into a zip. Returns the manifest."""
+    """Write the whole chain, checkpoints, public key and manifest into a zip. Returns the manifest.
+
+    A fresh checkpoint is signed first (after verifying the chain since the last one), so the
+    bundle's end is vouched for and, once published, anchors later verifications. When the chain
+    does not verify, the bundle is still written (an auditor needs the evidence) and the
+    manifest says why no checkpoint was signed.
+    """
     public_key = public_key_pem(load_signing_key().public_key())
+    fresh: dict[str, object] | None = None
+    refused: str | None = None
+    try:
+        checkpoint = audit_checkpoint_create(force=True)
+    except CheckpointRefusedError as exc:
+        refused = exc.message
+    else:
+        assert checkpoint is not None  # force=True always signs
+        fresh = {"seq": checkpoint.seq, "head_hash": checkpoint.head_hash}
     digests: dict[str, str] = {}
     counts: dict[str, int] = {}
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+        mismatches: list[int] = []
         for name, lines in (
-            (EVENTS_FILE, iter_jsonl(AuditEvent.objects.all())),
+            (EVENTS_FILE, _iter_bundle_events(mismatches)),
             (CHECKPOINTS_FILE, (checkpoint_line(c) for c in audit_checkpoints().iterator())),
         ):
             digest = hashlib.sha256()
@@ -112,6 +151,12 @@ def write_bundle(target: IO[bytes]) -> dict[str, object]:
             "hash_scheme": "hash_n = sha256(bytes.fromhex(hash_{n-1}) || sha256(body_n)); hash_0 = 64*'0'",
             "counts": counts,
             "files": digests,
+            "export_checkpoint": fresh,
+            # Rows whose display columns contradict their hashed body (edited by a superuser); the
+            # verifier fails the bundle when any are listed.
+            "display_column_mismatches": mismatches[:MAX_LISTED_MISMATCHES],
         }
+        if refused is not None:
+            manifest["export_checkpoint_refused"] = refused
         bundle.writestr(MANIFEST_FILE, json.dumps(manifest, indent=2, sort_keys=True))
     return manifest

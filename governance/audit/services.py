@@ -7,8 +7,11 @@ transaction, so the change and its audit event commit or roll back together.
 from __future__ import annotations
 
 import base64
+import contextvars
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC
 from typing import Any
 
@@ -19,9 +22,11 @@ from django.utils import timezone
 
 from governance.audit.actions import AuditAction
 from governance.audit.chain import GENESIS_HASH, chain_hash
+from governance.audit.integrity import chain_problem_since_last_checkpoint
 from governance.audit.keys import key_id, load_signing_key
 from governance.audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
 from governance.core.canonical import canonical_json
+from governance.core.errors import ConflictError
 from governance.core.logging import current_request_id
 
 logger = logging.getLogger(__name__)
@@ -29,6 +34,24 @@ logger = logging.getLogger(__name__)
 BODY_VERSION = 1
 
 AuditObject = models.Model | tuple[str, str] | None
+
+
+# Who acts when a change reaches the trail without a user at hand (Django signals from admin
+# views): set around such code with `acting_as`.
+_acting_actor: contextvars.ContextVar[User | str | None] = contextvars.ContextVar("audit_actor", default=None)
+
+
+@contextmanager
+def acting_as(actor: User | AnonymousUser | str | None) -> Iterator[None]:
+    token = _acting_actor.set(None if isinstance(actor, AnonymousUser) else actor)
+    try:
+        yield
+    finally:
+        _acting_actor.reset(token)
+
+
+def current_actor() -> User | str:
+    return _acting_actor.get() or "system"
 
 
 def _object_ref(obj: AuditObject) -> tuple[str, str]:
@@ -181,30 +204,50 @@ def checkpoint_line(checkpoint: AuditCheckpoint) -> bytes:
     return head[:-1].encode() + b',"body":' + checkpoint.body.encode() + b"}\n"
 
 
+class CheckpointRefusedError(ConflictError):
+    """The chain since the last checkpoint does not verify: signing it would bless a forgery."""
+
+
 def audit_checkpoint_create(*, force: bool = False) -> AuditCheckpoint | None:
-    """Sign the current head. Skipped (None) when nothing was appended since the last checkpoint."""
+    """Sign the current head after verifying the chain since the previous checkpoint.
+
+    Skipped (None) when nothing was appended since the last checkpoint. On a mismatch nothing is
+    signed: an alert is logged, an `audit.checkpoint_refused` event recorded, and
+    CheckpointRefusedError raised.
+    """
     signing_key = load_signing_key()
     with transaction.atomic():
-        head = AuditChainHead.objects.filter(pk=1).first()
+        # The head lock keeps appends out while the segment since the last checkpoint is checked.
+        head = AuditChainHead.objects.select_for_update().filter(pk=1).first()
         seq, head_hash = (head.seq, head.hash) if head else (0, GENESIS_HASH)
         last = AuditCheckpoint.objects.order_by("-seq", "-id").first()
-        if last is not None and last.seq == seq and not force:
+        if last is not None and last.seq == seq and last.head_hash == head_hash and not force:
             return None
-        signed_at = timezone.now()
-        body = canonical_json(
-            {"origin": settings.AUDIT_ORIGIN, "seq": seq, "head_hash": head_hash, "time": format_time(signed_at)}
-        )
-        checkpoint = AuditCheckpoint.objects.create(
-            seq=seq,
-            head_hash=head_hash,
-            origin=settings.AUDIT_ORIGIN,
-            signed_at=signed_at,
-            body=body.decode(),
-            signature=base64.b64encode(signing_key.sign(body)).decode(),
-            key_id=key_id(signing_key.public_key()),
-        )
-        transaction.on_commit(lambda: _publish_checkpoint(checkpoint))
-    return checkpoint
+        problem = chain_problem_since_last_checkpoint(head, signing_key.public_key())
+        if problem is None:
+            signed_at = timezone.now()
+            body = canonical_json(
+                {"origin": settings.AUDIT_ORIGIN, "seq": seq, "head_hash": head_hash, "time": format_time(signed_at)}
+            )
+            checkpoint = AuditCheckpoint.objects.create(
+                seq=seq,
+                head_hash=head_hash,
+                origin=settings.AUDIT_ORIGIN,
+                signed_at=signed_at,
+                body=body.decode(),
+                signature=base64.b64encode(signing_key.sign(body)).decode(),
+                key_id=key_id(signing_key.public_key()),
+            )
+            transaction.on_commit(lambda: _publish_checkpoint(checkpoint))
+            return checkpoint
+    # Outside the head lock: the refusal is recorded on the chain (in the caller's transaction, if any).
+    logger.critical(
+        "audit checkpoint refused: the chain does not verify since the last checkpoint",
+        extra={"problem": problem, "head_seq": seq},
+    )
+    audit_record(actor="system:audit", action=AuditAction.AUDIT_CHECKPOINT_REFUSED,
+                 data={"problem": problem, "head_seq": seq, "head_hash": head_hash})  # fmt: skip
+    raise CheckpointRefusedError(f"checkpoint refused: {problem}", extra={"head_seq": seq})
 
 
 def _publish_checkpoint(checkpoint: AuditCheckpoint) -> None:

@@ -1,10 +1,12 @@
 from django.contrib import admin
 
+from governance.audit.admin_base import ReadOnlyModelAdmin
 from governance.capacity.models import CapacityPlan
 
 
 @admin.register(CapacityPlan)
-class CapacityPlanAdmin(admin.ModelAdmin):
+class CapacityPlanAdmin(ReadOnlyModelAdmin):
+    # A plan is evidence: computed by the worker, never edited or deleted by hand.
     list_display = ("code", "status", "fits", "subject_type", "subject_id", "planner_version", "created_at")
     list_filter = ("status", "fits")
     readonly_fields = ("code", "inputs", "result", "fits", "status", "error", "planner_version", "computed_at")

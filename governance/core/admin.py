@@ -1,23 +1,46 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from governance.audit.admin_base import AuditedModelAdmin, ReadOnlyModelAdmin
 from governance.core.models import ApiToken, Team
+from governance.core.tokens import api_token_revoke
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(AuditedModelAdmin):
     list_display = ("name", "code", "created_at")
     search_fields = ("name",)
     filter_horizontal = ("members",)
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
-    # Tokens are issued through `manage.py issue_token` (the clear text is shown once);
-    # the admin can only inspect and revoke them.
+class ApiTokenAdmin(ReadOnlyModelAdmin):
+    # Tokens are issued through `manage.py issue_token` (the clear text is shown once); the admin
+    # inspects them and revokes through the service, which records the revocation.
     list_display = ("name", "user", "prefix", "scopes", "expires_at", "revoked_at", "last_used_at")
-    readonly_fields = ("user", "name", "prefix", "digest", "scopes", "expires_at", "last_used_at", "code")
-    fields = (*readonly_fields, "revoked_at")
+    fields = ("user", "name", "prefix", "scopes", "expires_at", "revoked_at", "last_used_at", "code")
+    actions = ["revoke"]
 
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        for token in queryset.filter(revoked_at__isnull=True):
+            api_token_revoke(token=token, actor=request.user)  # type: ignore[arg-type]  # admin: a staff user
+            self.message_user(request, f"revoked {token}", level=messages.SUCCESS)
+
+
+# Users and roles (groups): edited in the admin, every save, deletion and membership change audited.
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class AuditedUserAdmin(AuditedModelAdmin, UserAdmin):
+    pass
+
+
+@admin.register(Group)
+class AuditedGroupAdmin(AuditedModelAdmin, GroupAdmin):
+    pass

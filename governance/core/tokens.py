@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
 from governance.core.errors import invalid_input
@@ -75,21 +75,59 @@ def api_token_issue(
     deployment_codes: Iterable[str] = (),
     environments: Iterable[str] = (),
     created_by: User | None = None,
+    actor: User | str | None = None,
 ) -> IssuedToken:
+    """Issue a token for `user`; `actor` (default: the system) is who issued it, on the trail."""
+    from governance.audit.actions import AuditAction
+    from governance.audit.services import audit_record
+
     clear_text = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(
-        user=user,
-        name=name,
-        prefix=clear_text[:PREFIX_LENGTH],
-        digest=_digest(clear_text),
-        scopes=validate_scopes(scopes or []),
-        expires_at=expires_at,
-        team=team,
-        deployment_codes=sorted({str(code) for code in deployment_codes}),
-        environments=sorted(set(environments)),
-        created_by=created_by,
-    )
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user,
+            name=name,
+            prefix=clear_text[:PREFIX_LENGTH],
+            digest=_digest(clear_text),
+            scopes=validate_scopes(scopes or []),
+            expires_at=expires_at,
+            team=team,
+            deployment_codes=sorted({str(code) for code in deployment_codes}),
+            environments=sorted(set(environments)),
+            created_by=created_by,
+        )
+        audit_record(
+            actor=actor or created_by or "system",
+            action=AuditAction.API_TOKEN_ISSUED,
+            obj=token,
+            data={
+                "user": user.get_username(),
+                "name": name,
+                "prefix": token.prefix,  # identifies the token; the clear text and digest never go here
+                "scopes": token.scopes,
+                "team": token.team.name if token.team else None,
+                "expires_at": expires_at.isoformat() if expires_at else None,
+            },
+        )
     return IssuedToken(token=token, clear_text=clear_text)
+
+
+def api_token_revoke(*, token: ApiToken, actor: User | str) -> ApiToken:
+    """Revoke once; the revocation is on the trail with who did it."""
+    from governance.audit.actions import AuditAction
+    from governance.audit.services import audit_record
+
+    with transaction.atomic():
+        locked = ApiToken.objects.select_for_update().get(pk=token.pk)
+        if locked.revoked_at is None:
+            locked.revoked_at = timezone.now()
+            locked.save(update_fields=["revoked_at", "updated_at"])
+            audit_record(
+                actor=actor,
+                action=AuditAction.API_TOKEN_REVOKED,
+                obj=locked,
+                data={"user": locked.user.get_username(), "name": locked.name, "prefix": locked.prefix},
+            )
+    return locked
 
 
 def api_token_resolve(clear_text: str) -> ApiToken | None:

@@ -3,6 +3,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from governance.audit.admin_base import ReadOnlyModelAdmin
 from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, UsageReport, Waiver
 
 
@@ -33,19 +34,17 @@ class WaiverInline(ReadOnlyInline):
 
 
 @admin.register(DeploymentRequest)
-class DeploymentRequestAdmin(admin.ModelAdmin):
-    # Status and evidence change only through the services (audited); the admin reads.
+class DeploymentRequestAdmin(ReadOnlyModelAdmin):
+    # Status and evidence change only through the services (audited); the admin reads. No delete,
+    # single or bulk: a request's history is evidence.
     list_display = ("product_name", "team", "status", "flagged", "approval_expires_at", "created_at")
     list_filter = ("status", "flagged", "team")
     search_fields = ("product_name", "code")
     readonly_fields = [f.name for f in DeploymentRequest._meta.fields]
     inlines = [DecisionInline, ObligationInline, WaiverInline]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
 
 @admin.register(UsageReport)
-class UsageReportAdmin(admin.ModelAdmin):
+class UsageReportAdmin(ReadOnlyModelAdmin):
     list_display = ("request", "month", "monthly_active_users", "revenue_amount", "revenue_currency", "crossed")
     readonly_fields = [f.name for f in UsageReport._meta.fields]

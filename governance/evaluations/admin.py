@@ -1,15 +1,14 @@
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from governance.audit.admin_base import AuditedModelAdmin, ReadOnlyModelAdmin
 from governance.evaluations.models import Cluster, JobRun
 from governance.evaluations.services import cluster_discover, cluster_test_connection
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(AuditedModelAdmin):
     list_display = ("name", "executor", "host", "port", "partition", "last_test_ok", "discovered_at")
     readonly_fields = ("last_test_at", "last_test_ok", "last_test_message", "inventory", "discovered_at")
     actions = ["test_connection", "discover"]
@@ -29,9 +28,6 @@ class ClusterAdmin(admin.ModelAdmin):
 
 
 @admin.register(JobRun)
-class JobRunAdmin(admin.ModelAdmin):
+class JobRunAdmin(ReadOnlyModelAdmin):
     list_display = ("code", "cluster", "kind", "state", "attempt", "job_id", "submitted_at", "finished_at")
     list_filter = ("state", "kind", "cluster")
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

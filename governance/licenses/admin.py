@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from governance.audit.admin_base import AuditedModelAdmin
 from governance.licenses.engine import TERM_FIELDS
 from governance.licenses.models import FxRate, License, LicenseTerm, LicenseVersion
 from governance.licenses.services import (
@@ -35,13 +36,13 @@ class LicenseTermInline(admin.StackedInline):
 
 
 @admin.register(License)
-class LicenseAdmin(admin.ModelAdmin):
+class LicenseAdmin(AuditedModelAdmin):
     list_display = ("key", "name", "spdx_id", "scancode_key")
     search_fields = ("key", "name")
 
 
 @admin.register(LicenseVersion)
-class LicenseVersionAdmin(admin.ModelAdmin):
+class LicenseVersionAdmin(AuditedModelAdmin):
     list_display = ("license", "version", "effective_date", "published_at", "digest")
     list_filter = ("license",)
     readonly_fields = ("digest", "published_at")
@@ -58,6 +59,8 @@ class LicenseVersionAdmin(admin.ModelAdmin):
         for formset in formsets:
             for term in [*formset.new_objects, *(obj for obj, _ in formset.changed_objects)]:
                 license_term_saved(term=term, actor=request.user)
+            for term in getattr(formset, "deleted_objects", []):
+                license_term_saved(term=term, actor=request.user, deleted=True)
         license_version_refresh_digest(form.instance)
 
     @admin.action(description="Publish the selected versions (lists requests to re-evaluate)")
@@ -72,7 +75,7 @@ class LicenseVersionAdmin(admin.ModelAdmin):
 
 
 @admin.register(FxRate)
-class FxRateAdmin(admin.ModelAdmin):
+class FxRateAdmin(AuditedModelAdmin):
     list_display = ("currency", "usd_per_unit", "as_of", "source")
 
     def save_model(self, request: HttpRequest, obj: FxRate, form: Any, change: bool) -> None:

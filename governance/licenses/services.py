@@ -183,9 +183,16 @@ def license_term_saved(*, term: LicenseTerm, actor: Actor, deleted: bool = False
         digest = license_version_refresh_digest(version)
         audit_record(
             actor=actor,
-            action=AuditAction.LICENSE_TERM_CHANGED,
+            action=AuditAction.LICENSE_TERM_DELETED if deleted else AuditAction.LICENSE_TERM_CHANGED,
             obj=version,
-            data={"term": term.code, "clause": term.clause, "deleted": deleted, "digest": digest},
+            data={
+                "term": term.code,
+                "clause": term.clause,
+                "severity": term.severity,
+                "condition": term.condition,
+                "deleted": deleted,
+                "digest": digest,
+            },
         )
 
 

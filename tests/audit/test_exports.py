@@ -45,10 +45,18 @@ def _rewrite_member(path: Path, member: str, transform) -> None:  # type: ignore
             target.writestr(name, data)
 
 
-def test_bundle_verifies_offline_without_django(personas: Personas, tmp_path: Path, audit_signing_key: Path) -> None:
+def test_bundle_verifies_offline_without_django(
+    personas: Personas,
+    tmp_path: Path,
+    audit_signing_key: Path,
+    settings,
+    django_capture_on_commit_callbacks,  # type: ignore[no-untyped-def]
+) -> None:
     _events(personas)
     audit_checkpoint_create()
-    path = _bundle(tmp_path)
+    with django_capture_on_commit_callbacks(execute=True):
+        path = _bundle(tmp_path)  # signs and publishes the export's checkpoint
+    published = Path(settings.AUDIT_CHECKPOINT_PUBLISH_PATH)
     with zipfile.ZipFile(path) as bundle:
         assert set(bundle.namelist()) == {"events.jsonl", "checkpoints.jsonl", "audit-public-key.pem", "manifest.json"}
         lines = bundle.read("events.jsonl").splitlines(keepends=True)
@@ -56,7 +64,7 @@ def test_bundle_verifies_offline_without_django(personas: Personas, tmp_path: Pa
     envelope, body = split_line(lines[0])
     assert body == AuditEvent.objects.get(seq=1).body.encode()  # verbatim bytes
     assert envelope["seq"] == 1
-    result = run_verifier(str(path), "--json")
+    result = run_verifier(str(path), "--json", "--checkpoints", str(published))
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["events"] == 6
     probe = subprocess.run(
@@ -117,7 +125,8 @@ def test_bundle_from_rewritten_database_fails_against_independent_key(
     tamper("DELETE FROM audit_auditevent WHERE seq > 4")
     result = run_verifier(str(_bundle(tmp_path)), "--public-key", str(public_pem))
     assert result.returncode == 1
-    assert "chain ends at seq 4" in result.stdout
+    assert "first bad seq 5" in result.stdout
+    assert "refused to sign a checkpoint" in result.stdout  # the export's checkpoint found the tail missing
 
 
 def test_verifier_usage_errors_exit_2(tmp_path: Path) -> None:
@@ -141,7 +150,7 @@ def test_export_of_100k_events_streams_in_bounded_memory(db: None, tmp_path: Pat
     with path.open("wb") as handle:
         write_bundle(handle)
     result = run_verifier(str(path), "--json")
-    assert result.returncode == 0, result.stdout
+    assert result.returncode == 3, result.stdout  # intact; no published log given, so unanchored
     assert json.loads(result.stdout)["events"] == 100_000
 
 
@@ -205,4 +214,5 @@ def test_api_bundle_download_verifies(personas: Personas, tmp_path: Path) -> Non
     path = tmp_path / "dl.zip"
     path.write_bytes(b"".join(response.streaming_content))
     result = run_verifier(str(path))
-    assert result.returncode == 0, result.stdout
+    assert result.returncode == 3, result.stdout  # intact, but no published log was given
+    assert result.stdout.startswith("UNANCHORED: chain intact")

@@ -55,7 +55,13 @@ class Command(BaseCommand):
                 user.save()
                 self.stderr.write(f"created service user {username!r} (no password, no role)")
             try:
-                issued = api_token_issue(user=user, name=options["name"], scopes=options["scopes"], team=team)
+                issued = api_token_issue(
+                    user=user,
+                    name=options["name"],
+                    scopes=options["scopes"],
+                    team=team,
+                    actor="system:manage.py issue_token",
+                )
             except ApplicationError as exc:
                 raise CommandError(exc.message) from None
         self.stdout.write(issued.clear_text)

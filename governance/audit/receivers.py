@@ -1,0 +1,106 @@
+"""Audit events for changes Django itself makes: logins, and role and team membership changes.
+
+They come through Django's signals because every path (login views, the admin, a shell) must
+leave a trace, not only the paths that go through our services. Each receiver runs inside the
+transaction of the change it records. Membership signals carry no user: the actor is whoever
+the admin view (or a service) declared with `acting_as`, else "system".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import Group, User
+from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
+from django.db.models import Model
+from django.db.models.signals import m2m_changed
+from django.dispatch import receiver
+from django.http import HttpRequest
+
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_record, current_actor
+from governance.core.models import Team
+
+_VERBS = {"post_add": "added", "post_remove": "removed", "pre_clear": "removed"}
+
+
+def _client(request: HttpRequest | None) -> dict[str, str]:
+    return {} if request is None else {"path": request.path, "ip": request.META.get("REMOTE_ADDR", "")}
+
+
+def _user_ref(user: User) -> tuple[str, str]:
+    return ("auth.user", user.get_username())
+
+
+@receiver(user_logged_in, dispatch_uid="audit-user-logged-in")
+def audit_login(sender: Any, request: HttpRequest | None, user: User, **kwargs: Any) -> None:
+    audit_record(actor=user, action=AuditAction.USER_LOGIN, obj=_user_ref(user), data=_client(request))
+
+
+@receiver(user_logged_out, dispatch_uid="audit-user-logged-out")
+def audit_logout(sender: Any, request: HttpRequest | None, user: User | None, **kwargs: Any) -> None:
+    if user is not None:
+        audit_record(actor=user, action=AuditAction.USER_LOGOUT, obj=_user_ref(user))
+
+
+@receiver(user_login_failed, dispatch_uid="audit-user-login-failed")
+def audit_login_failed(
+    sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None, **kwargs: Any
+) -> None:
+    # Only the name tried: Django masks the password in `credentials`, and nothing else of it is kept.
+    username = str(credentials.get("username", ""))[:150]
+    audit_record(
+        actor="anonymous",
+        action=AuditAction.USER_LOGIN_FAILED,
+        obj=("auth.user", username),
+        data={"username": username, **_client(request)},
+    )
+
+
+def _changed_pks(instance: Model, action: str, pk_set: set[Any] | None, related_name: str) -> set[Any]:
+    if action == "pre_clear":  # clear() sends no pk_set: what is removed is everything related now
+        return set(getattr(instance, related_name).values_list("pk", flat=True))
+    return set(pk_set or ())
+
+
+@receiver(m2m_changed, sender=User.groups.through, dispatch_uid="audit-user-roles")
+def audit_roles_changed(
+    sender: Any, instance: Model, action: str, reverse: bool, pk_set: set[Any] | None, **kwargs: Any
+) -> None:
+    """One event per user whose roles changed (user.groups.add(...) or group.user_set.add(...))."""
+    verb = _VERBS.get(action)
+    if verb is None:
+        return
+    if not reverse:
+        assert isinstance(instance, User)
+        pks = _changed_pks(instance, action, pk_set, "groups")
+        names = sorted(Group.objects.filter(pk__in=pks).values_list("name", flat=True))
+        changes = [(instance, names)] if names else []
+    else:
+        assert isinstance(instance, Group)
+        pks = _changed_pks(instance, action, pk_set, "user_set")
+        changes = [(user, [instance.name]) for user in User.objects.filter(pk__in=pks)]
+    for user, names in changes:
+        audit_record(actor=current_actor(), action=AuditAction.USER_ROLES_CHANGED, obj=_user_ref(user),
+                     data={verb: names})  # fmt: skip
+
+
+@receiver(m2m_changed, sender=Team.members.through, dispatch_uid="audit-team-members")
+def audit_team_members_changed(
+    sender: Any, instance: Model, action: str, reverse: bool, pk_set: set[Any] | None, **kwargs: Any
+) -> None:
+    """One event per team whose members changed, on the team's timeline."""
+    verb = _VERBS.get(action)
+    if verb is None:
+        return
+    if not reverse:
+        assert isinstance(instance, Team)
+        pks = _changed_pks(instance, action, pk_set, "members")
+        names = sorted(User.objects.filter(pk__in=pks).values_list("username", flat=True))
+        changes = [(instance, names)] if names else []
+    else:
+        assert isinstance(instance, User)
+        pks = _changed_pks(instance, action, pk_set, "teams")
+        changes = [(team, [instance.get_username()]) for team in Team.objects.filter(pk__in=pks)]
+    for team, names in changes:
+        audit_record(actor=current_actor(), action=AuditAction.TEAM_MEMBERS_CHANGED, obj=team, data={verb: names})
