@@ -51,6 +51,7 @@ class RefusalCode(models.TextChoices):
     STALE_DIGEST = "evidence.stale"
     WRONG_ORDER = "order.legal_first"
     ALREADY_SIGNED = "signoff.already_signed"
+    SAME_SIGNER = "signer.same"
     CERTIFICATE_REVOKED = "certificate.revoked"
     NO_PKI = "pki.missing"
     BLOCKERS = "blockers.present"

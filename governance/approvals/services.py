@@ -424,6 +424,15 @@ def _sign_off(
     live = list(live_signoffs(deployment).filter(evidence_digest=deployment.evidence_digest))
     if any(s.role == role for s in live):
         raise _refuse(RefusalCode.ALREADY_SIGNED, f"the {role} sign-off on this evidence is already recorded")
+    # Separation of duties: whoever holds both reviewer roles still signs only one of them.
+    other = next((s for s in live_signoffs(deployment) if s.signer_id == user.pk and s.role != role), None)
+    if other is not None:
+        raise _refuse(
+            RefusalCode.SAME_SIGNER,
+            f"you already signed this request as {other.role}; each sign-off needs a distinct person "
+            "(separation of duties)",
+            status=403,
+        )
     if decision == Decision.APPROVE:
         blockers = deployment_blockers(deployment, role)
         if blockers:

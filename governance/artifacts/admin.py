@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from governance.artifacts.models import ModelArtifact
-from governance.audit.admin_base import ReadOnlyModelAdmin
+from governance.core.admin_base import ReadOnlyModelAdmin
 
 
 @admin.register(ModelArtifact)

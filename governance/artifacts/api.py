@@ -15,7 +15,9 @@ from rest_framework.views import APIView
 
 from governance.artifacts.models import DIGEST_VALIDATOR, Derivation, Modality, ModelArtifact
 from governance.artifacts.selectors import artifact_get, artifacts_visible_to
-from governance.artifacts.services import artifact_register
+from governance.artifacts.services import artifact_register, artifact_share
+from governance.core.errors import invalid_input
+from governance.core.models import Team
 from governance.core.permissions import role_permission
 from governance.core.roles import Role
 from governance.core.selectors import team_choose
@@ -115,3 +117,21 @@ class ArtifactDetailApi(APIView):
     @extend_schema(responses=ArtifactOutputSerializer, summary="One artifact with its license lineage")
     def get(self, request: Request, code: str) -> Response:
         return Response(ArtifactOutputSerializer(artifact_get(request.user, code)).data)
+
+
+class ArtifactShareInputSerializer(StrictSerializer):
+    team = serializers.CharField(max_length=120, help_text="name of the team to share with")
+
+
+class ArtifactShareApi(APIView):
+    @extend_schema(request=ArtifactShareInputSerializer, responses=ArtifactOutputSerializer,
+                   summary="Share an artifact with another team (requesters of the owning team)")  # fmt: skip
+    def post(self, request: Request, code: str) -> Response:
+        artifact = artifact_get(request.user, code)
+        serializer = ArtifactShareInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        team = Team.objects.filter(name=serializer.validated_data["team"]).first()
+        if team is None:
+            raise invalid_input("team", "no such team")
+        shared = artifact_share(artifact=artifact, team=team, actor=cast(User, request.user))
+        return Response(ArtifactOutputSerializer(shared).data)

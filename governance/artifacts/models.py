@@ -38,6 +38,8 @@ class ModelArtifact(BaseModel):
     modality = models.CharField(max_length=12, choices=Modality.choices, default=Modality.TEXT)
     quantization_config = models.JSONField(null=True, blank=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="derivatives")
+    # An artifact is used by its own team only, unless its team shares it with another one.
+    shared_with = models.ManyToManyField(Team, related_name="shared_artifacts", blank=True)
     derivation = models.CharField(max_length=12, choices=Derivation.choices, default=Derivation.NONE)
     merged_with = models.ManyToManyField("self", blank=True, symmetrical=False, related_name="merged_into")
     registered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from governance.artifacts.models import ModelArtifact
 from governance.core.errors import NotFoundError
+from governance.core.models import Team
 from governance.core.roles import Role, has_role
 
 
@@ -15,7 +16,7 @@ def artifacts_visible_to(user: Any) -> QuerySet[ModelArtifact]:
     if has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER, Role.AUDITOR, Role.ADMIN):
         return artifacts
     if has_role(user, Role.REQUESTER):
-        return artifacts.filter(team__members=user)
+        return artifacts.filter(Q(team__members=user) | Q(shared_with__members=user)).distinct()
     return artifacts.none()
 
 
@@ -24,3 +25,9 @@ def artifact_get(user: Any, code: Any) -> ModelArtifact:
     if found is None:
         raise NotFoundError("no such artifact")
     return found
+
+
+def artifact_usable_by(artifact: ModelArtifact, team: Team) -> bool:
+    """Whether `team` may build on `artifact` (a deployment request, a derivative): its own
+    artifacts and those shared with it explicitly. Seeing an artifact (reviewers see all) is not enough."""
+    return artifact.team_id == team.pk or artifact.shared_with.filter(pk=team.pk).exists()

@@ -8,10 +8,12 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.artifacts.models import Derivation, ModelArtifact
+from governance.artifacts.selectors import artifact_usable_by
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
-from governance.core.errors import invalid_input
+from governance.core.errors import PermissionDeniedError, invalid_input
 from governance.core.models import Team
+from governance.core.roles import Role, has_role
 from governance.licenses.selectors import license_current_version
 from planner.hf_config import checkpoint_quantization, parse_config
 from planner.specs import models as planner_models
@@ -44,6 +46,11 @@ def artifact_register(*, actor: User, team: Team, data: dict[str, Any]) -> Model
         raise invalid_input("parent", f"a {derivation} needs its parent artifact")
     if merged and derivation != Derivation.MERGE:
         raise invalid_input("merged_with", "only a merge combines other artifacts")
+    if parent is not None and not artifact_usable_by(parent, team):
+        raise invalid_input("parent", "belongs to another team and is not shared with yours")
+    for other in merged:
+        if not artifact_usable_by(other, team):
+            raise invalid_input("merged_with", f"{other.code} belongs to another team and is not shared with yours")
     with transaction.atomic():
         artifact = ModelArtifact.objects.create(
             team=team,
@@ -75,4 +82,22 @@ def artifact_register(*, actor: User, team: Team, data: dict[str, Any]) -> Model
                 "parent": str(parent.code) if parent else None,
             },
         )
+    return artifact
+
+
+def artifact_share(*, artifact: ModelArtifact, team: Team, actor: User) -> ModelArtifact:
+    """Let `team` build on `artifact`. Only a requester of the owning team shares its artifacts."""
+    if not has_role(actor, Role.REQUESTER) or not artifact.team.members.filter(pk=actor.pk).exists():
+        raise PermissionDeniedError("only a requester of the artifact's team shares it")
+    if team.pk == artifact.team_id:
+        raise invalid_input("team", "the artifact already belongs to this team")
+    with transaction.atomic():
+        if not artifact.shared_with.filter(pk=team.pk).exists():
+            artifact.shared_with.add(team)
+            audit_record(
+                actor=actor,
+                action=AuditAction.ARTIFACT_SHARED,
+                obj=artifact,
+                data={"team": team.name, "team_code": str(team.code)},
+            )
     return artifact

@@ -26,6 +26,7 @@ class AuditAction(models.IntegerChoices):
     # 300-399: model artifacts
     ARTIFACT_REGISTERED = 300, "artifact.registered"
     ARTIFACT_UPDATED = 301, "artifact.updated"
+    ARTIFACT_SHARED = 302, "artifact.shared"
     # 400-499: deployment requests
     DEPLOYMENT_CREATED = 400, "deployment.created"
     DEPLOYMENT_UPDATED = 401, "deployment.updated"

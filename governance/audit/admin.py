@@ -1,8 +1,8 @@
 from django.contrib import admin
 
-from governance.audit.admin_base import ReadOnlyModelAdmin
 from governance.audit.exports import event_view
 from governance.audit.models import AuditCheckpoint, AuditEvent
+from governance.core.admin_base import ReadOnlyModelAdmin
 
 
 @admin.register(AuditEvent)

@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from governance.audit.actions import AuditAction
 from governance.audit.exports import event_view, iter_csv, iter_jsonl, write_bundle
 from governance.audit.models import AuditCheckpoint, AuditEvent
-from governance.audit.selectors import audit_checkpoints, audit_events_filter
+from governance.audit.selectors import audit_checkpoints, audit_events_filter, audit_events_visible_to
 from governance.audit.services import audit_record
 from governance.core.permissions import role_permission
 from governance.core.roles import Role
@@ -83,7 +83,7 @@ class AuditEventListApi(ListAPIView):
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
-        return _filtered_events(self.request)
+        return audit_events_visible_to(self.request.user, _filtered_events(self.request))
 
 
 class AuditCheckpointOutputSerializer(serializers.ModelSerializer):

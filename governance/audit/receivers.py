@@ -1,4 +1,5 @@
-"""Audit events for changes Django itself makes: logins, and role and team membership changes.
+"""Audit events for changes announced by signals: logins (Django), role and team membership
+changes (Django's m2m signals), token issue/revoke and admin saves and deletions (core).
 
 They come through Django's signals because every path (login views, the admin, a shell) must
 leave a trace, not only the paths that go through our services. Each receiver runs inside the
@@ -18,8 +19,10 @@ from django.dispatch import receiver
 from django.http import HttpRequest
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, current_actor
-from governance.core.models import Team
+from governance.audit.services import audit_record
+from governance.core.context import current_actor
+from governance.core.models import ApiToken, Team
+from governance.core.signals import admin_object_deleted, admin_object_saved, api_token_issued, api_token_revoked
 
 _VERBS = {"post_add": "added", "post_remove": "removed", "pre_clear": "removed"}
 
@@ -104,3 +107,44 @@ def audit_team_members_changed(
         changes = [(team, [instance.get_username()]) for team in Team.objects.filter(pk__in=pks)]
     for team, names in changes:
         audit_record(actor=current_actor(), action=AuditAction.TEAM_MEMBERS_CHANGED, obj=team, data={verb: names})
+
+
+@receiver(api_token_issued, dispatch_uid="audit-token-issued")
+def audit_token_issued(sender: Any, token: ApiToken, actor: Any, **kwargs: Any) -> None:
+    audit_record(
+        actor=actor,
+        action=AuditAction.API_TOKEN_ISSUED,
+        obj=token,
+        data={
+            "user": token.user.get_username(),
+            "name": token.name,
+            "prefix": token.prefix,  # identifies the token; the clear text and digest never go here
+            "scopes": token.scopes,
+            "expires_at": token.expires_at.isoformat() if token.expires_at else None,
+        },
+    )
+
+
+@receiver(api_token_revoked, dispatch_uid="audit-token-revoked")
+def audit_token_revoked(sender: Any, token: ApiToken, actor: Any, **kwargs: Any) -> None:
+    audit_record(actor=actor, action=AuditAction.API_TOKEN_REVOKED, obj=token,
+                 data={"user": token.user.get_username(), "name": token.name, "prefix": token.prefix})  # fmt: skip
+
+
+def _admin_ref(obj: Model) -> tuple[str, str]:
+    public_id = getattr(obj, "code", None) or getattr(obj, "key", None) or getattr(obj, "username", None) or obj.pk
+    return obj._meta.label_lower, str(public_id)
+
+
+@receiver(admin_object_saved, dispatch_uid="audit-admin-saved")
+def audit_admin_saved(sender: Any, obj: Model, actor: Any, created: bool, fields: list[str], **kwargs: Any) -> None:
+    audit_record(actor=actor, action=AuditAction.ADMIN_OBJECT_CHANGED, obj=_admin_ref(obj),
+                 data={"created": created, "fields": fields, "object": str(obj)})  # fmt: skip
+
+
+@receiver(admin_object_deleted, dispatch_uid="audit-admin-deleted")
+def audit_admin_deleted(sender: Any, obj: Model, actor: Any, bulk: bool, **kwargs: Any) -> None:
+    data: dict[str, Any] = {"object": str(obj)}
+    if bulk:
+        data["bulk"] = True
+    audit_record(actor=actor, action=AuditAction.ADMIN_OBJECT_DELETED, obj=_admin_ref(obj), data=data)

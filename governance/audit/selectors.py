@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db.models import QuerySet
 
 from governance.audit.models import AuditCheckpoint, AuditEvent
+from governance.core.signals import audit_objects_hidden
 
 
 def audit_events_filter(
@@ -32,6 +34,22 @@ def audit_events_filter(
     if object_id:
         events = events.filter(object_id=object_id)
     return events.order_by("seq")
+
+
+def audit_events_visible_to(user: Any, events: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+    """Auditors and admins see every event; anyone else never sees the events of an object they
+    would get 404 for (a reviewer and another team's draft). The apps owning those objects answer
+    the `audit_objects_hidden` signal (they sit above this app)."""
+    from governance.core.roles import Role, has_role
+
+    if has_role(user, Role.AUDITOR, Role.ADMIN):
+        return events
+    for _receiver, hidden in audit_objects_hidden.send(sender=AuditEvent, user=user):
+        if not isinstance(hidden, dict):
+            continue
+        for object_type, object_ids in hidden.items():
+            events = events.exclude(object_type=object_type, object_id__in=list(object_ids))
+    return events
 
 
 def audit_checkpoints() -> QuerySet[AuditCheckpoint]:

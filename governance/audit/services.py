@@ -7,11 +7,8 @@ transaction, so the change and its audit event commit or roll back together.
 from __future__ import annotations
 
 import base64
-import contextvars
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC
 from typing import Any
 
@@ -34,24 +31,6 @@ logger = logging.getLogger(__name__)
 BODY_VERSION = 1
 
 AuditObject = models.Model | tuple[str, str] | None
-
-
-# Who acts when a change reaches the trail without a user at hand (Django signals from admin
-# views): set around such code with `acting_as`.
-_acting_actor: contextvars.ContextVar[User | str | None] = contextvars.ContextVar("audit_actor", default=None)
-
-
-@contextmanager
-def acting_as(actor: User | AnonymousUser | str | None) -> Iterator[None]:
-    token = _acting_actor.set(None if isinstance(actor, AnonymousUser) else actor)
-    try:
-        yield
-    finally:
-        _acting_actor.reset(token)
-
-
-def current_actor() -> User | str:
-    return _acting_actor.get() or "system"
 
 
 def _object_ref(obj: AuditObject) -> tuple[str, str]:

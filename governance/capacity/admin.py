@@ -1,7 +1,7 @@
 from django.contrib import admin
 
-from governance.audit.admin_base import ReadOnlyModelAdmin
 from governance.capacity.models import CapacityPlan
+from governance.core.admin_base import ReadOnlyModelAdmin
 
 
 @admin.register(CapacityPlan)

@@ -4,21 +4,41 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.db.models import Q, QuerySet
 
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.core.errors import NotFoundError
 from governance.core.roles import Role, has_role
 
+DEPLOYMENT_SUBJECT = "deployments.deploymentrequest"
+
+
+# The status of a subject that is not submitted yet (deployments' Status.DRAFT; not imported: a lower layer).
+_DRAFT = "draft"
+
 
 def capacity_plans_visible_to(user: Any) -> QuerySet[CapacityPlan]:
-    """Reviewers, auditors and admins see every plan; others the plans they or a teammate requested."""
+    """Scoped like the subject: auditors and admins see every plan; requesters the plans they or a
+    teammate requested; reviewers the plans of submitted requests (never a draft's)."""
     plans = CapacityPlan.objects.all()
-    if has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER, Role.AUDITOR, Role.ADMIN):
+    if has_role(user, Role.AUDITOR, Role.ADMIN):
         return plans
     if not getattr(user, "is_authenticated", False):
         return plans.none()
-    return plans.filter(Q(requested_by=user) | Q(requested_by__teams__members=user)).distinct()
+    condition = Q(requested_by=user)
+    if has_role(user, Role.REQUESTER):
+        condition |= Q(requested_by__teams__members=user)
+    if has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER):
+        condition |= Q(subject_type=DEPLOYMENT_SUBJECT, subject_id__in=_submitted_subject_ids())
+    return plans.filter(condition).distinct()
+
+
+def _submitted_subject_ids() -> list[str]:
+    """Codes of deployment requests past draft. The plan refers to its subject by label (a generic
+    reference), so the model is resolved through the app registry rather than imported upwards."""
+    subject_model = apps.get_model(DEPLOYMENT_SUBJECT)
+    return [str(code) for code in subject_model.objects.exclude(status=_DRAFT).values_list("code", flat=True)]
 
 
 def capacity_plan_get(user: Any, code: Any) -> CapacityPlan:

@@ -4,7 +4,7 @@ from django.contrib.auth.models import Group, User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from governance.audit.admin_base import AuditedModelAdmin, ReadOnlyModelAdmin
+from governance.core.admin_base import AuditedModelAdmin, ReadOnlyModelAdmin
 from governance.core.models import ApiToken, Team
 from governance.core.tokens import api_token_revoke
 

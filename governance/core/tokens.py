@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from governance.core.errors import invalid_input
 from governance.core.models import ApiToken, Team
+from governance.core.signals import api_token_issued, api_token_revoked
 
 TOKEN_PREFIX = "gov_"  # noqa: S105  (a public marker, not a secret)
 PREFIX_LENGTH = 12
@@ -78,9 +79,6 @@ def api_token_issue(
     actor: User | str | None = None,
 ) -> IssuedToken:
     """Issue a token for `user`; `actor` (default: the system) is who issued it, on the trail."""
-    from governance.audit.actions import AuditAction
-    from governance.audit.services import audit_record
-
     clear_text = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         token = ApiToken.objects.create(
@@ -95,38 +93,18 @@ def api_token_issue(
             environments=sorted(set(environments)),
             created_by=created_by,
         )
-        audit_record(
-            actor=actor or created_by or "system",
-            action=AuditAction.API_TOKEN_ISSUED,
-            obj=token,
-            data={
-                "user": user.get_username(),
-                "name": name,
-                "prefix": token.prefix,  # identifies the token; the clear text and digest never go here
-                "scopes": token.scopes,
-                "team": token.team.name if token.team else None,
-                "expires_at": expires_at.isoformat() if expires_at else None,
-            },
-        )
+        api_token_issued.send(sender=ApiToken, token=token, actor=actor or created_by or "system")
     return IssuedToken(token=token, clear_text=clear_text)
 
 
 def api_token_revoke(*, token: ApiToken, actor: User | str) -> ApiToken:
     """Revoke once; the revocation is on the trail with who did it."""
-    from governance.audit.actions import AuditAction
-    from governance.audit.services import audit_record
-
     with transaction.atomic():
         locked = ApiToken.objects.select_for_update().get(pk=token.pk)
         if locked.revoked_at is None:
             locked.revoked_at = timezone.now()
             locked.save(update_fields=["revoked_at", "updated_at"])
-            audit_record(
-                actor=actor,
-                action=AuditAction.API_TOKEN_REVOKED,
-                obj=locked,
-                data={"user": locked.user.get_username(), "name": locked.name, "prefix": locked.prefix},
-            )
+            api_token_revoked.send(sender=ApiToken, token=locked, actor=actor)
     return locked
 
 

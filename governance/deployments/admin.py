@@ -3,7 +3,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from governance.audit.admin_base import ReadOnlyModelAdmin
+from governance.core.admin_base import ReadOnlyModelAdmin
 from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, UsageReport, Waiver
 
 

@@ -21,3 +21,8 @@ class DeploymentsConfig(AppConfig):
         plan_computed.connect(on_capacity_plan_computed, dispatch_uid="deployments.plan_computed")
         eval_finished.connect(on_eval_finished, dispatch_uid="deployments.eval_finished")
         version_published.connect(on_license_version_published, dispatch_uid="deployments.version_published")
+
+        from governance.core.signals import audit_objects_hidden
+        from governance.deployments.selectors import deployments_hidden_from
+
+        audit_objects_hidden.connect(deployments_hidden_from, dispatch_uid="deployments.audit_objects_hidden")

@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from governance.audit.admin_base import AuditedModelAdmin, ReadOnlyModelAdmin
+from governance.core.admin_base import AuditedModelAdmin, ReadOnlyModelAdmin
 from governance.evaluations.models import Cluster, JobRun
 from governance.evaluations.services import cluster_discover, cluster_test_connection
 

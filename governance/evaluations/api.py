@@ -35,6 +35,7 @@ class ClusterOutputSerializer(serializers.ModelSerializer):
             "port",
             "user",
             "remote_root",
+            "model_roots",
             "partition",
             "account",
             "qos",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import posixpath
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -40,6 +41,20 @@ def validate_eval_set(text: str) -> int:
     return count
 
 
+def resolve_model_path(cluster: Cluster, path: str) -> str:
+    """The checkpoint directory, normalised, provided it lies inside one of the cluster's model
+    roots: the job must never be pointed at other files of the cluster (keys, /etc, other runs)."""
+    if not path.startswith("/") or ".." in path.split("/") or "\0" in path:
+        raise invalid_input("model_path", "an absolute path without '..' segments")
+    resolved = posixpath.normpath(path)
+    roots = [posixpath.normpath(root) for root in cluster.model_roots or []]
+    if not roots:
+        raise invalid_input("model_path", f"cluster {cluster.name} has no model roots configured")
+    if not any(resolved == root or resolved.startswith(root.rstrip("/") + "/") for root in roots):
+        raise invalid_input("model_path", f"must lie inside one of the cluster's model roots: {', '.join(roots)}")
+    return resolved
+
+
 def eval_run_request(
     *,
     cluster: Cluster,
@@ -59,6 +74,8 @@ def eval_run_request(
         raise invalid_input("scheme", f"unknown {scheme!r}; one of {', '.join(SCHEME_NAMES)}")
     if not ("path" in model or "config" in model):
         raise invalid_input("model", "give a checkpoint path on the cluster ('path')")
+    if "path" in model:
+        model = {**model, "path": resolve_model_path(cluster, str(model["path"]))}
     if not 0 < threshold < 1:
         raise invalid_input("threshold", "must be between 0 and 1")
     spec: dict[str, Any] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
@@ -11,6 +12,20 @@ from governance.core.models import BaseModel
 TOKEN = RegexValidator(r"^[A-Za-z0-9_.-]{1,64}$", "letters, digits, '_', '.', '-' only")
 PATH = RegexValidator(r"^/[A-Za-z0-9_./-]{1,400}$", "an absolute path of letters, digits, '_', '.', '-', '/'")
 PROGRAM = RegexValidator(r"^(/[A-Za-z0-9_./-]{1,400}|[A-Za-z0-9_.-]{1,64})$", "a command name or an absolute path")
+
+
+def no_parent_segments(value: str) -> None:
+    """`..` would climb out of the directory an operator configured (the regex allows dots)."""
+    if ".." in value.split("/"):
+        raise ValidationError("must not contain '..' segments")
+
+
+def model_roots_valid(value: object) -> None:
+    if not isinstance(value, list) or not all(isinstance(root, str) for root in value):
+        raise ValidationError("a list of absolute directory paths")
+    for root in value:
+        PATH(root)
+        no_parent_segments(root)
 
 
 class ExecutorKind(models.TextChoices):
@@ -28,10 +43,17 @@ class Cluster(BaseModel):
     key_path = models.CharField(
         max_length=400,
         blank=True,
-        validators=[PATH],
+        validators=[PATH, no_parent_segments],
         help_text="path of the private key file on the workers (the key is never stored)",
     )
-    remote_root = models.CharField(max_length=400, validators=[PATH])
+    remote_root = models.CharField(max_length=400, validators=[PATH, no_parent_segments])
+    model_roots = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[model_roots_valid],
+        help_text="directories on the cluster that model checkpoints may be read from; an eval's model_path "
+        "must resolve inside one of them",
+    )
     partition = models.CharField(max_length=64, blank=True, validators=[TOKEN])
     account = models.CharField(max_length=64, blank=True, validators=[TOKEN])
     qos = models.CharField(max_length=64, blank=True, validators=[TOKEN])

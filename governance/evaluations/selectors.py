@@ -1,18 +1,20 @@
 """Reads of clusters, job runs and eval runs, with object scoping in the query: what a user may not
-see is not found. Eval runs belong to a deployment request; its team sees them, and so do reviewers."""
+see is not found. Eval runs belong to a deployment request and are scoped like it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from governance.core.errors import NotFoundError
 from governance.core.roles import Role, has_role
 from governance.evaluations.models import Cluster, EvalRun, JobRun
 
-# Roles that see every cluster, job and eval run (the people who run and judge them).
-SEE_ALL = (Role.ENGINEERING_REVIEWER, Role.LEGAL_REVIEWER, Role.AUDITOR, Role.ADMIN)
+# Roles that see every job and eval run.
+SEE_ALL = (Role.AUDITOR, Role.ADMIN)
+# The status of a request not submitted yet (deployments' Status.DRAFT; not imported: a lower layer).
+_DRAFT = "draft"
 
 
 def clusters_visible_to(user: Any) -> QuerySet[Cluster]:
@@ -27,15 +29,6 @@ def _found(queryset: QuerySet[Any], code: Any, what: str) -> Any:
     return found
 
 
-def _scoped(user: Any, queryset: QuerySet[Any], team_members: str) -> QuerySet[Any]:
-    """Everything for SEE_ALL roles; for a requester, what hangs off their teams' deployment requests."""
-    if has_role(user, *SEE_ALL):
-        return queryset
-    if has_role(user, Role.REQUESTER):
-        return queryset.filter(**{team_members: user}).distinct()
-    return queryset.none()
-
-
 def cluster_get(user: Any, code: Any) -> Cluster:
     found: Cluster = _found(clusters_visible_to(user), code, "cluster")
     return found
@@ -46,7 +39,19 @@ def cluster_by_name(name: str) -> Cluster | None:
 
 
 def jobruns_visible_to(user: Any) -> QuerySet[JobRun]:
-    return _scoped(user, JobRun.objects.select_related("cluster"), "eval_run__request__team__members")
+    """An eval's job is scoped like its request (its team; reviewers once submitted); cluster
+    operations (discovery, commands) are for engineering reviewers."""
+    runs = JobRun.objects.select_related("cluster")
+    if has_role(user, *SEE_ALL):
+        return runs
+    condition = Q(pk__in=[])
+    if has_role(user, Role.REQUESTER):
+        condition |= Q(eval_run__request__team__members=user)
+    if has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER):
+        condition |= Q(eval_run__request__isnull=False) & ~Q(eval_run__request__status=_DRAFT)
+    if has_role(user, Role.ENGINEERING_REVIEWER):
+        condition |= Q(eval_run__isnull=True)
+    return runs.filter(condition).distinct()
 
 
 def jobrun_get(user: Any, code: Any) -> JobRun:
@@ -55,7 +60,16 @@ def jobrun_get(user: Any, code: Any) -> JobRun:
 
 
 def evalruns_visible_to(user: Any) -> QuerySet[EvalRun]:
-    return _scoped(user, EvalRun.objects.select_related("job", "job__cluster"), "request__team__members")
+    """Scoped like the request: its team sees them; reviewers once it is submitted, never a draft's."""
+    runs = EvalRun.objects.select_related("job", "job__cluster")
+    if has_role(user, *SEE_ALL):
+        return runs
+    condition = Q(pk__in=[])
+    if has_role(user, Role.REQUESTER):
+        condition |= Q(request__team__members=user)
+    if has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER):
+        condition |= Q(request__isnull=False) & ~Q(request__status=_DRAFT)
+    return runs.filter(condition).distinct()
 
 
 def evalrun_get(user: Any, code: Any) -> EvalRun:

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from governance.audit.admin_base import AuditedModelAdmin
+from governance.core.admin_base import AuditedModelAdmin
 from governance.licenses.engine import TERM_FIELDS
 from governance.licenses.models import FxRate, License, LicenseTerm, LicenseVersion
 from governance.licenses.services import (

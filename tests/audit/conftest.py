@@ -18,5 +18,5 @@ from tests.conftest import Personas
 def personas(personas: Personas) -> Personas:
     with triggers_suspended(connection), connection.cursor() as cursor:
         for table in ("audit_auditevent", "audit_auditcheckpoint", "audit_auditchainhead"):
-            cursor.execute(f"DELETE FROM {table}")  # noqa: S608  (fixed table names)
+            cursor.execute(f"DELETE FROM {table}")
     return personas

@@ -15,8 +15,8 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 
 from governance.audit.actions import AuditAction
-from governance.audit.admin_base import AuditedModelAdmin
 from governance.audit.models import AuditEvent
+from governance.core.admin_base import AuditedModelAdmin
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role
 from governance.core.tokens import api_token_issue

@@ -85,7 +85,7 @@ def test_uploaded_eval_set_is_validated_and_shipped(flow: Flow, artifacts, perso
     from governance.evaluations.evals import validate_eval_set
     from governance.evaluations.models import JobRun
 
-    Cluster.objects.create(name="c2", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path))
+    Cluster.objects.create(name="c2", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path), model_roots=["/models"])
     code = flow.to_review(artifacts["apache"])
     client = flow.client(personas.engineer)
     body = {"cluster": "c2", "scheme": "w8a8", "model_path": "/models/x"}

@@ -179,11 +179,24 @@ def build_evidence(deployment: DeploymentRequest, evaluations: list[dict[str, An
     }
 
 
-def deployment_evidence_refresh(deployment: DeploymentRequest, actor: Actor, reason: str) -> bool:
+def _finding_keys(licenses: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
+    """What a finding is, for deciding whether an evaluation changed (not its measured values)."""
+    return {(e["license"], f["code"], f["severity"], f.get("clause", "")) for e in licenses for f in e["findings"]}
+
+
+def deployment_evidence_refresh(
+    deployment: DeploymentRequest, actor: Actor, reason: str, *, only_if_findings_change: bool = False
+) -> bool:
     """Re-evaluate and recompute the evidence (row locked). When the digest changes, reviewers'
     decisions on the old digest are voided and an approved request returns to review.
-    Returns True when the evidence changed."""
+    `only_if_findings_change` (usage reports): keep the evidence, and so the sign-offs, unless
+    the evaluation found something different. Returns True when the evidence changed."""
     evaluations = _license_evaluations(deployment, actor)
+    unchanged = deployment.evidence is not None and _finding_keys(evaluations) == _finding_keys(
+        deployment.evidence.get("licenses", [])
+    )
+    if only_if_findings_change and unchanged:
+        return False
     _obligations_sync(deployment, evaluations)
     evidence = build_evidence(deployment, evaluations)
     digest = canonical_sha256(evidence)

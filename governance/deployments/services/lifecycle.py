@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from governance.artifacts.selectors import artifact_usable_by
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ConflictError, invalid_input
@@ -31,6 +32,8 @@ def deployment_create(*, actor: User, data: dict[str, Any]) -> DeploymentRequest
     team, artifact = data["team"], data["artifact"]
     if not team.members.filter(pk=actor.pk).exists():
         raise invalid_input("team", "you are not a member of this team")
+    if not artifact_usable_by(artifact, team):
+        raise invalid_input("artifact", "belongs to another team and is not shared with yours")
     with transaction.atomic():
         deployment = DeploymentRequest.objects.create(
             team=team,
@@ -66,6 +69,8 @@ def deployment_update(*, deployment: DeploymentRequest, actor: User, changes: di
         changed = [name for name in EVIDENCE_FIELDS if name in changes and getattr(deployment, name) != changes[name]]
         if not changed:
             return deployment
+        if "artifact" in changed and not artifact_usable_by(changes["artifact"], deployment.team):
+            raise invalid_input("artifact", "belongs to another team and is not shared with yours")
         for name in changed:
             setattr(deployment, name, changes[name])
         deployment.save()

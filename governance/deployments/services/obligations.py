@@ -7,7 +7,7 @@ from django.db import transaction
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
-from governance.core.errors import ConflictError, invalid_input
+from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.roles import Role
 from governance.deployments.choices import ObligationStatus
 from governance.deployments.models import ObligationItem
@@ -43,6 +43,8 @@ def obligation_review(*, item: ObligationItem, actor: User, accept: bool, commen
         deployment = deployment_lock(item.request)
         require_reviewer(deployment, actor, Role.LEGAL_REVIEWER)
         item = ObligationItem.objects.select_for_update().get(pk=item.pk)
+        if item.acknowledged_by_id == actor.pk:
+            raise PermissionDeniedError("you acknowledged this obligation; another legal reviewer accepts it")
         if item.status != ObligationStatus.ACKNOWLEDGED:
             raise ConflictError(
                 "only an acknowledged obligation can be accepted or rejected",

@@ -71,7 +71,8 @@ def usage_report_record(
             reported_by=actor,
         )
         actor_ref: Actor = actor if actor is not None else "system:usage"
-        deployment_evidence_refresh(deployment, actor_ref, f"usage report {month}")
+        # A report that changes no finding is recorded, but voids nobody's sign-off.
+        deployment_evidence_refresh(deployment, actor_ref, f"usage report {month}", only_if_findings_change=True)
         crossed = sorted(
             f"{license_key}:{code}:{severity}"
             for license_key, code, severity in _finding_keys(deployment.evidence) - before

@@ -5,7 +5,7 @@ reports, tokens) are changed only through their services: their admin is read-on
 (`ReadOnlyModelAdmin`), with service-backed actions where an operator needs one. Configuration
 records (teams, clusters, licenses, users, roles) are edited in the admin through
 `AuditedModelAdmin`, which writes an event for every save and every deletion, in the admin
-view's transaction.
+view's transaction (the audit app records the signals these send).
 """
 
 from __future__ import annotations
@@ -14,19 +14,14 @@ from typing import Any
 
 from django.contrib import admin
 from django.db import transaction
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from governance.audit.actions import AuditAction
-from governance.audit.services import acting_as, audit_record
+from governance.core.context import acting_as
+from governance.core.signals import admin_object_deleted, admin_object_saved
 
-# Never copied into an event: secrets and hashes of them.
+# Never named in an event: secrets and hashes of them.
 _UNRECORDED_FIELDS = {"password", "digest", "private_key", "secret"}
-
-
-def _ref(obj: Model) -> tuple[str, str]:
-    public_id = getattr(obj, "code", None) or getattr(obj, "key", None) or getattr(obj, "username", None) or obj.pk
-    return obj._meta.label_lower, str(public_id)
 
 
 class AuditedModelAdmin(admin.ModelAdmin):
@@ -49,32 +44,17 @@ class AuditedModelAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)
         fields = sorted(set(form.changed_data) - _UNRECORDED_FIELDS)
-        audit_record(
-            actor=request.user,
-            action=AuditAction.ADMIN_OBJECT_CHANGED,
-            obj=_ref(obj),
-            data={"created": not change, "fields": fields, "object": str(obj)},
-        )
+        admin_object_saved.send(sender=type(obj), obj=obj, actor=request.user, created=not change, fields=fields)
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         with transaction.atomic():
-            audit_record(
-                actor=request.user,
-                action=AuditAction.ADMIN_OBJECT_DELETED,
-                obj=_ref(obj),
-                data={"object": str(obj)},
-            )
+            admin_object_deleted.send(sender=type(obj), obj=obj, actor=request.user, bulk=False)
             super().delete_model(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         with transaction.atomic():
             for obj in queryset:
-                audit_record(
-                    actor=request.user,
-                    action=AuditAction.ADMIN_OBJECT_DELETED,
-                    obj=_ref(obj),
-                    data={"object": str(obj), "bulk": True},
-                )
+                admin_object_deleted.send(sender=type(obj), obj=obj, actor=request.user, bulk=True)
             super().delete_queryset(request, queryset)
 
 

@@ -1,0 +1,16 @@
+"""Events the core app announces; the audit app (above it) records them on the trail.
+
+Each is sent inside the transaction of the change, so the audit event commits or rolls back with it.
+"""
+
+from django.dispatch import Signal
+
+# `token=`, `actor=`: a token was issued / revoked.
+api_token_issued = Signal()
+api_token_revoked = Signal()
+# `obj=`, `actor=`, `created=`, `fields=` (names of changed fields): an admin saved a record.
+admin_object_saved = Signal()
+# `obj=`, `actor=`, `bulk=`: an admin is deleting a record (sent before the delete).
+admin_object_deleted = Signal()
+# `user=`: who is seeing the audit trail; receivers answer {object_type: [object ids hidden from user]}.
+audit_objects_hidden = Signal()

@@ -1,0 +1,130 @@
+"""Eval runs, jobs and capacity plans are scoped like deployment requests; an eval's model path
+stays inside the cluster's model roots; cluster paths refuse `..`; reviewers never see the audit
+events of a draft they cannot open."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from governance.deployments.models import DeploymentRequest
+from governance.deployments.selectors import latest_capacity_plan
+from governance.evaluations.evals import eval_run_request
+from governance.evaluations.models import Cluster, ExecutorKind, JobRun
+from tests.conftest import Personas
+from tests.deployments import conftest as deployment_fixtures
+from tests.deployments.conftest import Flow
+
+# The deployment tests' fixtures, used here too.
+catalog, artifacts, flow = deployment_fixtures.catalog, deployment_fixtures.artifacts, deployment_fixtures.flow
+
+
+@pytest.fixture
+def cluster(db: None, tmp_path: Path) -> Cluster:
+    return Cluster.objects.create(
+        name="lab",
+        executor=ExecutorKind.LOCAL,
+        remote_root=str(tmp_path / "runs"),
+        model_roots=["/models", "/data/ckpt"],
+    )
+
+
+@pytest.fixture
+def draft(flow: Flow, artifacts: dict[str, Any]) -> DeploymentRequest:
+    return DeploymentRequest.objects.get(code=flow.create(artifacts["apache"])["code"])
+
+
+def test_plans_evals_and_jobs_of_a_draft_are_not_found_for_other_teams_and_reviewers(
+    personas: Personas, draft: DeploymentRequest, cluster: Cluster
+) -> None:
+    plan = latest_capacity_plan(draft)
+    assert plan is not None
+    evaluation = eval_run_request(cluster=cluster, scheme="w8a8", model={"path": "/models/m"}, actor=personas.admin,
+                                  request=draft)  # fmt: skip
+    assert evaluation.job is not None
+    urls = [
+        f"/api/v1/capacity/plans/{plan.code}",
+        f"/api/v1/evals/{evaluation.code}",
+        f"/api/v1/jobs/{evaluation.job.code}",
+    ]
+    for url in urls:
+        for user in (personas.other_requester, personas.legal, personas.engineer):
+            assert personas.client(user).get(url).status_code == 404, (url, user)
+        for user in (personas.requester, personas.auditor):
+            assert personas.client(user).get(url).status_code == 200, (url, user)
+    cancel = personas.client(personas.engineer).post(f"/api/v1/jobs/{evaluation.job.code}/cancel")
+    assert cancel.status_code == 404
+
+
+def test_reviewers_do_not_see_audit_events_of_drafts(personas: Personas, draft: DeploymentRequest) -> None:
+    params = {"object_type": "deployments.deploymentrequest", "object_id": str(draft.code)}
+    assert personas.client(personas.legal).get(f"/api/v1/deployments/{draft.code}").status_code == 404
+    assert personas.client(personas.legal).get("/api/v1/audit/events", params).json()["results"] == []
+    assert personas.client(personas.auditor).get("/api/v1/audit/events", params).json()["results"] != []
+
+
+@pytest.mark.parametrize(
+    ("model_path", "reason"),
+    [
+        ("/../../etc/passwd", "'..'"),
+        ("/models/../etc/passwd", "'..'"),
+        ("/etc/passwd", "model roots"),
+        ("/modelsX/evil", "model roots"),
+        ("models/m", "absolute"),
+    ],
+)
+def test_model_path_must_resolve_inside_the_model_roots(
+    personas: Personas, flow: Flow, artifacts: dict[str, Any], cluster: Cluster, model_path: str, reason: str
+) -> None:
+    code = flow.to_review(artifacts["apache"])
+    body = {"cluster": "lab", "scheme": "w8a8", "model_path": model_path}
+    response = personas.client(personas.engineer).post(f"/api/v1/deployments/{code}/evals", body, format="json")
+    assert response.status_code == 400, response.json()
+    assert "model_path" in response.json()["extra"]["fields"]
+    assert reason in response.json()["message"]
+    assert JobRun.objects.count() == 0
+
+
+def test_model_path_inside_a_root_is_normalised_and_accepted(
+    personas: Personas, flow: Flow, artifacts: dict[str, Any], cluster: Cluster
+) -> None:
+    code = flow.to_review(artifacts["apache"])
+    body = {"cluster": "lab", "scheme": "w8a8", "model_path": "/data/ckpt//qwen/./v1"}
+    response = personas.client(personas.engineer).post(f"/api/v1/deployments/{code}/evals", body, format="json")
+    assert response.status_code == 202, response.json()
+    job = JobRun.objects.get()
+    assert '"path": "/data/ckpt/qwen/v1"' in job.files["spec.json"]
+
+
+def test_cluster_without_model_roots_refuses_model_paths(
+    personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: Path
+) -> None:
+    Cluster.objects.create(name="bare", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path))
+    code = flow.to_review(artifacts["apache"])
+    body = {"cluster": "bare", "scheme": "w8a8", "model_path": "/models/m"}
+    response = personas.client(personas.engineer).post(f"/api/v1/deployments/{code}/evals", body, format="json")
+    assert response.status_code == 400
+    assert "no model roots" in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"remote_root": "/srv/runs/../../root"},
+        {"key_path": "/home/gov/../../root/.ssh/id_ed25519"},
+        {"model_roots": ["/models/../"]},
+        {"model_roots": ["relative"]},
+    ],
+)
+def test_cluster_paths_refuse_parent_segments(db: None, fields: dict[str, Any]) -> None:
+    cluster = Cluster(name="c", executor=ExecutorKind.SLURM, host="h", user="u", remote_root="/srv/runs", **{
+        k: v for k, v in fields.items() if k != "remote_root"
+    })  # fmt: skip
+    if "remote_root" in fields:
+        cluster.remote_root = fields["remote_root"]
+    with pytest.raises(ValidationError) as caught:
+        cluster.full_clean()
+    assert set(fields) <= set(caught.value.message_dict)

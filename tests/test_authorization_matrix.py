@@ -1,0 +1,202 @@
+"""Authorization matrix: every API endpoint x every persona x own / other team, from one table.
+
+Each ROW names an endpoint (by URL name), a method, the object it is called on and the personas
+allowed. A persona outside `allowed` must be refused (401, 403 or 404); one inside must get
+past authorization (anything but 401/403/404). Nothing may answer 5xx. `test_every_endpoint_has_a_row`
+fails when an endpoint is added without rows. To add a dimension (e.g. token scopes), add
+personas to PERSONAS and a column to the rows; the runner stays the same.
+
+"own" objects belong to the requester's team; `other_requester` is a requester of another
+team, so every row also checks the other-team case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.test import APIClient
+
+from governance.capacity.services import capacity_plan_request
+from governance.deployments.models import DeploymentRequest
+from governance.evaluations.evals import eval_run_request
+from governance.evaluations.models import Cluster, ExecutorKind
+from governance.evaluations.services import cluster_discover
+from tests.conftest import Personas
+from tests.deployments import conftest as deployment_fixtures
+from tests.deployments.conftest import Flow
+
+# The deployment tests' fixtures, used here too.
+catalog, artifacts, flow = deployment_fixtures.catalog, deployment_fixtures.artifacts, deployment_fixtures.flow
+
+ANON, OUTSIDER, REQ, OTHER_REQ, LEGAL, ENG, AUDITOR, ADMIN = (
+    "anonymous", "outsider", "requester", "other_requester", "legal", "engineer", "auditor", "admin"
+)  # fmt: skip
+PERSONAS = (ANON, OUTSIDER, REQ, OTHER_REQ, LEGAL, ENG, AUDITOR, ADMIN)
+ROLES = frozenset({REQ, OTHER_REQ, LEGAL, ENG, AUDITOR, ADMIN})  # every persona holding a role
+REVIEWERS = frozenset({LEGAL, ENG})
+DENIED = {401, 403, 404}
+
+PLAN_INPUT = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "max_model_len": 8192}
+SERVING = {"engine": "vllm", "precision": "fp8", "gpu": "h200", "max_model_len": 32768, "concurrency": 4}
+
+
+@dataclass
+class World:
+    """The objects rows are called on; built fresh for every row."""
+
+    personas: Personas
+    flow: Flow
+    ids: dict[str, str] = field(default_factory=dict)
+
+    def user(self, persona: str) -> User | None:
+        return None if persona == ANON else getattr(self.personas, persona if persona != ENG else "engineer")
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str  # URL name, as in governance/urls.py
+    method: str
+    path: str  # with {placeholders} from World.ids
+    allowed: frozenset[str]
+    body: dict[str, Any] | Callable[[World], dict[str, Any]] | None = None
+    note: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.method} {self.name} {self.note}".strip()
+
+
+def _review_body(world: World) -> dict[str, Any]:
+    digest = world.flow.get(world.personas.legal, world.ids["own_review"])["evidence_digest"]
+    return {"verdict": "reject", "evidence_digest": digest, "comment": "matrix"}
+
+
+ROWS: list[Row] = [
+    Row("me", "GET", "/api/v1/me", ROLES | {OUTSIDER}),
+    Row("schema", "GET", "/api/v1/schema/", frozenset(PERSONAS)),
+    Row("license-list", "GET", "/api/v1/licenses/", ROLES),
+    Row("license-detail", "GET", "/api/v1/licenses/apache-2.0/", ROLES),
+    Row("license-evaluate", "POST", "/api/v1/licenses/evaluate", ROLES, {"license": "apache-2.0", "facts": {}}),
+    Row("planner-plan", "POST", "/api/v1/planner/plan", ROLES, PLAN_INPUT),
+    Row("capacity-plan-create", "POST", "/api/v1/capacity/plans", ROLES, PLAN_INPUT),
+    Row("capacity-plan-detail", "GET", "/api/v1/capacity/plans/{draft_plan}", frozenset({REQ, AUDITOR, ADMIN}),
+        note="plan of own draft"),
+    Row("capacity-plan-detail", "GET", "/api/v1/capacity/plans/{review_plan}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}),
+        note="plan of own request in review"),
+    Row("capacity-plan-detail", "GET", "/api/v1/capacity/plans/{loose_plan}", frozenset({REQ, AUDITOR, ADMIN}),
+        note="plan of no request, asked by requester"),
+    Row("artifact-list", "GET", "/api/v1/artifacts", ROLES),
+    Row("artifact-list", "POST", "/api/v1/artifacts", frozenset({REQ, OTHER_REQ}), {"name": "x"}),
+    Row("artifact-detail", "GET", "/api/v1/artifacts/{own_artifact}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN})),
+    Row("deployment-list", "GET", "/api/v1/deployments/", ROLES | {OUTSIDER}),
+    Row("deployment-list", "POST", "/api/v1/deployments/", frozenset({REQ, OTHER_REQ}), {"product_name": "x"}),
+    Row("deployment-detail", "GET", "/api/v1/deployments/{own_draft}", frozenset({REQ, AUDITOR, ADMIN}), note="draft"),
+    Row("deployment-detail", "GET", "/api/v1/deployments/{own_review}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}),
+        note="in review"),
+    Row("deployment-detail", "PATCH", "/api/v1/deployments/{own_draft}", frozenset({REQ}), {"product_name": "Renamed"}),
+    Row("deployment-submit", "POST", "/api/v1/deployments/{own_draft}/submit", frozenset({REQ})),
+    Row("deployment-start-review", "POST", "/api/v1/deployments/{own_submitted}/start-review", REVIEWERS),
+    Row("deployment-review", "POST", "/api/v1/deployments/{own_review}/review", REVIEWERS, _review_body),
+    Row("deployment-revoke", "POST", "/api/v1/deployments/{own_review}/revoke", frozenset({LEGAL, ADMIN}),
+        {"reason": "matrix"}),
+    Row("deployment-waivers", "POST", "/api/v1/deployments/{own_review}/waivers", frozenset({LEGAL}),
+        {"finding_code": "none", "reason": "matrix"}),
+    Row("deployment-usage", "POST", "/api/v1/deployments/{own_review}/usage", frozenset({REQ}),
+        {"month": "2026-10", "monthly_active_users": 10}),
+    Row("obligation-ack", "POST", "/api/v1/deployments/{own_review}/obligations/{obligation}/acknowledge",
+        frozenset({REQ}), {"how_met": "footer"}),
+    Row("obligation-review", "POST", "/api/v1/deployments/{own_review}/obligations/{obligation}/review",
+        frozenset({LEGAL}), {"accept": True}),
+    Row("cluster-list", "GET", "/api/v1/clusters", ROLES),
+    Row("cluster-test", "POST", "/api/v1/clusters/{cluster}/test", frozenset({ENG, ADMIN})),
+    Row("cluster-discover", "POST", "/api/v1/clusters/{cluster}/discover", frozenset({ENG, ADMIN})),
+    Row("deployment-evals", "POST", "/api/v1/deployments/{own_review}/evals", frozenset({ENG, ADMIN}),
+        {"cluster": "matrix", "scheme": "w8a8", "model_path": "/models/m"}),
+    Row("eval-detail", "GET", "/api/v1/evals/{draft_eval}", frozenset({REQ, AUDITOR, ADMIN}), note="eval of own draft"),
+    Row("job-detail", "GET", "/api/v1/jobs/{draft_job}", frozenset({REQ, AUDITOR, ADMIN}), note="job of own draft"),
+    Row("job-detail", "GET", "/api/v1/jobs/{discovery_job}", frozenset({ENG, AUDITOR, ADMIN}), note="discovery job"),
+    Row("job-cancel", "POST", "/api/v1/jobs/{review_job}/cancel", frozenset({ENG, ADMIN}), note="job of own review"),
+    Row("job-cancel", "POST", "/api/v1/jobs/{draft_job}/cancel", frozenset({ADMIN}), note="job of own draft"),
+    Row("audit-events", "GET", "/api/v1/audit/events", frozenset({LEGAL, ENG, AUDITOR, ADMIN})),
+    Row("audit-checkpoints", "GET", "/api/v1/audit/checkpoints", frozenset({LEGAL, ENG, AUDITOR, ADMIN})),
+    Row("audit-export-jsonl", "GET", "/api/v1/audit/events/export.jsonl", frozenset({AUDITOR, ADMIN})),
+    Row("audit-export-csv", "GET", "/api/v1/audit/events/export.csv", frozenset({AUDITOR, ADMIN})),
+    Row("audit-bundle", "GET", "/api/v1/audit/bundle", frozenset({AUDITOR, ADMIN})),
+]  # fmt: skip
+
+
+@pytest.fixture
+def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: Any) -> World:
+    world = World(personas, flow)
+    apache = artifacts["apache"]
+    world.ids["own_artifact"] = str(apache.code)
+    world.ids["own_draft"] = flow.create(apache)["code"]
+    submitted = flow.create(apache)["code"]
+    assert flow.post(personas.requester, submitted, "submit").status_code == 200
+    world.ids["own_submitted"] = submitted
+    world.ids["own_review"] = flow.to_review(apache)
+    obligations = flow.get(personas.requester, world.ids["own_review"])["obligations"]
+    world.ids["obligation"] = obligations[0]["code"]
+    for key, deployment_key in (("draft_plan", "own_draft"), ("review_plan", "own_review")):
+        deployment = DeploymentRequest.objects.get(code=world.ids[deployment_key])
+        from governance.deployments.selectors import latest_capacity_plan
+
+        plan = latest_capacity_plan(deployment)
+        assert plan is not None
+        world.ids[key] = str(plan.code)
+    world.ids["loose_plan"] = str(capacity_plan_request(inputs=PLAN_INPUT, actor=personas.requester).code)
+    cluster = Cluster.objects.create(name="matrix", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"),
+                                     model_roots=["/models"])  # fmt: skip
+    world.ids["cluster"] = str(cluster.code)
+    for key, deployment_key in (("draft", "own_draft"), ("review", "own_review")):
+        evaluation = eval_run_request(cluster=cluster, scheme="w8a8", model={"path": "/models/m"},
+                                      actor=personas.engineer,
+                                      request=DeploymentRequest.objects.get(code=world.ids[deployment_key]))  # fmt: skip
+        world.ids[f"{key}_eval"] = str(evaluation.code)
+        assert evaluation.job is not None
+        world.ids[f"{key}_job"] = str(evaluation.job.code)
+    world.ids["discovery_job"] = str(cluster_discover(cluster=cluster, actor=personas.engineer).code)
+    return world
+
+
+def _call(world: World, row: Row, persona: str) -> int:
+    client = APIClient()
+    user = world.user(persona)
+    if user is not None:
+        client.force_authenticate(user)
+    path = row.path.format(**world.ids)
+    body = row.body(world) if callable(row.body) else row.body
+    response = getattr(client, row.method.lower())(path, body or {}, format="json")
+    return response.status_code
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_authorization_matrix(world: World, row: Row) -> None:
+    # Refused personas first: an allowed call may change state (submit, review) the others then see.
+    order = sorted(PERSONAS, key=lambda persona: persona in row.allowed)
+    wrong: list[str] = []
+    for persona in order:
+        status = _call(world, row, persona)
+        assert status < 500, f"{persona}: {status}"
+        if (status in DENIED) == (persona in row.allowed):
+            wrong.append(f"{persona} got {status} ({'allowed' if persona in row.allowed else 'must be refused'})")
+    assert wrong == []
+
+
+def _api_names(patterns: list[URLPattern | URLResolver], prefix: str = "") -> set[str]:
+    names: set[str] = set()
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            names |= _api_names(pattern.url_patterns, prefix + str(pattern.pattern))
+        elif prefix.startswith("api/v1/") and pattern.name:
+            names.add(pattern.name)
+    return names
+
+
+def test_every_endpoint_has_a_row() -> None:
+    assert _api_names(get_resolver().url_patterns) - {row.name for row in ROWS} == set()
