@@ -77,7 +77,7 @@ def _review_body(world: World) -> dict[str, Any]:
 
 
 ROWS: list[Row] = [
-    Row("me", "GET", "/api/v1/me", ROLES | {OUTSIDER}),
+    Row("me", "GET", "/api/v1/me", ROLES),
     Row("schema", "GET", "/api/v1/schema/", frozenset(PERSONAS)),
     Row("license-list", "GET", "/api/v1/licenses/", ROLES),
     Row("license-detail", "GET", "/api/v1/licenses/apache-2.0/", ROLES),
@@ -92,6 +92,7 @@ ROWS: list[Row] = [
         note="plan of no request, asked by requester"),
     Row("artifact-list", "GET", "/api/v1/artifacts", ROLES),
     Row("artifact-list", "POST", "/api/v1/artifacts", frozenset({REQ, OTHER_REQ}), {"name": "x"}),
+    Row("artifact-share", "POST", "/api/v1/artifacts/{own_artifact}/share", frozenset({REQ}), {"team": "research"}),
     Row("artifact-detail", "GET", "/api/v1/artifacts/{own_artifact}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN})),
     Row("deployment-list", "GET", "/api/v1/deployments/", ROLES | {OUTSIDER}),
     Row("deployment-list", "POST", "/api/v1/deployments/", frozenset({REQ, OTHER_REQ}), {"product_name": "x"}),
@@ -105,7 +106,8 @@ ROWS: list[Row] = [
     Row("deployment-revoke", "POST", "/api/v1/deployments/{own_review}/revoke", frozenset({LEGAL, ADMIN}),
         {"reason": "matrix"}),
     Row("deployment-waivers", "POST", "/api/v1/deployments/{own_review}/waivers", frozenset({LEGAL}),
-        {"finding_code": "none", "reason": "matrix"}),
+        {"license": "llama-3.1", "finding_code": "attribution.display", "reason": "matrix",
+         "expires_at": "2099-01-01T00:00:00Z"}),
     Row("deployment-usage", "POST", "/api/v1/deployments/{own_review}/usage", frozenset({REQ}),
         {"month": "2026-10", "monthly_active_users": 10}),
     Row("obligation-ack", "POST", "/api/v1/deployments/{own_review}/obligations/{obligation}/acknowledge",
@@ -133,7 +135,7 @@ ROWS: list[Row] = [
 @pytest.fixture
 def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: Any) -> World:
     world = World(personas, flow)
-    apache = artifacts["apache"]
+    apache = artifacts["llama"]  # a license with obligations (for the obligation rows)
     world.ids["own_artifact"] = str(apache.code)
     world.ids["own_draft"] = flow.create(apache)["code"]
     submitted = flow.create(apache)["code"]
@@ -144,10 +146,7 @@ def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: A
     world.ids["obligation"] = obligations[0]["code"]
     for key, deployment_key in (("draft_plan", "own_draft"), ("review_plan", "own_review")):
         deployment = DeploymentRequest.objects.get(code=world.ids[deployment_key])
-        from governance.deployments.selectors import latest_capacity_plan
-
-        plan = latest_capacity_plan(deployment)
-        assert plan is not None
+        plan = capacity_plan_request(inputs=PLAN_INPUT, actor=personas.requester, subject=deployment)
         world.ids[key] = str(plan.code)
     world.ids["loose_plan"] = str(capacity_plan_request(inputs=PLAN_INPUT, actor=personas.requester).code)
     cluster = Cluster.objects.create(name="matrix", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"),
@@ -156,7 +155,7 @@ def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: A
     for key, deployment_key in (("draft", "own_draft"), ("review", "own_review")):
         evaluation = eval_run_request(cluster=cluster, scheme="w8a8", model={"path": "/models/m"},
                                       actor=personas.engineer,
-                                      request=DeploymentRequest.objects.get(code=world.ids[deployment_key]))  # fmt: skip
+                                      deployment=DeploymentRequest.objects.get(code=world.ids[deployment_key]))  # fmt: skip
         world.ids[f"{key}_eval"] = str(evaluation.code)
         assert evaluation.job is not None
         world.ids[f"{key}_job"] = str(evaluation.job.code)
