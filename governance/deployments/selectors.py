@@ -50,6 +50,8 @@ def deployments_list(user: Any, filters: Mapping[str, str]) -> QuerySet[Deployme
     if filters.get("flagged") in ("true", "false"):
         deployments = deployments.filter(flagged=filters["flagged"] == "true")
     return deployments.order_by("-created_at")
+
+
 def deployments_hidden_from(sender: Any, user: Any, **kwargs: Any) -> dict[str, list[str]]:
     """Answers the audit trail's `audit_objects_hidden`: requests this user would get 404 for."""
     hidden = DeploymentRequest.objects.exclude(pk__in=deployments_visible_to(user).values("pk"))

@@ -29,6 +29,8 @@ def local_cluster_ensure() -> tuple[Cluster, bool]:
     wanted = {
         "python": sys.executable,
         "remote_root": str(Path(settings.VAR_DIR).resolve() / "jobs"),
+        # Evals may read checkpoints only from here (the tiny model lands in var/models/).
+        "model_roots": [str(Path(settings.VAR_DIR).resolve() / "models")],
         # Payloads import planner/ from this checkout even when it is not installed in the interpreter;
         # one math thread per job, because the jobs share this host's cores with the web tier and the
         # worker (two busy-waiting OpenMP threads on a loaded laptop made a CPU eval ~6x slower).

@@ -8,7 +8,7 @@ import governance.evaluations.models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("evaluations", "0002_evalrun"),
+        ("evaluations", "0003_jobrun_cancel_cluster_python"),
     ]
 
     operations = [

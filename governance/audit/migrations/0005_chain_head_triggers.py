@@ -16,5 +16,5 @@ def drop_triggers(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("audit", "0002_append_only_triggers")]
+    dependencies = [("audit", "0004_alter_auditevent_action")]
     operations = [migrations.RunPython(create_triggers, drop_triggers)]
