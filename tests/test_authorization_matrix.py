@@ -63,17 +63,69 @@ class Row:
     method: str
     path: str  # with {placeholders} from World.ids
     allowed: frozenset[str]
-    body: dict[str, Any] | Callable[[World], dict[str, Any]] | None = None
+    body: dict[str, Any] | Callable[[World, str], dict[str, Any]] | None = None
     note: str = ""
+    prepare: Callable[[World], None] | None = None  # makes objects only this row needs (costly ones)
 
     @property
     def id(self) -> str:
         return f"{self.method} {self.name} {self.note}".strip()
 
 
-def _review_body(world: World) -> dict[str, Any]:
+def _review_body(world: World, persona: str) -> dict[str, Any]:
+    """A sign-off re-enters the caller's own password (refused personas are refused before it is checked)."""
     digest = world.flow.get(world.personas.legal, world.ids["own_review"])["evidence_digest"]
-    return {"verdict": "reject", "evidence_digest": digest, "comment": "matrix"}
+    user = world.user(persona)
+    password = f"pw-{user.username}" if user is not None else "x"
+    return {"verdict": "reject", "evidence_digest": digest, "comment": "matrix", "password": password}
+
+
+def _signoff_body(world: World, persona: str) -> dict[str, Any]:
+    """A rejection in the role the persona holds (legal by default), with the persona's own password."""
+    digest = world.flow.get(world.personas.legal, world.ids["own_review"])["evidence_digest"]
+    user = world.user(persona)
+    role = "engineering" if persona == ENG else "legal"
+    password = f"pw-{user.username}" if user is not None else "x"
+    return {"role": role, "decision": "reject", "evidence_digest": digest, "password": password, "comment": "matrix"}
+
+
+def _render_packet(world: World) -> None:
+    from governance.approvals.services import packet_render_for_review
+
+    deployment = DeploymentRequest.objects.get(code=world.ids["own_review"])
+    world.ids["packet_sha"] = packet_render_for_review(deployment=deployment, actor=world.personas.legal).pdf_sha256
+
+
+def _ci_token(world: World) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from governance.gate.services import ci_token_issue
+
+    token, _clear = ci_token_issue(
+        actor=world.personas.admin,
+        team=world.personas.team,
+        name="matrix",
+        expires_at=timezone.now() + timedelta(days=1),
+    )
+    world.ids["ci_token"] = str(token.code)
+
+
+def _ci_token_body(world: World, persona: str) -> dict[str, Any]:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return {"name": f"x-{persona}", "team": "platform", "expires_at": (timezone.now() + timedelta(days=30)).isoformat()}
+
+
+def _calibration(world: World) -> None:
+    from governance.calibration.services import calibration_run_request
+
+    cluster = Cluster.objects.get(code=world.ids["cluster"])
+    run = calibration_run_request(cluster=cluster, gpu="h200", model="qwen3-30b-a3b", actor=world.personas.engineer)
+    world.ids["calibration"] = str(run.code)
 
 
 ROWS: list[Row] = [
@@ -129,6 +181,30 @@ ROWS: list[Row] = [
     Row("audit-export-jsonl", "GET", "/api/v1/audit/events/export.jsonl", frozenset({AUDITOR, ADMIN})),
     Row("audit-export-csv", "GET", "/api/v1/audit/events/export.csv", frozenset({AUDITOR, ADMIN})),
     Row("audit-bundle", "GET", "/api/v1/audit/bundle", frozenset({AUDITOR, ADMIN})),
+    Row("approval-verify", "POST", "/api/v1/approvals/verify", ROLES | {OUTSIDER}, note="anyone signed in verifies"),
+    Row("approval-ca", "GET", "/api/v1/approvals/ca.pem", frozenset(PERSONAS), note="public trust root"),
+    Row("approval-crl", "GET", "/api/v1/approvals/crl", frozenset(PERSONAS), note="public CRL"),
+    Row("approval-packet", "POST", "/api/v1/approvals/deployments/{own_review}/packet", frozenset({LEGAL, ENG, ADMIN}),
+        note="render before signing"),
+    Row("approval-packet", "GET", "/api/v1/approvals/deployments/{own_review}/packet", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}),
+        prepare=_render_packet),
+    Row("approval-packet-by-hash", "GET", "/api/v1/approvals/packets/{packet_sha}",
+        frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}), prepare=_render_packet),
+    Row("approval-signoffs", "GET", "/api/v1/approvals/deployments/{own_review}/signoffs",
+        frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN})),
+    Row("approval-signoffs", "POST", "/api/v1/approvals/deployments/{own_review}/signoffs", REVIEWERS, _signoff_body),
+    Row("gate-check", "POST", "/api/v1/gate/check", frozenset(), {"deployment": "x"}, note="bearer CI tokens only"),
+    Row("gate-decision-list", "GET", "/api/v1/gate/decisions", ROLES, note="filtered to visible requests"),
+    Row("deployment-gate-decisions", "GET", "/api/v1/deployments/{own_review}/gate-decisions",
+        frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN})),
+    Row("gate-token-list", "GET", "/api/v1/gate/tokens", ROLES | {OUTSIDER}, note="filtered to led teams"),
+    Row("gate-token-list", "POST", "/api/v1/gate/tokens", frozenset({ADMIN}),
+        _ci_token_body, note="admin or team lead"),
+    Row("gate-token-revoke", "POST", "/api/v1/gate/tokens/{ci_token}/revoke", frozenset({ADMIN}), prepare=_ci_token),
+    Row("cluster-calibrations", "GET", "/api/v1/clusters/{cluster}/calibrations", ROLES),
+    Row("cluster-calibrations", "POST", "/api/v1/clusters/{cluster}/calibrations", frozenset({ENG, ADMIN}),
+        {"gpu": "h200", "model": "qwen3-30b-a3b", "gpus": 1}),
+    Row("calibration-detail", "GET", "/api/v1/calibrations/{calibration}", ROLES, prepare=_calibration),
 ]  # fmt: skip
 
 
@@ -169,7 +245,7 @@ def _call(world: World, row: Row, persona: str) -> int:
     if user is not None:
         client.force_authenticate(user)
     path = row.path.format(**world.ids)
-    body = row.body(world) if callable(row.body) else row.body
+    body = row.body(world, persona) if callable(row.body) else row.body
     response = getattr(client, row.method.lower())(path, body or {}, format="json")
     return response.status_code
 
@@ -178,6 +254,8 @@ def _call(world: World, row: Row, persona: str) -> int:
 def test_authorization_matrix(world: World, row: Row) -> None:
     # Refused personas first: an allowed call may change state (submit, review) the others then see.
     order = sorted(PERSONAS, key=lambda persona: persona in row.allowed)
+    if row.prepare is not None:
+        row.prepare(world)
     wrong: list[str] = []
     for persona in order:
         status = _call(world, row, persona)

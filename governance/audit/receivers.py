@@ -120,6 +120,9 @@ def audit_token_issued(sender: Any, token: ApiToken, actor: Any, **kwargs: Any) 
             "name": token.name,
             "prefix": token.prefix,  # identifies the token; the clear text and digest never go here
             "scopes": token.scopes,
+            "team": token.team.name if token.team else None,
+            "deployments": token.deployment_codes,
+            "environments": token.environments,
             "expires_at": token.expires_at.isoformat() if token.expires_at else None,
         },
     )
@@ -127,8 +130,17 @@ def audit_token_issued(sender: Any, token: ApiToken, actor: Any, **kwargs: Any) 
 
 @receiver(api_token_revoked, dispatch_uid="audit-token-revoked")
 def audit_token_revoked(sender: Any, token: ApiToken, actor: Any, **kwargs: Any) -> None:
-    audit_record(actor=actor, action=AuditAction.API_TOKEN_REVOKED, obj=token,
-                 data={"user": token.user.get_username(), "name": token.name, "prefix": token.prefix})  # fmt: skip
+    audit_record(
+        actor=actor,
+        action=AuditAction.API_TOKEN_REVOKED,
+        obj=token,
+        data={
+            "user": token.user.get_username(),
+            "name": token.name,
+            "prefix": token.prefix,
+            "team": token.team.name if token.team else None,
+        },
+    )
 
 
 def _admin_ref(obj: Model) -> tuple[str, str]:

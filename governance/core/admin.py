@@ -1,3 +1,4 @@
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin, messages
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
@@ -44,3 +45,12 @@ class AuditedUserAdmin(AuditedModelAdmin, UserAdmin):
 @admin.register(Group)
 class AuditedGroupAdmin(AuditedModelAdmin, GroupAdmin):
     pass
+
+
+# django-axes' lockout records: an admin may delete one (to unlock an account), and that deletion
+# is on the audit trail like any other admin write. axes is installed before this app, so its own
+# admins are registered by the time this module runs.
+for _model in (AccessAttempt, AccessLog, AccessFailureLog):
+    _axes_admin = type(admin.site._registry[_model])
+    admin.site.unregister(_model)
+    admin.site.register(_model, type(f"Audited{_axes_admin.__name__}", (AuditedModelAdmin, _axes_admin), {}))

@@ -17,7 +17,7 @@ from governance.audit.services import audit_record
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role, user_roles
-from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope, api_token_issue, validate_scopes
+from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope, api_token_issue, api_token_revoke, validate_scopes
 from governance.deployments.models import DeploymentRequest
 from governance.gate.choices import Decision
 from governance.gate.conditions import GateCheck, evaluate
@@ -59,6 +59,7 @@ def ci_token_issue(
     environments: Iterable[str] = (),
 ) -> tuple[ApiToken, str]:
     """A team's CI token; returns the row and the clear token (shown once, never stored)."""
+    _require_token_manager(actor, team)  # before any validation: others learn nothing from the errors
     wanted = validate_scopes(scopes)
     if not wanted:
         raise invalid_input("scopes", "give at least one scope")
@@ -81,17 +82,19 @@ def ci_token_issue(
         missing = [code for code in codes if code not in found]
         if missing:
             raise invalid_input("deployments", f"not requests of team {team.name}: {', '.join(missing)}")
-    _require_token_manager(actor, team)
     with transaction.atomic():
-        issued = api_token_issue(user=_ci_service_user(team), name=name, scopes=wanted, expires_at=expires_at,
-                                 team=team, deployment_codes=codes, environments=environments, created_by=actor)  # fmt: skip
-        audit_record(
+        # api_token_issue records api_token.issued (team, scopes, limits) through core's signal.
+        issued = api_token_issue(
+            user=_ci_service_user(team),
+            name=name,
+            scopes=wanted,
+            expires_at=expires_at,
+            team=team,
+            deployment_codes=codes,
+            environments=environments,
+            created_by=actor,
             actor=actor,
-            action=AuditAction.API_TOKEN_ISSUED,
-            obj=issued.token,
-            data={"name": name, "prefix": issued.token.prefix, "team": team.name, "scopes": wanted,
-                  "deployments": codes, "environments": environments, "expires_at": expires_at.isoformat()},
-        )  # fmt: skip
+        )
     return issued.token, issued.clear_text
 
 
@@ -103,10 +106,7 @@ def ci_token_revoke(*, actor: User, token: ApiToken) -> ApiToken:
         _require_token_manager(actor, token.team)
         if token.revoked_at is not None:
             raise ConflictError("this token is already revoked")
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at", "updated_at"])
-        audit_record(actor=actor, action=AuditAction.API_TOKEN_REVOKED, obj=token,
-                     data={"name": token.name, "prefix": token.prefix, "team": token.team.name})  # fmt: skip
+        token = api_token_revoke(token=token, actor=actor)  # records api_token.revoked
     return token
 
 

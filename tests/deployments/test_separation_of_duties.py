@@ -23,16 +23,28 @@ def test_one_person_with_both_reviewer_roles_cannot_sign_both(
     flow.compute_capacity(code)
     flow.meet_obligations(code)
     digest = flow.get(both, code)["evidence_digest"]
-    first = flow.post(both, code, "review", {"verdict": "approve", "evidence_digest": digest, "role": "legal"})
+    first = flow.post(
+        both, code, "review", {"verdict": "approve", "evidence_digest": digest, "role": "legal", "password": "pw-both"}
+    )
     assert first.status_code == 200, first.json()
-    second = flow.post(both, code, "review", {"verdict": "approve", "evidence_digest": digest, "role": "engineering"})
+    second = flow.post(
+        both,
+        code,
+        "review",
+        {"verdict": "approve", "evidence_digest": digest, "role": "engineering", "password": "pw-both"},
+    )
     assert second.status_code == 403
     assert "distinct" in second.json()["message"]
     deployment = DeploymentRequest.objects.get(code=code)
     assert deployment.status == "in_review"
     assert list(ReviewDecision.objects.filter(request=deployment).values_list("role", flat=True)) == ["legal"]
     # Another engineer completes it.
-    done = flow.post(personas.engineer, code, "review", {"verdict": "approve", "evidence_digest": digest})
+    done = flow.post(
+        personas.engineer,
+        code,
+        "review",
+        {"verdict": "approve", "evidence_digest": digest, "password": f"pw-{personas.engineer.username}"},
+    )
     assert done.status_code == 200
     assert flow.get(personas.legal, code)["status"] == "approved"
 
