@@ -252,6 +252,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SignOffDecisionEnum": "governance.approvals.choices.Decision",
         "CalibrationStatusEnum": "governance.calibration.models.CalibrationStatus",
+        # A serving plan's and the gate's engine and precision (the planner's inputs have their own).
+        "ServingEngineEnum": "governance.deployments.choices.Engine",
+        "ServingPrecisionEnum": "governance.deployments.choices.SERVING_PRECISIONS",
     },
 }
 

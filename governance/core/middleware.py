@@ -47,7 +47,10 @@ class RequestSizeLimitMiddleware:
             return JsonResponse({"message": "Invalid Content-Length header.", "extra": {}}, status=400)
         if length > limit:
             return JsonResponse(
-                {"message": f"Request body too large: {length} bytes, at most {limit}.", "extra": {"limit": limit}},
+                {
+                    "message": f"Request body too large: {length} bytes, at most {limit} bytes.",
+                    "extra": {"limit": limit},
+                },
                 status=413,
             )
         return self.get_response(request)

@@ -1,5 +1,10 @@
 from django.db import models
 
+from planner.specs import precisions
+
+# The precisions a serving plan (and the gate's serving config) names: the planner's catalog.
+SERVING_PRECISIONS: list[str] = sorted(precisions())
+
 
 class Status(models.TextChoices):
     DRAFT = "draft"

@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.core.serializers import StrictSerializer
-from governance.deployments.choices import Engine, Status
+from governance.deployments.choices import SERVING_PRECISIONS, Engine, Status
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import (
     active_waivers,
@@ -19,12 +19,12 @@ from governance.deployments.selectors import (
     latest_capacity_plan,
 )
 from governance.licenses.schema import FactsField
-from planner.specs import gpus, precisions
+from planner.specs import gpus
 
 
 class ServingPlanSerializer(StrictSerializer):
     engine = serializers.ChoiceField(choices=Engine.choices, default=Engine.VLLM)
-    precision = serializers.ChoiceField(choices=sorted(precisions()))
+    precision = serializers.ChoiceField(choices=SERVING_PRECISIONS)
     gpu = serializers.ChoiceField(choices=sorted(gpus()))
     kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], default="bf16")
     tp = serializers.IntegerField(required=False, min_value=1, max_value=16)

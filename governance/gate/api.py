@@ -22,7 +22,7 @@ from governance.core.logging import current_request_id
 from governance.core.models import ApiToken, Team
 from governance.core.serializers import StrictSerializer
 from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope
-from governance.deployments.choices import Engine
+from governance.deployments.choices import SERVING_PRECISIONS, Engine
 from governance.deployments.selectors import deployment_get
 from governance.gate import services
 from governance.gate.conditions import GateCheck
@@ -33,7 +33,7 @@ from governance.gate.selectors import (
     gate_decisions_visible_to,
     gate_deployment_for_token,
 )
-from planner.specs import gpus, precisions
+from planner.specs import gpus
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class ErrorSerializer(serializers.Serializer):
 
 class GateServingSerializer(StrictSerializer):
     engine = serializers.ChoiceField(choices=Engine.choices)
-    precision = serializers.ChoiceField(choices=sorted(precisions()))
+    precision = serializers.ChoiceField(choices=SERVING_PRECISIONS)
     gpu = serializers.ChoiceField(choices=sorted(gpus()))
     kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], required=False)
     tp = serializers.IntegerField(min_value=1, max_value=1024, default=1)
@@ -257,7 +257,9 @@ class CiTokenListCreateApi(ListAPIView):
 class CiTokenRevokeApi(APIView):
     permission_classes = [IsAuthenticated]
 
-    @extend_schema(request=None, responses=CiTokenOutputSerializer)
+    @extend_schema(
+        request=None, responses=CiTokenOutputSerializer, summary="Revoke a team CI token (admin or team lead)"
+    )
     def post(self, request: Request, code: str) -> Response:
         token = ci_tokens_visible_to(request.user).filter(code=code).first()
         if token is None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from django.conf import settings
 from django.core.management import call_command
 
 from governance.approvals.models import ApprovalPacket, Authority, SignOff
@@ -76,7 +77,17 @@ def test_ca_crl_revisions_and_audit_bundle(
     with zipfile.ZipFile(bundle_path) as bundle:
         public_key.write_bytes(bundle.read("audit-public-key.pem"))
     checked = subprocess.run(
-        [sys.executable, "-m", "governance.audit.verify", str(bundle_path), "--public-key", str(public_key)],
+        [
+            sys.executable,
+            "-m",
+            "governance.audit.verify",
+            str(bundle_path),
+            "--public-key",
+            str(public_key),
+            # The export signed and published a checkpoint of the head: the anchor from outside the database.
+            "--checkpoints",
+            str(settings.AUDIT_CHECKPOINT_PUBLISH_PATH),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

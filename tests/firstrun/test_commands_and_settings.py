@@ -48,7 +48,7 @@ def test_issue_token_creates_a_service_user_only_when_asked(db: None) -> None:
 
 
 def test_issue_token_refuses_unknown_scopes_and_creates_nothing(db: None) -> None:
-    with pytest.raises(CommandError, match=r"scopes: unknown usage:wirte; known: usage:write"):
+    with pytest.raises(CommandError, match=r"scopes: unknown scope\(s\) usage:wirte; known: gate:check, usage:write"):
         call_command("issue_token", "ci", "--create-service-user", "--name", "ci", "--scope", "usage:wirte")
     assert not User.objects.filter(username="ci").exists()  # refused atomically
     assert not ApiToken.objects.exists()

@@ -25,6 +25,15 @@ from tests.evaluations.conftest import drive
 SMOKE = {"max_cases_per_category": 5, "threshold": 0.5, "max_new_tokens": 8}
 
 
+def _local_cluster(tiny_model: Path) -> Cluster:
+    """Bootstrap's `local` cluster, also allowed to read the session's tiny checkpoint (bootstrap's own
+    model root is var/models, which each test gets fresh)."""
+    cluster, _ = local_cluster_ensure()
+    cluster.model_roots = [*cluster.model_roots, str(tiny_model.parent)]
+    cluster.save(update_fields=["model_roots"])
+    return cluster
+
+
 @pytest.fixture
 def fast_polling(settings: Any, tmp_path: Path) -> None:
     settings.JOB_POLL_INITIAL_S = 0.5
@@ -53,7 +62,7 @@ def test_bootstrap_makes_the_local_cluster_with_this_interpreter(db: None, fast_
 def test_eval_of_the_tiny_model_completes_on_the_local_default(  # type: ignore[no-untyped-def]
     flow, artifacts, personas, fast_polling, tiny_model, django_capture_on_commit_callbacks
 ) -> None:
-    local_cluster_ensure()
+    _local_cluster(tiny_model)
     code = flow.to_review(artifacts["apache"])
     response = flow.post(
         personas.engineer, code, "evals", {"cluster": "local", "scheme": "w8a8", "model_path": str(tiny_model), **SMOKE}
@@ -91,7 +100,7 @@ def test_cancelled_eval_ends_cancelled_and_is_superseded(  # type: ignore[no-unt
     flow, artifacts, personas, fast_polling, tiny_model, django_capture_on_commit_callbacks, settings
 ) -> None:
     settings.JOB_LOST_GRACE_S = 0  # the old code called a killed job `lost` as soon as it vanished
-    cluster, _ = local_cluster_ensure()
+    cluster = _local_cluster(tiny_model)
     code = flow.to_review(artifacts["apache"])
     request = DeploymentRequest.objects.get(code=code)
     with django_capture_on_commit_callbacks(execute=True):
@@ -127,7 +136,8 @@ def test_cancel_before_submission_never_starts_the_job(  # type: ignore[no-untyp
     db, personas, fast_polling, tmp_path
 ) -> None:
     cluster, _ = local_cluster_ensure()
-    run = eval_run_request(cluster=cluster, scheme="w8a8", model={"path": "/nonexistent"}, actor=personas.engineer).job
+    missing = str(Path(cluster.model_roots[0]) / "nonexistent")  # inside the model root, never written
+    run = eval_run_request(cluster=cluster, scheme="w8a8", model={"path": missing}, actor=personas.engineer).job
     assert run is not None
     jobrun_cancel(run=run, actor=personas.engineer)
     jobrun_submit(run_id=run.pk)  # a late delivery of the submit task

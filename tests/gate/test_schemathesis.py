@@ -22,7 +22,9 @@ from tests.conftest import make_user
 
 
 @pytest.fixture
-def api_schema(db: None, catalog: None) -> Iterator[Any]:
+def api_schema(db: None, catalog: None, org_pki: Any) -> Iterator[Any]:
+    # With the approvals PKI in place, as on any bootstrapped instance (without it, verifying a PDF
+    # answers 503 "not initialised" by design).
     # Calls go straight to the WSGI application, whose request signals would close the test's
     # database connection (and its transaction); Django's own test client unhooks them the same way.
     request_started.disconnect(close_old_connections)
