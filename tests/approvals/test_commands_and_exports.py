@@ -43,7 +43,7 @@ def test_verify_approval_command(sign_flow: SignFlow, artifacts, tmp_path: Path,
 
 
 def test_ca_crl_revisions_and_audit_bundle(
-    sign_flow: SignFlow, artifacts, personas, org_pki: Authority, tmp_path: Path
+    sign_flow: SignFlow, artifacts, personas, org_pki: Authority, tmp_path: Path, django_capture_on_commit_callbacks
 ) -> None:  # type: ignore[no-untyped-def]
     code = sign_flow.kimi(artifacts)
     sign_flow.approve_signed(code)
@@ -63,7 +63,8 @@ def test_ca_crl_revisions_and_audit_bundle(
     )
 
     bundle_path = tmp_path / "audit.zip"
-    with bundle_path.open("wb") as handle:
+    # The export signs a checkpoint of the head and publishes it once the transaction commits.
+    with django_capture_on_commit_callbacks(execute=True), bundle_path.open("wb") as handle:
         manifest = write_bundle(handle)
     final = ApprovalPacket.objects.get(deployment__code=code)
     name = f"approvals/{final.pdf_sha256}.pdf"
