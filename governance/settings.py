@@ -319,7 +319,7 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # fontTools logs every glyph it subsets (PDF stamps) at INFO; weasyprint its font fallbacks.
-    "loggers": {name: {"level": "WARNING"} for name in ("django.db.backends", "fontTools", "weasyprint")},
+    "loggers": {name: {"level": "WARNING"} for name in ("django.db.backends", "fontTools", "weasyprint", "axes")},
 }
 
 # --- deployments ---

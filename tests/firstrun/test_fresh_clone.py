@@ -43,7 +43,7 @@ def shell_blocks(document: str) -> list[str]:
             for line in body.splitlines():
                 assert line.startswith(NOT_RUN_PREFIXES), f"{document}: a console block may only show Docker: {line}"
         else:
-            assert language in ("", "json", "text"), f"{document}: unknown block language {language!r}"
+            assert language in ("", "json", "text", "yaml"), f"{document}: unknown block language {language!r}"
     return blocks
 
 
