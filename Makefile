@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
 
-.PHONY: run test lint typecheck check system-deps setup env migrate clean
+.PHONY: run test lint typecheck check system-deps setup env migrate clean messages
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,11 @@ $(STAMP): pyproject.toml
 system-deps:
 	@scripts/system-deps
 
-setup: system-deps $(STAMP)
+# Compiled translation catalogs (.mo) are build output, not committed.
+messages: $(STAMP)
+	$(BIN)/python manage.py compilemessages --ignore=.venv --ignore=var -v0
+
+setup: system-deps $(STAMP) messages
 
 # .env: a generated SECRET_KEY (kept), DEBUG=1, HOST/PORT; manage.py, celery and honcho read it.
 env: setup

@@ -1,0 +1,36 @@
+"""Template context for every page: the navigation the user's roles allow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+
+from governance.core.roles import Role, user_roles
+
+# (url name, label, roles that see it; empty: any role)
+NAVIGATION = (
+    ("web:dashboard", _("Dashboard"), ()),
+    ("web:requests", _("Requests"), ()),
+    ("web:wizard", _("New request"), (Role.REQUESTER,)),
+    ("web:licenses", _("Licenses"), ()),
+    ("web:clusters", _("Clusters"), ()),
+    ("web:audit", _("Audit"), (Role.AUDITOR, Role.ADMIN, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)),
+)
+
+
+def navigation(request: HttpRequest) -> dict[str, Any]:
+    roles = user_roles(request.user) if hasattr(request, "user") else set()
+    if not roles:
+        return {"navigation": []}
+    path = request.path
+    items = []
+    for name, label, allowed in NAVIGATION:
+        if allowed and not roles & set(allowed):
+            continue
+        url = reverse(name)
+        current = path == url if url == "/" else path.startswith(url)
+        items.append({"url": url, "label": label, "current": current})
+    return {"navigation": items}

@@ -1,0 +1,1 @@
+"""Server-rendered UI views. They read through selectors and write through services only."""

@@ -1,0 +1,290 @@
+"""The request wizard (with its live license preview) and the request page with its actions.
+Reads go through governance.web.selectors; writes call the deployments and evaluations services,
+with input checked by the same serializers as the REST API."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from governance.artifacts.api import ArtifactInputSerializer
+from governance.artifacts.services import artifact_register
+from governance.core.errors import ApplicationError, NotFoundError
+from governance.core.models import Team
+from governance.core.roles import Role
+from governance.deployments import services
+from governance.deployments.api import DeploymentInputSerializer, UsageInputSerializer
+from governance.deployments.selectors import deployment_get
+from governance.evaluations.evals import eval_run_request
+from governance.evaluations.models import Cluster
+from governance.web import selectors
+from governance.web.forms import (
+    EvalRunForm,
+    ObligationAckForm,
+    ObligationReviewForm,
+    ReviewForm,
+    UsageForm,
+    WaiverForm,
+    WizardForm,
+    apply_error,
+)
+from governance.web.views.common import act, roles_required, validated
+
+# Where the API's field names land on the wizard form.
+WIZARD_FIELDS = {
+    "name": "new_name",
+    "source_repo": "new_source_repo",
+    "revision": "new_revision",
+    "weights_digest": "new_weights_digest",
+    "license": "new_license",
+    "architecture_key": "new_architecture_key",
+    "config": "new_config",
+    "serving_plan.engine": "engine",
+    "serving_plan.precision": "precision",
+    "serving_plan.gpu": "gpu",
+    "serving_plan.kv_dtype": "kv_dtype",
+    "serving_plan.max_model_len": "max_model_len",
+    "serving_plan.concurrency": "concurrency",
+    "serving_plan.tp": "tp",
+    "serving_plan.pp": "pp",
+    "serving_plan.ep": "ep",
+    "facts.monthly_revenue.amount": "revenue_amount",
+    "facts.monthly_revenue.currency": "revenue_currency",
+    "facts.derivative.kind": "derivative_kind",
+    "facts.derivative.distribution": "derivative_distribution",
+    "facts.derivative.name": "derivative_name",
+}
+
+
+def _user(request: HttpRequest) -> User:
+    return cast(User, request.user)
+
+
+def _wizard_form(request: HttpRequest, data: Any = None) -> WizardForm:
+    choices = selectors.wizard_choices(request.user)
+    initial = {"artifact": request.GET.get("artifact", "")}
+    return WizardForm(data, artifacts=choices["artifacts"], licenses=choices["licenses"], initial=initial)
+
+
+def _preview(form: WizardForm) -> dict[str, Any] | None:
+    form.is_valid()  # the preview uses whatever is valid so far
+    artifact = form.selected_artifact()
+    return selectors.license_preview(artifact, form.cleaned_data.get("new_license") or "", form.facts())
+
+
+@roles_required(Role.REQUESTER)
+def wizard(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return render(request, "web/wizard.html", {"form": _wizard_form(request)})
+    form = _wizard_form(request, request.POST)
+    if "preview" in request.POST or not form.is_valid():  # the no-JavaScript preview, or errors to show
+        return render(request, "web/wizard.html", {"form": form, "preview": _preview(form)})
+    try:
+        with transaction.atomic():
+            deployment = _create(request, form)
+    except ApplicationError as exc:
+        apply_error(form, exc, WIZARD_FIELDS)
+        return render(request, "web/wizard.html", {"form": form, "preview": _preview(form)}, status=400)
+    return HttpResponseRedirect(reverse("web:deployment", args=[deployment.code]))
+
+
+def _create(request: HttpRequest, form: WizardForm) -> Any:
+    user = _user(request)
+    teams = list(Team.objects.filter(members=user).order_by("name"))
+    if not teams:
+        raise ApplicationError(_("You are not a member of any team; ask an administrator."))
+    team = teams[0]
+    artifact = form.selected_artifact()
+    if artifact is None:
+        data = validated(ArtifactInputSerializer(data=form.artifact_payload(), context={"user": user}))
+        artifact = artifact_register(actor=user, team=team, data=data)
+    payload = {
+        "artifact": str(artifact.code),
+        "product_name": form.cleaned_data["product_name"],
+        "environments": form.environment_list(),
+        "facts": form.facts(),
+        "serving_plan": form.serving_plan(),
+    }
+    data = validated(DeploymentInputSerializer(data=payload, context={"user": user}))
+    data.pop("team", None)
+    data["team"] = artifact.team if any(t.pk == artifact.team_id for t in teams) else team
+    return services.deployment_create(actor=user, data=data)
+
+
+@require_POST
+@roles_required(Role.REQUESTER)
+def wizard_preview(request: HttpRequest) -> HttpResponse:
+    """htmx: the license decision for the facts as typed so far."""
+    form = _wizard_form(request, request.POST)
+    return render(request, "web/partials/preview.html", {"preview": _preview(form), "form": form})
+
+
+# --- the request page -------------------------------------------------------------------------
+
+
+@roles_required()
+def deployment(request: HttpRequest, code: str) -> HttpResponse:
+    page = selectors.deployment_page(request.user, code)
+    context: dict[str, Any] = {"page": page, "d": page.request}
+    context["ack_form"] = ObligationAckForm()
+    context["obligation_review_form"] = ObligationReviewForm()
+    context["waiver_form"] = WaiverForm(findings=page.findings_waivable)
+    context["review_form"] = ReviewForm(roles=page.actions["review_roles"],
+                                        initial={"evidence_digest": page.request.evidence_digest})  # fmt: skip
+    context["usage_form"] = UsageForm()
+    cluster_names = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+    context["eval_form"] = EvalRunForm(clusters=cluster_names)
+    return render(request, "web/deployment.html", context)
+
+
+@roles_required()
+def deployment_evals(request: HttpRequest, code: str) -> HttpResponse:
+    """htmx: the eval-run panel, polled while a run is active."""
+    runs = selectors.deployment_evals(request.user, code)
+    return render(request, "web/partials/evals.html", {"evals": runs, "code": code})
+
+
+def _page(code: str, anchor: str = "") -> str:
+    return reverse("web:deployment", args=[code]) + (f"#{anchor}" if anchor else "")
+
+
+@require_POST
+@roles_required(Role.REQUESTER)
+def deployment_submit(request: HttpRequest, code: str) -> HttpResponse:
+    target = deployment_get(request.user, code)
+    return act(request, lambda: services.deployment_submit(request=target, actor=_user(request)),
+               _("Submitted for review. The capacity plan is being computed."), _page(code))  # fmt: skip
+
+
+@require_POST
+@roles_required(Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
+def deployment_start_review(request: HttpRequest, code: str) -> HttpResponse:
+    target = deployment_get(request.user, code)
+    return act(request, lambda: services.deployment_start_review(request=target, actor=_user(request)),
+               _("Review started."), _page(code))  # fmt: skip
+
+
+def _obligation(user: Any, code: str, item: str) -> Any:
+    found = deployment_get(user, code).obligations.filter(code=item).first()
+    if found is None:
+        raise NotFoundError("no such obligation")
+    return found
+
+
+@require_POST
+@roles_required(Role.REQUESTER)
+def obligation_acknowledge(request: HttpRequest, code: str, item: str) -> HttpResponse:
+    obligation = _obligation(request.user, code, item)
+    form = ObligationAckForm(request.POST)
+    how_met = form.cleaned_data["how_met"] if form.is_valid() else ""
+    return act(request, lambda: services.obligation_acknowledge(item=obligation, actor=_user(request), how_met=how_met),
+               _("Obligation acknowledged."), _page(code, "obligations"))  # fmt: skip
+
+
+@require_POST
+@roles_required(Role.LEGAL_REVIEWER)
+def obligation_review(request: HttpRequest, code: str, item: str) -> HttpResponse:
+    obligation = _obligation(request.user, code, item)
+    form = ObligationReviewForm(request.POST)
+    if not form.is_valid():
+        return act(request, lambda: _raise_form(form), "", _page(code, "obligations"))
+    return act(
+        request,
+        lambda: services.obligation_review(item=obligation, actor=_user(request), accept=form.cleaned_data["accept"],
+                                           comment=form.cleaned_data["comment"]),
+        _("Obligation reviewed."),
+        _page(code, "obligations"),
+    )  # fmt: skip
+
+
+def _raise_form(form: Any) -> None:
+    errors = {name: [str(e) for e in errs] for name, errs in form.errors.items()}
+    summary = "; ".join(f"{name}: {' '.join(msgs)}" for name, msgs in errors.items())
+    raise ApplicationError(f"Invalid input. {summary}", extra={"fields": errors})
+
+
+@require_POST
+@roles_required(Role.LEGAL_REVIEWER)
+def waiver_grant(request: HttpRequest, code: str) -> HttpResponse:
+    page_findings = selectors.deployment_page(request.user, code).findings_waivable
+    form = WaiverForm(request.POST, findings=page_findings)
+    if not form.is_valid():
+        return act(request, lambda: _raise_form(form), "", _page(code, "waivers"))
+    license_key, finding_code, clause = form.finding_parts()
+    target = deployment_get(request.user, code)
+    return act(
+        request,
+        lambda: services.waiver_grant(request=target, actor=_user(request), license_key=license_key,
+                                      finding_code=finding_code, clause=clause, reason=form.cleaned_data["reason"],
+                                      expires_at=form.cleaned_data["expires_at"]),
+        _("Waiver recorded."),
+        _page(code, "waivers"),
+    )  # fmt: skip
+
+
+@require_POST
+@roles_required(Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
+def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
+    target = deployment_get(request.user, code)
+    actions = selectors.deployment_actions(request.user, target)
+    form = ReviewForm(request.POST, roles=actions["review_roles"])
+    if not form.is_valid():
+        return act(request, lambda: _raise_form(form), "", _page(code, "signoff"))
+    data = form.cleaned_data
+    return act(
+        request,
+        lambda: services.deployment_review(request=target, actor=_user(request), verdict=data["verdict"],
+                                           evidence_digest=data["evidence_digest"], role=data["role"],
+                                           comment=data["comment"]),
+        _("Your decision is recorded."),
+        _page(code, "signoff"),
+    )  # fmt: skip
+
+
+@require_POST
+@roles_required(Role.REQUESTER)
+def usage_report(request: HttpRequest, code: str) -> HttpResponse:
+    form = UsageForm(request.POST)
+    if not form.is_valid():
+        return act(request, lambda: _raise_form(form), "", _page(code, "usage"))
+    target = selectors.deployments_page(request.user, None).filter(code=code, team__members=_user(request)).first()
+    if target is None:
+        raise NotFoundError("no such deployment request")
+
+    def record() -> None:
+        revenue = form.revenue()
+        validated(UsageInputSerializer(data={"month": form.cleaned_data["month"],
+                                             "monthly_active_users": form.cleaned_data["monthly_active_users"],
+                                             **({"monthly_revenue": revenue} if revenue else {})}))  # fmt: skip
+        services.usage_report_record(request=target, actor=_user(request), month=form.cleaned_data["month"],
+                                     monthly_active_users=form.cleaned_data["monthly_active_users"], revenue=revenue)  # fmt: skip
+
+    return act(request, record, _("Usage recorded."), _page(code, "usage"))
+
+
+@require_POST
+@roles_required(Role.ENGINEERING_REVIEWER, Role.ADMIN)
+def eval_run_create(request: HttpRequest, code: str) -> HttpResponse:
+    target = deployment_get(request.user, code)
+    names = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+    form = EvalRunForm(request.POST, clusters=names)
+    if not form.is_valid():
+        return act(request, lambda: _raise_form(form), "", _page(code, "evals"))
+    data = form.cleaned_data
+    cluster = Cluster.objects.get(name=data["cluster"])
+    return act(
+        request,
+        lambda: eval_run_request(cluster=cluster, scheme=data["scheme"],
+                                 model={"path": data["model_path"], "dtype": "bfloat16"}, actor=_user(request),
+                                 request=target, threshold=data["threshold"],
+                                 max_cases_per_category=data.get("max_cases_per_category")),
+        _("Eval run queued."),
+        _page(code, "evals"),
+    )  # fmt: skip

@@ -1,0 +1,54 @@
+"""The UI pages: who sees what, that writes go through the services, constant queries per page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.test import Client
+
+from tests.conftest import Personas
+from tests.deployments.conftest import Flow
+
+
+def browser(user: User | None) -> Client:
+    client = Client()
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+def test_anonymous_is_sent_to_login(db: None) -> None:
+    response = Client().get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_user_without_role_is_refused(personas: Personas) -> None:
+    assert browser(personas.outsider).get("/").status_code == 403
+
+
+def test_pages_render_for_each_role(personas: Personas, flow: Flow, artifacts: Any) -> None:
+    code = flow.to_review(artifacts["kimi"])
+    for user in (personas.requester, personas.legal, personas.engineer, personas.auditor):
+        client = browser(user)
+        for url in (
+            "/",
+            "/requests/",
+            f"/requests/{code}/",
+            "/licenses/",
+            "/licenses/kimi-k2-modified-mit/",
+            "/clusters/",
+        ):
+            response = client.get(url)
+            assert response.status_code == 200, (user.username, url, response.status_code)
+    assert browser(personas.requester).get("/requests/new").status_code == 200
+    assert browser(personas.legal).get("/requests/new").status_code == 403
+    assert browser(personas.auditor).get("/audit/").status_code == 200
+    assert browser(personas.requester).get("/audit/").status_code == 403
+
+
+def test_outsider_team_cannot_see_a_request(personas: Personas, flow: Flow, artifacts: Any) -> None:
+    code = flow.create(artifacts["kimi"])["code"]
+    assert browser(personas.other_requester).get(f"/requests/{code}/").status_code == 404
+    assert browser(personas.legal).get(f"/requests/{code}/").status_code == 404  # a draft: not submitted yet
