@@ -339,6 +339,13 @@ class EvalRunForm(forms.Form):
     max_cases_per_category = forms.IntegerField(
         label=_("Cases per category (empty: all)"), min_value=1, max_value=10_000, required=False
     )
+    max_new_tokens = forms.IntegerField(
+        label=_("Tokens generated per case"),
+        min_value=1,
+        max_value=1024,
+        initial=64,
+        help_text=_("Longer answers show more of what quantization loses, and take longer."),
+    )
 
     def __init__(self, *args: Any, clusters: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

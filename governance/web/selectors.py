@@ -47,14 +47,23 @@ class Dashboard:
     eval_problems: list[EvalRun]
 
 
+# What a row of a request list shows; the evidence document (tens of kB each) is not read.
+ROW_FIELDS = ("code", "product_name", "status", "updated_at", "submitted_at", "flagged", "flag_reason",
+              "requester_id", "team__name", "artifact__name")  # fmt: skip
+
+
 def _visible_ids(user: Any) -> QuerySet[DeploymentRequest]:
     """The visible requests as a subquery (the visibility filter joins teams and is DISTINCT)."""
     return DeploymentRequest.objects.filter(pk__in=deployments_visible_to(user).values("pk"))
 
 
+def _rows(user: Any) -> QuerySet[DeploymentRequest]:
+    return _visible_ids(user).select_related("team", "artifact").only(*ROW_FIELDS)
+
+
 def dashboard(user: Any) -> Dashboard:
-    visible = _visible_ids(user).select_related("team", "artifact")
-    counts = dict(visible.order_by().values_list("status").annotate(n=Count("pk")))
+    visible = _rows(user)
+    counts = dict(_visible_ids(user).order_by().values_list("status").annotate(n=Count("pk")))
     by_status = [
         {
             "status": s,
@@ -100,6 +109,7 @@ def dashboard(user: Any) -> Dashboard:
             | Q(status=EvalStatus.RUNNING, job__state__in=ACTIVE_STATES, job__updated_at__lt=stuck_before)
         )
         .select_related("request", "job")
+        .only("code", "scheme", "status", "request__code", "request__product_name", "job__state")
         .order_by("-created_at")[:10]
     )
     return Dashboard(
@@ -120,7 +130,7 @@ def _roles(user: Any) -> set[str]:
 
 
 def deployments_page(user: Any, status: str | None) -> QuerySet[DeploymentRequest]:
-    requests = _visible_ids(user).select_related("team", "artifact", "requester")
+    requests = _rows(user)
     if status in Status.values:
         requests = requests.filter(status=status)
     return requests.order_by("-created_at")
@@ -261,7 +271,7 @@ def deployment_page(user: Any, code: Any) -> DeploymentPage:
     timeline = list(
         audit_events_filter(object_type=DeploymentRequest._meta.label_lower, object_id=str(request.code))
         .order_by("-seq")
-        .only("seq", "occurred_at", "actor_name", "action", "data")[:50]
+        .only("seq", "occurred_at", "actor_name", "action")[:50]
     )
     return DeploymentPage(
         request=request,

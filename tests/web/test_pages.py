@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
@@ -52,3 +53,40 @@ def test_outsider_team_cannot_see_a_request(personas: Personas, flow: Flow, arti
     code = flow.create(artifacts["kimi"])["code"]
     assert browser(personas.other_requester).get(f"/requests/{code}/").status_code == 404
     assert browser(personas.legal).get(f"/requests/{code}/").status_code == 404  # a draft: not submitted yet
+
+
+def _queries(client: Client, url: str) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200, url
+    return len(captured)
+
+
+@pytest.mark.parametrize(
+    ("username", "page"),
+    [("requester", "/"), ("legal", "/"), ("requester", "/requests/"), ("requester", "/requests/new"),
+     ("legal", "request"), ("auditor", "/audit/"), ("requester", "/licenses/")],
+)  # fmt: skip
+def test_queries_per_page_do_not_grow_with_the_data(
+    username: str, page: str, personas: Personas, flow: Flow, artifacts: Any, django_assert_max_num_queries: Any
+) -> None:
+    """The same number of queries with one request as with several (each with findings,
+    obligations, decisions and audit events): no query per row."""
+    first = flow.to_review(artifacts["kimi"])
+    client = browser(getattr(personas, username))
+    url = f"/requests/{first}/" if page == "request" else page
+    client.get(url)  # warm per-process caches (license specs, content types)
+    few = _queries(client, url)
+    for _ in range(4):
+        code = flow.to_review(artifacts["kimi"])
+        flow.meet_obligations(code)
+    flow.meet_obligations(first)
+    many = _queries(client, url)
+    assert many == few, f"{url}: {few} queries with 1 request, {many} with 5"
+    with django_assert_max_num_queries(MAX_QUERIES):
+        client.get(url)
+
+
+MAX_QUERIES = 20

@@ -159,7 +159,7 @@ def _page(code: str, anchor: str = "") -> str:
 @roles_required(Role.REQUESTER)
 def deployment_submit(request: HttpRequest, code: str) -> HttpResponse:
     target = deployment_get(request.user, code)
-    return act(request, lambda: services.deployment_submit(request=target, actor=_user(request)),
+    return act(request, lambda: services.deployment_submit(deployment=target, actor=_user(request)),
                _("Submitted for review. The capacity plan is being computed."), _page(code))  # fmt: skip
 
 
@@ -167,7 +167,7 @@ def deployment_submit(request: HttpRequest, code: str) -> HttpResponse:
 @roles_required(Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
 def deployment_start_review(request: HttpRequest, code: str) -> HttpResponse:
     target = deployment_get(request.user, code)
-    return act(request, lambda: services.deployment_start_review(request=target, actor=_user(request)),
+    return act(request, lambda: services.deployment_start_review(deployment=target, actor=_user(request)),
                _("Review started."), _page(code))  # fmt: skip
 
 
@@ -221,7 +221,7 @@ def waiver_grant(request: HttpRequest, code: str) -> HttpResponse:
     target = deployment_get(request.user, code)
     return act(
         request,
-        lambda: services.waiver_grant(request=target, actor=_user(request), license_key=license_key,
+        lambda: services.waiver_grant(deployment=target, actor=_user(request), license_key=license_key,
                                       finding_code=finding_code, clause=clause, reason=form.cleaned_data["reason"],
                                       expires_at=form.cleaned_data["expires_at"]),
         _("Waiver recorded."),
@@ -240,7 +240,7 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
     data = form.cleaned_data
     return act(
         request,
-        lambda: services.deployment_review(request=target, actor=_user(request), verdict=data["verdict"],
+        lambda: services.deployment_review(deployment=target, actor=_user(request), verdict=data["verdict"],
                                            evidence_digest=data["evidence_digest"], role=data["role"],
                                            comment=data["comment"]),
         _("Your decision is recorded."),
@@ -263,7 +263,7 @@ def usage_report(request: HttpRequest, code: str) -> HttpResponse:
         validated(UsageInputSerializer(data={"month": form.cleaned_data["month"],
                                              "monthly_active_users": form.cleaned_data["monthly_active_users"],
                                              **({"monthly_revenue": revenue} if revenue else {})}))  # fmt: skip
-        services.usage_report_record(request=target, actor=_user(request), month=form.cleaned_data["month"],
+        services.usage_report_record(deployment=target, actor=_user(request), month=form.cleaned_data["month"],
                                      monthly_active_users=form.cleaned_data["monthly_active_users"], revenue=revenue)  # fmt: skip
 
     return act(request, record, _("Usage recorded."), _page(code, "usage"))
@@ -283,8 +283,9 @@ def eval_run_create(request: HttpRequest, code: str) -> HttpResponse:
         request,
         lambda: eval_run_request(cluster=cluster, scheme=data["scheme"],
                                  model={"path": data["model_path"], "dtype": "bfloat16"}, actor=_user(request),
-                                 request=target, threshold=data["threshold"],
-                                 max_cases_per_category=data.get("max_cases_per_category")),
+                                 deployment=target, threshold=data["threshold"],
+                                 max_cases_per_category=data.get("max_cases_per_category"),
+                                 max_new_tokens=data["max_new_tokens"]),
         _("Eval run queued."),
         _page(code, "evals"),
     )  # fmt: skip

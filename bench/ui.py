@@ -1,0 +1,209 @@
+"""UI benchmark: each page's median server time with 1,000 deployment requests in the database,
+as a ratio to Django's bare login page measured in the same run (target <= 3x), and the number
+of SQL queries each page takes.
+
+    .venv/bin/python bench/ui.py [--requests 1000] [--repeat 40]
+
+Runs in a scratch database: `governance_bench_ui` (created and dropped here) on the PostgreSQL
+server of DATABASE_URL when that is postgres://, else SQLite in a temporary folder. Server time
+is the full Django request cycle (middleware, view, template) through the test client, without
+a network hop, so the ratio compares the pages' own work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+BENCH_DB = "governance_bench_ui"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _scratch_database(folder: Path) -> tuple[str, str | None]:
+    """(URL of the scratch database, the maintenance URL to drop it with, or None for SQLite)."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        return f"sqlite:///{folder / 'bench.sqlite3'}", None
+    import psycopg
+
+    parts = urlparse(url)
+    admin = urlunparse(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+        connection.execute(f"CREATE DATABASE {BENCH_DB}")
+    return urlunparse(parts._replace(path=f"/{BENCH_DB}")), admin
+
+
+def _drop(admin: str | None) -> None:
+    if admin is None:
+        return
+    import psycopg
+    from django.db import connections
+
+    if "django" in sys.modules and os.environ.get("DJANGO_SETTINGS_MODULE"):
+        connections.close_all()
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+
+
+def _setup(database_url: str) -> None:
+    os.environ["DATABASE_URL"] = database_url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "governance.settings_tests"
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=dict(os.environ), check=True)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def _populate(count: int) -> dict[str, str]:
+    """One request made through the services (real evidence, findings, obligations, plan), then
+    `count - 1` copies of it in varied states, as a busy instance would hold."""
+    from django.contrib.auth.models import Group, User
+
+    from governance.artifacts.services import artifact_register
+    from governance.capacity.services import capacity_plan_compute
+    from governance.core.models import Team
+    from governance.core.roles import Role
+    from governance.deployments import services
+    from governance.deployments.choices import Status
+    from governance.deployments.models import DeploymentRequest, ObligationItem
+    from governance.deployments.selectors import latest_capacity_plan
+    from governance.licenses.services import license_catalog_load
+
+    license_catalog_load(actor="system:bench")
+    team = Team.objects.create(name="platform")
+    users = {}
+    for name, role in (("req", Role.REQUESTER), ("legal", Role.LEGAL_REVIEWER), ("eng", Role.ENGINEERING_REVIEWER),
+                       ("aud", Role.AUDITOR)):  # fmt: skip
+        user = User.objects.create_user(username=name, password="bench-" + name)
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+        team.members.add(user)
+        users[name] = user
+    artifact = artifact_register(actor=users["req"], team=team, data={
+        "name": "Kimi-K2-Instruct", "source_repo": "moonshotai/Kimi-K2-Instruct", "revision": "main",
+        "weights_digest": "sha256:" + "cd" * 32, "license": "kimi-k2-modified-mit", "architecture_key": "kimi-k2"})  # fmt: skip
+    facts = {"use_case": "external_commercial", "commercial_entity": True, "hosted_service": True, "production": True,
+             "monthly_active_users": 2_000_000, "monthly_revenue": {"amount": 25_000_000, "currency": "USD"},
+             "org_country": "US"}  # fmt: skip
+    serving = {"engine": "vllm", "precision": "w4a8", "gpu": "h200", "max_model_len": 131072, "concurrency": 8}
+    first = services.deployment_create(actor=users["req"], data={"team": team, "artifact": artifact,
+                                       "product_name": "Product 0", "facts": facts, "serving_plan": serving})  # fmt: skip
+    first = services.deployment_submit(request=first, actor=users["req"])
+    plan = latest_capacity_plan(first)
+    assert plan is not None
+    capacity_plan_compute(plan_id=plan.pk)
+    first.refresh_from_db()
+    statuses = [Status.DRAFT, Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED, Status.REJECTED]
+    copies = [
+        DeploymentRequest(team=team, requester=users["req"], artifact=artifact, product_name=f"Product {i}",
+                          facts=first.facts, serving_plan=first.serving_plan, status=statuses[i % len(statuses)],
+                          evidence=first.evidence, evidence_digest=first.evidence_digest, flagged=i % 97 == 0,
+                          flag_reason="usage crossed a threshold" if i % 97 == 0 else "")
+        for i in range(1, count)
+    ]  # fmt: skip
+    DeploymentRequest.objects.bulk_create(copies, batch_size=500)
+    template = list(first.obligations.all())
+    ObligationItem.objects.bulk_create(
+        [ObligationItem(request=r, license_key=o.license_key, finding_code=o.finding_code, clause=o.clause,
+                        params=o.params, message=o.message, fingerprint=o.fingerprint)
+         for r in DeploymentRequest.objects.exclude(pk=first.pk) for o in template],
+        batch_size=500,
+    )  # fmt: skip
+    return {"code": str(first.code)}
+
+
+def _measure(client: object, url: str, repeat: int) -> tuple[float, int]:
+    from django.db import connection
+
+    get = client.get  # type: ignore[attr-defined]
+    for _ in range(3):  # warm caches (templates, license specs, connection)
+        assert get(url).status_code == 200, url
+    executed: list[str] = []
+
+    def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        executed.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        get(url)
+    timings = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        response = get(url)
+        timings.append(time.perf_counter() - started)
+        assert response.status_code == 200, url
+    return statistics.median(timings) * 1000, len(executed)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=40)
+    parser.add_argument("--profile", metavar="PAGE", help="print a cProfile of one page (by name) instead")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        database_url, admin = _scratch_database(Path(folder))
+        try:
+            _run(database_url, args.requests, args.repeat, args.profile)
+        finally:
+            _drop(admin)
+
+
+def _run(database_url: str, count: int, repeat: int, profile: str | None = None) -> None:
+    _setup(database_url)
+    from django.contrib.auth.models import User
+    from django.core import signals
+    from django.db import close_old_connections
+    from django.test import Client
+
+    started = time.perf_counter()
+    ids = _populate(count)
+    print(f"populated {count} requests in {time.perf_counter() - started:.1f} s")
+    # One connection for the whole run, as CONN_MAX_AGE keeps it in production, so each
+    # page's queries are counted on it.
+    signals.request_finished.disconnect(close_old_connections)
+    anonymous = Client()
+    baseline, baseline_queries = _measure(anonymous, "/accounts/login/", repeat)
+    pages = [
+        ("req", "/", "dashboard"),
+        ("legal", "/", "dashboard (reviewer)"),
+        ("req", "/requests/", "request list"),
+        ("req", "/requests/new", "request wizard"),
+        ("legal", f"/requests/{ids['code']}/", "request page"),
+        ("req", "/licenses/", "license catalog"),
+        ("req", "/licenses/kimi-k2-modified-mit/", "license detail"),
+        ("req", "/clusters/", "clusters"),
+        ("aud", "/audit/", "audit"),
+    ]
+    print(f"{'page':<22} {'median ms':>10} {'ratio':>7} {'queries':>8}")
+    print(f"{'login (baseline)':<22} {baseline:>10.2f} {1.0:>7.2f} {baseline_queries:>8}")
+    worst = 0.0
+    for username, url, name in pages:
+        client = Client()
+        client.force_login(User.objects.get(username=username))
+        if profile == name:
+            import cProfile
+            import pstats
+
+            client.get(url)
+            profiler = cProfile.Profile()
+            profiler.runcall(client.get, url)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+            return
+        median, queries = _measure(client, url, repeat)
+        ratio = median / baseline
+        worst = max(worst, ratio)
+        print(f"{name:<22} {median:>10.2f} {ratio:>7.2f} {queries:>8}")
+    print(f"worst ratio {worst:.2f} (target <= 3.00)")
+
+
+if __name__ == "__main__":
+    main()

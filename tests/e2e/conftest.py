@@ -1,0 +1,124 @@
+"""The browser harness: Debian's Chromium driven by Playwright against pytest-django's live server
+(real PostgreSQL/SQLite test database, a real Celery worker, the local cluster executor).
+
+Playwright's own browser download is never used: the launch names /usr/bin/chromium, which
+scripts/system-deps installs. axe-core (vendored) is injected into each page checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from governance.celery import app
+from tests.conftest import WorkerHandle
+from tests.deployments.conftest import catalog  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+AXE = (Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js").read_text()
+SERIOUS = ("serious", "critical")
+# Playwright's sync API keeps an asyncio loop in the test thread; the ORM calls the tests make
+# between browser steps are ordinary blocking calls, not coroutines, so Django's guard is lifted.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_messages() -> None:
+    call_command("compilemessages", locale=["zh_Hans"], ignore_patterns=[".venv", "var", "node_modules"], verbosity=0)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/system-deps (installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def worker_queue(celery_worker: WorkerHandle) -> Iterator[str]:
+    """Route the live server's .delay() calls to this session's real worker."""
+    previous = app.conf.task_default_queue
+    app.conf.task_default_queue = celery_worker.queue
+    yield celery_worker.queue
+    app.conf.task_default_queue = previous
+
+
+def axe_violations(page: Any) -> list[dict[str, Any]]:
+    """Serious or critical axe-core violations on the page as it is now."""
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.add_script_tag(content=AXE)
+    result = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations")
+    return [
+        {"id": v["id"], "impact": v["impact"], "help": v["help"], "nodes": [n["target"] for n in v["nodes"]][:5]}
+        for v in result
+        if v["impact"] in SERIOUS
+    ]
+
+
+@dataclass
+class Recorder:
+    """Screenshots of each step under var/screenshots/<run>/ and the axe result of each page."""
+
+    folder: Path
+    checked: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def shot(self, page: Any, name: str) -> Path:
+        self.count += 1
+        path = self.folder / f"{self.count:02d}-{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def axe(self, page: Any, name: str) -> None:
+        violations = axe_violations(page)
+        assert not violations, f"{name}: " + json.dumps(violations, ensure_ascii=False, indent=1)
+        self.checked.append(name)
+
+
+@pytest.fixture
+def recorder(request: pytest.FixtureRequest) -> Recorder:
+    name = request.node.name.replace("[", "-").replace("]", "")
+    folder = Path(settings.VAR_DIR) / "screenshots" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.png"):
+        old.unlink()
+    return Recorder(folder)
+
+
+def tiny_checkpoint(folder: Path) -> Path:
+    """A real (random-weight) Qwen3-MoE checkpoint on disk: what the eval job loads by path."""
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    from planner.evaljob.tiny import TINY_QWEN3_MOE, train_tokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer_file = train_tokenizer(folder / "tokenizer-source.json")
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file), eos_token="<eos>", pad_token="<pad>")
+    tokenizer.save_pretrained(str(folder))
+    config = AutoConfig.for_model(**TINY_QWEN3_MOE)
+    import torch
+
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(str(folder))
+    return folder
+
+
+def local_cluster_setup() -> str:
+    """Shell lines for the local executor: this interpreter and this checkout."""
+    return f"export PATH={Path(sys.executable).parent}:$PATH PYTHONPATH={ROOT}"

@@ -1,0 +1,196 @@
+"""One deployment request from wizard to approval and usage alert, in a real browser, in English
+and in Chinese: the pages a requester, a legal reviewer and an engineering reviewer use.
+
+Each step is screenshotted under var/screenshots/<test>/ and each page is checked with axe-core."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governance.evaluations.models import Cluster, ExecutorKind
+from tests.conftest import Personas
+from tests.e2e.conftest import Recorder, local_cluster_setup, tiny_checkpoint
+
+pytestmark = [pytest.mark.worker]
+KIMI = "kimi-k2-modified-mit"
+DISPLAY = '#preview .finding[data-code="attribution.display"]'
+
+
+class Session:
+    """One persona's browser context, logged in through the login page."""
+
+    def __init__(self, browser: Any, base_url: str, language: str) -> None:
+        self.context = browser.new_context(base_url=base_url, locale="en-US", viewport={"width": 1280, "height": 900})
+        self.context.set_default_timeout(20_000)
+        self.page = self.context.new_page()
+        self.language = language
+
+    def login(self, username: str, recorder: Recorder | None = None, switch_language: bool = False) -> Any:
+        page = self.page
+        page.goto("/accounts/login/")
+        if switch_language:  # through the switcher, as a person would
+            page.select_option("#language-select", self.language)
+            page.click("form.lang button[type=submit]")
+            page.wait_for_selector(f'html[lang="{self.language}"]')
+        elif self.language != "en":
+            self.context.add_cookies([{"name": "django_language", "value": self.language, "url": page.url}])
+            page.reload()
+        assert page.get_attribute("html", "lang") == self.language
+        if recorder is not None:
+            recorder.axe(page, "login")
+            recorder.shot(page, "login")
+        page.fill("#id_username", username)
+        page.fill("#id_password", f"pw-{username}")
+        page.click("main form button[type=submit]")
+        page.wait_for_selector("h1")
+        return page
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def local_cluster(transactional_db: None, tmp_path: Path) -> Cluster:
+    return Cluster.objects.create(name="local", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"),
+                                  default_time_limit_s=600, setup_lines=local_cluster_setup())  # fmt: skip
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
+    language: str, browser, live_server, worker_queue, personas: Personas, catalog, local_cluster, recorder, tmp_path
+) -> None:
+    checkpoint = tiny_checkpoint(tmp_path / "tiny-qwen3-moe")
+    requester = Session(browser, live_server.url, language)
+    legal = Session(browser, live_server.url, language)
+    engineer = Session(browser, live_server.url, language)
+    try:
+        page = requester.login("req", recorder, switch_language=language != "en")
+        recorder.axe(page, "dashboard")
+
+        # 1. the wizard: register the Kimi K2 W4A8 artifact and describe the deployment
+        page.goto("/requests/new")
+        page.select_option("#id_artifact", "")
+        page.fill("#id_new_name", "Kimi-K2-Instruct-W4A8")
+        page.fill("#id_new_source_repo", "moonshotai/Kimi-K2-Instruct")
+        page.fill("#id_new_revision", "main")
+        page.fill("#id_new_weights_digest", "sha256:" + "ab" * 32)
+        page.select_option("#id_new_license", KIMI)
+        page.fill("#id_new_architecture_key", "kimi-k2")
+        page.fill("#id_product_name", "Acme Assistant")
+        page.select_option("#id_use_case", "external_commercial")
+        page.check("#id_hosted_service")
+        page.fill("#id_monthly_active_users", "2000000")
+        page.fill("#id_org_country", "US")
+        page.fill("#id_revenue_amount", "15000000")
+        page.wait_for_selector(f'#preview .preview-result[data-license="{KIMI}"]')
+        page.wait_for_load_state("networkidle")
+        assert page.locator(DISPLAY).count() == 0  # USD 15M: under Kimi's USD 20M a month
+        recorder.shot(page, "wizard-under-threshold")
+
+        # 2. the live preview shows the display obligation once revenue crosses USD 20M
+        page.fill("#id_revenue_amount", "25000000")
+        page.wait_for_selector(DISPLAY)
+        assert "Kimi K2" in page.inner_text(DISPLAY)
+        recorder.axe(page, "wizard")
+        recorder.shot(page, "wizard-preview-display-obligation")
+        page.select_option("#id_precision", "w4a8")
+        page.select_option("#id_gpu", "h200")
+        page.fill("#id_max_model_len", "131072")
+        page.click("button[name=create]")
+        page.wait_for_url(re.compile(r"/requests/[0-9a-f-]{36}/$"))
+        code = page.url.rstrip("/").rsplit("/", 1)[1]
+        assert page.locator('.finding[data-code="attribution.display"]').count() >= 1
+        recorder.axe(page, "request-draft")
+        recorder.shot(page, "request-draft")
+
+        # 3. submit: the capacity plan is computed by the worker and appears on the page
+        page.click('form[action$="/submit"] button')
+        page.wait_for_selector(".capacity-verdict", timeout=90_000)
+        assert page.locator(".capacity-verdict.ok").count() == 1
+        assert page.locator("#capacity svg rect").count() >= 4
+        assert "vllm serve" in page.inner_text("#cmd-vllm")
+        recorder.axe(page, "request-submitted")
+        recorder.shot(page, "capacity-plan")
+
+        # 4. legal starts the review
+        lpage = legal.login("legal")
+        lpage.goto(f"/requests/{code}/")
+        lpage.click('form[action$="/start-review"] button')
+        lpage.wait_for_selector("h1 .status-in_review")
+
+        # 5. engineering runs the eval on the local executor; progress is visible while it runs
+        epage = engineer.login("eng")
+        epage.goto(f"/requests/{code}/")
+        epage.select_option("#id_cluster", "local")
+        epage.select_option("#id_scheme", "w4a8")
+        epage.fill("#id_threshold", "0.5")
+        epage.fill("#id_max_cases_per_category", "5")  # 5 clean cases per category: bound 0.45 < 0.5
+        epage.fill("#id_max_new_tokens", "4")  # a random-weight model: short answers keep the run short
+        epage.fill("#id_model_path", str(checkpoint))
+        epage.click('form[action$="/evals/new"] button')
+        epage.wait_for_selector(".eval-run")
+        epage.wait_for_selector('.eval-run[data-state="running"], .eval-run[data-state="succeeded"]', timeout=120_000)
+        recorder.shot(epage, "eval-progress")
+        epage.wait_for_selector('.eval-run[data-status="passed"]', timeout=300_000)
+        assert epage.get_attribute(".eval-run progress", "value") == "20"  # 5 cases in each of 4 categories
+        recorder.axe(epage, "request-eval-done")
+        recorder.shot(epage, "eval-passed")
+
+        # 6. the requester says how each obligation is met; legal accepts each
+        page.goto(f"/requests/{code}/#obligations")
+        while page.locator('.obligation[data-status="open"]').count():
+            item = page.locator('.obligation[data-status="open"]').first
+            item.locator("textarea").fill("Shown in the footer of every page and in the About dialog")
+            item.locator('form[action$="/acknowledge"] button').click()
+            page.wait_for_load_state("load")
+        assert page.locator('.obligation[data-status="acknowledged"]').count() >= 1
+        recorder.shot(page, "obligations-acknowledged")
+        lpage.goto(f"/requests/{code}/#obligations")
+        while lpage.locator('.obligation[data-status="acknowledged"]').count():
+            lpage.locator('.obligation[data-status="acknowledged"] button[value="true"]').first.click()
+            lpage.wait_for_load_state("load")
+        assert lpage.locator('.obligation[data-status="accepted"]').count() >= 1
+
+        # 7. legal, then engineering, sign off on the evidence they see
+        assert lpage.locator("tr.blocker").count() == 0, lpage.inner_text("#blockers")
+        recorder.axe(lpage, "request-ready-to-sign")
+        lpage.select_option("#id_verdict", "approve")
+        lpage.click('form[action$="/review"] button')
+        lpage.wait_for_selector('.decision-row[data-role="legal"][data-verdict="approve"]')
+        recorder.shot(lpage, "legal-signed")
+        epage.goto(f"/requests/{code}/#signoff")
+        epage.select_option("#id_verdict", "approve")
+        epage.click('form[action$="/review"] button')
+        epage.wait_for_selector("h1 .status-approved")
+        recorder.axe(epage, "request-approved")
+        recorder.shot(epage, "approved")
+
+        # 8. a usage report crosses Kimi's 100M monthly-active-user term: the dashboard alerts
+        page.goto(f"/requests/{code}/#usage")
+        page.fill("#id_month", "2026-11")
+        page.fill("#id_monthly_active_users", "150000000")
+        page.fill("#id_revenue_amount", "25000000")
+        page.click('form[action$="/usage"] button')
+        page.wait_for_selector("#usage table")
+        page.goto("/")
+        alert = page.locator('.alert[role="alert"]')
+        assert alert.count() == 1
+        assert "Acme Assistant" in alert.inner_text()
+        recorder.axe(page, "dashboard-alert")
+        recorder.shot(page, "dashboard-usage-alert")
+
+        # the other pages, checked with axe in this language
+        for url, name in (("/requests/", "requests"), ("/licenses/", "licenses"), (f"/licenses/{KIMI}/", "license"),
+                          ("/clusters/", "clusters")):  # fmt: skip
+            page.goto(url)
+            recorder.axe(page, name)
+        lpage.goto("/audit/")
+        recorder.axe(lpage, "audit")
+        recorder.shot(lpage, "audit")
+    finally:
+        for session in (requester, legal, engineer):
+            session.close()
