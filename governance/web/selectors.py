@@ -455,4 +455,5 @@ def license_preview(artifact: Any, license_key: str, facts: dict[str, Any]) -> d
         return {"results": [], "errors": dict(exc.fields.items())}
     except ApplicationError as exc:
         return {"results": [], "errors": {"license": exc.message}}
-    return {"results": results, "errors": {}}
+    return {"results": results, "errors": {}, "revenue": facts.get("monthly_revenue"),
+            "monthly_active_users": facts.get("monthly_active_users")}  # fmt: skip

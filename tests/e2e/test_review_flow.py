@@ -87,12 +87,13 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         page.fill("#id_org_country", "US")
         page.fill("#id_revenue_amount", "15000000")
         page.wait_for_selector(f'#preview .preview-result[data-license="{KIMI}"]')
-        page.wait_for_load_state("networkidle")
+        page.wait_for_selector('#preview .preview-facts[data-revenue="15000000.0"][data-mau="2000000"]')
         assert page.locator(DISPLAY).count() == 0  # USD 15M: under Kimi's USD 20M a month
         recorder.shot(page, "wizard-under-threshold")
 
         # 2. the live preview shows the display obligation once revenue crosses USD 20M
         page.fill("#id_revenue_amount", "25000000")
+        page.wait_for_selector('#preview .preview-facts[data-revenue="25000000.0"]')
         page.wait_for_selector(DISPLAY)
         assert "Kimi K2" in page.inner_text(DISPLAY)
         recorder.axe(page, "wizard")
