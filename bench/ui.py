@@ -96,7 +96,7 @@ def _populate(count: int) -> dict[str, str]:
     serving = {"engine": "vllm", "precision": "w4a8", "gpu": "h200", "max_model_len": 131072, "concurrency": 8}
     first = services.deployment_create(actor=users["req"], data={"team": team, "artifact": artifact,
                                        "product_name": "Product 0", "facts": facts, "serving_plan": serving})  # fmt: skip
-    first = services.deployment_submit(request=first, actor=users["req"])
+    first = services.deployment_submit(deployment=first, actor=users["req"])
     plan = latest_capacity_plan(first)
     assert plan is not None
     capacity_plan_compute(plan_id=plan.pk)

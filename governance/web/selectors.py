@@ -20,10 +20,14 @@ from governance.audit.models import AuditEvent
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan
 from governance.core.roles import Role, has_role
-from governance.deployments import services as deployment_services
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest
-from governance.deployments.selectors import deployment_get, deployments_visible_to, latest_capacity_plan
+from governance.deployments.selectors import (
+    deployment_blockers,
+    deployment_get,
+    deployments_visible_to,
+    latest_capacity_plan,
+)
 from governance.evaluations.models import ACTIVE_STATES, Cluster, EvalRun, EvalStatus
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
 from governance.web import labels
@@ -255,7 +259,7 @@ def deployment_page(user: Any, code: Any) -> DeploymentPage:
                 waivable.append({"license": evaluation["license"], **finding})
         licenses.append({**evaluation, "findings": findings, "decision_label": labels.decision(evaluation["decision"])})
     blockers = (
-        [labels.blocker_guidance(b, request) for b in deployment_services.deployment_blockers(request)]
+        [labels.blocker_guidance(b, request) for b in deployment_blockers(request)]
         if request.status != Status.DRAFT
         else []
     )

@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from governance.deployments.models import DeploymentRequest
 from tests.conftest import Personas
 from tests.deployments.conftest import Flow
 
@@ -90,3 +91,38 @@ def test_queries_per_page_do_not_grow_with_the_data(
 
 
 MAX_QUERIES = 20
+
+
+def test_language_switcher_and_localised_numbers(personas: Personas, flow: Flow, artifacts: Any) -> None:
+    client = browser(personas.requester)
+    response = client.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
+    assert response.status_code == 302
+    page = client.get("/").content.decode()
+    assert '<html lang="zh-hans">' in page
+    assert "仪表板" in page
+    assert "等待我处理" in page
+    english = browser(personas.requester).get("/").content.decode()
+    assert '<html lang="en">' in english
+    assert "Waiting on me" in english
+
+
+def test_wizard_works_without_javascript(personas: Personas, artifacts: Any) -> None:
+    """The preview button and the create button are plain form posts."""
+    client = browser(personas.requester)
+    form = {"artifact": str(artifacts["kimi"].code), "product_name": "Acme Assistant", "environments": "production",
+            "use_case": "external_commercial", "commercial_entity": "on", "hosted_service": "on", "production": "on",
+            "monthly_active_users": "2000000", "revenue_amount": "25000000", "revenue_currency": "USD",
+            "org_country": "US", "derivative_kind": "none", "derivative_distribution": "none", "engine": "vllm",
+            "precision": "w4a8", "gpu": "h200", "kv_dtype": "bf16", "max_model_len": "131072", "concurrency": "8"}  # fmt: skip
+    preview = client.post("/requests/new", {**form, "preview": "1"}).content.decode()
+    assert 'data-code="attribution.display"' in preview
+    assert DeploymentRequest.objects.count() == 0
+    response = client.post("/requests/new", {**form, "create": "1"})
+    assert response.status_code == 302
+    created = DeploymentRequest.objects.get()
+    assert response["Location"] == f"/requests/{created.code}/"
+    assert created.facts["monthly_revenue"] == {"amount": 25000000.0, "currency": "USD"}
+    assert created.serving_plan["precision"] == "w4a8"
+    bad = client.post("/requests/new", {**form, "max_model_len": "8", "create": "1"})
+    assert bad.status_code == 200
+    assert 'aria-invalid="true"' in bad.content.decode()
