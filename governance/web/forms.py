@@ -307,6 +307,13 @@ class ReviewForm(forms.Form):
     comment = forms.CharField(
         label=_("Comment"), max_length=4000, required=False, widget=forms.Textarea(attrs={"rows": 2})
     )
+    password = forms.CharField(
+        label=_("Your password"),
+        max_length=4096,
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+        help_text=_("Signing asks for your password again: the signature is yours alone."),
+    )
 
     def __init__(self, *args: Any, roles: list[dict[str, Any]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -15,6 +15,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from governance.approvals.selectors import live_packet, packet_url
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.audit.models import AuditEvent
 from governance.audit.selectors import audit_events_filter
@@ -239,6 +240,8 @@ class DeploymentPage:
     timeline: list[AuditEvent]
     usage_reports: list[Any]
     actions: dict[str, Any]
+    packet: Any = None
+    packet_url: str = ""
     findings_waivable: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -290,6 +293,8 @@ def deployment_page(user: Any, code: Any) -> DeploymentPage:
         timeline=timeline,
         usage_reports=list(request.usage_reports.order_by("-month", "-created_at")[:12]),
         actions=deployment_actions(user, request),
+        packet=live_packet(request),
+        packet_url=packet_url(request),
         findings_waivable=waivable,
     )
 

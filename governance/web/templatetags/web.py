@@ -134,7 +134,8 @@ def field(bound: BoundField) -> str:
         )
     else:
         input_type = getattr(widget, "input_type", "text")
-        value = widget.format_value(value)  # unlocalized: never "1,000" in a number input
+        # unlocalized: never "1,000" in a number input; a password is never sent back
+        value = None if isinstance(widget, forms.PasswordInput) else widget.format_value(value)
         control = format_html(
             '<input type="{}" name="{}" id="{}"{}{}>',
             input_type,

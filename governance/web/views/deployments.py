@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from governance.approvals import services as approval_services
 from governance.artifacts.api import ArtifactInputSerializer
 from governance.artifacts.services import artifact_register
 from governance.core.errors import ApplicationError, NotFoundError
@@ -240,9 +241,9 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
     data = form.cleaned_data
     return act(
         request,
-        lambda: services.deployment_review(deployment=target, actor=_user(request), verdict=data["verdict"],
-                                           evidence_digest=data["evidence_digest"], role=data["role"],
-                                           comment=data["comment"]),
+        lambda: approval_services.sign_off(deployment=target, user=_user(request), role=data["role"],
+                                           decision=data["verdict"], password=data["password"],
+                                           evidence_digest=data["evidence_digest"], comment=data["comment"]),
         _("Your decision is recorded."),
         _page(code, "signoff"),
     )  # fmt: skip
