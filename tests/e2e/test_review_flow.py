@@ -55,8 +55,15 @@ class Session:
 
 @pytest.fixture
 def local_cluster(transactional_db: None, tmp_path: Path) -> Cluster:
-    return Cluster.objects.create(name="local", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"),
-                                  default_time_limit_s=600, setup_lines=local_cluster_setup())  # fmt: skip
+    # Evals read checkpoints only inside the cluster's model roots: the test's tiny model lives under tmp_path.
+    return Cluster.objects.create(
+        name="local",
+        executor=ExecutorKind.LOCAL,
+        remote_root=str(tmp_path / "runs"),
+        model_roots=[str(tmp_path)],
+        default_time_limit_s=600,
+        setup_lines=local_cluster_setup(),
+    )
 
 
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
@@ -142,7 +149,7 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         recorder.shot(epage, "eval-passed")
 
         # 6. the requester says how each obligation is met; legal accepts each
-        page.goto(f"/requests/{code}/#obligations")
+        page.goto(f"/requests/{code}/")  # a full load: a same-page #fragment would keep the stale page
         while page.locator('.obligation[data-status="open"]').count():
             item = page.locator('.obligation[data-status="open"]').first
             item.locator("textarea").fill("Shown in the footer of every page and in the About dialog")
@@ -150,7 +157,7 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
             page.wait_for_load_state("load")
         assert page.locator('.obligation[data-status="acknowledged"]').count() >= 1
         recorder.shot(page, "obligations-acknowledged")
-        lpage.goto(f"/requests/{code}/#obligations")
+        lpage.goto(f"/requests/{code}/")  # a full load: a same-page #fragment would keep the stale page
         while lpage.locator('.obligation[data-status="acknowledged"]').count():
             lpage.locator('.obligation[data-status="acknowledged"] button[value="true"]').first.click()
             lpage.wait_for_load_state("load")
@@ -164,7 +171,7 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         lpage.click('form[action$="/review"] button')
         lpage.wait_for_selector('.decision-row[data-role="legal"][data-verdict="approve"]')
         recorder.shot(lpage, "legal-signed")
-        epage.goto(f"/requests/{code}/#signoff")
+        epage.goto(f"/requests/{code}/")  # a full load: a same-page #fragment would keep the stale page
         epage.select_option("#id_verdict", "approve")
         epage.fill("#id_password", "pw-eng")
         epage.click('form[action$="/review"] button')
@@ -173,7 +180,7 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         recorder.shot(epage, "approved")
 
         # 8. a usage report crosses Kimi's 100M monthly-active-user term: the dashboard alerts
-        page.goto(f"/requests/{code}/#usage")
+        page.goto(f"/requests/{code}/")  # a full load: a same-page #fragment would keep the stale page
         page.fill("#id_month", "2026-11")
         page.fill("#id_monthly_active_users", "150000000")
         page.fill("#id_revenue_amount", "25000000")
