@@ -89,6 +89,27 @@ def test_kimi_revenue_in_cny_crossing_flags_the_request(  # type: ignore[no-unty
     assert {b["code"] for b in body["blockers"]} == {"obligation.not_accepted"}
 
 
+def test_a_second_clause_of_the_same_duty_crossed_by_usage_flags_the_request(  # type: ignore[no-untyped-def]
+    flow: Flow, artifacts, personas
+) -> None:
+    """Approved with Kimi K2's display duty from revenue (over USD 20M); a report over 100M monthly
+    active users brings the same duty under its other clause: a new finding, so a flag."""
+    revenue = {"amount": 25_000_000, "currency": "USD"}
+    code = flow.to_review(artifacts["kimi"], {**FACTS, "monthly_revenue": revenue})
+    assert flow.approve(code)["status"] == "approved"
+    response = flow.post(
+        personas.requester,
+        code,
+        "usage",
+        {"month": "2026-10", "monthly_active_users": 150_000_000, "monthly_revenue": revenue},
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["flagged"] is True
+    assert body["status"] == "in_review"
+    assert "kimi-k2-modified-mit:attribution.display:obligation" in body["flag_reason"]
+
+
 def test_qwen_mau_crossing_needs_licensor_approval(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
     code = flow.to_review(artifacts["qwen"])
     flow.approve(code)

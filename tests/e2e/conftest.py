@@ -73,6 +73,17 @@ def axe_violations(page: Any) -> list[dict[str, Any]]:
     ]
 
 
+def wait_for(page: Any, selector: str, timeout: float = 20_000) -> None:
+    """page.wait_for_selector, but a timeout says what the page showed (its messages and errors)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_selector(selector, timeout=timeout)
+    except PlaywrightTimeout:
+        shown = page.locator(".messages, .errorlist, .error").all_inner_texts()
+        raise AssertionError(f"{selector!r} never appeared on {page.url}; the page said: {shown}") from None
+
+
 @dataclass
 class Recorder:
     """Screenshots of each step under var/screenshots/<run>/ and the axe result of each page."""

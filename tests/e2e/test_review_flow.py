@@ -13,7 +13,7 @@ import pytest
 
 from governance.evaluations.models import Cluster, ExecutorKind
 from tests.conftest import Personas
-from tests.e2e.conftest import Recorder, local_cluster_setup, tiny_checkpoint
+from tests.e2e.conftest import Recorder, local_cluster_setup, tiny_checkpoint, wait_for
 
 pytestmark = [pytest.mark.worker]
 KIMI = "kimi-k2-modified-mit"
@@ -35,7 +35,7 @@ class Session:
         if switch_language:  # through the switcher, as a person would
             page.select_option("#language-select", self.language)
             page.click("form.lang button[type=submit]")
-            page.wait_for_selector(f'html[lang="{self.language}"]')
+            wait_for(page, f'html[lang="{self.language}"]')
         elif self.language != "en":
             self.context.add_cookies([{"name": "django_language", "value": self.language, "url": page.url}])
             page.reload()
@@ -46,7 +46,7 @@ class Session:
         page.fill("#id_username", username)
         page.fill("#id_password", f"pw-{username}")
         page.click("main form button[type=submit]")
-        page.wait_for_selector("h1")
+        wait_for(page, "h1")
         return page
 
     def close(self) -> None:
@@ -68,7 +68,16 @@ def local_cluster(transactional_db: None, tmp_path: Path) -> Cluster:
 
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
 def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
-    language: str, browser, live_server, worker_queue, personas: Personas, catalog, local_cluster, recorder, tmp_path
+    language: str,
+    browser,
+    live_server,
+    worker_queue,
+    org_pki,
+    personas: Personas,
+    catalog,
+    local_cluster,
+    recorder,
+    tmp_path,
 ) -> None:
     checkpoint = tiny_checkpoint(tmp_path / "tiny-qwen3-moe")
     requester = Session(browser, live_server.url, language)
@@ -93,15 +102,15 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         page.fill("#id_monthly_active_users", "2000000")
         page.fill("#id_org_country", "US")
         page.fill("#id_revenue_amount", "15000000")
-        page.wait_for_selector(f'#preview .preview-result[data-license="{KIMI}"]')
-        page.wait_for_selector('#preview .preview-facts[data-revenue="15000000.0"][data-mau="2000000"]')
+        wait_for(page, f'#preview .preview-result[data-license="{KIMI}"]')
+        wait_for(page, '#preview .preview-facts[data-revenue="15000000.0"][data-mau="2000000"]')
         assert page.locator(DISPLAY).count() == 0  # USD 15M: under Kimi's USD 20M a month
         recorder.shot(page, "wizard-under-threshold")
 
         # 2. the live preview shows the display obligation once revenue crosses USD 20M
         page.fill("#id_revenue_amount", "25000000")
-        page.wait_for_selector('#preview .preview-facts[data-revenue="25000000.0"]')
-        page.wait_for_selector(DISPLAY)
+        wait_for(page, '#preview .preview-facts[data-revenue="25000000.0"]')
+        wait_for(page, DISPLAY)
         assert "Kimi K2" in page.inner_text(DISPLAY)
         recorder.axe(page, "wizard")
         recorder.shot(page, "wizard-preview-display-obligation")
@@ -117,7 +126,7 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
 
         # 3. submit: the capacity plan is computed by the worker and appears on the page
         page.click('form[action$="/submit"] button')
-        page.wait_for_selector(".capacity-verdict", timeout=90_000)
+        wait_for(page, ".capacity-verdict", timeout=90_000)
         assert page.locator(".capacity-verdict.ok").count() == 1
         assert page.locator("#capacity svg rect").count() >= 4
         assert "vllm serve" in page.inner_text("#cmd-vllm")
@@ -128,7 +137,7 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         lpage = legal.login("legal")
         lpage.goto(f"/requests/{code}/")
         lpage.click('form[action$="/start-review"] button')
-        lpage.wait_for_selector("h1 .status-in_review")
+        wait_for(lpage, "h1 .status-in_review")
 
         # 5. engineering runs the eval on the local executor; progress is visible while it runs
         epage = engineer.login("eng")
@@ -140,10 +149,10 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         epage.fill("#id_max_new_tokens", "4")  # a random-weight model: short answers keep the run short
         epage.fill("#id_model_path", str(checkpoint))
         epage.click('form[action$="/evals/new"] button')
-        epage.wait_for_selector(".eval-run")
-        epage.wait_for_selector('.eval-run[data-state="running"], .eval-run[data-state="succeeded"]', timeout=120_000)
+        wait_for(epage, ".eval-run")
+        wait_for(epage, '.eval-run[data-state="running"], .eval-run[data-state="succeeded"]', timeout=120_000)
         recorder.shot(epage, "eval-progress")
-        epage.wait_for_selector('.eval-run[data-status="passed"]', timeout=300_000)
+        wait_for(epage, '.eval-run[data-status="passed"]', timeout=300_000)
         assert epage.get_attribute(".eval-run progress", "value") == "20"  # 5 cases in each of 4 categories
         recorder.axe(epage, "request-eval-done")
         recorder.shot(epage, "eval-passed")
@@ -169,13 +178,13 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         lpage.select_option("#id_verdict", "approve")
         lpage.fill("#id_password", "pw-legal")
         lpage.click('form[action$="/review"] button')
-        lpage.wait_for_selector('.decision-row[data-role="legal"][data-verdict="approve"]')
+        wait_for(lpage, '.decision-row[data-role="legal"][data-verdict="approve"]')
         recorder.shot(lpage, "legal-signed")
         epage.goto(f"/requests/{code}/")  # a full load: a same-page #fragment would keep the stale page
         epage.select_option("#id_verdict", "approve")
         epage.fill("#id_password", "pw-eng")
         epage.click('form[action$="/review"] button')
-        epage.wait_for_selector("h1 .status-approved")
+        wait_for(epage, "h1 .status-approved")
         recorder.axe(epage, "request-approved")
         recorder.shot(epage, "approved")
 
@@ -185,7 +194,7 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         page.fill("#id_monthly_active_users", "150000000")
         page.fill("#id_revenue_amount", "25000000")
         page.click('form[action$="/usage"] button')
-        page.wait_for_selector("#usage table")
+        wait_for(page, "#usage table")
         page.goto("/")
         alert = page.locator('.alert[role="alert"]')
         assert alert.count() == 1

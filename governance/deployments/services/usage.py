@@ -28,9 +28,11 @@ USAGE_STATUSES = (Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED)
 FLAGGED_SEVERITIES = (Severity.BLOCKER, Severity.APPROVAL, Severity.OBLIGATION)
 
 
-def _finding_keys(evidence: dict[str, Any] | None) -> set[tuple[str, str, str]]:
+def _finding_keys(evidence: dict[str, Any] | None) -> set[tuple[str, str, str, str]]:
+    # The clause is part of what a finding is: Kimi K2's display duty over 100M MAU is another
+    # finding than the same duty over USD 20M of revenue (the evidence refresh compares the same way).
     return {
-        (evaluation["license"], finding["code"], finding["severity"])
+        (evaluation["license"], finding["code"], finding["severity"], finding.get("clause", ""))
         for evaluation in (evidence or {}).get("licenses", [])
         for finding in evaluation["findings"]
     }
@@ -74,9 +76,11 @@ def usage_report_record(
         # A report that changes no finding is recorded, but voids nobody's sign-off.
         deployment_evidence_refresh(deployment, actor_ref, f"usage report {month}", only_if_findings_change=True)
         crossed = sorted(
-            f"{license_key}:{code}:{severity}"
-            for license_key, code, severity in _finding_keys(deployment.evidence) - before
-            if severity in FLAGGED_SEVERITIES and code != FACTS_ASSUMED
+            {
+                f"{license_key}:{code}:{severity}"
+                for license_key, code, severity, _clause in _finding_keys(deployment.evidence) - before
+                if severity in FLAGGED_SEVERITIES and code != FACTS_ASSUMED
+            }
         )
         report.crossed = crossed
         report.save(update_fields=["crossed", "updated_at"])
