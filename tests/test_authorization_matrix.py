@@ -96,6 +96,32 @@ def _render_packet(world: World) -> None:
     world.ids["packet_sha"] = packet_render_for_review(deployment=deployment, actor=world.personas.legal).pdf_sha256
 
 
+def _proposed_waiver(world: World) -> None:
+    """A waiver of a blocker proposed by another legal reviewer: the matrix's legal persona may confirm it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from governance.deployments.models import Waiver
+    from tests.conftest import make_user
+
+    waiver = Waiver.objects.create(
+        request=DeploymentRequest.objects.get(code=world.ids["own_review"]),
+        license_key="llama-3.1",
+        finding_code="aup.prohibited_use",
+        clause="AUP 2.a",
+        severity="blocker",
+        reason="matrix",
+        expires_at=timezone.now() + timedelta(days=30),
+        granted_by=make_user("legal-proposer", "legal_reviewer"),
+        needs_confirmation=True,
+        permission_name="permission.pdf",
+        permission_size=3,
+        permission_sha256="ab" * 32,
+    )
+    world.ids["waiver"] = str(waiver.code)
+
+
 def _ci_token(world: World) -> None:
     from datetime import timedelta
 
@@ -160,6 +186,8 @@ ROWS: list[Row] = [
     Row("deployment-waivers", "POST", "/api/v1/deployments/{own_review}/waivers", frozenset({LEGAL}),
         {"license": "llama-3.1", "finding_code": "attribution.display", "reason": "matrix",
          "expires_at": "2099-01-01T00:00:00Z"}),
+    Row("deployment-waiver-confirm", "POST", "/api/v1/deployments/{own_review}/waivers/{waiver}/confirm",
+        frozenset({LEGAL}), note="a second legal reviewer", prepare=_proposed_waiver),
     Row("deployment-usage", "POST", "/api/v1/deployments/{own_review}/usage", frozenset({REQ}),
         {"month": "2026-10", "monthly_active_users": 10}),
     Row("obligation-ack", "POST", "/api/v1/deployments/{own_review}/obligations/{obligation}/acknowledge",

@@ -128,6 +128,7 @@ def render_html(data: PacketInput) -> str:
             "artifact": evidence.get("artifact", {}),
             "licenses": evidence.get("licenses", []),
             "findings": _findings(evidence),
+            "waivers": evidence.get("waivers", []),
             "obligations": evidence.get("obligations", []),
             "capacity": capacity,
             "plan": plan,

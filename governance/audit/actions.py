@@ -35,6 +35,8 @@ class AuditAction(models.IntegerChoices):
     DEPLOYMENT_USAGE_REPORTED = 410, "deployment.usage_reported"
     WAIVER_GRANTED = 420, "deployment.waiver_granted"
     WAIVER_EXPIRED = 421, "deployment.waiver_expired"
+    WAIVER_PROPOSED = 422, "deployment.waiver_proposed"  # a blocker's waiver, before a second reviewer
+    WAIVER_CONFIRMED = 423, "deployment.waiver_confirmed"
     OBLIGATION_ACKNOWLEDGED = 430, "deployment.obligation_acknowledged"
     OBLIGATION_REVIEWED = 431, "deployment.obligation_reviewed"
     # 500-599: capacity plans

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from typing import cast
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.core.errors import PermissionDeniedError
+from governance.core.errors import PermissionDeniedError, invalid_input
 from governance.core.models import ApiToken
+from governance.core.parsers import SafeJSONParser
 from governance.core.permissions import role_permission
 from governance.core.roles import Role, has_role
 from governance.core.selectors import team_choose
@@ -27,6 +30,7 @@ from governance.deployments.selectors import (
     deployment_get_for_usage,
     deployments_list,
     obligation_get,
+    waiver_get,
 )
 from governance.deployments.serializers import (
     DeploymentInputSerializer,
@@ -192,19 +196,33 @@ class WaiverInputSerializer(StrictSerializer):
     clause = serializers.CharField(max_length=120, required=False, allow_blank=True, default="")
     reason = serializers.CharField(max_length=4000)
     expires_at = serializers.DateTimeField()
+    permission_document = serializers.FileField(
+        required=False,
+        allow_empty_file=True,  # the service answers "empty" naming this field
+        help_text="the licensor's written permission (multipart upload); required to waive a blocker",
+    )
 
 
 class WaiverCreateApi(_ActionApi):
+    parser_classes = [SafeJSONParser, MultiPartParser, FormParser]
+
     @extend_schema(
-        request=WaiverInputSerializer,
+        request={"multipart/form-data": WaiverInputSerializer, "application/json": WaiverInputSerializer},
         responses={201: DeploymentOutputSerializer},
-        summary="Waive one finding until a date, with a reason (legal)",
+        summary="Waive one finding until a date (legal); a blocker's waiver is proposed with the "
+        "licensor's permission attached and needs a second legal reviewer's confirmation",
     )
     def post(self, request: Request, code: str) -> Response:
         deployment = self.target(request, code)
         serializer = WaiverInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        upload = data.get("permission_document")
+        permission = None
+        if upload is not None:
+            if upload.size > settings.APPROVALS_MAX_UPLOAD_BYTES:
+                raise invalid_input("permission_document", f"larger than {settings.APPROVALS_MAX_UPLOAD_BYTES} bytes")
+            permission = services.PermissionDocument(name=upload.name or "", content=upload.read())
         services.waiver_grant(
             deployment=deployment,
             actor=_user(request),
@@ -213,8 +231,21 @@ class WaiverCreateApi(_ActionApi):
             clause=data["clause"],
             reason=data["reason"],
             expires_at=data["expires_at"],
+            permission=permission,
         )
         return _output(deployment_get(request.user, code), status=201)
+
+
+class WaiverConfirmApi(_ActionApi):
+    @extend_schema(
+        request=None,
+        responses=DeploymentOutputSerializer,
+        summary="Confirm a proposed waiver of a blocker (a second legal reviewer, not the proposer)",
+    )
+    def post(self, request: Request, code: str, waiver: str) -> Response:
+        deployment = self.target(request, code)
+        services.waiver_confirm(deployment=deployment, waiver=waiver_get(deployment, waiver), actor=_user(request))
+        return _output(deployment_get(request.user, code))
 
 
 class RevenueSerializer(StrictSerializer):

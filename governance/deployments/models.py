@@ -77,16 +77,35 @@ class ObligationItem(BaseModel):
 
 
 class Waiver(BaseModel):
-    """Legal waives one finding (license + code [+ clause]) on one request until `expires_at`."""
+    """Legal waives one finding (license + code [+ clause]) on one request until `expires_at`.
+
+    A waiver of a blocker (a prohibited use, a territorial or non-commercial term) is only proposed
+    by `granted_by`, with the licensor's written permission attached (`permission_*`); it becomes
+    active when a second, distinct legal reviewer confirms it (`confirmed_by`, `confirmed_at`).
+    Other waivers are active from the start (`needs_confirmation` false)."""
 
     request = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="waivers")
     license_key = models.CharField(max_length=64)
     finding_code = models.CharField(max_length=40)
     clause = models.CharField(max_length=120, blank=True)
+    severity = models.CharField(max_length=12, blank=True)  # of the waived finding, when granted
     reason = models.TextField()
     expires_at = models.DateTimeField()
     granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    needs_confirmation = models.BooleanField(default=False)
+    confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    permission_name = models.CharField(max_length=255, blank=True)
+    permission_size = models.BigIntegerField(null=True, blank=True)
+    permission_sha256 = models.CharField(max_length=64, blank=True)
+    permission_content = models.BinaryField(null=True, blank=True, editable=False)
     expired_recorded_at = models.DateTimeField(null=True, blank=True)
+
+    @property
+    def is_confirmed(self) -> bool:
+        return not self.needs_confirmation or self.confirmed_at is not None
 
     class Meta:
         ordering = ["expires_at"]

@@ -97,7 +97,22 @@ def latest_capacity_plan(deployment: DeploymentRequest) -> CapacityPlan | None:
 
 
 def active_waivers(deployment: DeploymentRequest, now: datetime | None = None) -> list[Waiver]:
-    return list(deployment.waivers.filter(expires_at__gt=now or timezone.now()).order_by("created_at"))
+    """Unexpired waivers in force: a proposed waiver of a blocker counts only once a second legal
+    reviewer confirmed it."""
+    return list(
+        deployment.waivers.filter(expires_at__gt=now or timezone.now())
+        .filter(Q(needs_confirmation=False) | Q(confirmed_at__isnull=False))
+        .select_related("granted_by", "confirmed_by")
+        .order_by("created_at")
+    )
+
+
+def waiver_get(deployment: DeploymentRequest, code: Any) -> Waiver:
+    """A waiver of a request the caller already may see (deployment_get)."""
+    found = deployment.waivers.filter(code=code).first()
+    if found is None:
+        raise NotFoundError("no such waiver on this request")
+    return found
 
 
 def finding_is_waived(license_key: str, finding: dict[str, Any], waivers: list[Waiver]) -> bool:

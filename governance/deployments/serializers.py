@@ -138,15 +138,27 @@ class DeploymentOutputSerializer(serializers.ModelSerializer):
         now = timezone.now()
         return [
             {
+                "code": str(w.code),
                 "license": w.license_key,
                 "finding_code": w.finding_code,
                 "clause": w.clause,
+                "severity": w.severity,
                 "reason": w.reason,
                 "expires_at": w.expires_at,
-                "active": w.expires_at > now,
+                "status": (
+                    "expired" if w.expires_at <= now else "active" if w.is_confirmed else "awaiting_confirmation"
+                ),
+                "active": w.expires_at > now and w.is_confirmed,
                 "granted_by": w.granted_by.username,
+                "confirmed_by": w.confirmed_by.username if w.confirmed_by else None,
+                "confirmed_at": w.confirmed_at,
+                "permission": (
+                    {"name": w.permission_name, "size": w.permission_size, "sha256": w.permission_sha256}
+                    if w.permission_sha256
+                    else None
+                ),
             }
-            for w in obj.waivers.select_related("granted_by")
+            for w in obj.waivers.select_related("granted_by", "confirmed_by")
         ]
 
     def get_decisions(self, obj: DeploymentRequest) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ urlpatterns = [
     path("<uuid:code>/start-review", api.DeploymentStartReviewApi.as_view(), name="deployment-start-review"),
     path("<uuid:code>/revoke", api.DeploymentRevokeApi.as_view(), name="deployment-revoke"),
     path("<uuid:code>/waivers", api.WaiverCreateApi.as_view(), name="deployment-waivers"),
+    path("<uuid:code>/waivers/<uuid:waiver>/confirm", api.WaiverConfirmApi.as_view(), name="deployment-waiver-confirm"),
     path("<uuid:code>/evals", api.DeploymentEvalCreateApi.as_view(), name="deployment-evals"),
     path("<uuid:code>/usage", api.DeploymentUsageApi.as_view(), name="deployment-usage"),
     path(

@@ -121,6 +121,8 @@ def _waived(waivers: list[dict[str, Any]], license_key: str, finding: dict[str, 
     return any(
         w["license"] == license_key and w["code"] == finding["code"] and w.get("clause", "") in ("", finding["clause"])
         and datetime.fromisoformat(w["expires_at"]) > now
+        # a blocker is waived only with the licensor's permission and a second legal reviewer
+        and (finding["severity"] != "blocker" or (bool(w.get("permission")) and bool(w.get("confirmed_by"))))
         for w in waivers
     )  # fmt: skip
 
@@ -137,7 +139,8 @@ def _license(state: GateState, now: datetime) -> list[Reason]:
             if finding["severity"] == "blocker":
                 reasons.append(Reason(ReasonCode.LICENSE_BLOCKER,
                                       f"{evaluation['license']}: {finding['code']} ({finding['clause']}): {finding['message']}",
-                                      f"{REQUESTER} changes the facts so the term no longer applies, or {LEGAL} waives it"))  # fmt: skip
+                                      f"{REQUESTER} changes the facts so the term no longer applies, or {LEGAL} proposes a waiver "
+                                      "with the licensor's written permission and a second legal reviewer confirms it"))  # fmt: skip
             else:
                 reasons.append(Reason(ReasonCode.LICENSE_APPROVAL_REQUIRED,
                                       f"{evaluation['license']}: {finding['code']} ({finding['clause']}): {finding['message']}",

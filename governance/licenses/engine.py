@@ -28,6 +28,7 @@ from governance.licenses.choices import (
     Severity,
 )
 from governance.licenses.facts import (
+    AUP_CATEGORIES,
     CONSERVATIVE_DEFAULTS,
     FactsError,
     NormalizedFacts,
@@ -134,8 +135,8 @@ class TermSpec:
             raise TermError(f"confidence must be one of {', '.join(Confidence.values)}", field="confidence")
         if self.applies_to not in AppliesTo.values:
             raise TermError(f"applies_to must be one of {', '.join(AppliesTo.values)}", field="applies_to")
-        if self.code == FindingCode.AUP_PROHIBITED_USE and not isinstance(self.params.get("categories"), list):
-            raise TermError("aup.prohibited_use needs params.categories (a list)", field="params")
+        if self.code == FindingCode.AUP_PROHIBITED_USE:
+            _validate_aup_categories(self.params.get("categories"))
         unknown_params = set(_PARAM_REF.findall(self.condition)) - set(self.params)
         if unknown_params:
             raise TermError(f"condition fails on sample facts: no params {sorted(unknown_params)}", field="params")
@@ -153,6 +154,21 @@ class TermSpec:
             self.message.format_map(_Placeholders({**self.params, "value": 0}))
         except (KeyError, ValueError, IndexError) as exc:
             raise TermError(f"message template is invalid: {exc}", field="message") from None
+
+
+def _validate_aup_categories(categories: Any) -> None:
+    """A list of categories (the term's clause cites them all) or a mapping category -> clause."""
+    if isinstance(categories, dict):
+        bad_clause = [name for name, clause in categories.items() if not isinstance(clause, str) or not clause.strip()]
+        if bad_clause:
+            raise TermError(f"params.categories: no clause for {sorted(bad_clause)}", field="params")
+    elif not isinstance(categories, list) or not all(isinstance(name, str) for name in categories):
+        raise TermError(
+            "aup.prohibited_use needs params.categories (a list, or a mapping category -> clause)", field="params"
+        )
+    unknown = sorted(set(categories) - set(AUP_CATEGORIES))
+    if unknown:
+        raise TermError(f"params.categories: unknown intended-use categories {unknown}", field="params")
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,11 +297,11 @@ def evaluate(spec: LicenseSpec, raw_facts: Any, fx: FxTable) -> Evaluation:
 
 
 def _findings_for(term: TermSpec, facts: dict[str, Any], conversion: dict[str, Any]) -> list[Finding]:
-    def finding(params: dict[str, Any]) -> Finding:
+    def finding(params: dict[str, Any], clause: str = term.clause) -> Finding:
         return Finding(
             code=term.code,
             severity=term.severity,
-            clause=term.clause,
+            clause=clause,
             message=term.message.format_map(_Placeholders(params)),
             params=params,
             confidence=term.confidence,
@@ -295,8 +311,14 @@ def _findings_for(term: TermSpec, facts: dict[str, Any], conversion: dict[str, A
 
     params = {k: v for k, v in term.params.items() if k != "categories"}
     if term.code == "aup.prohibited_use":
-        banned = set(term.params["categories"])
-        return [finding({**params, "category": use}) for use in facts["intended_uses"] if use in banned]
+        # Each prohibited use is its own finding, citing its own clause when the term maps them.
+        banned = term.params["categories"]
+        clauses = banned if isinstance(banned, dict) else dict.fromkeys(banned, term.clause)
+        return [
+            finding({**params, "category": use, "clause": clauses[use]}, clauses[use])
+            for use in facts["aup_uses"]
+            if use in clauses
+        ]
     if term.value_from is not None:
         value = facts[term.value_from]
         params["value"] = value

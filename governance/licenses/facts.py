@@ -15,22 +15,38 @@ import pycountry
 USE_CASES = ("research", "evaluation", "internal", "external_commercial")
 DERIVATIVE_KINDS = ("none", "fine_tune", "quantize", "distill", "merge")
 DISTRIBUTIONS = ("none", "internal", "public")
-AUP_CATEGORIES = (
-    "military",
-    "weapons",
-    "critical_infrastructure",
-    "medical_advice",
-    "law_enforcement",
-    "immigration",
-    "surveillance",
-    "automated_legal_decisions",
-    "disinformation",
-    "csam",
-    "illegal_activity",
-    "impersonation",
-    "malware",
-    "harassment",
-)
+# The intended-use vocabulary (`intended_uses`): what a product does or touches, in the words of
+# the licenses' acceptable-use policies. A license maps the categories it prohibits to the clause
+# that prohibits each (catalog `aup` terms); docs/contracts.md lists the same table.
+AUP_CATEGORY_MEANINGS: dict[str, str] = {
+    "military": "military or warfare use, espionage, nuclear applications, ITAR-controlled work",
+    "weapons": "weapons, including their development (guns, explosives, chemical or biological weapons)",
+    "critical_infrastructure": "operating critical infrastructure, transport technology or heavy machinery",
+    "medical_advice": "giving medical advice or interpreting medical results",
+    "unlicensed_professional_practice": "practising a licensed profession (legal, medical, financial, accounting) without a licence",
+    "law_enforcement": "law enforcement, administration of justice, predicting crime",
+    "immigration": "immigration or asylum processes",
+    "surveillance": "tracking or monitoring people without their consent",
+    "automated_legal_decisions": "fully automated decisions affecting people's legal rights or material well-being",
+    "discrimination": "discriminating against or harming people by protected or personal characteristics",
+    "personal_data": "generating or disclosing personal data without authorisation or consent",
+    "disinformation": "misinformation or disinformation: false or misleading content meant to deceive or harm",
+    "fraud": "fraud, scams, phishing",
+    "spam": "generating or distributing spam",
+    "impersonation": "impersonating a person without consent or disclosure",
+    "undisclosed_ai_content": "presenting generated content as human-made, or not disclosing that it is machine-generated",
+    "defamation": "defamatory or disparaging content about people",
+    "csam": "child sexual abuse material, or exploiting or harming minors",
+    "sexually_explicit": "sexually explicit content for pornography or sexual gratification (e.g. sexual chatbots)",
+    "violent_extremism": "violent extremism or terrorism",
+    "self_harm": "promoting self-harm, suicide or eating disorders",
+    "illegal_activity": "any other illegal activity or content",
+    "ip_infringement": "infringing intellectual-property or other rights (e.g. copyright)",
+    "malware": "malicious code, malware, attacks on computer systems",
+    "harassment": "harassment, bullying, hateful or abusive content",
+    "safety_circumvention": "circumventing or removing the model's safety filters, guardrails or usage restrictions",
+}
+AUP_CATEGORIES = tuple(AUP_CATEGORY_MEANINGS)
 # Member states of the European Union (ISO 3166-1 alpha-2), for the Llama 3.2+ multimodal clause.
 EU_COUNTRIES = frozenset(
     [
@@ -221,6 +237,10 @@ def derive(facts: dict[str, Any], revenue_usd: float | None) -> dict[str, Any]:
         facts["commercial_entity"] and facts["use_case"] == "internal"
     )
     country = facts["org_country"]
+    # Removing the guardrails is itself a use the policies name (circumventing safety filters).
+    aup_uses = sorted(
+        set(facts["intended_uses"]) | ({"safety_circumvention"} if facts["guardrails_removed"] else set())
+    )
     return {
         **facts,
         "commercial": commercial,
@@ -233,4 +253,5 @@ def derive(facts: dict[str, Any], revenue_usd: float | None) -> dict[str, Any]:
         "mau_at_release": at_release if at_release is not None else mau,
         "revenue_usd": revenue_usd,
         "eu_org": country is None or country in EU_COUNTRIES,
+        "aup_uses": aup_uses,
     }

@@ -56,7 +56,10 @@ class FactsSchema(serializers.Serializer):
         required=False,
         help_text="acceptable-use categories the product touches",
     )
-    guardrails_removed = serializers.BooleanField(required=False, help_text="safety guardrails are removed")
+    guardrails_removed = serializers.BooleanField(
+        required=False,
+        help_text="safety guardrails are removed (counts as the intended use safety_circumvention)",
+    )
 
 
 @extend_schema_field(FactsSchema)

@@ -37,12 +37,13 @@ from governance.deployments.services.transitions import (
     deployments_expire_approvals,
 )
 from governance.deployments.services.usage import usage_report_record
-from governance.deployments.services.waivers import waiver_grant, waivers_expire
+from governance.deployments.services.waivers import PermissionDocument, waiver_confirm, waiver_grant, waivers_expire
 
 __all__ = [
     "EVIDENCE_FIELDS",
     "SYSTEM",
     "Actor",
+    "PermissionDocument",
     "build_evidence",
     "deployment_blockers",
     "deployment_create",
@@ -63,6 +64,7 @@ __all__ = [
     "planner_inputs",
     "usage_report_record",
     "validate_facts",
+    "waiver_confirm",
     "waiver_grant",
     "waivers_expire",
 ]

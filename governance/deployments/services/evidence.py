@@ -158,8 +158,17 @@ def build_evidence(deployment: DeploymentRequest, evaluations: list[dict[str, An
                 "license": w.license_key,
                 "code": w.finding_code,
                 "clause": w.clause,
+                "severity": w.severity,
                 "reason": w.reason,
                 "expires_at": w.expires_at.isoformat(),
+                "granted_by": w.granted_by.username,
+                "confirmed_by": w.confirmed_by.username if w.confirmed_by else None,
+                # the licensor's written permission: any change to the document changes the digest
+                "permission": (
+                    {"name": w.permission_name, "size": w.permission_size, "sha256": w.permission_sha256}
+                    if w.permission_sha256
+                    else None
+                ),
             }
             for w in active_waivers(deployment, now)
         ],

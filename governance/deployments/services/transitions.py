@@ -15,6 +15,7 @@ from governance.core.errors import ConflictError, PermissionDeniedError
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import TRANSITIONS, Status
 from governance.deployments.models import DeploymentRequest
+from governance.deployments.services.notifications import notify_status_changed
 
 Actor = User | str
 SYSTEM = "system:deployments"
@@ -59,6 +60,14 @@ def deployment_transition(deployment: DeploymentRequest, to: str, actor: Actor, 
         obj=deployment,
         data={"from": previous, "to": to, "reason": reason, "evidence_digest": deployment.evidence_digest},
     )
+    actor_pk = actor.pk if isinstance(actor, User) else None
+    notified = deployment  # a caller that tells people itself sets `notified_by_caller` before commit
+
+    def notify() -> None:
+        if not getattr(notified, "notified_by_caller", False):
+            notify_status_changed(notified, previous, actor_pk, reason)
+
+    transaction.on_commit(notify)
 
 
 def require_team_requester(deployment: DeploymentRequest, actor: User) -> None:

@@ -8,16 +8,15 @@ from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.core.mail import send_mail
 from django.db import transaction
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ConflictError
-from governance.core.roles import Role
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest, UsageReport
 from governance.deployments.services.evidence import deployment_evidence_refresh, validate_facts
+from governance.deployments.services.notifications import notify_threshold_crossed
 from governance.deployments.services.transitions import Actor, deployment_lock
 from governance.licenses.choices import FACTS_ASSUMED, Severity
 
@@ -94,21 +93,8 @@ def usage_report_record(
             deployment.flagged = True
             deployment.flag_reason = f"usage {month} crossed license terms: {', '.join(crossed)}"
             deployment.save(update_fields=["flagged", "flag_reason", "updated_at"])
+            # One message about the crossing, not a second one about the return to review.
+            deployment.notified_by_caller = True  # type: ignore[attr-defined]
             flagged = deployment
-            transaction.on_commit(lambda: _notify_reviewers(flagged, flagged.flag_reason))
+            transaction.on_commit(lambda: notify_threshold_crossed(flagged, flagged.flag_reason))
     return report
-
-
-def _notify_reviewers(deployment: DeploymentRequest, message: str) -> None:
-    recipients = list(
-        User.objects.filter(groups__name__in=[Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER], is_active=True)
-        .exclude(email="")
-        .values_list("email", flat=True)
-        .distinct()
-    )
-    if not recipients:
-        return
-    try:
-        send_mail(f"[governance] {deployment.product_name} needs review", message, None, recipients)
-    except OSError:
-        logger.exception("could not notify reviewers", extra={"deployment": str(deployment.code)})

@@ -1,4 +1,6 @@
-"""Idempotent demo data: one team and a user per role. Passwords are printed once, and only in DEBUG."""
+"""Idempotent demo data: one team and a user per role (two legal reviewers, so a blocker's waiver can
+be proposed and confirmed), each with an e-mail address for notifications. Passwords are printed
+once, and only in DEBUG."""
 
 from __future__ import annotations
 
@@ -16,10 +18,16 @@ from governance.core.roles import Role
 DEMO_USERS = {
     "requester": Role.REQUESTER,
     "legal": Role.LEGAL_REVIEWER,
+    "legal2": Role.LEGAL_REVIEWER,
     "engineer": Role.ENGINEERING_REVIEWER,
     "auditor": Role.AUDITOR,
     "admin": Role.ADMIN,
 }
+DEMO_EMAIL_DOMAIN = "example.com"  # reserved for documentation (RFC 2606): nothing is delivered there
+
+
+def demo_email(username: str) -> str:
+    return f"{username}@{DEMO_EMAIL_DOMAIN}"
 
 
 class Command(BaseCommand):
@@ -40,6 +48,9 @@ class Command(BaseCommand):
                     user.is_superuser = role == Role.ADMIN
                     user.save()
                     created.append((username, str(role.value), password))
+                if not user.email:
+                    user.email = demo_email(username)
+                    user.save(update_fields=["email"])
                 user.groups.add(Group.objects.get(name=role.value))
                 if role == Role.REQUESTER:
                     team.members.add(user)
