@@ -341,6 +341,9 @@ AUDIT_SIGNING_KEY_PATH = env_str("AUDIT_SIGNING_KEY_PATH", str(VAR_DIR / "keys" 
 # Checkpoints are also appended here (outside the database); empty disables it.
 AUDIT_CHECKPOINT_PUBLISH_PATH = env_str("AUDIT_CHECKPOINT_PUBLISH_PATH", str(VAR_DIR / "audit-checkpoints.jsonl"))
 AUDIT_CHECKPOINT_INTERVAL_S = env_int("AUDIT_CHECKPOINT_INTERVAL_S", 300, minimum=10)
+# Write services run again this many times in all when PostgreSQL rolls them back as a deadlock or
+# serialization-failure victim (governance.audit.services.write_service).
+SERVICE_RETRY_ATTEMPTS = 4
 CELERY_BEAT_SCHEDULE["audit-checkpoint"] = {
     "task": "audit.checkpoint",
     "schedule": float(AUDIT_CHECKPOINT_INTERVAL_S),

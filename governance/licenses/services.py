@@ -145,7 +145,7 @@ def license_version_publish(*, version: LicenseVersion, actor: Actor) -> list[tu
     """Publish `version` (it becomes current). Returns the subjects evaluated under older versions
     of the same license, which must be re-evaluated (the deployments app queues that)."""
     with transaction.atomic():
-        version = LicenseVersion.objects.select_for_update().select_related("license").get(pk=version.pk)
+        version = LicenseVersion.objects.select_for_update(of=("self",)).select_related("license").get(pk=version.pk)
         if version.published_at is not None:
             raise ConflictError(f"{version} is already published")
         if not version.terms.exists():

@@ -12,7 +12,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record, write_service
 from governance.core.errors import ConflictError
 from governance.core.roles import Role
 from governance.deployments.choices import Status
@@ -36,6 +36,7 @@ def _finding_keys(evidence: dict[str, Any] | None) -> set[tuple[str, str, str]]:
     }
 
 
+@write_service
 def usage_report_record(
     *,
     deployment: DeploymentRequest,

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record, write_service
 from governance.core.errors import invalid_input
 from governance.core.roles import Role
 from governance.deployments.models import DeploymentRequest, Waiver
@@ -17,6 +17,7 @@ from governance.deployments.services.evidence import CLOSED, deployment_evidence
 from governance.deployments.services.transitions import SYSTEM, deployment_lock, require_reviewer
 
 
+@write_service
 def waiver_grant(
     *,
     deployment: DeploymentRequest,
@@ -73,12 +74,13 @@ def waivers_expire(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     count = 0
     due = Waiver.objects.filter(expired_recorded_at__isnull=True, expires_at__lte=now)
-    for waiver_id in due.values_list("pk", flat=True):
+    for waiver_id, request_id in due.values_list("pk", "request_id"):
         with transaction.atomic():
+            # The lock order: the request row before the rows that hang off it.
+            deployment = deployment_lock(DeploymentRequest(pk=request_id))
             waiver = Waiver.objects.select_for_update().get(pk=waiver_id)
             if waiver.expired_recorded_at is not None:
                 continue
-            deployment = deployment_lock(waiver.request)
             waiver.expired_recorded_at = now
             waiver.save(update_fields=["expired_recorded_at", "updated_at"])
             audit_record(
