@@ -328,6 +328,13 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "governance@localhost")
 CELERY_BEAT_SCHEDULE["deployments-expire"] = {"task": "deployments.expire", "schedule": 300.0}
 
+# --- capacity plans ---
+# A worker's claim on a plan lapses after this long (it must outlast the task's hard time limit);
+# a plan still pending then is computed again by a redelivery or beat's re-send.
+CAPACITY_PLAN_LEASE_S = env_int("CAPACITY_PLAN_LEASE_S", 600, minimum=60)
+CAPACITY_PLAN_SEND_GRACE_S = 60  # a plan unsent this long after its creation is sent by beat
+CELERY_BEAT_SCHEDULE["capacity-resume"] = {"task": "capacity.resume", "schedule": 60.0}
+
 # --- cluster jobs ---
 JOB_POLL_INITIAL_S = float(env_int("JOB_POLL_INITIAL_S", 2, minimum=1))
 JOB_POLL_MAX_S = float(env_int("JOB_POLL_MAX_S", 60, minimum=1))
