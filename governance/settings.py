@@ -293,6 +293,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+# Heavy planner work has a queue and a worker of its own (governance.celery.route_task).
+CELERY_HEAVY_QUEUE = env_str("CELERY_HEAVY_QUEUE", "heavy")
+CELERY_TASK_ROUTES = ("governance.celery.route_task",)
+# Every task declares its own soft/hard time limits (@shared_task); these cover any that forgets.
+CELERY_TASK_SOFT_TIME_LIMIT = 300
+CELERY_TASK_TIME_LIMIT = 360
 
 # --- cluster executor: "local" runs eval payloads as subprocesses on this host ---
 GOVERNANCE_DEFAULT_EXECUTOR = env_str("GOVERNANCE_DEFAULT_EXECUTOR", "local")
