@@ -43,7 +43,8 @@ def _case_problem(case: Any, seen: set[str | int]) -> str | None:
 
 def validate_eval_set(text: str) -> int:
     """A user's eval set (JSONL): each line an object with id, category, turns and key_items."""
-    count, seen = 0, set()
+    count = 0
+    seen: set[str | int] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
