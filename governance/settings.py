@@ -304,6 +304,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+# Heavy planner work has a queue and a worker of its own (governance.celery.route_task).
+CELERY_HEAVY_QUEUE = env_str("CELERY_HEAVY_QUEUE", "heavy")
+CELERY_TASK_ROUTES = ("governance.celery.route_task",)
+# Every task declares its own soft/hard time limits (@shared_task); these cover any that forgets.
+CELERY_TASK_SOFT_TIME_LIMIT = 300
+CELERY_TASK_TIME_LIMIT = 360
 
 # --- cluster executor: "local" runs eval payloads as subprocesses on this host ---
 GOVERNANCE_DEFAULT_EXECUTOR = env_str("GOVERNANCE_DEFAULT_EXECUTOR", "local")
@@ -339,6 +345,13 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "governance@localhost")
 CELERY_BEAT_SCHEDULE["deployments-expire"] = {"task": "deployments.expire", "schedule": 300.0}
 
+# --- capacity plans ---
+# A worker's claim on a plan lapses after this long (it must outlast the task's hard time limit);
+# a plan still pending then is computed again by a redelivery or beat's re-send.
+CAPACITY_PLAN_LEASE_S = env_int("CAPACITY_PLAN_LEASE_S", 600, minimum=60)
+CAPACITY_PLAN_SEND_GRACE_S = 60  # a plan unsent this long after its creation is sent by beat
+CELERY_BEAT_SCHEDULE["capacity-resume"] = {"task": "capacity.resume", "schedule": 60.0}
+
 # --- cluster jobs ---
 JOB_POLL_INITIAL_S = float(env_int("JOB_POLL_INITIAL_S", 2, minimum=1))
 JOB_POLL_MAX_S = float(env_int("JOB_POLL_MAX_S", 60, minimum=1))
@@ -352,6 +365,9 @@ AUDIT_SIGNING_KEY_PATH = env_str("AUDIT_SIGNING_KEY_PATH", str(VAR_DIR / "keys" 
 # Checkpoints are also appended here (outside the database); empty disables it.
 AUDIT_CHECKPOINT_PUBLISH_PATH = env_str("AUDIT_CHECKPOINT_PUBLISH_PATH", str(VAR_DIR / "audit-checkpoints.jsonl"))
 AUDIT_CHECKPOINT_INTERVAL_S = env_int("AUDIT_CHECKPOINT_INTERVAL_S", 300, minimum=10)
+# Write services run again this many times in all when PostgreSQL rolls them back as a deadlock or
+# serialization-failure victim (governance.audit.services.write_service).
+SERVICE_RETRY_ATTEMPTS = 4
 CELERY_BEAT_SCHEDULE["audit-checkpoint"] = {
     "task": "audit.checkpoint",
     "schedule": float(AUDIT_CHECKPOINT_INTERVAL_S),

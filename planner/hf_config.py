@@ -40,6 +40,29 @@ _BIASED_QKV_FAMILIES = ("Qwen2",)  # Qwen2 / Qwen2.5 / Qwen2-MoE carry q/k/v bia
 DECODER_SUFFIXES = ("ForCausalLM", "ForConditionalGeneration", "LMHeadModel")
 _MISSING = object()
 
+# Upper bounds of config fields, generous against every published model (the largest have ~128
+# layers, 16k hidden size, 384 routed experts, a 10M context): a config beyond them is a mistake or
+# an attack, and sizing it would take the planner minutes. Fields not listed are bounded by 2**31.
+CONFIG_BOUNDS = {
+    "num_hidden_layers": 1024,
+    "hidden_size": 131_072,
+    "vocab_size": 4_194_304,
+    "num_attention_heads": 4096,
+    "num_key_value_heads": 4096,
+    "head_dim": 8192,
+    "max_position_embeddings": 1 << 28,
+    "n_routed_experts": 16_384,
+    "num_experts_per_tok": 1024,
+    "moe_intermediate_size": 1 << 20,
+    "intermediate_size": 1 << 20,
+    "intermediate_size_mlp": 1 << 20,
+    "shared_expert_intermediate_size": 1 << 20,
+    "n_shared_experts": 64,
+    "kv_lora_rank": 65_536,
+    "q_lora_rank": 65_536,
+}
+DEFAULT_BOUND = 1 << 31
+
 
 def _pick(config: dict[str, Any], names: tuple[str, ...], default: Any = _MISSING) -> Any:
     for name in names:
@@ -52,8 +75,12 @@ def _pick(config: dict[str, Any], names: tuple[str, ...], default: Any = _MISSIN
 
 def _int(config: dict[str, Any], *names: str, default: Any = _MISSING) -> int:
     value = _pick(config, names, default)
+    name = next((n for n in names if config.get(n) is not None), names[0])
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"config.{names[0]} must be a non-negative integer, got {value!r}")
+        raise ValueError(f"config.{name}: must be a non-negative integer, got {str(value)[:40]!r}")
+    bound = next((CONFIG_BOUNDS[n] for n in names if n in CONFIG_BOUNDS), DEFAULT_BOUND)
+    if value > bound:
+        raise ValueError(f"config.{name}: at most {bound:,} is planned, got {value:,}")
     return value
 
 

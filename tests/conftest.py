@@ -130,6 +130,7 @@ def start_worker(queue: str, log_path: Path) -> subprocess.Popen[bytes]:
         DJANGO_SETTINGS_MODULE="governance.settings_tests",
         DATABASE_URL=_database_url_for_tests(),
         CELERY_TASK_DEFAULT_QUEUE=queue,  # tasks the worker sends go to its own queue too
+        CELERY_HEAVY_QUEUE=queue,  # heavy tasks as well (production gives them a worker of their own)
         JOB_POLL_INITIAL_S="1",
         JOB_POLL_MAX_S="2",
         JOB_LOST_GRACE_S="5",

@@ -10,7 +10,7 @@ from django.db import transaction
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.selectors import artifact_usable_by
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record, write_service
 from governance.core.errors import PermissionDeniedError, invalid_input
 from governance.core.models import Team
 from governance.core.roles import Role, has_role
@@ -19,6 +19,7 @@ from planner.hf_config import checkpoint_quantization, parse_config
 from planner.specs import models as planner_models
 
 
+@write_service
 def artifact_register(*, actor: User, team: Team, data: dict[str, Any]) -> ModelArtifact:
     """Validate and store an artifact. `data` comes from ArtifactInputSerializer."""
     if not team.members.filter(pk=actor.pk).exists():
@@ -85,6 +86,7 @@ def artifact_register(*, actor: User, team: Team, data: dict[str, Any]) -> Model
     return artifact
 
 
+@write_service
 def artifact_share(*, artifact: ModelArtifact, team: Team, actor: User) -> ModelArtifact:
     """Let `team` build on `artifact`. Only a requester of the owning team shares its artifacts."""
     if not has_role(actor, Role.REQUESTER) or not artifact.team.members.filter(pk=actor.pk).exists():

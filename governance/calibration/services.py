@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record, write_service
 from governance.calibration.models import CalibrationRun, CalibrationStatus
 from governance.calibration.selectors import calibration_profile_for, cluster_get
 from governance.core.errors import invalid_input
@@ -25,6 +25,7 @@ CALIBRATE_COMMAND = ["python3", "-m", "planner.calibrate", "run", "--spec", "spe
 MAX_GPUS = 16
 
 
+@write_service
 def calibration_run_request(
     *,
     cluster: Cluster,

@@ -24,12 +24,19 @@ class CapacityPlan(BaseModel):
     planner_version = models.CharField(max_length=20, blank=True)
     error = models.TextField(blank=True)
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    computed_at = models.DateTimeField(null=True, blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)  # set when it is done or failed
+    # Sent to the broker (after commit; beat re-sends what was never sent or whose lease expired).
+    sent_at = models.DateTimeField(null=True, blank=True)
+    # Claimed by a worker; the claim lapses CAPACITY_PLAN_LEASE_S later (a killed worker).
+    claimed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
         # serves "the latest plan of this deployment request"
-        indexes = [models.Index(fields=["subject_type", "subject_id", "-created_at"], name="capacity_subject_idx")]
+        indexes = [
+            models.Index(fields=["subject_type", "subject_id", "-created_at"], name="capacity_subject_idx"),
+            models.Index(fields=["status", "created_at"], name="capacity_status_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"plan {self.code} ({self.status})"

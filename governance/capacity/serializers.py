@@ -10,30 +10,53 @@ from rest_framework import serializers
 from governance.core.serializers import KeyOrObjectField, StrictSerializer
 from planner.calibrate.profile import CalibrationProfile
 from planner.engines import ENGINES
+from planner.hf_config import parse_config
 from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest
 from planner.specs import gpus, precisions
+
+# Bounds of the planner's inputs (issue 18): beyond them a request is a mistake or an attack, and
+# the layout search would run for minutes. The config's own fields are bounded in planner/hf_config.py.
+MAX_MODEL_LEN = 1 << 28  # tokens (the longest published context is 10M)
+MAX_GROUP_SIZE = 4096
+MAX_TP, MAX_PP, MAX_EP, MAX_DP = 64, 256, 1024, 4096
+MAX_NUM_SEQS = 100_000
+
+
+def config_errors(config: dict[str, Any]) -> dict[str, list[str]] | None:
+    """Parse an inline config.json the way the planner will: its errors named by config field."""
+    try:
+        parse_config(config)
+    except ValueError as exc:
+        text = str(exc)
+        field, _, message = text.partition(": ")
+        if message and " " not in field.strip():
+            return {field: [message]}
+        return {"model": [text]}
+    return None
 
 
 class PlanInputSerializer(StrictSerializer):
     model = KeyOrObjectField(help_text="catalog key (string) or an inline Hugging Face config.json (object)")
     precision = serializers.ChoiceField(choices=[*sorted(precisions()), AUTO_PRECISION])
-    group_size = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    group_size = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_GROUP_SIZE)
     kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], default="bf16")
     gpu = serializers.ChoiceField(choices=sorted(gpus()))
     gpus_per_node = serializers.IntegerField(default=8, min_value=1, max_value=16)
-    max_model_len = serializers.IntegerField(required=False, allow_null=True, min_value=16)
+    max_model_len = serializers.IntegerField(required=False, allow_null=True, min_value=16, max_value=MAX_MODEL_LEN)
     concurrency = serializers.IntegerField(default=1, min_value=1, max_value=100_000)
-    tp = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    pp = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    ep = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    dp = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    tp = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_TP)
+    pp = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_PP)
+    ep = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_EP)
+    dp = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_DP)
     gpu_memory_utilization = serializers.FloatField(default=0.9, min_value=0.1, max_value=0.99)
     keep_bf16 = serializers.ListField(child=serializers.ChoiceField(choices=KEEP_BF16_PARTS), required=False)
     model_path = serializers.CharField(required=False, max_length=300)
     engine = serializers.ChoiceField(choices=ENGINES, default="vllm")
     engine_version = serializers.RegexField(r"^v?\d+\.\d+(\.\d+)?", required=False, allow_null=True, max_length=40)
-    max_num_batched_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    max_num_seqs = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    max_num_batched_tokens = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_MODEL_LEN
+    )
+    max_num_seqs = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_NUM_SEQS)
     # Throughput estimate inputs (issue 17): the workload, and whose calibration profile to use.
     input_len = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000)
     output_len = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000)
@@ -56,6 +79,12 @@ class PlanInputSerializer(StrictSerializer):
         if not isinstance(value, str | dict):
             raise serializers.ValidationError("must be a catalog key or a config.json object")
         return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # Here rather than in validate_model: the errors are named by config field at the top level.
+        if isinstance(attrs.get("model"), dict) and (errors := config_errors(attrs["model"])):
+            raise serializers.ValidationError(errors)
+        return attrs
 
 
 def plan_request_from(data: dict[str, Any], calibration: CalibrationProfile | None = None) -> PlanRequest:

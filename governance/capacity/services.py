@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+from datetime import datetime, timedelta
 from typing import Any, cast
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import models, transaction
 from django.utils import timezone
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record, write_service
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.capacity.serializers import plan_request_from
 from governance.capacity.signals import calibration_wanted, plan_computed
@@ -17,6 +20,8 @@ from governance.core.errors import ApplicationError, invalid_input
 from planner import __version__ as planner_version
 from planner.calibrate.profile import CalibrationProfile
 from planner.plan import plan
+
+logger = logging.getLogger(__name__)
 
 
 def planner_error(exc: ValueError) -> ApplicationError:
@@ -43,12 +48,11 @@ def capacity_plan_run(inputs: dict[str, Any]) -> dict[str, Any]:
         raise planner_error(exc) from None
 
 
+@write_service
 def capacity_plan_request(
     *, inputs: dict[str, Any], actor: User | AnonymousUser | None, subject: models.Model | None = None
 ) -> CapacityPlan:
     """Store a pending plan and queue its computation once the transaction commits."""
-    from governance.capacity.tasks import capacity_plan_compute_task
-
     with transaction.atomic():
         stored = CapacityPlan.objects.create(
             inputs=inputs,
@@ -56,28 +60,63 @@ def capacity_plan_request(
             subject_id=str(getattr(subject, "code", "")) if subject is not None else "",
             requested_by=actor if isinstance(actor, User) else None,
         )
-        transaction.on_commit(lambda: capacity_plan_compute_task.delay(stored.pk))
+        transaction.on_commit(lambda: capacity_plan_send(stored.pk))
     return stored
 
 
-def capacity_plan_compute(*, plan_id: int) -> CapacityPlan:
-    """Compute a pending plan. Claimed with a conditional UPDATE so a redelivered task does no double work."""
-    claimed = CapacityPlan.objects.filter(pk=plan_id, status=CapacityPlanStatus.PENDING, computed_at__isnull=True)
-    if not claimed.update(computed_at=timezone.now()):
-        return CapacityPlan.objects.get(pk=plan_id)
-    stored = CapacityPlan.objects.get(pk=plan_id)
+def capacity_plan_send(plan_id: int) -> bool:
+    """Queue the computation; on a broker outage the plan stays unsent and beat sends it later."""
+    from governance.capacity.tasks import capacity_plan_compute_task
+
     try:
-        result: dict[str, Any] | None = capacity_plan_run(stored.inputs)
-        error = ""
-    except ApplicationError as exc:
-        result, error = None, exc.message
+        capacity_plan_compute_task.delay(plan_id)
+    except Exception:  # kombu's OperationalError, redis' ConnectionError, …: the plan is saved
+        logger.warning("capacity plan not sent; beat re-sends it", extra={"plan": plan_id}, exc_info=True)
+        return False
+    CapacityPlan.objects.filter(pk=plan_id).update(sent_at=timezone.now())
+    return True
+
+
+def capacity_plans_resume(*, now: datetime | None = None) -> list[int]:
+    """Beat: send again the pending plans that were never sent (the broker was down at commit)
+    or whose last send is a lease old with no live claim (a worker killed mid-plan, a lost message)."""
+    now = now or timezone.now()
+    lease = timedelta(seconds=settings.CAPACITY_PLAN_LEASE_S)
+    due = CapacityPlan.objects.filter(status=CapacityPlanStatus.PENDING).filter(
+        models.Q(sent_at__isnull=True, created_at__lte=now - timedelta(seconds=settings.CAPACITY_PLAN_SEND_GRACE_S))
+        | models.Q(sent_at__lte=now - lease, claimed_at__isnull=True)
+        | models.Q(sent_at__lte=now - lease, claimed_at__lte=now - lease)
+    )
+    return [
+        plan_id for plan_id in due.order_by("created_at").values_list("pk", flat=True) if capacity_plan_send(plan_id)
+    ]
+
+
+def capacity_plan_claim(plan_id: int) -> datetime | None:
+    """Claim a pending plan for this worker: the claim's time, or None when it is finished or
+    another worker's lease is still running."""
+    now = timezone.now()
+    lease_expired = models.Q(claimed_at__isnull=True) | models.Q(
+        claimed_at__lte=now - timedelta(seconds=settings.CAPACITY_PLAN_LEASE_S)
+    )
+    claimed = CapacityPlan.objects.filter(lease_expired, pk=plan_id, status=CapacityPlanStatus.PENDING)
+    return now if claimed.update(claimed_at=now) else None
+
+
+def capacity_plan_finish(*, plan_id: int, claimed_at: datetime, result: dict[str, Any] | None, error: str) -> bool:
+    """Store the outcome of this worker's claim (`claimed_at`). False, and nothing written, when
+    the plan was finished or re-claimed meanwhile (this worker's lease lapsed)."""
     with transaction.atomic():
+        stored = CapacityPlan.objects.select_for_update().get(pk=plan_id)
+        if stored.status != CapacityPlanStatus.PENDING or stored.claimed_at != claimed_at:
+            return False
         stored.result = result
         stored.fits = None if result is None else bool(result["fits"])
         stored.status = CapacityPlanStatus.FAILED if result is None else CapacityPlanStatus.DONE
         stored.error = error
         stored.planner_version = planner_version
-        stored.save(update_fields=["result", "fits", "status", "error", "planner_version", "updated_at"])
+        stored.computed_at = timezone.now()
+        stored.save(update_fields=["result", "fits", "status", "error", "planner_version", "computed_at", "updated_at"])
         audit_record(
             actor="system:capacity",
             action=AuditAction.CAPACITY_PLAN_COMPUTED,
@@ -91,4 +130,30 @@ def capacity_plan_compute(*, plan_id: int) -> CapacityPlan:
             },
         )
         transaction.on_commit(lambda: plan_computed.send(sender=CapacityPlan, plan=stored))
-    return stored
+    return True
+
+
+def capacity_plan_timed_out(*, plan_id: int, seconds: int) -> CapacityPlan:
+    """The computing worker ran past its time limit: the plan fails (a redelivery would only
+    run past it again)."""
+    stored = CapacityPlan.objects.get(pk=plan_id)
+    if stored.status == CapacityPlanStatus.PENDING and stored.claimed_at is not None:
+        error = f"the planner ran longer than {seconds} s"
+        capacity_plan_finish(plan_id=plan_id, claimed_at=stored.claimed_at, result=None, error=error)
+    return CapacityPlan.objects.get(pk=plan_id)
+
+
+def capacity_plan_compute(*, plan_id: int) -> CapacityPlan:
+    """Compute a pending plan under a lease: a redelivered task returns early while another
+    worker's claim is live, computes again once it lapsed, and never touches a finished plan."""
+    claimed_at = capacity_plan_claim(plan_id)
+    stored = CapacityPlan.objects.get(pk=plan_id)
+    if claimed_at is None:
+        return stored
+    try:
+        result: dict[str, Any] | None = capacity_plan_run(stored.inputs)
+        error = ""
+    except ApplicationError as exc:
+        result, error = None, exc.message
+    capacity_plan_finish(plan_id=plan_id, claimed_at=claimed_at, result=result, error=error)
+    return CapacityPlan.objects.get(pk=plan_id)

@@ -4,16 +4,46 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import QueryDict
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 
+def _type_error(field: serializers.Field, value: Any) -> str | None:
+    """What is wrong with a JSON value's type for `field`, or None. No coercion: 123 is not a
+    string, "8" and 8.5 are not integers, true is not a number."""
+    if isinstance(field, serializers.ChoiceField | serializers.JSONField) or value is None:
+        return None  # choices are compared as given; JSON fields take any JSON
+    if isinstance(field, serializers.CharField | serializers.UUIDField | serializers.DateTimeField):
+        return None if isinstance(value, str) else "must be a string"
+    if isinstance(field, serializers.IntegerField):
+        return None if isinstance(value, int) and not isinstance(value, bool) else "must be an integer"
+    if isinstance(field, serializers.FloatField | serializers.DecimalField):
+        return None if isinstance(value, int | float) and not isinstance(value, bool) else "must be a number"
+    if isinstance(field, serializers.BooleanField):
+        return None if isinstance(value, bool) else "must be true or false"
+    return None
+
+
 class StrictSerializer(serializers.Serializer):
+    """Unknown keys are an error. With `strict_types`, so is a JSON value of the wrong type (a
+    JSON body only: form and multipart data are all strings)."""
+
+    strict_types = False
+
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):  # checked here, not in validate(): nested serializers have no initial_data
             unknown = set(data) - set(self.fields)
             if unknown:
                 raise serializers.ValidationError({key: "unknown field" for key in sorted(unknown)})
+            if self.strict_types and not isinstance(data, QueryDict):
+                wrong = {
+                    name: problem
+                    for name, field in self.fields.items()
+                    if name in data and not field.read_only and (problem := _type_error(field, data[name]))
+                }
+                if wrong:
+                    raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from celery import shared_task
 
 
-@shared_task(name="core.ping")
+@shared_task(name="core.ping", soft_time_limit=10, time_limit=20)
 def ping(payload: str) -> dict[str, str]:
     """Round-trip check used by /healthz tooling and the worker test."""
     import os

@@ -293,7 +293,9 @@ class DeploymentUsageApi(APIView):
         return _output(DeploymentRequest.objects.get(pk=deployment.pk), status=201)
 
 
-class EvalRequestInputSerializer(serializers.Serializer):
+class EvalRequestInputSerializer(StrictSerializer):
+    strict_types = True
+
     cluster = serializers.CharField(max_length=100)
     scheme = serializers.ChoiceField(choices=sorted(SCHEME_NAMES))
     model_path = serializers.RegexField(r"^/[A-Za-z0-9_./-]{1,400}$", help_text="checkpoint directory on the cluster")

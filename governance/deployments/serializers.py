@@ -9,6 +9,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from governance.artifacts.selectors import artifacts_visible_to
+from governance.capacity.serializers import MAX_MODEL_LEN
 from governance.core.serializers import StrictSerializer
 from governance.deployments.choices import SERVING_PRECISIONS, Engine, Status
 from governance.deployments.models import DeploymentRequest
@@ -31,7 +32,7 @@ class ServingPlanSerializer(StrictSerializer):
     pp = serializers.IntegerField(required=False, min_value=1, max_value=64)
     ep = serializers.IntegerField(required=False, min_value=1, max_value=256)
     dp = serializers.IntegerField(required=False, min_value=1, max_value=256)
-    max_model_len = serializers.IntegerField(min_value=16)
+    max_model_len = serializers.IntegerField(min_value=16, max_value=MAX_MODEL_LEN)
     gpu_memory_utilization = serializers.FloatField(default=0.9, min_value=0.1, max_value=0.99)
     concurrency = serializers.IntegerField(default=1, min_value=1, max_value=100_000)
 

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record, write_service
 from governance.core.errors import invalid_input
 from governance.evaluations.models import Cluster, EvalRun, EvalStatus, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create
@@ -20,9 +20,31 @@ from planner.quant.names import SCHEME_NAMES
 EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
 
 
+def _case_problem(case: Any, seen: set[str | int]) -> str | None:
+    """What is wrong with one eval_set case, or None."""
+    if not isinstance(case, dict):
+        return "must be a JSON object"
+    missing = [k for k in ("id", "category", "turns", "key_items") if k not in case]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    if isinstance(case["id"], bool) or not isinstance(case["id"], str | int):
+        return "id must be a string or an integer"
+    if case["id"] in seen:
+        return f"id {case['id']!r} appears twice"
+    if not isinstance(case["category"], str):
+        return "category must be a string"
+    turns, key_items = case["turns"], case["key_items"]
+    if not isinstance(turns, list) or not turns or not all(isinstance(turn, str) for turn in turns):
+        return "turns must be a non-empty list of strings"
+    if not isinstance(key_items, list) or not all(isinstance(item, str) for item in key_items):
+        return "key_items must be a list of strings"
+    return None
+
+
 def validate_eval_set(text: str) -> int:
     """A user's eval set (JSONL): each line an object with id, category, turns and key_items."""
-    count, seen = 0, set()
+    count = 0
+    seen: set[str | int] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -30,9 +52,8 @@ def validate_eval_set(text: str) -> int:
             case = json.loads(line)
         except ValueError:
             raise invalid_input("eval_set", f"line {number}: not JSON") from None
-        missing = [k for k in ("id", "category", "turns", "key_items") if not isinstance(case, dict) or k not in case]
-        if missing or not isinstance(case.get("turns"), list) or case["id"] in seen:
-            problem = f"missing {', '.join(missing)}" if missing else "turns must be a list and ids unique"
+        problem = _case_problem(case, seen)
+        if problem:
             raise invalid_input("eval_set", f"line {number}: {problem}")
         seen.add(case["id"])
         count += 1
@@ -55,6 +76,7 @@ def resolve_model_path(cluster: Cluster, path: str) -> str:
     return resolved
 
 
+@write_service
 def eval_run_request(
     *,
     cluster: Cluster,

@@ -327,7 +327,7 @@ def _on_success(run: JobRun) -> None:
 
 def jobrun_cancel(*, run: JobRun, actor: User) -> JobRun:
     with transaction.atomic():
-        run = JobRun.objects.select_for_update().select_related("cluster").get(pk=run.pk)
+        run = JobRun.objects.select_for_update(of=("self",)).select_related("cluster").get(pk=run.pk)
         if run.state not in ACTIVE_STATES:
             raise ConflictError(f"a {run.state} run cannot be cancelled")
         audit_record(actor=actor, action=AuditAction.JOB_STATE_CHANGED, obj=run, data={"cancel_requested": True})

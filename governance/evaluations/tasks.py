@@ -16,17 +16,17 @@ def _follow(run_id: int, step: NextStep) -> None:
         jobrun_submit_task.apply_async((run_id,), countdown=step.resubmit_in)
 
 
-@shared_task(name="jobs.submit")
+@shared_task(name="jobs.submit", soft_time_limit=120, time_limit=180)
 def jobrun_submit_task(run_id: int) -> None:
     _follow(run_id, jobrun_submit(run_id=run_id))
 
 
-@shared_task(name="jobs.poll")
+@shared_task(name="jobs.poll", soft_time_limit=60, time_limit=120)
 def jobrun_poll_task(run_id: int) -> None:
     _follow(run_id, jobrun_poll(run_id=run_id))
 
 
-@shared_task(name="jobs.resume")
+@shared_task(name="jobs.resume", soft_time_limit=60, time_limit=120)
 def jobs_resume_task() -> dict[str, list[int]]:
     found = jobs_resume()
     for run_id in found["poll"]:

@@ -95,6 +95,15 @@ def _load_document(document: LicenseDocument, report: CatalogReport) -> None:
         _write_terms(version, document.terms)
         license_version_refresh_digest(version)
         report.created.append(label)
+        if (
+            LicenseEvaluation.objects.filter(version__license=license_, version__published_at__isnull=False)
+            .exclude(version=version)
+            .exists()
+        ):
+            # A new version of a license requests were evaluated under (a new text, or the catalog's
+            # new reading of it): announce it as a publication does, so they are re-evaluated.
+            key = license_.key
+            transaction.on_commit(lambda: version_published.send(sender=LicenseVersion, license_key=key))
         return
     wanted = terms_digest(
         key=document.key,
@@ -145,7 +154,7 @@ def license_version_publish(*, version: LicenseVersion, actor: Actor) -> list[tu
     """Publish `version` (it becomes current). Returns the subjects evaluated under older versions
     of the same license, which must be re-evaluated (the deployments app queues that)."""
     with transaction.atomic():
-        version = LicenseVersion.objects.select_for_update().select_related("license").get(pk=version.pk)
+        version = LicenseVersion.objects.select_for_update(of=("self",)).select_related("license").get(pk=version.pk)
         if version.published_at is not None:
             raise ConflictError(f"{version} is already published")
         if not version.terms.exists():

@@ -48,6 +48,18 @@ AUP_LABELS = {
     "impersonation": _("Impersonation"),
     "malware": _("Malware"),
     "harassment": _("Harassment"),
+    "unlicensed_professional_practice": _("Unlicensed professional practice"),
+    "discrimination": _("Discrimination"),
+    "personal_data": _("Personal data without consent"),
+    "fraud": _("Fraud, scams, phishing"),
+    "spam": _("Spam"),
+    "undisclosed_ai_content": _("Undisclosed AI-generated content"),
+    "defamation": _("Defamation"),
+    "sexually_explicit": _("Sexually explicit content"),
+    "violent_extremism": _("Violent extremism or terrorism"),
+    "self_harm": _("Promoting self-harm"),
+    "ip_infringement": _("Intellectual-property infringement"),
+    "safety_circumvention": _("Circumventing safety filters"),
 }
 
 

@@ -75,9 +75,10 @@ def test_compute_is_idempotent_and_audited(personas: Personas) -> None:
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_stored_plan_is_computed_by_a_real_worker(celery_worker) -> None:  # type: ignore[no-untyped-def]
+def test_stored_plan_is_computed_by_a_real_worker(celery_worker, settings) -> None:  # type: ignore[no-untyped-def]
     from governance.celery import app
 
+    settings.CELERY_HEAVY_QUEUE = celery_worker.queue  # the heavy route, to this test's worker too
     previous_queue = app.conf.task_default_queue
     app.conf.task_default_queue = celery_worker.queue  # route .delay() to this test's worker
     try:

@@ -116,7 +116,7 @@ def test_design_example_llama_31(personas: Personas, catalog: None) -> None:
     status, body = _evaluate(personas, {"license": "llama-3.1", "facts": facts})
     assert status == 200
     assert body["decision"] == "allowed_with_obligations"
-    assert body["license"]["version"] == "2024-07-23"
+    assert body["license"]["version"] == "2024-07-23.r2"
     assert body["findings"][0]["code"] == "attribution.display"
     assert body["findings"][0]["clause"] == "1.b.i"
     assert body["findings"][0]["params"]["text"] == "Built with Llama"
@@ -162,7 +162,7 @@ def test_list_and_detail(personas: Personas, catalog: None) -> None:
     listing = client.get("/api/v1/licenses/", {"page_size": 100}).json()
     assert listing["count"] == 25
     assert {row["key"] for row in listing["results"]} >= {"llama-3.1", "kimi-k2-modified-mit", "apache-2.0"}
-    assert client.get("/api/v1/licenses/llama-3.1/").json()["current_version"]["version"] == "2024-07-23"
+    assert client.get("/api/v1/licenses/llama-3.1/").json()["current_version"]["version"] == "2024-07-23.r2"
     detail = client.get("/api/v1/licenses/kimi-k2-modified-mit/").json()
     assert detail["scancode_key"] == "moonshot-ai-modified-mit-2025"
     assert detail["current_version"]["version"] == "2025-07-11"

@@ -208,3 +208,35 @@ def test_a_bad_term_names_the_field_at_fault(db: None) -> None:
     assert field_of(applies_to="everyone") == ["applies_to"]
     assert field_of(condition="facts.distributes &&") == ["condition"]
     assert field_of(message="Display {") == ["message"]
+
+
+def test_a_bumped_version_of_a_used_license_loads_and_is_announced(
+    personas: Personas, tmp_path: Path, django_capture_on_commit_callbacks
+) -> None:  # type: ignore[no-untyped-def]
+    """The upgrade path of an existing database: the catalog's new reading of a license comes as a
+    bumped version (`.rN`), loads without conflict next to the frozen one, becomes current, and is
+    announced like a publication so the requests evaluated under the old one are re-evaluated."""
+    from governance.licenses.signals import version_published
+
+    license_catalog_load(actor="system:test")
+    version, evaluation = license_evaluate("mit", BASE_FACTS)
+    license_evaluation_store(version=version, subject=personas.team, evaluation=evaluation, actor=personas.legal)
+    catalog = _copy_catalog(tmp_path)
+    mit = catalog / "licenses" / "mit.yaml"
+    mit.write_text(mit.read_text().replace('version: "1.0"', 'version: "1.0.r2"').replace("Keep the", "Retain the"))
+    announced: list[str] = []
+
+    def receiver(sender: object, license_key: str, **kwargs: object) -> None:
+        announced.append(license_key)
+
+    version_published.connect(receiver, dispatch_uid="test-bumped-version")
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            report = license_catalog_load(actor="system:test", directory=catalog)
+    finally:
+        version_published.disconnect(dispatch_uid="test-bumped-version")
+    assert report.conflicts == []
+    assert report.created == ["mit 1.0.r2"]
+    assert announced == ["mit"]
+    assert license_evaluate("mit", BASE_FACTS)[0].version == "1.0.r2"
+    assert LicenseVersion.objects.filter(license__key="mit").count() == 2

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from governance.artifacts.selectors import artifact_usable_by
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record, write_service
 from governance.core.errors import ConflictError, invalid_input
 from governance.core.roles import Role
 from governance.deployments.choices import EDITABLE, Status
@@ -27,6 +27,7 @@ from governance.deployments.signals import deployment_submitted
 EVIDENCE_FIELDS = ("facts", "serving_plan", "artifact", "product_name", "environments", "target_cluster")
 
 
+@write_service
 def deployment_create(*, actor: User, data: dict[str, Any]) -> DeploymentRequest:
     validate_facts(data["facts"])
     team, artifact = data["team"], data["artifact"]
@@ -55,6 +56,7 @@ def deployment_create(*, actor: User, data: dict[str, Any]) -> DeploymentRequest
     return DeploymentRequest.objects.get(pk=deployment.pk)
 
 
+@write_service
 def deployment_update(*, deployment: DeploymentRequest, actor: User, changes: dict[str, Any]) -> DeploymentRequest:
     if "facts" in changes:
         validate_facts(changes["facts"])
@@ -85,6 +87,7 @@ def deployment_update(*, deployment: DeploymentRequest, actor: User, changes: di
     return DeploymentRequest.objects.get(pk=deployment.pk)
 
 
+@write_service
 def deployment_submit(*, deployment: DeploymentRequest, actor: User) -> DeploymentRequest:
     with transaction.atomic():
         deployment = deployment_lock(deployment)
@@ -96,6 +99,7 @@ def deployment_submit(*, deployment: DeploymentRequest, actor: User) -> Deployme
     return DeploymentRequest.objects.get(pk=deployment.pk)
 
 
+@write_service
 def deployment_start_review(*, deployment: DeploymentRequest, actor: User) -> DeploymentRequest:
     with transaction.atomic():
         deployment = deployment_lock(deployment)
@@ -104,6 +108,7 @@ def deployment_start_review(*, deployment: DeploymentRequest, actor: User) -> De
     return deployment
 
 
+@write_service
 def deployment_revoke(*, deployment: DeploymentRequest, actor: User, reason: str) -> DeploymentRequest:
     if not reason.strip():
         raise invalid_input("reason", "say why the approval is revoked")

@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record, write_service
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.roles import Role
 from governance.deployments.choices import ObligationStatus
@@ -17,6 +17,7 @@ from governance.deployments.services.transitions import deployment_lock, require
 ACKNOWLEDGEABLE = (ObligationStatus.OPEN, ObligationStatus.REJECTED, ObligationStatus.ACKNOWLEDGED)
 
 
+@write_service
 def obligation_acknowledge(*, item: ObligationItem, actor: User, how_met: str) -> ObligationItem:
     if not how_met.strip():
         raise invalid_input("how_met", "say how the obligation is met (e.g. where the notice is displayed)")
@@ -38,6 +39,7 @@ def obligation_acknowledge(*, item: ObligationItem, actor: User, how_met: str) -
     return item
 
 
+@write_service
 def obligation_review(*, item: ObligationItem, actor: User, accept: bool, comment: str = "") -> ObligationItem:
     with transaction.atomic():
         deployment = deployment_lock(item.request)

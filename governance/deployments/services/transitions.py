@@ -23,7 +23,11 @@ SYSTEM = "system:deployments"
 
 def deployment_lock(deployment: DeploymentRequest) -> DeploymentRequest:
     """Lock the request row for the caller's transaction and load it afresh."""
-    return DeploymentRequest.objects.select_for_update().select_related("artifact", "team").get(pk=deployment.pk)
+    return (
+        DeploymentRequest.objects.select_for_update(of=("self",))
+        .select_related("artifact", "team")
+        .get(pk=deployment.pk)
+    )
 
 
 def deployment_transition(deployment: DeploymentRequest, to: str, actor: Actor, reason: str) -> None:

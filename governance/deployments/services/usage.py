@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record, write_service
 from governance.core.errors import ConflictError
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest, UsageReport
@@ -37,6 +37,7 @@ def _finding_keys(evidence: dict[str, Any] | None) -> set[tuple[str, str, str, s
     }
 
 
+@write_service
 def usage_report_record(
     *,
     deployment: DeploymentRequest,

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record, write_service
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.roles import Role
 from governance.deployments.models import DeploymentRequest, Waiver
@@ -64,6 +64,7 @@ def _check_permission(permission: PermissionDocument | None) -> PermissionDocume
     return permission
 
 
+@write_service
 def waiver_grant(
     *,
     deployment: DeploymentRequest,
@@ -129,6 +130,7 @@ def waiver_grant(
     return waiver
 
 
+@write_service
 def waiver_confirm(*, deployment: DeploymentRequest, waiver: Waiver, actor: User) -> Waiver:
     """A second legal reviewer puts a proposed waiver of a blocker in force."""
     with transaction.atomic():
@@ -181,12 +183,13 @@ def waivers_expire(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     count = 0
     due = Waiver.objects.filter(expired_recorded_at__isnull=True, expires_at__lte=now)
-    for waiver_id in due.values_list("pk", flat=True):
+    for waiver_id, request_id in due.values_list("pk", "request_id"):
         with transaction.atomic():
+            # The lock order: the request row before the rows that hang off it.
+            deployment = deployment_lock(DeploymentRequest(pk=request_id))
             waiver = Waiver.objects.select_for_update().get(pk=waiver_id)
             if waiver.expired_recorded_at is not None:
                 continue
-            deployment = deployment_lock(waiver.request)
             waiver.expired_recorded_at = now
             waiver.save(update_fields=["expired_recorded_at", "updated_at"])
             audit_record(
