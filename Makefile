@@ -16,9 +16,10 @@ $(STAMP): pyproject.toml
 system-deps:
 	@scripts/system-deps
 
-# Compiled translation catalogs (.mo) are build output, not committed.
+# Compiled translation catalogs (.mo) are build output, not committed. DEBUG=1: compiling needs no
+# secret, and CI (or a first `make test`) has no .env yet.
 messages: $(STAMP)
-	$(BIN)/python manage.py compilemessages --ignore=.venv --ignore=var -v0
+	DEBUG=1 $(BIN)/python manage.py compilemessages --ignore=.venv --ignore=var -v0
 
 setup: system-deps $(STAMP) messages
 

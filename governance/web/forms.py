@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from governance.core.errors import ApplicationError
 from governance.deployments.choices import Engine, ReviewVerdict
 from governance.licenses.facts import AUP_CATEGORIES, DERIVATIVE_KINDS, DISTRIBUTIONS
-from planner.quant.schemes import SCHEMES
+from planner.quant.names import SCHEME_NAMES
 from planner.specs import gpus, precisions
 
 USE_CASE_CHOICES = [
@@ -348,7 +348,7 @@ class UsageForm(forms.Form):
 
 class EvalRunForm(forms.Form):
     cluster = forms.ChoiceField(label=_("Cluster"))
-    scheme = forms.ChoiceField(label=_("Quantization scheme"), choices=[(s, s) for s in SCHEMES])
+    scheme = forms.ChoiceField(label=_("Quantization scheme"), choices=[(s, s) for s in sorted(SCHEME_NAMES)])
     model_path = forms.RegexField(
         label=_("Checkpoint directory on the cluster"),
         regex=r"^/[A-Za-z0-9_./-]{1,400}$",

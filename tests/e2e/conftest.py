@@ -28,9 +28,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 AXE = (Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js").read_text()
 SERIOUS = ("serious", "critical")
-# Playwright's sync API keeps an asyncio loop in the test thread; the ORM calls the tests make
-# between browser steps are ordinary blocking calls, not coroutines, so Django's guard is lifted.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -38,16 +35,30 @@ def compiled_messages() -> None:
     call_command("compilemessages", locale=["zh_Hans"], ignore_patterns=[".venv", "var", "node_modules"], verbosity=0)
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps an asyncio loop running in the test thread while it is
+# open, which would break every later test that runs a loop of its own (pyHanko signs with
+# asyncio.run). It is closed when the browser tests end.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run scripts/system-deps (installs Debian's chromium)")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    # While the loop runs, the ORM calls the tests make between browser steps are ordinary blocking
+    # calls, not coroutines: Django's async guard is lifted for the browser tests only (set in
+    # os.environ, it would leak into subprocesses such as `manage.py check --deploy`).
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield launched
+            launched.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture
