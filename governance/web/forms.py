@@ -418,7 +418,7 @@ class CiTokenForm(forms.Form):
     )
     expires_at = forms.DateField(
         label=_("Expires on"),
-        widget=forms.DateInput(attrs={"type": "date"}),
+        widget=forms.DateInput(format="%Y-%m-%d", attrs={"type": "date"}),  # the only format type=date takes
         help_text=_("At most 366 days ahead; the token stops working at the start of that day (UTC)."),
     )
 

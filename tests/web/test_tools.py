@@ -260,3 +260,14 @@ def test_request_page_before_any_gate_check(language: str, gate: Gate, personas:
     assert 'class="gate-decision"' not in page
     expected = "The CI gate has not been asked about this request yet." if language == "en" else "CI 门禁尚未"
     assert expected in page
+
+
+def test_expiry_date_input_is_iso_in_every_language(personas: Personas) -> None:
+    """<input type=date> takes only YYYY-MM-DD: a localised value (zh-Hans: 2027/02/27) is
+    dropped by the browser and the form comes back with a required field empty."""
+    client = browser(personas.admin)
+    client.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
+    page = client.get("/tokens/").content.decode()
+    default = (timezone.now() + timedelta(days=90)).date().isoformat()
+    assert re.search(rf'<input type="date" name="expires_at" id="id_expires_at" value="{default}"', page), page
+    assert client.post("/tokens/", _form()).status_code == 200
