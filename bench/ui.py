@@ -87,6 +87,16 @@ def _populate(count: int) -> dict[str, str]:
         user.groups.add(Group.objects.get_or_create(name=role)[0])
         team.members.add(user)
         users[name] = user
+    team.leads.add(users["req"])  # the tokens page: a team lead's view
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from governance.gate.services import ci_token_issue
+
+    for index in range(20):
+        ci_token_issue(actor=users["req"], team=team, name=f"deploy-{index}", environments=["production"],
+                       expires_at=timezone.now() + timedelta(days=90))  # fmt: skip
     artifact = artifact_register(actor=users["req"], team=team, data={
         "name": "Kimi-K2-Instruct", "source_repo": "moonshotai/Kimi-K2-Instruct", "revision": "main",
         "weights_digest": "sha256:" + "cd" * 32, "license": "kimi-k2-modified-mit", "architecture_key": "kimi-k2"})  # fmt: skip
@@ -182,6 +192,8 @@ def _run(database_url: str, count: int, repeat: int, profile: str | None = None)
         ("req", "/licenses/kimi-k2-modified-mit/", "license detail"),
         ("req", "/clusters/", "clusters"),
         ("aud", "/audit/", "audit"),
+        ("req", "/tokens/", "CI tokens (20)"),
+        ("req", "/verify/", "verify a PDF (form)"),
     ]
     print(f"{'page':<22} {'median ms':>10} {'ratio':>7} {'queries':>8}")
     print(f"{'login (baseline)':<22} {baseline:>10.2f} {1.0:>7.2f} {baseline_queries:>8}")

@@ -9,7 +9,10 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from governance.core.roles import Role, user_roles
+from governance.web.selectors import may_manage_tokens
 
+# Not a role: admins and the leads of a team manage CI tokens.
+TOKEN_MANAGERS = "token-managers"  # noqa: S105  (a navigation key, not a secret)
 # (url name, label, roles that see it; empty: any role)
 NAVIGATION = (
     ("web:dashboard", _("Dashboard"), ()),
@@ -18,13 +21,18 @@ NAVIGATION = (
     ("web:licenses", _("Licenses"), ()),
     ("web:clusters", _("Clusters"), ()),
     ("web:audit", _("Audit"), (Role.AUDITOR, Role.ADMIN, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)),
+    ("web:tokens", _("CI tokens"), (TOKEN_MANAGERS,)),
+    ("web:verify", _("Verify a PDF"), ()),
 )
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:
     roles = user_roles(request.user) if hasattr(request, "user") else set()
     if not roles:
-        return {"navigation": []}
+        return {"navigation": [], "manages_tokens": False}
+    manages_tokens = Role.ADMIN in roles or may_manage_tokens(request.user)
+    if manages_tokens:
+        roles = {*roles, TOKEN_MANAGERS}
     path = request.path
     items = []
     for name, label, allowed in NAVIGATION:
@@ -33,4 +41,4 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
         url = reverse(name)
         current = path == url if url == "/" else path.startswith(url)
         items.append({"url": url, "label": label, "current": current})
-    return {"navigation": items}
+    return {"navigation": items, "manages_tokens": manages_tokens}

@@ -24,6 +24,11 @@ ROLE = {
     "auditor": gettext_lazy("Auditor"),
     "admin": gettext_lazy("Administrator"),
 }
+GATE_DECISION = {"allow": gettext_lazy("Allow"), "deny": gettext_lazy("Deny")}
+TOKEN_SCOPE = {
+    "gate:check": gettext_lazy("Ask the CI gate whether a rollout may proceed"),
+    "usage:write": gettext_lazy("Post monthly usage reports"),
+}
 REVIEW_ROLE = {"legal": gettext_lazy("Legal"), "engineering": gettext_lazy("Engineering")}
 SEVERITY = {
     "blocker": gettext_lazy("Blocker"),
@@ -94,6 +99,14 @@ def role(code: str) -> str:
 
 def review_role(code: str) -> str:
     return _label(REVIEW_ROLE, code)
+
+
+def gate_decision(code: str) -> str:
+    return _label(GATE_DECISION, code)
+
+
+def token_scope(code: str) -> str:
+    return _label(TOKEN_SCOPE, code)
 
 
 def severity(code: str) -> str:

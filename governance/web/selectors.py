@@ -15,11 +15,13 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
-from governance.approvals.selectors import live_packet, packet_url
+from governance.approvals.choices import PacketStatus
+from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.audit.models import AuditEvent
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan
+from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest
@@ -30,6 +32,7 @@ from governance.deployments.selectors import (
     latest_capacity_plan,
 )
 from governance.evaluations.models import ACTIVE_STATES, Cluster, EvalRun, EvalStatus
+from governance.gate.selectors import ci_tokens_visible_to, gate_decisions_visible_to
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
 from governance.web import labels
 
@@ -243,6 +246,9 @@ class DeploymentPage:
     packet: Any = None
     packet_url: str = ""
     findings_waivable: list[dict[str, Any]] = field(default_factory=list)
+    approval: ApprovalState | None = None
+    approval_current: bool = False
+    gate_decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def deployment_page(user: Any, code: Any) -> DeploymentPage:
@@ -280,6 +286,9 @@ def deployment_page(user: Any, code: Any) -> DeploymentPage:
         .order_by("-seq")
         .only("seq", "occurred_at", "actor_name", "action")[:50]
     )
+    packet = live_packet(request)
+    # The stored verification exists only for a completely signed packet: no query otherwise.
+    approval = approval_state(request) if packet is not None and packet.status == PacketStatus.COMPLETE else None
     return DeploymentPage(
         request=request,
         licenses=licenses,
@@ -293,10 +302,35 @@ def deployment_page(user: Any, code: Any) -> DeploymentPage:
         timeline=timeline,
         usage_reports=list(request.usage_reports.order_by("-month", "-created_at")[:12]),
         actions=deployment_actions(user, request),
-        packet=live_packet(request),
+        packet=packet,
         packet_url=packet_url(request),
         findings_waivable=waivable,
+        approval=approval,
+        approval_current=approval is not None and approval.evidence_digest == request.evidence_digest,
+        gate_decisions=gate_decisions(user, request),
     )
+
+
+GATE_DECISIONS_SHOWN = 20
+
+
+def gate_decisions(user: Any, request: DeploymentRequest) -> list[dict[str, Any]]:
+    """The newest gate decisions on one request, as the user may see them (one query)."""
+    rows = (
+        gate_decisions_visible_to(user)
+        .filter(deployment=request)
+        .select_related(None)
+        .only("code", "created_at", "environment", "decision", "reasons", "token_name", "token_prefix")
+        .order_by("-created_at")[:GATE_DECISIONS_SHOWN]
+    )
+    return [
+        {
+            "decision": row,
+            "label": labels.gate_decision(row.decision),
+            "reason_codes": [str(reason.get("code", "")) for reason in row.reasons or []],
+        }
+        for row in rows
+    ]
 
 
 def deployment_evals(user: Any, code: Any) -> list[dict[str, Any]]:
@@ -466,3 +500,77 @@ def license_preview(artifact: Any, license_key: str, facts: dict[str, Any]) -> d
         return {"results": [], "errors": {"license": exc.message}}
     return {"results": results, "errors": {}, "revenue": facts.get("monthly_revenue"),
             "monthly_active_users": facts.get("monthly_active_users")}  # fmt: skip
+
+
+# --- CI tokens ----------------------------------------------------------------------------------
+
+
+def token_teams(user: Any) -> list[Team]:
+    """The teams whose CI tokens the user manages: all for an admin, else those they lead."""
+    if has_role(user, Role.ADMIN):
+        return list(Team.objects.order_by("name"))
+    return list(Team.objects.filter(leads=user).order_by("name"))
+
+
+def may_manage_tokens(user: Any) -> bool:
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return has_role(user, Role.ADMIN) or Team.objects.filter(leads=user).exists()
+
+
+def ci_tokens(user: Any) -> list[dict[str, Any]]:
+    """The team CI tokens the user may see (one query), newest first, with what a row shows."""
+    now = timezone.now()
+    tokens = ci_tokens_visible_to(user).select_related("team", "created_by").order_by("-created_at")
+    return [
+        {
+            "token": token,
+            "expired": token.expires_at is not None and token.expires_at <= now,
+            "active": token.revoked_at is None and (token.expires_at is None or token.expires_at > now),
+        }
+        for token in tokens
+    ]
+
+
+def ci_token(user: Any, code: Any) -> ApiToken | None:
+    return ci_tokens_visible_to(user).filter(code=code).first()
+
+
+# --- packet verification ------------------------------------------------------------------------
+
+
+def verification_report(report: Any, stored: Any) -> dict[str, Any]:
+    """A packet's verification (governance.approvals) as the page shows it."""
+    from django.utils.dateparse import parse_datetime
+
+    signatures = []
+    for signature in report.signatures:
+        signed_at = parse_datetime(signature.signed_at) if signature.signed_at else None
+        signatures.append(
+            {
+                "field": signature.field,
+                "role": signature.role or "",
+                "role_label": labels.review_role(signature.role) if signature.role else "—",
+                "signer": signature.signer,
+                "fingerprint": signature.signer_fingerprint,
+                "signed_at": signed_at,
+                "timestamp_trusted": signature.timestamp_trusted,
+                "trusted": signature.trusted,
+                "intact": signature.intact,
+                "revoked": signature.revoked,
+                "accepted": signature.accepted,
+                "summary": signature.summary,
+            }
+        )
+    return {
+        "pdf_sha256": report.pdf_sha256,
+        "deployment": report.deployment_code,
+        "evidence_digest": report.evidence_digest,
+        "evidence_current": stored.evidence_current,
+        "signatures": signatures,
+        "all_valid": report.all_valid,
+        "legal_valid": stored.legal_valid,
+        "engineering_valid": stored.engineering_valid,
+        "problems": list(report.problems),
+        "verified_at": stored.verified_at,
+    }

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from governance.web.views import deployments, pages
+from governance.web.views import deployments, pages, tools
 
 app_name = "web"
 urlpatterns = [
@@ -31,4 +31,7 @@ urlpatterns = [
     path("clusters/<uuid:code>/test", pages.cluster_test, name="cluster-test"),
     path("clusters/<uuid:code>/discover", pages.cluster_discover_view, name="cluster-discover"),
     path("audit/", pages.audit, name="audit"),
+    path("tokens/", tools.tokens, name="tokens"),
+    path("tokens/<uuid:code>/revoke", tools.token_revoke, name="token-revoke"),
+    path("verify/", tools.verify, name="verify"),
 ]

@@ -1,16 +1,21 @@
-"""One deployment request from wizard to approval and usage alert, in a real browser, in English
-and in Chinese: the pages a requester, a legal reviewer and an engineering reviewer use.
+"""One deployment request from wizard to approval, CI gate and usage alert, in a real browser, in
+English and in Chinese: the pages a requester (also a team lead), a legal reviewer and an engineering
+reviewer use, and scripts/gate-check run against the live server with a token made on the tokens page.
 
 Each step is screenshotted under var/screenshots/<test>/ and each page is checked with axe-core."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from governance.deployments.models import DeploymentRequest
 from governance.evaluations.models import Cluster, ExecutorKind
 from tests.conftest import Personas
 from tests.e2e.conftest import Recorder, local_cluster_setup, tiny_checkpoint, wait_for
@@ -18,6 +23,7 @@ from tests.e2e.conftest import Recorder, local_cluster_setup, tiny_checkpoint, w
 pytestmark = [pytest.mark.worker]
 KIMI = "kimi-k2-modified-mit"
 DISPLAY = '#preview .finding[data-code="attribution.display"]'
+GATE_CHECK = Path(__file__).resolve().parents[2] / "scripts" / "gate-check"
 
 
 class Session:
@@ -188,7 +194,70 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         recorder.axe(epage, "request-approved")
         recorder.shot(epage, "approved")
 
-        # 8. a usage report crosses Kimi's 100M monthly-active-user term: the dashboard alerts
+        # 8. the requester, made a lead of their team, creates a CI token; the secret is shown once
+        personas.team.leads.add(personas.requester)
+        page.goto("/")
+        page.click('header nav a[href="/tokens/"]')
+        wait_for(page, 'form[action="/tokens/"]')
+        recorder.axe(page, "tokens")
+        page.fill("#id_name", "deploy-prod")
+        page.fill("#id_environments", "production")
+        page.click('form[action="/tokens/"] button[type=submit]')
+        wait_for(page, "#token-secret")
+        secret = page.inner_text("#token-secret").strip()
+        assert secret.startswith("gov_"), secret
+        recorder.axe(page, "token-created")
+        recorder.shot(page, "token-created")
+        page.goto("/tokens/")
+        assert secret not in page.content()  # never shown again
+        assert page.locator('tr.token[data-active="true"]').count() == 1
+        recorder.shot(page, "tokens")
+
+        # 9. the pipeline asks the gate with the approved serving config and weights: allow (exit 0)
+        approved = DeploymentRequest.objects.get(code=code)
+        envelope = approved.evidence["serving_envelope"]
+        plan_layout = approved.evidence["capacity_plan"]["result"]["parallel"]  # the serving plan left tp/pp/ep open
+        layout = {name: int(envelope.get(name) or plan_layout.get(name) or 1) for name in ("tp", "pp", "ep")}
+        argv = [sys.executable, str(GATE_CHECK), "--deployment", code, "--environment", "production",
+                "--artifact-digest", approved.evidence["artifact"]["weights_digest"], "--engine", envelope["engine"],
+                "--precision", envelope["precision"], "--gpu", envelope["gpu"], "--tp", str(layout["tp"]),
+                "--pp", str(layout["pp"]), "--ep", str(layout["ep"]), "--max-model-len", str(envelope["max_model_len"]),
+                "--gpu-memory-utilization", "0.9", "--timeout", "30"]  # fmt: skip
+        env = {"PATH": os.environ.get("PATH", ""), "GOV_URL": live_server.url, "GOV_TOKEN": secret}
+        gate = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert gate.returncode == 0, (gate.stdout, gate.stderr)
+        assert "allow" in gate.stdout
+
+        # 10. the request page shows that decision and the packet's verification; the packet
+        # downloads from it and verifies on the verify page
+        page.goto(f"/requests/{code}/")
+        assert page.locator('tr.gate-decision[data-decision="allow"]').count() == 1
+        assert "production" in page.inner_text("tr.gate-decision")
+        verified = page.locator(".packet-verification")
+        assert verified.get_attribute("data-legal-valid") == "true"
+        assert verified.get_attribute("data-engineering-valid") == "true"
+        assert verified.get_attribute("data-current") == "true"
+        recorder.axe(page, "request-gate-decisions")
+        recorder.shot(page, "request-gate-decisions")
+        with page.expect_download() as download:
+            page.click(".packet a")
+        packet = tmp_path / "approval-packet.pdf"
+        download.value.save_as(str(packet))
+        assert packet.read_bytes().startswith(b"%PDF")
+        page.goto("/verify/")
+        page.set_input_files("#id_file", str(packet))
+        page.click('form[action="/verify/"] button[type=submit]')
+        wait_for(page, ".verify-report")
+        assert page.get_attribute(".verify-report", "data-all-valid") == "true"
+        assert page.locator('tr.signature[data-accepted="true"]').count() == 2
+        assert page.locator('tr.signature[data-accepted="false"]').count() == 0
+        assert page.locator('tr.signature[data-role="legal"]').count() == 1
+        assert page.locator('tr.signature[data-role="engineering"]').count() == 1
+        assert page.get_attribute(".evidence-current", "data-current") == "true"
+        recorder.axe(page, "verify")
+        recorder.shot(page, "packet-verified")
+
+        # 11. a usage report crosses Kimi's 100M monthly-active-user term: the dashboard alerts
         page.goto(f"/requests/{code}/")  # a full load: a same-page #fragment would keep the stale page
         page.fill("#id_month", "2026-11")
         page.fill("#id_monthly_active_users", "150000000")

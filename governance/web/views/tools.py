@@ -1,0 +1,111 @@
+"""Team CI tokens (create, the secret shown once, revoke) and the approval packet verifier.
+Writes go through governance.gate.services and governance.approvals.services, with the API's
+own input serializer; reads through governance.web.selectors."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, cast
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+
+from governance.approvals.services import packet_verify
+from governance.core.errors import ApplicationError, NotFoundError, PermissionDeniedError
+from governance.core.models import Team
+from governance.gate.api import CiTokenInputSerializer
+from governance.gate.services import CI_SCOPES, ci_token_issue, ci_token_revoke
+from governance.web import labels, selectors
+from governance.web.forms import CiTokenForm, VerifyForm, apply_error
+from governance.web.views.common import act, roles_required, validated
+
+DEFAULT_LIFETIME = timedelta(days=90)
+
+
+def _token_form(request: HttpRequest, teams: list[Team], data: Any = None) -> CiTokenForm:
+    scopes = [(str(scope), f"{scope}: {labels.token_scope(scope)}") for scope in sorted(CI_SCOPES)]
+    initial: dict[str, Any] = {"expires_at": (timezone.now() + DEFAULT_LIFETIME).date(),
+                               "team": teams[0].name if teams else ""}  # fmt: skip
+    return CiTokenForm(data, teams=teams, scopes=scopes, initial=initial)
+
+
+def _manager_teams(request: HttpRequest) -> list[Team]:
+    """403 unless the user is an admin or leads a team (as the API refuses an issue)."""
+    teams = selectors.token_teams(request.user)
+    if not teams:
+        raise PermissionDenied
+    return teams
+
+
+@never_cache
+@roles_required()
+def tokens(request: HttpRequest) -> HttpResponse:
+    teams = _manager_teams(request)
+    if request.method != "POST":
+        return render(request, "web/tokens.html", {"form": _token_form(request, teams),
+                                                   "tokens": selectors.ci_tokens(request.user)})  # fmt: skip
+    form = _token_form(request, teams, request.POST)
+    if form.is_valid():
+        try:
+            data = validated(CiTokenInputSerializer(data=form.payload()))
+            team = next(t for t in teams if t.name == data["team"])
+            token, secret = ci_token_issue(
+                actor=cast(User, request.user), team=team, name=data["name"], expires_at=data["expires_at"],
+                scopes=data["scopes"], deployment_codes=data["deployments"], environments=data["environments"],
+            )  # fmt: skip
+        except (NotFoundError, PermissionDeniedError):
+            raise
+        except ApplicationError as exc:
+            apply_error(form, exc, {"deployments": "deployments", "expires_at": "expires_at"})
+        else:
+            # The one response that carries the secret: rendered here, never stored, never cached.
+            return render(request, "web/token_created.html", {"token": token, "secret": secret})
+    context = {"form": form, "tokens": selectors.ci_tokens(request.user)}
+    return render(request, "web/tokens.html", context, status=400)
+
+
+@require_POST
+@roles_required()
+def token_revoke(request: HttpRequest, code: str) -> HttpResponse:
+    token = selectors.ci_token(request.user, code)
+    if token is None:
+        raise NotFoundError("no such CI token")
+    return act(
+        request,
+        lambda: ci_token_revoke(actor=cast(User, request.user), token=token),
+        _("Token %(name)s revoked: it no longer works.") % {"name": token.name},
+        reverse("web:tokens"),
+    )
+
+
+@roles_required()
+def verify(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return render(request, "web/verify.html", {"form": VerifyForm()})
+    form = VerifyForm(request.POST, request.FILES)
+    report = None
+    if form.is_valid():
+        upload = form.cleaned_data["file"]
+        if upload.size > settings.APPROVALS_MAX_UPLOAD_BYTES:
+            form.add_error("file", _("The file is larger than %(size)s bytes.")
+                           % {"size": settings.APPROVALS_MAX_UPLOAD_BYTES})  # fmt: skip
+        else:
+            try:
+                checked, stored = packet_verify(data=upload.read(), actor=cast(User, request.user))
+            except (NotFoundError, PermissionDeniedError):
+                raise
+            except ApplicationError as exc:  # e.g. no PKI yet: nothing to verify against
+                form.add_error("file", exc.message)
+            else:
+                report = selectors.verification_report(checked, stored)
+    if report is None:
+        return render(request, "web/verify.html", {"form": form}, status=400)
+    return render(request, "web/verify.html", {"form": VerifyForm(), "report": report})
