@@ -53,7 +53,9 @@ def _write_routes() -> list[tuple[str, str]]:
                     continue
                 path = "/" + route.replace("<uuid:code>", "0" * 8 + "-0000-4000-8000-" + "0" * 12).replace(
                     "<uuid:item>", "0" * 8 + "-0000-4000-8000-" + "0" * 12
-                ).replace("<str:key>", "mit").replace("^", "").replace("$", "")
+                ).replace("<uuid:waiver>", "0" * 8 + "-0000-4000-8000-" + "0" * 12).replace("<str:key>", "mit").replace(
+                    "^", ""
+                ).replace("$", "")
                 for method in ("post", "put", "patch", "delete"):
                     if hasattr(view, method):
                         routes.append((method, path))

@@ -154,7 +154,7 @@ def test_derivative_inherits_and_merge_unions_licenses(flow: Flow, artifacts, pe
         format="json",
     )
     assert tune.status_code == 201, tune.json()
-    assert tune.json()["licenses"] == ["apache-2.0 2.0", "llama-3.1 2024-07-23"]
+    assert tune.json()["licenses"] == ["apache-2.0 2.0", "llama-3.1 2024-07-23.r2"]
     merged = client.post(
         "/api/v1/artifacts",
         {

@@ -62,8 +62,9 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def worker_queue(celery_worker: WorkerHandle) -> Iterator[str]:
-    """Route the live server's .delay() calls to this session's real worker."""
+def worker_queue(celery_worker: WorkerHandle, settings: Any) -> Iterator[str]:
+    """Route the live server's .delay() calls (heavy planner work included) to this session's real worker."""
+    settings.CELERY_HEAVY_QUEUE = celery_worker.queue
     previous = app.conf.task_default_queue
     app.conf.task_default_queue = celery_worker.queue
     yield celery_worker.queue
