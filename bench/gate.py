@@ -42,6 +42,7 @@ def seed() -> None:
     from django.contrib.auth.models import Group, User
     from django.utils import timezone
 
+    from governance.approvals.services import pki_init, sign_off
     from governance.artifacts.services import artifact_register
     from governance.capacity.models import CapacityPlan
     from governance.capacity.services import capacity_plan_compute
@@ -55,11 +56,12 @@ def seed() -> None:
     from governance.licenses.services import license_catalog_load
 
     license_catalog_load(actor="system:bench")
+    pki_init(actor="system:bench")  # sign-offs are PAdES signatures by the organisation's CA
     team = Team.objects.create(name="platform")
     users = {}
     for name, role in (("req", Role.REQUESTER), ("legal", Role.LEGAL_REVIEWER), ("eng", Role.ENGINEERING_REVIEWER)):
-        users[name] = User.objects.create_user(username=name)
-        users[name].groups.add(Group.objects.get_or_create(name=role)[0])
+        users[name] = User.objects.create_user(username=name, password=f"pw-{name}")
+        users[name].groups.add(Group.objects.get_or_create(name=role)[0])  # reviewers get signing certificates
     team.members.add(users["req"])
     team.leads.add(users["req"])
     artifact = artifact_register(actor=users["req"], team=team, data={
@@ -85,9 +87,11 @@ def seed() -> None:
     for item in deployment.obligations.filter(status="acknowledged"):
         services.obligation_review(item=item, actor=users["legal"], accept=True)
     deployment.refresh_from_db()
-    for reviewer in (users["legal"], users["eng"]):
-        deployment = services.deployment_review(deployment=deployment, actor=reviewer, verdict="approve",
-                                                evidence_digest=deployment.evidence_digest)  # fmt: skip
+    for reviewer, role in ((users["legal"], "legal"), (users["eng"], "engineering")):
+        deployment.refresh_from_db()
+        sign_off(deployment=deployment, user=reviewer, role=role, decision="approve",
+                 password=f"pw-{reviewer.username}", evidence_digest=deployment.evidence_digest)  # fmt: skip
+    deployment.refresh_from_db()
     assert deployment.status == "approved", deployment.status
     stored = CapacityPlan.objects.get(pk=plan.pk)
     layout = stored.result["parallel"]
@@ -171,7 +175,8 @@ def main() -> int:
     env = {**os.environ, "DATABASE_URL": bench_url, "DJANGO_SETTINGS_MODULE": "governance.settings",
            "SECRET_KEY": "bench-only-" + "k" * 50, "DEBUG": "false", "SECURE_SSL_REDIRECT": "false",
            "ALLOWED_HOSTS": "127.0.0.1", "GATE_THROTTLE_RATE": "100000000/minute", "CELERY_BROKER_URL": "memory://",
-           "GOVERNANCE_VAR_DIR": str(scratch), "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}  # fmt: skip
+           "GOVERNANCE_VAR_DIR": str(scratch), "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
+           "APPROVALS_KEY_ENCRYPTION_KEY": "bench-only-kek-" + "k" * 40}  # fmt: skip
     gunicorn = None
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
