@@ -72,6 +72,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "governance.core.middleware.SecurityHeadersMiddleware",
+    # A django-ratelimit block (login posts, web sign-offs) answers 429 through RATELIMIT_VIEW.
+    "django_ratelimit.middleware.RatelimitMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its lockout answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -203,6 +205,8 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minim
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 LOGIN_RATE = env_str("LOGIN_RATE", "30/m")
+# Sign-offs re-enter the password: attempts per user, for the API (DRF) and the web form (django-ratelimit).
+SIGNOFF_RATE = env_str("SIGNOFF_THROTTLE_RATE", "10/m")
 RATELIMIT_VIEW = "governance.core.middleware.too_many_requests"
 
 # Throttle counters live in the cache: Redis when configured, shared by every worker process.
@@ -246,6 +250,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "gate": env_str("GATE_THROTTLE_RATE", "120/minute"),
         "tokens": env_str("TOKEN_THROTTLE_RATE", "30/hour"),
+        "signoff": SIGNOFF_RATE,
     },
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),

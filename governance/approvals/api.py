@@ -15,6 +15,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
 from governance.approvals import selectors, services
@@ -113,6 +114,13 @@ class PacketByHashApi(APIView):
         return _pdf_response(data, f"approval-{deployment.code}-{sha256[:12]}.pdf")
 
 
+class SignOffRateThrottle(UserRateThrottle):
+    """Signing re-enters the password: attempts per user are limited (SIGNOFF_THROTTLE_RATE), so a
+    stolen session cannot guess a reviewer's password through the sign-off endpoints."""
+
+    scope = "signoff"
+
+
 class SignOffInputSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=SigningRole.choices)
     decision = serializers.ChoiceField(choices=Decision.choices)
@@ -141,6 +149,9 @@ def signoff_dict(signoff: SignOff) -> dict[str, Any]:
 
 class SignOffApi(APIView):
     permission_classes = [IsAuthenticated]
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        return [SignOffRateThrottle()] if self.request.method == "POST" else super().get_throttles()
 
     @extend_schema(responses=OpenApiTypes.OBJECT, summary="Sign-offs on a request and their meaning texts")
     def get(self, request: Request, code: str) -> Response:
@@ -215,6 +226,7 @@ class DeploymentReviewApi(APIView):
     `role` may be left out by a user who holds one reviewer role only."""
 
     permission_classes = [IsAuthenticated]
+    throttle_classes = [SignOffRateThrottle]
 
     @extend_schema(
         request=ReviewInputSerializer,

@@ -169,7 +169,9 @@ def stamp_font() -> Path | None:
 def _stamp_style() -> TextStampStyle:
     font = stamp_font()
     box_style = (
-        text.TextBoxStyle(font=GlyphAccumulatorFactory(str(font), font_size=6))
+        # The same size for the layout (harfbuzz advances) and for the text box: when they differ the
+        # glyphs are placed for one size and drawn at the other (spread out, clipped by the box).
+        text.TextBoxStyle(font=GlyphAccumulatorFactory(str(font), font_size=6), font_size=6)
         if font is not None
         else text.TextBoxStyle(font_size=6)
     )

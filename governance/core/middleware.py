@@ -73,5 +73,5 @@ class SecurityHeadersMiddleware:
 
 
 def too_many_requests(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """django-ratelimit's answer for a throttled login post."""
-    return HttpResponse("Too many login attempts; wait a minute.", status=429, content_type="text/plain")
+    """django-ratelimit's answer for a throttled login post or web sign-off."""
+    return HttpResponse("Too many attempts; wait a minute.", status=429, content_type="text/plain")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -13,6 +14,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
+from django_ratelimit.decorators import ratelimit
 
 from governance.approvals import services as approval_services
 from governance.artifacts.api import ArtifactInputSerializer
@@ -230,8 +232,13 @@ def waiver_grant(request: HttpRequest, code: str) -> HttpResponse:
     )  # fmt: skip
 
 
+def _signoff_rate(group: str, request: HttpRequest) -> str:
+    return str(settings.SIGNOFF_RATE)
+
+
 @require_POST
 @roles_required(Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
+@ratelimit(key="user", rate=_signoff_rate, method="POST", block=True)  # the password is re-entered here
 def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
     target = deployment_get(request.user, code)
     actions = selectors.deployment_actions(request.user, target)

@@ -1,0 +1,49 @@
+"""Signing re-enters the password, so sign-off attempts are limited per user: a stolen session cannot
+guess a reviewer's password through the API's sign-off endpoints or the web form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+
+from governance.approvals.api import SignOffRateThrottle
+from governance.approvals.models import SignOff
+from tests.approvals.conftest import SignFlow
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counters() -> Any:
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def test_wrong_passwords_on_the_api_are_throttled(
+    sign_flow: SignFlow, artifacts: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(SignOffRateThrottle, "THROTTLE_RATES", {"signoff": "3/minute"})
+    code = sign_flow.kimi(artifacts)
+    body = {"role": "legal", "decision": "approve", "evidence_digest": sign_flow.digest(code), "password": "guess"}
+    client = sign_flow.client(sign_flow.p.legal)
+    url = f"/api/v1/approvals/deployments/{code}/signoffs"
+    statuses = [client.post(url, body, format="json").status_code for _ in range(4)]
+    assert statuses == [403, 403, 403, 429]
+    # The review URL shares the same per-user budget.
+    review = {"verdict": "approve", "evidence_digest": sign_flow.digest(code), "password": "pw-legal"}
+    assert client.post(f"/api/v1/deployments/{code}/review", review, format="json").status_code == 429
+    assert not SignOff.objects.filter(deployment__code=code).exists()
+
+
+def test_wrong_passwords_on_the_web_form_are_throttled(sign_flow: SignFlow, artifacts: Any, settings: Any) -> None:
+    settings.SIGNOFF_RATE = "2/m"
+    code = sign_flow.kimi(artifacts)
+    browser = Client()
+    browser.force_login(sign_flow.p.legal)
+    form = {"role": "legal", "verdict": "approve", "evidence_digest": sign_flow.digest(code), "password": "guess"}
+    statuses = [browser.post(f"/requests/{code}/review", form).status_code for _ in range(3)]
+    assert statuses[:2] != [429, 429]
+    assert statuses[2] == 429
+    assert not SignOff.objects.filter(deployment__code=code).exists()
