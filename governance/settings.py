@@ -243,7 +243,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["governance.core.permissions.HasAnyRole"],
     "DEFAULT_PAGINATION_CLASS": "governance.core.pagination.DefaultPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_FILTER_BACKENDS": ["governance.core.filters.StrictFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "governance.core.exceptions.api_exception_handler",
     # Per token for the gate, per user for issuing CI tokens (views pick their scope).

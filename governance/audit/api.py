@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from django.db.models import QuerySet
@@ -21,6 +21,7 @@ from governance.audit.exports import event_view, iter_csv, iter_jsonl, write_bun
 from governance.audit.models import AuditCheckpoint, AuditEvent
 from governance.audit.selectors import audit_checkpoints, audit_events_filter, audit_events_visible_to
 from governance.audit.services import audit_record
+from governance.core.filters import paging_params, refuse_unknown_params
 from governance.core.permissions import role_permission
 from governance.core.roles import Role
 
@@ -44,7 +45,10 @@ class AuditFilterSerializer(serializers.Serializer):
         return attrs
 
 
-def _filtered_events(request: Request) -> QuerySet[AuditEvent]:
+def _filtered_events(request: Request, also_allowed: Iterable[str] = ()) -> QuerySet[AuditEvent]:
+    """The filtered events; a parameter that is neither a filter nor in `also_allowed` (paging)
+    answers 400 naming it, so a misspelt filter never returns (or exports) everything."""
+    refuse_unknown_params(request.query_params, set(AuditFilterSerializer().fields) | set(also_allowed))
     params = AuditFilterSerializer(data=request.query_params)
     params.is_valid(raise_exception=True)
     values = dict(params.validated_data)
@@ -85,7 +89,7 @@ class AuditEventListApi(ListAPIView):
     def get_queryset(self) -> QuerySet[AuditEvent]:
         if getattr(self, "swagger_fake_view", False):  # schema generation: no request user, no database
             return AuditEvent.objects.none()
-        return audit_events_visible_to(self.request.user, _filtered_events(self.request))
+        return audit_events_visible_to(self.request.user, _filtered_events(self.request, paging_params(self)))
 
 
 class AuditCheckpointOutputSerializer(serializers.ModelSerializer):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -26,8 +26,10 @@ from governance.core.serializers import StrictSerializer
 from governance.deployments import services
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import (
+    DeploymentFilter,
     deployment_get,
     deployment_get_for_usage,
+    deployments_attach_capacity_plans,
     deployments_list,
     obligation_get,
     waiver_get,
@@ -62,9 +64,16 @@ def _output(request_obj: DeploymentRequest, status: int = 200) -> Response:
 class DeploymentListCreateApi(ListAPIView):
     permission_classes = VISIBLE_TO_ANY_USER
     serializer_class = DeploymentOutputSerializer
+    filterset_class = DeploymentFilter  # unknown query parameters answer 400 (StrictFilterBackend)
 
     def get_queryset(self) -> QuerySet[DeploymentRequest]:
-        return deployments_list(self.request.user, self.request.query_params)
+        return deployments_list(self.request.user)
+
+    def paginate_queryset(self, queryset: QuerySet[Any, Any]) -> list[Any] | None:
+        page = super().paginate_queryset(queryset)
+        if page is not None:
+            deployments_attach_capacity_plans(page)
+        return page
 
     @extend_schema(
         request=DeploymentInputSerializer,

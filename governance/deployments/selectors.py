@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+import django_filters
+from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from governance.capacity.models import CapacityPlan
 from governance.capacity.selectors import capacity_findings
-from governance.core.errors import NotFoundError, invalid_input
+from governance.core.errors import NotFoundError
 from governance.core.models import ApiToken
 from governance.core.roles import Role, has_role
 from governance.core.tokens import token_covers_deployment
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
-from governance.deployments.models import DeploymentRequest, ObligationItem, Waiver
+from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, Waiver
 from governance.evaluations.evals import eval_findings
+from governance.evaluations.models import EvalRun
 from governance.licenses.choices import Severity
 
 # Severities of a license finding that stand in the way of approval unless waived.
@@ -36,20 +38,65 @@ def deployments_visible_to(user: Any) -> QuerySet[DeploymentRequest]:
     return deployments.filter(condition).distinct()
 
 
-def deployments_list(user: Any, filters: Mapping[str, str]) -> QuerySet[DeploymentRequest]:
-    """The list API's query: `status`, `team` (name), `product` (substring), `flagged` (true/false)."""
-    deployments = deployments_visible_to(user)
-    if filters.get("status"):
-        if filters["status"] not in Status.values:
-            raise invalid_input("status", f"must be one of {', '.join(Status.values)}")
-        deployments = deployments.filter(status=filters["status"])
-    if filters.get("team"):
-        deployments = deployments.filter(team__name=filters["team"])
-    if filters.get("product"):
-        deployments = deployments.filter(product_name__icontains=filters["product"])
-    if filters.get("flagged") in ("true", "false"):
-        deployments = deployments.filter(flagged=filters["flagged"] == "true")
-    return deployments.order_by("-created_at")
+class DeploymentFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=Status.choices)
+    team = django_filters.CharFilter(field_name="team__name", help_text="the team's name")
+    product = django_filters.CharFilter(field_name="product_name", lookup_expr="icontains", help_text="substring")
+    flagged = django_filters.ChoiceFilter(
+        choices=[("true", "true"), ("false", "false")], method="filter_flagged", help_text="true or false"
+    )
+
+    class Meta:
+        model = DeploymentRequest
+        fields = ["status", "team", "product", "flagged"]
+
+    def filter_flagged(
+        self, queryset: QuerySet[DeploymentRequest], name: str, value: str
+    ) -> QuerySet[DeploymentRequest]:
+        return queryset.filter(flagged=value == "true")
+
+
+def deployments_list(user: Any) -> QuerySet[DeploymentRequest]:
+    """The list API's rows (filtered by DeploymentFilter), newest first, with every collection the
+    output reads prefetched: a page costs the same number of queries for 2 rows or 50. The latest
+    capacity plans (no foreign key: a plan names its subject) come from
+    deployments_attach_capacity_plans once the page is read."""
+    return (
+        deployments_visible_to(user)
+        .prefetch_related(
+            "obligations",
+            Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by")),
+            Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer")),
+            Prefetch("eval_runs", queryset=EvalRun.objects.order_by("created_at")),
+        )
+        .order_by("-created_at")
+    )
+
+
+_LATEST_PLAN = "_latest_capacity_plan"  # set on a request by deployments_attach_capacity_plans
+
+
+def deployments_attach_capacity_plans(deployments: Iterable[DeploymentRequest]) -> None:
+    """Load the latest capacity plan of each request in two queries; latest_capacity_plan reads it."""
+    rows = list(deployments)
+    label = DeploymentRequest._meta.label_lower
+    latest: dict[str, int] = {}
+    for pk, subject_id in (
+        CapacityPlan.objects.filter(subject_type=label, subject_id__in=[str(d.code) for d in rows])
+        .order_by("subject_id", "-created_at")
+        .values_list("pk", "subject_id")
+    ):
+        latest.setdefault(subject_id, pk)
+    plans = CapacityPlan.objects.in_bulk(list(latest.values()))
+    for deployment in rows:
+        plan_pk = latest.get(str(deployment.code))
+        setattr(deployment, _LATEST_PLAN, plans.get(plan_pk) if plan_pk is not None else None)
+
+
+def _prefetched(deployment: DeploymentRequest, name: str) -> list[Any] | None:
+    """The rows of a relation deployments_list prefetched, or None when they were not."""
+    cache = getattr(deployment, "_prefetched_objects_cache", {})
+    return list(cache[name]) if name in cache else None
 
 
 def deployments_hidden_from(sender: Any, user: Any, **kwargs: Any) -> dict[str, list[str]]:
@@ -89,6 +136,9 @@ def obligation_get(deployment: DeploymentRequest, code: Any) -> ObligationItem:
 
 
 def latest_capacity_plan(deployment: DeploymentRequest) -> CapacityPlan | None:
+    if _LATEST_PLAN in vars(deployment):
+        attached: CapacityPlan | None = vars(deployment)[_LATEST_PLAN]
+        return attached
     return (
         CapacityPlan.objects.filter(subject_type=deployment._meta.label_lower, subject_id=str(deployment.code))
         .order_by("-created_at")
@@ -99,12 +149,37 @@ def latest_capacity_plan(deployment: DeploymentRequest) -> CapacityPlan | None:
 def active_waivers(deployment: DeploymentRequest, now: datetime | None = None) -> list[Waiver]:
     """Unexpired waivers in force: a proposed waiver of a blocker counts only once a second legal
     reviewer confirmed it."""
+    now = now or timezone.now()
+    prefetched = _prefetched(deployment, "waivers")
+    if prefetched is not None:
+        return sorted(
+            (w for w in prefetched if w.expires_at > now and w.is_confirmed),
+            key=lambda w: w.created_at,
+        )
     return list(
-        deployment.waivers.filter(expires_at__gt=now or timezone.now())
+        deployment.waivers.filter(expires_at__gt=now)
         .filter(Q(needs_confirmation=False) | Q(confirmed_at__isnull=False))
         .select_related("granted_by", "confirmed_by")
         .order_by("created_at")
     )
+
+
+def deployment_obligations(deployment: DeploymentRequest) -> list[ObligationItem]:
+    prefetched = _prefetched(deployment, "obligations")
+    return prefetched if prefetched is not None else list(deployment.obligations.all())
+
+
+def deployment_waivers(deployment: DeploymentRequest) -> list[Waiver]:
+    """Every waiver, expired or not, with who granted and confirmed it."""
+    prefetched = _prefetched(deployment, "waivers")
+    if prefetched is not None:
+        return prefetched
+    return list(deployment.waivers.select_related("granted_by", "confirmed_by"))
+
+
+def deployment_decisions(deployment: DeploymentRequest) -> list[ReviewDecision]:
+    prefetched = _prefetched(deployment, "decisions")
+    return prefetched if prefetched is not None else list(deployment.decisions.select_related("reviewer"))
 
 
 def waiver_get(deployment: DeploymentRequest, code: Any) -> Waiver:
@@ -143,7 +218,9 @@ def deployment_blockers(deployment: DeploymentRequest, role: str | None = None) 
                     }
                 )
         settled = [ObligationStatus.ACCEPTED, ObligationStatus.SUPERSEDED]
-        for item in deployment.obligations.exclude(status__in=settled):
+        for item in deployment_obligations(deployment):
+            if item.status in settled:
+                continue
             blockers.append(
                 {
                     "code": "obligation.not_accepted",

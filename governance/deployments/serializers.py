@@ -16,6 +16,9 @@ from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import (
     active_waivers,
     deployment_blockers,
+    deployment_decisions,
+    deployment_obligations,
+    deployment_waivers,
     finding_is_waived,
     latest_capacity_plan,
 )
@@ -132,7 +135,7 @@ class DeploymentOutputSerializer(serializers.ModelSerializer):
                 "how_met": o.how_met,
                 "review_comment": o.review_comment,
             }
-            for o in obj.obligations.all()
+            for o in deployment_obligations(obj)
         ]
 
     def get_waivers(self, obj: DeploymentRequest) -> list[dict[str, Any]]:
@@ -159,7 +162,7 @@ class DeploymentOutputSerializer(serializers.ModelSerializer):
                     else None
                 ),
             }
-            for w in obj.waivers.select_related("granted_by", "confirmed_by")
+            for w in deployment_waivers(obj)
         ]
 
     def get_decisions(self, obj: DeploymentRequest) -> list[dict[str, Any]]:
@@ -174,7 +177,7 @@ class DeploymentOutputSerializer(serializers.ModelSerializer):
                 "void_reason": d.void_reason,
                 "created_at": d.created_at,
             }
-            for d in obj.decisions.select_related("reviewer")
+            for d in deployment_decisions(obj)
         ]
 
     def get_capacity_plan(self, obj: DeploymentRequest) -> dict[str, Any] | None:

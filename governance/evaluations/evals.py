@@ -196,9 +196,13 @@ def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
     """The latest eval run per scheme of a deployment request, for its evidence document."""
     latest: dict[str, EvalRun] = {}
     # A cancelled run has no verdict: it neither blocks nor counts; the run before or after it stands.
-    for evaluation in (
-        EvalRun.objects.filter(request=deployment).exclude(status=EvalStatus.CANCELLED).order_by("created_at")
-    ):
+    prefetched = getattr(deployment, "_prefetched_objects_cache", {}).get("eval_runs")  # the deployment list's
+    runs = (
+        sorted((e for e in prefetched if e.status != EvalStatus.CANCELLED), key=lambda e: e.created_at)
+        if prefetched is not None
+        else EvalRun.objects.filter(request=deployment).exclude(status=EvalStatus.CANCELLED).order_by("created_at")
+    )
+    for evaluation in runs:
         latest[evaluation.scheme] = evaluation
     return [
         {

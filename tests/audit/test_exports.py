@@ -180,12 +180,24 @@ def test_api_browse_filters_by_object_and_action(personas: Personas) -> None:
         ({"action": "nope"}, "action"),
         ({"since": "yesterday"}, "since"),
         ({"since": "2026-02-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, "until"),
+        ({"object": "core.team"}, "object"),  # unknown: refused, not ignored
+        ({"actor": "legal", "acton": "deployment.created"}, "acton"),
     ],
 )
 def test_api_bad_filter_names_the_field(personas: Personas, params: dict, field: str) -> None:
     response = personas.client(personas.auditor).get("/api/v1/audit/events", params)
     assert response.status_code == 400
     assert field in response.json()["extra"]["fields"]
+    exported = personas.client(personas.auditor).get("/api/v1/audit/events/export.jsonl", params)
+    assert exported.status_code == 400
+    assert field in exported.json()["extra"]["fields"]
+
+
+def test_api_browse_pages(personas: Personas) -> None:
+    _events(personas)
+    response = personas.client(personas.legal).get("/api/v1/audit/events", {"page": 1, "page_size": 2})
+    assert response.status_code == 200, response.json()
+    assert len(response.json()["results"]) == 2
 
 
 def test_api_streams_jsonl_and_csv_and_records_the_export(personas: Personas) -> None:

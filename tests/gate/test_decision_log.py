@@ -84,6 +84,10 @@ def test_decisions_are_listed_filtered_and_shown_per_request(gate: Gate) -> None
     assert auditor.get("/api/v1/gate/decisions", {"deployment": gate.code}).json()["count"] == 2
     assert auditor.get("/api/v1/gate/decisions", {"token": gate.token[:12]}).json()["count"] == 2
     assert auditor.get("/api/v1/gate/decisions", {"decision": "maybe"}).status_code == 400
+    misspelt = auditor.get("/api/v1/gate/decisions", {"decisions": "deny"})  # refused, not ignored
+    assert misspelt.status_code == 400
+    assert "decisions" in misspelt.json()["extra"]["fields"]
+    assert auditor.get("/api/v1/gate/decisions", {"page": 1, "page_size": 1}).json()["count"] == 2
     per_request = gate.flow.client(p.requester).get(f"/api/v1/deployments/{gate.code}/gate-decisions")
     assert per_request.status_code == 200
     assert per_request.json()["count"] == 2
