@@ -376,14 +376,24 @@ def cluster_discover(*, cluster: Cluster, actor: User | None) -> JobRun:
     )
 
 
-def jobs_resume(*, stale_after: timedelta = timedelta(seconds=30)) -> dict[str, list[int]]:
-    """After a worker restart (and from beat): find runs whose polling or submission stalled."""
+def jobs_resume(*, stale_after: timedelta = timedelta(seconds=30), on_start: bool = False) -> dict[str, list[int]]:
+    """After a worker restart (and from beat): find runs whose polling or submission stalled.
+
+    On a worker's start every active run is polled again now: the poll a killed worker had
+    scheduled (an ETA message it held unacknowledged) or was running (its claim on next_poll_at)
+    is gone with it, and waiting for the claim to lapse or the broker to redeliver would stall the
+    run. A poll chain that is still alive elsewhere loses the next claim and ends (one chain a run)."""
     now = timezone.now()
-    polls = list(
-        JobRun.objects.filter(state__in=[JobRunState.PENDING, JobRunState.RUNNING])
-        .filter(models.Q(next_poll_at__isnull=True) | models.Q(next_poll_at__lte=now))
-        .values_list("pk", flat=True)
-    )
+    active = JobRun.objects.filter(state__in=[JobRunState.PENDING, JobRunState.RUNNING])
+    if on_start:
+        polls = list(active.values_list("pk", flat=True))
+        active.filter(pk__in=polls).update(next_poll_at=now)
+    else:
+        polls = list(
+            active.filter(models.Q(next_poll_at__isnull=True) | models.Q(next_poll_at__lte=now)).values_list(
+                "pk", flat=True
+            )
+        )
     submits = list(JobRun.objects.filter(state=JobRunState.QUEUED).values_list("pk", flat=True))
     for run in JobRun.objects.filter(state=JobRunState.SUBMITTING, updated_at__lte=now - stale_after).select_related(
         "cluster"

@@ -27,8 +27,8 @@ def jobrun_poll_task(run_id: int) -> None:
 
 
 @shared_task(name="jobs.resume", soft_time_limit=60, time_limit=120)
-def jobs_resume_task() -> dict[str, list[int]]:
-    found = jobs_resume()
+def jobs_resume_task(on_start: bool = False) -> dict[str, list[int]]:
+    found = jobs_resume(on_start=on_start)
     for run_id in found["poll"]:
         jobrun_poll_task.delay(run_id)
     for run_id in found["submit"]:
@@ -37,4 +37,4 @@ def jobs_resume_task() -> dict[str, list[int]]:
 
 
 def resume_polling_on_start(sender: Any = None, **kwargs: Any) -> None:
-    jobs_resume_task.delay()
+    jobs_resume_task.delay(on_start=True)

@@ -6,10 +6,12 @@ import signal
 import subprocess
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from governance.evaluations.models import Cluster, JobKind, JobRun
 from governance.evaluations.services import jobrun_create
@@ -62,6 +64,9 @@ def test_killed_worker_resumes_polling_the_same_job(testcluster: dict[str, Any],
         assert job_id
         worker.send_signal(signal.SIGKILL)  # mid-poll: no goodbye, nothing acknowledged
         worker.wait(timeout=10)
+        # Killed while polling, the worker still holds its claim on the run (next_poll_at moved a
+        # lease ahead) and its scheduled next poll is gone with it: a restart must not wait that out.
+        JobRun.objects.filter(pk=run.pk).update(next_poll_at=timezone.now() + timedelta(seconds=120))
         worker = start_worker(queue, log_path)  # worker_ready -> jobs.resume -> poll
         run = _wait(run, {"succeeded", "failed", "lost", "cancelled", "timeout"}, 90)
         assert run.state == "succeeded", run.reason + log_path.read_text(errors="replace")[-2000:]
