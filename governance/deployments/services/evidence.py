@@ -188,8 +188,10 @@ def build_evidence(deployment: DeploymentRequest, evaluations: list[dict[str, An
     }
 
 
-def _finding_keys(licenses: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
-    """What a finding is, for deciding whether an evaluation changed (not its measured values)."""
+def finding_keys(licenses: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
+    """What a finding is, for deciding whether an evaluation changed (not its measured values). The
+    clause counts: Kimi K2's display duty over 100M MAU is another finding than the same duty over
+    USD 20M of revenue. Usage reports compare with the same keys to decide what a report crossed."""
     return {(e["license"], f["code"], f["severity"], f.get("clause", "")) for e in licenses for f in e["findings"]}
 
 
@@ -201,7 +203,7 @@ def deployment_evidence_refresh(
     `only_if_findings_change` (usage reports): keep the evidence, and so the sign-offs, unless
     the evaluation found something different. Returns True when the evidence changed."""
     evaluations = _license_evaluations(deployment, actor)
-    unchanged = deployment.evidence is not None and _finding_keys(evaluations) == _finding_keys(
+    unchanged = deployment.evidence is not None and finding_keys(evaluations) == finding_keys(
         deployment.evidence.get("licenses", [])
     )
     if only_if_findings_change and unchanged:

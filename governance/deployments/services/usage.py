@@ -11,11 +11,11 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
 from governance.core.errors import ConflictError
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest, UsageReport
-from governance.deployments.services.evidence import deployment_evidence_refresh, validate_facts
+from governance.deployments.services.evidence import deployment_evidence_refresh, finding_keys, validate_facts
 from governance.deployments.services.notifications import notify_threshold_crossed
 from governance.deployments.services.transitions import Actor, deployment_lock
 from governance.licenses.choices import FACTS_ASSUMED, Severity
@@ -27,17 +27,6 @@ USAGE_STATUSES = (Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED)
 FLAGGED_SEVERITIES = (Severity.BLOCKER, Severity.APPROVAL, Severity.OBLIGATION)
 
 
-def _finding_keys(evidence: dict[str, Any] | None) -> set[tuple[str, str, str, str]]:
-    # The clause is part of what a finding is: Kimi K2's display duty over 100M MAU is another
-    # finding than the same duty over USD 20M of revenue (the evidence refresh compares the same way).
-    return {
-        (evaluation["license"], finding["code"], finding["severity"], finding.get("clause", ""))
-        for evaluation in (evidence or {}).get("licenses", [])
-        for finding in evaluation["findings"]
-    }
-
-
-@write_service
 def usage_report_record(
     *,
     deployment: DeploymentRequest,
@@ -56,7 +45,7 @@ def usage_report_record(
                 f"a {deployment.status} request takes no usage reports",
                 extra={"fields": {"status": [f"usage is reported on {', '.join(USAGE_STATUSES)} requests"]}},
             )
-        before = _finding_keys(deployment.evidence)
+        before = finding_keys((deployment.evidence or {}).get("licenses", []))
         facts = dict(deployment.facts)
         facts["monthly_active_users"] = monthly_active_users
         if revenue is not None:
@@ -78,7 +67,10 @@ def usage_report_record(
         crossed = sorted(
             {
                 f"{license_key}:{code}:{severity}"
-                for license_key, code, severity, _clause in _finding_keys(deployment.evidence) - before
+                for license_key, code, severity, _clause in finding_keys(
+                    (deployment.evidence or {}).get("licenses", [])
+                )
+                - before
                 if severity in FLAGGED_SEVERITIES and code != FACTS_ASSUMED
             }
         )
