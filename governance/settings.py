@@ -344,6 +344,17 @@ LOGGING = {
     "loggers": {name: {"level": "WARNING"} for name in ("django.db.backends", "fontTools", "weasyprint", "axes")},
 }
 
+# --- transactional outbox (governance.core.outbox) ---
+# A sent task unacknowledged this long is sent again: longer than any task's hard time limit.
+OUTBOX_LEASE_S = env_int("OUTBOX_LEASE_S", 660, minimum=2)
+OUTBOX_SEND_GRACE_S = env_int("OUTBOX_SEND_GRACE_S", 10, minimum=0)  # the after-commit send's head start
+OUTBOX_MAX_ATTEMPTS = env_int("OUTBOX_MAX_ATTEMPTS", 20, minimum=1)
+OUTBOX_FLUSH_BATCH = 500
+# How often beat re-sends stalled work (the outbox, capacity plans, job polling); a test stack may
+# shorten it to see recovery in seconds.
+RESUME_INTERVAL_S = float(env_int("RESUME_INTERVAL_S", 15, minimum=1))
+CELERY_BEAT_SCHEDULE["outbox-flush"] = {"task": "core.outbox_flush", "schedule": RESUME_INTERVAL_S}
+
 # --- deployments ---
 DEPLOYMENT_APPROVAL_VALIDITY_DAYS = env_int("DEPLOYMENT_APPROVAL_VALIDITY_DAYS", 180, minimum=1, maximum=3650)
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
@@ -353,16 +364,16 @@ CELERY_BEAT_SCHEDULE["deployments-expire"] = {"task": "deployments.expire", "sch
 # --- capacity plans ---
 # A worker's claim on a plan lapses after this long (it must outlast the task's hard time limit);
 # a plan still pending then is computed again by a redelivery or beat's re-send.
-CAPACITY_PLAN_LEASE_S = env_int("CAPACITY_PLAN_LEASE_S", 600, minimum=60)
+CAPACITY_PLAN_LEASE_S = env_int("CAPACITY_PLAN_LEASE_S", 600, minimum=5)
 CAPACITY_PLAN_SEND_GRACE_S = 60  # a plan unsent this long after its creation is sent by beat
-CELERY_BEAT_SCHEDULE["capacity-resume"] = {"task": "capacity.resume", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["capacity-resume"] = {"task": "capacity.resume", "schedule": max(RESUME_INTERVAL_S, 5.0)}
 
 # --- cluster jobs ---
 JOB_POLL_INITIAL_S = float(env_int("JOB_POLL_INITIAL_S", 2, minimum=1))
 JOB_POLL_MAX_S = float(env_int("JOB_POLL_MAX_S", 60, minimum=1))
 JOB_LOST_GRACE_S = env_int("JOB_LOST_GRACE_S", 30, minimum=0)
 JOB_RETRY_GRACE_S = env_int("JOB_RETRY_GRACE_S", 30, minimum=0)
-CELERY_BEAT_SCHEDULE["jobs-resume"] = {"task": "jobs.resume", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["jobs-resume"] = {"task": "jobs.resume", "schedule": max(RESUME_INTERVAL_S, 5.0)}
 
 # --- audit trail ---
 AUDIT_ORIGIN = env_str("AUDIT_ORIGIN", "governance")

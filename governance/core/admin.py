@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from governance.core.admin_base import AuditedModelAdmin, ReadOnlyModelAdmin
-from governance.core.models import ApiToken, Team
+from governance.core.models import ApiToken, OutboxMessage, Team
 from governance.core.tokens import api_token_revoke
 
 
@@ -33,6 +33,15 @@ class ApiTokenAdmin(ReadOnlyModelAdmin):
 
 
 # Users and roles (groups): edited in the admin, every save, deletion and membership change audited.
+@admin.register(OutboxMessage)
+class OutboxMessageAdmin(ReadOnlyModelAdmin):
+    """Tasks waiting for the broker or a worker's acknowledgement; read-only (beat re-sends them)."""
+
+    list_display = ("task", "args", "created_at", "sent_at", "acked_at", "attempts", "last_error")
+    list_filter = ("task",)
+    search_fields = ("task",)
+
+
 admin.site.unregister(User)
 admin.site.unregister(Group)
 

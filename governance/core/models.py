@@ -63,3 +63,33 @@ class ApiToken(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class OutboxMessage(models.Model):
+    """A Celery task to send, written in the transaction of the change that wants it (transactional
+    outbox): a broker that is down when the change commits delays the task, it never loses it nor
+    turns a saved change into a 500.
+
+    Sent after commit; acknowledged by the worker when the task has finished successfully; re-sent by
+    beat (core.outbox_flush) while unsent or unacknowledged past OUTBOX_LEASE_S, up to
+    OUTBOX_MAX_ATTEMPTS sends. Every task sent this way is idempotent (it claims its row with a lease),
+    so a re-send after a lost acknowledgement does the work once."""
+
+    task = models.CharField(max_length=120)
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    acked_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [
+            # beat's scan: the unacknowledged rows only (a partial index stays small as rows are acked)
+            models.Index(fields=["sent_at"], name="outbox_pending", condition=models.Q(acked_at__isnull=True))
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task}{tuple(self.args)} ({'acked' if self.acked_at else 'pending'})"

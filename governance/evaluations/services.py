@@ -22,6 +22,7 @@ from django.utils import timezone
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ApplicationError, ConflictError
+from governance.core.outbox import outbox_enqueue
 from governance.evaluations.models import ACTIVE_STATES, Cluster, ExecutorKind, JobKind, JobRun, JobRunState
 from governance.evaluations.signals import job_finished
 from planner.cluster.base import ClusterError, Executor, JobRef, JobSpec, JobState
@@ -102,8 +103,6 @@ def jobrun_create(
     actor: User | None = None,
 ) -> JobRun:
     """Validate the whole job spec now (nothing bad reaches a cluster), store it, queue submission."""
-    from governance.evaluations.tasks import jobrun_submit_task
-
     run = JobRun(
         cluster=cluster,
         kind=kind,
@@ -129,7 +128,7 @@ def jobrun_create(
             obj=run,
             data={"cluster": cluster.name, "kind": kind, "stage": "queued"},
         )
-        transaction.on_commit(lambda: jobrun_submit_task.delay(run.pk))
+        outbox_enqueue("jobs.submit", run.pk)  # sent after commit; a broker outage delays it
     return run
 
 

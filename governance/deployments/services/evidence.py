@@ -16,6 +16,7 @@ from governance.capacity.models import CapacityPlan
 from governance.capacity.services import capacity_plan_request
 from governance.core.canonical import canonical_sha256
 from governance.core.errors import ApplicationError
+from governance.core.outbox import outbox_enqueue
 from governance.deployments.choices import ObligationStatus, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem
 from governance.deployments.selectors import active_waivers, latest_capacity_plan
@@ -283,7 +284,6 @@ def on_eval_finished(sender: Any = None, *, evaluation: Any, **kwargs: Any) -> N
 
 
 def on_license_version_published(sender: Any = None, *, license_key: str, **kwargs: Any) -> None:
-    """Receiver of licenses.signals.version_published: re-evaluate in the background."""
-    from governance.deployments.tasks import deployments_reevaluate_license_task
-
-    deployments_reevaluate_license_task.delay(license_key)
+    """Receiver of licenses.signals.version_published: re-evaluate in the background (through the
+    outbox: the version is saved even when the broker is down, and the re-evaluation follows)."""
+    outbox_enqueue("deployments.reevaluate_license", license_key)
