@@ -365,7 +365,7 @@ CELERY_BEAT_SCHEDULE["deployments-expire"] = {"task": "deployments.expire", "sch
 # A worker's claim on a plan lapses after this long (it must outlast the task's hard time limit);
 # a plan still pending then is computed again by a redelivery or beat's re-send.
 CAPACITY_PLAN_LEASE_S = env_int("CAPACITY_PLAN_LEASE_S", 600, minimum=5)
-CAPACITY_PLAN_SEND_GRACE_S = 60  # a plan unsent this long after its creation is sent by beat
+CAPACITY_PLAN_SEND_GRACE_S = env_int("CAPACITY_PLAN_SEND_GRACE_S", 60, minimum=0)  # unsent this long: beat sends it
 CELERY_BEAT_SCHEDULE["capacity-resume"] = {"task": "capacity.resume", "schedule": max(RESUME_INTERVAL_S, 5.0)}
 
 # --- cluster jobs ---

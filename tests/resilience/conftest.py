@@ -1,0 +1,205 @@
+"""The load-and-fault stack (issue 18): gunicorn, a Celery worker and beat (each under
+scripts/supervise, as `make run` runs them), PostgreSQL (the test database) and a Redis server of
+the stack's own on a free loopback port, so a test can stop and restart the broker without touching
+the Redis the rest of the suite uses. Leases and beat intervals are shortened (environment below)
+so that recovery shows in seconds; the code paths are the production ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, _database_url_for_tests
+
+pytestmark = pytest.mark.fault
+
+HOOKS = "tests.resilience.hooks"  # loaded into the worker only: holds chosen tasks so a test can kill it there
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(check: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.3) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(every_s)
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+
+
+@dataclass
+class Stack:
+    base_url: str
+    redis_port: int
+    dir: Path
+    env: dict[str, str]
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    # --- HTTP -----------------------------------------------------------------------------------
+    def call(self, method: str, path: str, token: str, body: Any = None, timeout: float = 60) -> Answer:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.base_url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                raw = response.read()
+                status = response.status
+        except urllib.error.HTTPError as exc:
+            raw, status = exc.read(), exc.code
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw[:500].decode(errors="replace")
+        return Answer(status, parsed)
+
+    # --- broker ---------------------------------------------------------------------------------
+    def redis_start(self) -> None:
+        subprocess.run(
+            [
+                "redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--daemonize", "yes", "--dir", str(self.dir),
+                "--logfile", str(self.dir / "redis.log"), "--pidfile", str(self.dir / "redis.pid"),
+            ],  # fmt: skip
+            check=True,
+        )
+        wait_until(self.redis_up, 20, "redis to start")
+
+    def redis_stop(self) -> None:
+        subprocess.run(["redis-cli", "-p", str(self.redis_port), "shutdown", "nosave"], check=False, capture_output=True)
+        wait_until(lambda: not self.redis_up(), 20, "redis to stop")
+
+    def redis_up(self) -> bool:
+        probe = subprocess.run(["redis-cli", "-p", str(self.redis_port), "ping"], capture_output=True, text=True)
+        return probe.stdout.strip() == "PONG"
+
+    # --- worker ---------------------------------------------------------------------------------
+    def worker_pid(self) -> int | None:
+        """The celery process under the worker's supervisor (None between a death and the restart)."""
+        supervisor = self.processes["worker"].pid
+        found = subprocess.run(["pgrep", "-P", str(supervisor)], capture_output=True, text=True).stdout.split()
+        return int(found[0]) if found else None
+
+    def kill_worker(self) -> int:
+        """SIGKILL the worker and its pool processes: nothing acknowledged, nothing said."""
+        pid = self.worker_pid()
+        assert pid is not None, "no worker to kill"
+        subprocess.run(["pkill", "-KILL", "-P", str(pid)], check=False)
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def log(self, name: str) -> str:
+        path = self.dir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def hold(self, *tasks: str) -> None:
+        """The next run of each task stops in the worker (tests.resilience.hooks) until killed."""
+        for task in tasks:
+            (self.dir / "hold" / task).write_text("")
+
+    def holding(self, task: str) -> bool:
+        return (self.dir / "hold" / f"{task}.held").exists()
+
+
+def _start(stack: Stack, name: str, argv: list[str], env: dict[str, str]) -> None:
+    log = (stack.dir / f"{name}.log").open("ab")
+    stack.processes[name] = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture(scope="module")
+def stack(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    if shutil.which("redis-server") is None or shutil.which("pgrep") is None:
+        pytest.fail("the fault suite needs redis-server and pgrep (Debian's redis-server, procps)")
+    directory = tmp_path_factory.mktemp("fault")
+    (directory / "hold").mkdir()
+    redis_port, web_port = free_port(), free_port()
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="governance.settings_tests",
+        DATABASE_URL=_database_url_for_tests(),
+        CELERY_BROKER_URL=f"redis://127.0.0.1:{redis_port}/0",
+        CELERY_RESULT_BACKEND=f"redis://127.0.0.1:{redis_port}/1",
+        CELERY_TASK_DEFAULT_QUEUE="celery",
+        CELERY_HEAVY_QUEUE="heavy",
+        GOVERNANCE_VAR_DIR=str(directory / "var"),
+        RESUME_INTERVAL_S="2",
+        OUTBOX_LEASE_S="20",
+        OUTBOX_SEND_GRACE_S="1",
+        CAPACITY_PLAN_LEASE_S="15",
+        CAPACITY_PLAN_SEND_GRACE_S="1",
+        JOB_POLL_INITIAL_S="1",
+        JOB_POLL_MAX_S="2",
+        JOB_LOST_GRACE_S="5",
+        FAULT_HOLD_DIR=str(directory / "hold"),
+        AUDIT_CHECKPOINT_INTERVAL_S="86400",  # the tests checkpoint with their own key
+        PYTHONUNBUFFERED="1",
+    )
+    stack = Stack(base_url=f"http://127.0.0.1:{web_port}", redis_port=redis_port, dir=directory, env=env)
+    stack.redis_start()
+    bin_dir = Path(sys.executable).parent
+    supervise = [sys.executable, str(ROOT / "scripts" / "supervise")]
+    celery = [sys.executable, "-m", "celery", "-A", "governance.celery"]
+    _start(stack, "web", [str(bin_dir / "gunicorn"), "governance.wsgi:application", "--workers", "3",
+                          "--bind", f"127.0.0.1:{web_port}", "--timeout", "120"], env)  # fmt: skip
+    _start(stack, "worker", [*supervise, *celery, "worker", "-Q", "celery,heavy", "--concurrency=2",
+                             "--loglevel=INFO", "--without-gossip", "--without-mingle", "--include", HOOKS], env)  # fmt: skip
+    _start(stack, "beat", [*supervise, *celery, "beat", "--loglevel=INFO",
+                           "--schedule", str(directory / "beat-schedule")], env)  # fmt: skip
+
+    def web_up() -> bool:
+        try:
+            with urllib.request.urlopen(stack.base_url + "/healthz", timeout=5) as response:
+                return bool(response.status == 200)
+        except (OSError, urllib.error.HTTPError):
+            return False
+
+    try:
+        wait_until(web_up, 90, "gunicorn and the broker (/healthz)")
+        wait_until(lambda: "ready." in stack.log("worker"), 90, "the worker")
+        yield stack
+    finally:
+        for process in stack.processes.values():
+            process.send_signal(signal.SIGTERM)
+        for process in stack.processes.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        stack.redis_stop() if stack.redis_up() else None
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight checkpoint the eval job loads by path (no download)."""
+    from planner.evaljob.tiny import save_tiny_checkpoint
+
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("models") / "tiny-qwen3-moe")
