@@ -86,16 +86,32 @@ class Stack:
     def redis_start(self) -> None:
         subprocess.run(
             [
-                "redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--daemonize", "yes", "--dir", str(self.dir),
-                "--logfile", str(self.dir / "redis.log"), "--pidfile", str(self.dir / "redis.pid"),
-            ],  # fmt: skip
+                "redis-server",
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "yes",
+                "--dir",
+                str(self.dir),
+                "--logfile",
+                str(self.dir / "redis.log"),
+                "--pidfile",
+                str(self.dir / "redis.pid"),
+            ],
             check=True,
         )
         wait_until(self.redis_up, 20, "redis to start")
 
     def redis_stop(self) -> None:
-        subprocess.run(["redis-cli", "-p", str(self.redis_port), "shutdown", "nosave"], check=False, capture_output=True)
+        subprocess.run(
+            ["redis-cli", "-p", str(self.redis_port), "shutdown", "nosave"], check=False, capture_output=True
+        )
         wait_until(lambda: not self.redis_up(), 20, "redis to stop")
 
     def redis_up(self) -> bool:
@@ -168,12 +184,45 @@ def stack(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytes
     bin_dir = Path(sys.executable).parent
     supervise = [sys.executable, str(ROOT / "scripts" / "supervise")]
     celery = [sys.executable, "-m", "celery", "-A", "governance.celery"]
-    _start(stack, "web", [str(bin_dir / "gunicorn"), "governance.wsgi:application", "--workers", "3",
-                          "--bind", f"127.0.0.1:{web_port}", "--timeout", "120"], env)  # fmt: skip
-    _start(stack, "worker", [*supervise, *celery, "worker", "-Q", "celery,heavy", "--concurrency=2",
-                             "--loglevel=INFO", "--without-gossip", "--without-mingle", "--include", HOOKS], env)  # fmt: skip
-    _start(stack, "beat", [*supervise, *celery, "beat", "--loglevel=INFO",
-                           "--schedule", str(directory / "beat-schedule")], env)  # fmt: skip
+    _start(
+        stack,
+        "web",
+        [
+            str(bin_dir / "gunicorn"),
+            "governance.wsgi:application",
+            "--workers",
+            "3",
+            "--bind",
+            f"127.0.0.1:{web_port}",
+            "--timeout",
+            "120",
+        ],
+        env,
+    )
+    _start(
+        stack,
+        "worker",
+        [
+            *supervise,
+            *celery,
+            "worker",
+            "-Q",
+            "celery,heavy",
+            "--concurrency=2",
+            "--loglevel=INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--include",
+            HOOKS,
+        ],
+        env,
+    )
+    _start(
+        stack,
+        "beat",
+        [*supervise, *celery, "beat", "--loglevel=INFO", "--schedule", str(directory / "beat-schedule")],
+        env,
+    )
 
     def web_up() -> bool:
         try:

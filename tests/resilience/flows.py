@@ -32,8 +32,13 @@ def local_cluster(tmp: Path, model: Path) -> Cluster:
 
 
 def create(stack: Stack, data: Seed, name: str, client: int = 0) -> str:
-    body = {"artifact": str(data.artifact.code), "product_name": name, "environments": ["production"],
-            "facts": FACTS, "serving_plan": SERVING}  # fmt: skip
+    body = {
+        "artifact": str(data.artifact.code),
+        "product_name": name,
+        "environments": ["production"],
+        "facts": FACTS,
+        "serving_plan": SERVING,
+    }
     answer = stack.call("POST", "/api/v1/deployments/", data.tokens[client], body)
     assert answer.status == 201, answer.body
     return str(answer.body["code"])

@@ -17,8 +17,16 @@ from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.core.models import OutboxMessage
 from tests.resilience.conftest import Stack, wait_until
-from tests.resilience.flows import create, job_of, local_cluster, request_eval, to_review, wait_eval_finished
-from tests.resilience.flows import wait_outbox_acked, wait_plans_done
+from tests.resilience.flows import (
+    create,
+    job_of,
+    local_cluster,
+    request_eval,
+    to_review,
+    wait_eval_finished,
+    wait_outbox_acked,
+    wait_plans_done,
+)
 from tests.resilience.helpers import seed
 
 pytestmark = [pytest.mark.fault, pytest.mark.postgres]
@@ -65,7 +73,9 @@ def test_a_broker_outage_delays_work_and_loses_none(stack: Stack, tiny_model: Pa
         assert AuditEvent.objects.filter(action=AuditAction.CAPACITY_PLAN_COMPUTED, object_id=code).count() == 1
     log = stack.log("worker")
     restarts = log.count("supervise: ")
-    print(f"\nfault/outage: worker restarts by the supervisor: {restarts}; "
-          f"unrecoverable errors: {log.count('Unrecoverable error')}")  # fmt: skip
+    print(
+        f"\nfault/outage: worker restarts by the supervisor: {restarts}; "
+        f"unrecoverable errors: {log.count('Unrecoverable error')}"
+    )
     assert stack.processes["web"].poll() is None  # the web server never went down with the worker
     assert stack.worker_pid() is not None

@@ -43,8 +43,13 @@ def test_concurrent_mixed_writes_cost_no_5xx_and_lose_nothing(stack: Stack) -> N
         for i in range(REQUESTS):
             kind = ("create", "edit", "submit", "artifact")[i % 4]
             if kind == "create" or not drafts:
-                body = {"artifact": artifact, "product_name": f"p{n}-{i}", "environments": ["production"],
-                        "facts": FACTS, "serving_plan": SERVING}  # fmt: skip
+                body = {
+                    "artifact": artifact,
+                    "product_name": f"p{n}-{i}",
+                    "environments": ["production"],
+                    "facts": FACTS,
+                    "serving_plan": SERVING,
+                }
                 answer = stack.call("POST", "/api/v1/deployments/", token, body)
                 if answer.status == 201:
                     drafts.append(answer.body["code"])
@@ -55,9 +60,16 @@ def test_concurrent_mixed_writes_cost_no_5xx_and_lose_nothing(stack: Stack) -> N
             elif kind == "submit":
                 answer = stack.call("POST", f"/api/v1/deployments/{drafts.pop()}/submit", token, {})
             else:
-                body = {"name": f"tune-{n}-{i}", "source_repo": "org/tune", "revision": "1",
-                        "weights_digest": digest_of(f"tune-{n}-{i}"), "license": "apache-2.0",
-                        "architecture_key": "qwen3-30b-a3b", "parent": artifact, "derivation": "fine_tune"}  # fmt: skip
+                body = {
+                    "name": f"tune-{n}-{i}",
+                    "source_repo": "org/tune",
+                    "revision": "1",
+                    "weights_digest": digest_of(f"tune-{n}-{i}"),
+                    "license": "apache-2.0",
+                    "architecture_key": "qwen3-30b-a3b",
+                    "parent": artifact,
+                    "derivation": "fine_tune",
+                }
                 answer = stack.call("POST", "/api/v1/artifacts", token, body)
             with lock:
                 answers.append((n, kind, answer.status, answer.body))
