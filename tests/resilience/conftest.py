@@ -121,9 +121,7 @@ class Stack:
     # --- worker ---------------------------------------------------------------------------------
     def worker_pid(self) -> int | None:
         """The celery process under the worker's supervisor (None between a death and the restart)."""
-        supervisor = self.processes["worker"].pid
-        found = subprocess.run(["pgrep", "-P", str(supervisor)], capture_output=True, text=True).stdout.split()
-        return int(found[0]) if found else None
+        return _child_of(self.processes["worker"].pid)
 
     def kill_worker(self) -> int:
         """SIGKILL the worker and its pool processes: nothing acknowledged, nothing said."""
@@ -236,6 +234,9 @@ def stack(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytes
         wait_until(lambda: "ready." in stack.log("worker"), 90, "the worker")
         yield stack
     finally:
+        beat = _child_of(stack.processes["beat"].pid)
+        if beat is not None:
+            os.kill(beat, signal.SIGCONT)  # a stopped process cannot act on SIGTERM
         for process in stack.processes.values():
             process.send_signal(signal.SIGTERM)
         for process in stack.processes.values():
@@ -252,3 +253,23 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from planner.evaljob.tiny import save_tiny_checkpoint
 
     return save_tiny_checkpoint(tmp_path_factory.mktemp("models") / "tiny-qwen3-moe")
+
+
+@pytest.fixture(autouse=True)
+def quiet_flush(stack: Stack, transactional_db: None) -> Iterator[None]:
+    """Pause beat while pytest-django empties the tables after a test: its resume tasks (every
+    RESUME_INTERVAL_S) would otherwise run in the worker against the TRUNCATE and deadlock it.
+    Tearing down before `transactional_db` does, this runs first."""
+    beat = _child_of(stack.processes["beat"].pid)
+    if beat is not None:
+        os.kill(beat, signal.SIGCONT)
+    yield
+    beat = _child_of(stack.processes["beat"].pid)
+    if beat is not None:
+        os.kill(beat, signal.SIGSTOP)
+        time.sleep(2.5)  # the last resume tasks it sent finish in the worker
+
+
+def _child_of(pid: int) -> int | None:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return int(found[0]) if found else None
