@@ -124,8 +124,11 @@ class ArtifactShareInputSerializer(StrictSerializer):
 
 
 class ArtifactShareApi(APIView):
-    @extend_schema(request=ArtifactShareInputSerializer, responses=ArtifactOutputSerializer,
-                   summary="Share an artifact with another team (requesters of the owning team)")  # fmt: skip
+    @extend_schema(
+        request=ArtifactShareInputSerializer,
+        responses=ArtifactOutputSerializer,
+        summary="Share an artifact with another team (requesters of the owning team)",
+    )
     def post(self, request: Request, code: str) -> Response:
         artifact = artifact_get(request.user, code)
         serializer = ArtifactShareInputSerializer(data=request.data)

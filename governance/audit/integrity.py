@@ -23,8 +23,19 @@ from governance.audit.verify import CheckpointRecord, EventRecord, VerifyReport,
 # Checkpoint lines are a few hundred bytes: the last one is always inside this tail.
 _TAIL_BYTES = 64 << 10
 
-EVENT_COLUMNS = ("seq", "prev_hash", "hash", "body", "occurred_at", "actor_name", "action", "object_type", "object_id",
-            "request_id", "data")  # fmt: skip
+EVENT_COLUMNS = (
+    "seq",
+    "prev_hash",
+    "hash",
+    "body",
+    "occurred_at",
+    "actor_name",
+    "action",
+    "object_type",
+    "object_id",
+    "request_id",
+    "data",
+)
 
 
 def published_log_path() -> Path | None:
@@ -145,8 +156,9 @@ def chain_problem_since_last_checkpoint(head: AuditChainHead | None, public_key:
         anchors.append(("published checkpoint", int(published["seq"]), str(published["head_hash"])))
     stored = AuditCheckpoint.objects.order_by("-seq", "-id").first()
     if stored is not None:
-        statement = _verified_statement(CheckpointRecord(stored.key_id, stored.signature, stored.body.encode()),
-                                        public_key)  # fmt: skip
+        statement = _verified_statement(
+            CheckpointRecord(stored.key_id, stored.signature, stored.body.encode()), public_key
+        )
         if statement is None:
             return f"stored checkpoint seq {stored.seq} does not carry a valid signature of this key"
         anchors.append(("stored checkpoint", int(statement["seq"]), str(statement["head_hash"])))

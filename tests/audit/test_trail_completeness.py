@@ -181,9 +181,13 @@ def test_license_term_deletion_in_the_admin_is_recorded(personas: Personas, admi
 
 def _may_write(model_admin: admin.ModelAdmin, request: Any) -> bool:
     return any(
-        check(request) for check in (model_admin.has_add_permission, model_admin.has_change_permission,
-                                     model_admin.has_delete_permission)
-    )  # fmt: skip
+        check(request)
+        for check in (
+            model_admin.has_add_permission,
+            model_admin.has_change_permission,
+            model_admin.has_delete_permission,
+        )
+    )
 
 
 def test_every_admin_either_audits_or_cannot_write(superuser: User) -> None:
