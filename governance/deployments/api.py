@@ -54,8 +54,8 @@ def _user(request: Request) -> User:
     return cast(User, request.user)  # IsAuthenticated ran first
 
 
-def _output(request_obj: DeploymentRequest, status: int = 200) -> Response:
-    return Response(DeploymentOutputSerializer(request_obj).data, status=status)
+def _output(deployment: DeploymentRequest, status: int = 200) -> Response:
+    return Response(DeploymentOutputSerializer(deployment).data, status=status)
 
 
 @extend_schema_view(
@@ -306,7 +306,7 @@ class DeploymentUsageApi(APIView):
             monthly_active_users=data["monthly_active_users"],
             revenue={"amount": float(revenue["amount"]), "currency": revenue["currency"]} if revenue else None,
         )
-        return _output(DeploymentRequest.objects.get(pk=deployment.pk), status=201)
+        return _output(deployment_get_for_usage(request.user, code, token=token), status=201)
 
 
 class EvalRequestInputSerializer(StrictSerializer):
