@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, cast
+from typing import Any
 
 from django.db.models import QuerySet
 from django.http import FileResponse, StreamingHttpResponse
@@ -145,7 +145,7 @@ def _export_format(
 
     def declare(view: type[_AuditExportApi]) -> type[_AuditExportApi]:
         view.kind, view.content_type, view.render = kind, content_type, render
-        return cast(type[_AuditExportApi], extend_schema_view(get=schema)(view))
+        return extend_schema_view(get=schema)(view)
 
     return declare
 

@@ -173,7 +173,7 @@ def _obligation_action(input_serializer: type[StrictSerializer], summary: str) -
     def declare(view: type[_ObligationApi]) -> type[_ObligationApi]:
         view.input_serializer = input_serializer
         schema = extend_schema(request=input_serializer, responses=DeploymentOutputSerializer, summary=summary)
-        return cast(type[_ObligationApi], extend_schema_view(post=schema)(view))
+        return extend_schema_view(post=schema)(view)
 
     return declare
 
