@@ -34,8 +34,15 @@ from tests.deployments.conftest import Flow
 catalog, artifacts, flow = deployment_fixtures.catalog, deployment_fixtures.artifacts, deployment_fixtures.flow
 
 ANON, OUTSIDER, REQ, OTHER_REQ, LEGAL, ENG, AUDITOR, ADMIN = (
-    "anonymous", "outsider", "requester", "other_requester", "legal", "engineer", "auditor", "admin"
-)  # fmt: skip
+    "anonymous",
+    "outsider",
+    "requester",
+    "other_requester",
+    "legal",
+    "engineer",
+    "auditor",
+    "admin",
+)
 PERSONAS = (ANON, OUTSIDER, REQ, OTHER_REQ, LEGAL, ENG, AUDITOR, ADMIN)
 ROLES = frozenset({REQ, OTHER_REQ, LEGAL, ENG, AUDITOR, ADMIN})  # every persona holding a role
 REVIEWERS = frozenset({LEGAL, ENG})
@@ -253,13 +260,18 @@ def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: A
         plan = capacity_plan_request(inputs=PLAN_INPUT, actor=personas.requester, subject=deployment)
         world.ids[key] = str(plan.code)
     world.ids["loose_plan"] = str(capacity_plan_request(inputs=PLAN_INPUT, actor=personas.requester).code)
-    cluster = Cluster.objects.create(name="matrix", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"),
-                                     model_roots=["/models"])  # fmt: skip
+    cluster = Cluster.objects.create(
+        name="matrix", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"), model_roots=["/models"]
+    )
     world.ids["cluster"] = str(cluster.code)
     for key, deployment_key in (("draft", "own_draft"), ("review", "own_review")):
-        evaluation = eval_run_request(cluster=cluster, scheme="w8a8", model={"path": "/models/m"},
-                                      actor=personas.engineer,
-                                      deployment=DeploymentRequest.objects.get(code=world.ids[deployment_key]))  # fmt: skip
+        evaluation = eval_run_request(
+            cluster=cluster,
+            scheme="w8a8",
+            model={"path": "/models/m"},
+            actor=personas.engineer,
+            deployment=DeploymentRequest.objects.get(code=world.ids[deployment_key]),
+        )
         world.ids[f"{key}_eval"] = str(evaluation.code)
         assert evaluation.job is not None
         world.ids[f"{key}_job"] = str(evaluation.job.code)

@@ -31,14 +31,22 @@ LAYERS: dict[str, int] = {
 }
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
+def _imports(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
+    """Every module a file imports, as an absolute dotted name: `from governance import deployments`
+    reads as governance.deployments, and relative imports are resolved against the file's package."""
+    package = path.relative_to(root).with_suffix("").parts[:-1]
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
-    return found
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[: len(package) - node.level + 1] if node.level else ())
+            module = ".".join(part for part in (base, node.module or "") if part)
+            if "." in module:
+                found.append((node.lineno, module))
+            else:  # `from governance import deployments`: the names are the modules
+                found.extend((node.lineno, f"{module}.{alias.name}") for alias in node.names)
+    return sorted(found)
 
 
 def _app_of(module: str) -> str | None:
@@ -54,7 +62,7 @@ def upward_imports(root: Path = ROOT) -> list[str]:
             problems.append(f"{app}: not placed in a layer (add it to LAYERS in {Path(__file__).name})")
             continue
         for path in app_dir.rglob("*.py"):
-            for line, module in _imports(path):
+            for line, module in _imports(path, root):
                 target = _app_of(module)
                 if target is None or target == app or target not in LAYERS:
                     continue
@@ -81,13 +89,23 @@ def test_planner_imports_no_django_and_no_governance() -> None:
 
 
 def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
-    """The checker itself: a core module that imports deployments is reported."""
+    """The checker itself: a core module that imports deployments is reported, however it is spelt
+    (inside a function, `from governance import ...`, a relative import)."""
     fake = tmp_path / "governance"
     for app in ("core", "deployments"):
         (fake / app).mkdir(parents=True)
         (fake / app / "apps.py").write_text("")
-    (fake / "core" / "bad.py").write_text("def f():\n    from governance.deployments.models import DeploymentRequest\n")
-    (fake / "deployments" / "ok.py").write_text("from governance.core.models import Team\n")
+    (fake / "core" / "bad.py").write_text(
+        "def f():\n    from governance.deployments.models import DeploymentRequest\n"
+        "from governance import deployments\n"
+        "from ..deployments import services\n"
+    )
+    (fake / "deployments" / "ok.py").write_text("from governance.core.models import Team\nfrom . import apps\n")
     assert upward_imports(tmp_path) == [
-        "governance/core/bad.py:2 core imports governance.deployments.models (deployments is not below)"
+        f"governance/core/bad.py:{line} core imports {module} (deployments is not below)"
+        for line, module in (
+            (2, "governance.deployments.models"),
+            (3, "governance.deployments"),
+            (4, "governance.deployments"),
+        )
     ]

@@ -7,6 +7,7 @@ RSA 3072 throughout: an ECDSA key makes pyHanko mark the file PDF 2.0, which bre
 from __future__ import annotations
 
 import hashlib
+import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -66,18 +67,16 @@ def _name(organisation: str, common_name: str, unit: str | None = None, title: s
     return x509.Name(attributes)
 
 
-def _key_usage(*, signing: bool, non_repudiation: bool = False, ca: bool = False) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=signing,
-        content_commitment=non_repudiation,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=ca,
-        crl_sign=ca,
-        encipher_only=False,
-        decipher_only=False,
-    )
+# Every usage x509.KeyUsage takes (digital_signature, ..., decipher_only): _key_usage sets the
+# ones it is given and clears the rest.
+_KEY_USAGES = tuple(inspect.signature(x509.KeyUsage).parameters)
+
+
+def _key_usage(**enabled: bool) -> x509.KeyUsage:
+    unknown = set(enabled) - set(_KEY_USAGES)
+    if unknown:
+        raise TypeError(f"not a key usage: {', '.join(sorted(unknown))}")
+    return x509.KeyUsage(**{usage: enabled.get(usage, False) for usage in _KEY_USAGES})
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +98,7 @@ def make_root_ca(organisation: str, *, now: datetime | None = None, key: rsa.RSA
         .not_valid_before(now - BACKDATE)
         .not_valid_after(now + CA_VALIDITY)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(signing=False, ca=True), critical=True)
+        .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -129,7 +128,7 @@ def _leaf(
         .not_valid_before(now - BACKDATE)
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(signing=True, non_repudiation=non_repudiation), critical=True)
+        .add_extension(_key_usage(digital_signature=True, content_commitment=non_repudiation), critical=True)
         .add_extension(x509.ExtendedKeyUsage([extended_usage]), critical=eku_critical)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)

@@ -14,13 +14,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance.artifacts.models import DIGEST_VALIDATOR, Derivation, Modality, ModelArtifact
-from governance.artifacts.selectors import artifact_get, artifacts_visible_to
+from governance.artifacts.selectors import artifact_digest_registered, artifact_get, artifacts_visible_to
 from governance.artifacts.services import artifact_register, artifact_share
 from governance.core.errors import invalid_input
-from governance.core.models import Team
 from governance.core.permissions import role_permission
 from governance.core.roles import Role
-from governance.core.selectors import team_choose
+from governance.core.selectors import team_by_name, team_choose
 from governance.core.serializers import JsonObjectField, StrictSerializer
 
 
@@ -40,7 +39,7 @@ class ArtifactInputSerializer(StrictSerializer):
     merged_with = serializers.ListField(child=serializers.UUIDField(), required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if ModelArtifact.objects.filter(weights_digest=attrs["weights_digest"]).exists():
+        if artifact_digest_registered(attrs["weights_digest"]):
             raise serializers.ValidationError({"weights_digest": "an artifact with this digest is registered already"})
         visible = artifacts_visible_to(self.context["user"])
         if attrs.get("parent"):
@@ -124,13 +123,16 @@ class ArtifactShareInputSerializer(StrictSerializer):
 
 
 class ArtifactShareApi(APIView):
-    @extend_schema(request=ArtifactShareInputSerializer, responses=ArtifactOutputSerializer,
-                   summary="Share an artifact with another team (requesters of the owning team)")  # fmt: skip
+    @extend_schema(
+        request=ArtifactShareInputSerializer,
+        responses=ArtifactOutputSerializer,
+        summary="Share an artifact with another team (requesters of the owning team)",
+    )
     def post(self, request: Request, code: str) -> Response:
         artifact = artifact_get(request.user, code)
         serializer = ArtifactShareInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        team = Team.objects.filter(name=serializer.validated_data["team"]).first()
+        team = team_by_name(serializer.validated_data["team"])
         if team is None:
             raise invalid_input("team", "no such team")
         shared = artifact_share(artifact=artifact, team=team, actor=cast(User, request.user))

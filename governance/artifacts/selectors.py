@@ -27,6 +27,11 @@ def artifact_get(user: Any, code: Any) -> ModelArtifact:
     return found
 
 
+def artifact_digest_registered(weights_digest: str) -> bool:
+    """Whether any artifact, visible to the caller or not, has these weights (digests are unique)."""
+    return ModelArtifact.objects.filter(weights_digest=weights_digest).exists()
+
+
 def artifact_usable_by(artifact: ModelArtifact, team: Team) -> bool:
     """Whether `team` may build on `artifact` (a deployment request, a derivative): its own
     artifacts and those shared with it explicitly. Seeing an artifact (reviewers see all) is not enough."""

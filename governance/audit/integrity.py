@@ -17,14 +17,26 @@ from django.conf import settings
 
 from governance.audit.actions import AuditAction
 from governance.audit.chain import GENESIS_HASH, chain_hash
-from governance.audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
+from governance.audit.models import AuditChainHead, AuditEvent
+from governance.audit.selectors import audit_checkpoints
 from governance.audit.verify import CheckpointRecord, EventRecord, VerifyReport, read_checkpoints, verify_chain
 
 # Checkpoint lines are a few hundred bytes: the last one is always inside this tail.
 _TAIL_BYTES = 64 << 10
 
-EVENT_COLUMNS = ("seq", "prev_hash", "hash", "body", "occurred_at", "actor_name", "action", "object_type", "object_id",
-            "request_id", "data")  # fmt: skip
+EVENT_COLUMNS = (
+    "seq",
+    "prev_hash",
+    "hash",
+    "body",
+    "occurred_at",
+    "actor_name",
+    "action",
+    "object_type",
+    "object_id",
+    "request_id",
+    "data",
+)
 
 
 def published_log_path() -> Path | None:
@@ -121,9 +133,7 @@ def verify_live_chain(public_key: Ed25519PublicKey, trusted_path: Path | None = 
     anchored by the published checkpoint log (or `trusted_path`)."""
     report = VerifyReport()
     trusted = read_published_checkpoints(trusted_path or published_log_path(), report)
-    checkpoints = [
-        CheckpointRecord(c.key_id, c.signature, c.body.encode()) for c in AuditCheckpoint.objects.order_by("seq", "id")
-    ]
+    checkpoints = [CheckpointRecord(c.key_id, c.signature, c.body.encode()) for c in audit_checkpoints()]
     verify_chain(_live_events(report), checkpoints, public_key, report, trusted)
     head = AuditChainHead.objects.filter(pk=1).first()
     head_seq, head_hash = (head.seq, head.hash) if head else (0, GENESIS_HASH)
@@ -143,10 +153,11 @@ def chain_problem_since_last_checkpoint(head: AuditChainHead | None, public_key:
     published = last_published_statement(public_key)
     if published is not None:
         anchors.append(("published checkpoint", int(published["seq"]), str(published["head_hash"])))
-    stored = AuditCheckpoint.objects.order_by("-seq", "-id").first()
+    stored = audit_checkpoints().last()
     if stored is not None:
-        statement = _verified_statement(CheckpointRecord(stored.key_id, stored.signature, stored.body.encode()),
-                                        public_key)  # fmt: skip
+        statement = _verified_statement(
+            CheckpointRecord(stored.key_id, stored.signature, stored.body.encode()), public_key
+        )
         if statement is None:
             return f"stored checkpoint seq {stored.seq} does not carry a valid signature of this key"
         anchors.append(("stored checkpoint", int(statement["seq"]), str(statement["head_hash"])))

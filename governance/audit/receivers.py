@@ -9,6 +9,8 @@ the admin view (or a service) declared with `acting_as`, else "system".
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import Group, User
@@ -60,10 +62,51 @@ def audit_login_failed(
     )
 
 
+@dataclass(frozen=True)
+class _Membership:
+    """A many-to-many relation whose changes are audited on the timeline of one side, the owner
+    (a user's roles, a team's members), whichever side the change was made from."""
+
+    owner: type[Model]
+    member: type[Model]
+    members: str  # the owner's accessor for its members
+    owners: str  # the member's accessor for its owners
+    member_name: str  # the field that names a member in the event
+    action: AuditAction
+    ref: Callable[[Any], Any]  # the event's object, from the owner
+
+
+_ROLES = _Membership(User, Group, "groups", "user_set", "name", AuditAction.USER_ROLES_CHANGED, _user_ref)
+_TEAM_MEMBERS = _Membership(Team, User, "members", "teams", "username", AuditAction.TEAM_MEMBERS_CHANGED, lambda t: t)
+
+
 def _changed_pks(instance: Model, action: str, pk_set: set[Any] | None, related_name: str) -> set[Any]:
     if action == "pre_clear":  # clear() sends no pk_set: what is removed is everything related now
         return set(getattr(instance, related_name).values_list("pk", flat=True))
     return set(pk_set or ())
+
+
+def _audit_membership(
+    relation: _Membership, instance: Model, action: str, reverse: bool, pk_set: set[Any] | None
+) -> None:
+    """One event per owner whose members changed, naming the members added or removed."""
+    verb = _VERBS.get(action)
+    if verb is None:
+        return
+    changes: list[tuple[Model, list[str]]]
+    if not reverse:  # owner.members.add(...): the instance is the owner
+        assert isinstance(instance, relation.owner)
+        pks = _changed_pks(instance, action, pk_set, relation.members)
+        members = relation.member._default_manager.filter(pk__in=pks)
+        names = sorted(members.values_list(relation.member_name, flat=True))
+        changes = [(instance, names)] if names else []
+    else:  # member.owners.add(...): the instance is the member
+        assert isinstance(instance, relation.member)
+        pks = _changed_pks(instance, action, pk_set, relation.owners)
+        name = getattr(instance, relation.member_name)
+        changes = [(owner, [name]) for owner in relation.owner._default_manager.filter(pk__in=pks)]
+    for owner, names in changes:
+        audit_record(actor=current_actor(), action=relation.action, obj=relation.ref(owner), data={verb: names})
 
 
 @receiver(m2m_changed, sender=User.groups.through, dispatch_uid="audit-user-roles")
@@ -71,21 +114,7 @@ def audit_roles_changed(
     sender: Any, instance: Model, action: str, reverse: bool, pk_set: set[Any] | None, **kwargs: Any
 ) -> None:
     """One event per user whose roles changed (user.groups.add(...) or group.user_set.add(...))."""
-    verb = _VERBS.get(action)
-    if verb is None:
-        return
-    if not reverse:
-        assert isinstance(instance, User)
-        pks = _changed_pks(instance, action, pk_set, "groups")
-        names = sorted(Group.objects.filter(pk__in=pks).values_list("name", flat=True))
-        changes = [(instance, names)] if names else []
-    else:
-        assert isinstance(instance, Group)
-        pks = _changed_pks(instance, action, pk_set, "user_set")
-        changes = [(user, [instance.name]) for user in User.objects.filter(pk__in=pks)]
-    for user, names in changes:
-        audit_record(actor=current_actor(), action=AuditAction.USER_ROLES_CHANGED, obj=_user_ref(user),
-                     data={verb: names})  # fmt: skip
+    _audit_membership(_ROLES, instance, action, reverse, pk_set)
 
 
 @receiver(m2m_changed, sender=Team.members.through, dispatch_uid="audit-team-members")
@@ -93,54 +122,37 @@ def audit_team_members_changed(
     sender: Any, instance: Model, action: str, reverse: bool, pk_set: set[Any] | None, **kwargs: Any
 ) -> None:
     """One event per team whose members changed, on the team's timeline."""
-    verb = _VERBS.get(action)
-    if verb is None:
-        return
-    if not reverse:
-        assert isinstance(instance, Team)
-        pks = _changed_pks(instance, action, pk_set, "members")
-        names = sorted(User.objects.filter(pk__in=pks).values_list("username", flat=True))
-        changes = [(instance, names)] if names else []
-    else:
-        assert isinstance(instance, User)
-        pks = _changed_pks(instance, action, pk_set, "teams")
-        changes = [(team, [instance.get_username()]) for team in Team.objects.filter(pk__in=pks)]
-    for team, names in changes:
-        audit_record(actor=current_actor(), action=AuditAction.TEAM_MEMBERS_CHANGED, obj=team, data={verb: names})
+    _audit_membership(_TEAM_MEMBERS, instance, action, reverse, pk_set)
+
+
+def _token_facts(token: ApiToken, **extra: Any) -> dict[str, Any]:
+    """What the audit trail says about an API token: its prefix identifies it; the clear text and
+    digest never go here."""
+    return {
+        "user": token.user.get_username(),
+        "name": token.name,
+        "prefix": token.prefix,
+        "team": token.team.name if token.team else None,
+        **extra,
+    }
 
 
 @receiver(api_token_issued, dispatch_uid="audit-token-issued")
 def audit_token_issued(sender: Any, token: ApiToken, actor: Any, **kwargs: Any) -> None:
-    audit_record(
-        actor=actor,
-        action=AuditAction.API_TOKEN_ISSUED,
-        obj=token,
-        data={
-            "user": token.user.get_username(),
-            "name": token.name,
-            "prefix": token.prefix,  # identifies the token; the clear text and digest never go here
-            "scopes": token.scopes,
-            "team": token.team.name if token.team else None,
-            "deployments": token.deployment_codes,
-            "environments": token.environments,
-            "expires_at": token.expires_at.isoformat() if token.expires_at else None,
-        },
+    expires_at = token.expires_at.isoformat() if token.expires_at else None
+    facts = _token_facts(
+        token,
+        scopes=token.scopes,
+        deployments=token.deployment_codes,
+        environments=token.environments,
+        expires_at=expires_at,
     )
+    audit_record(actor=actor, action=AuditAction.API_TOKEN_ISSUED, obj=token, data=facts)
 
 
 @receiver(api_token_revoked, dispatch_uid="audit-token-revoked")
 def audit_token_revoked(sender: Any, token: ApiToken, actor: Any, **kwargs: Any) -> None:
-    audit_record(
-        actor=actor,
-        action=AuditAction.API_TOKEN_REVOKED,
-        obj=token,
-        data={
-            "user": token.user.get_username(),
-            "name": token.name,
-            "prefix": token.prefix,
-            "team": token.team.name if token.team else None,
-        },
-    )
+    audit_record(actor=actor, action=AuditAction.API_TOKEN_REVOKED, obj=token, data=_token_facts(token))
 
 
 def _admin_ref(obj: Model) -> tuple[str, str]:
@@ -150,8 +162,8 @@ def _admin_ref(obj: Model) -> tuple[str, str]:
 
 @receiver(admin_object_saved, dispatch_uid="audit-admin-saved")
 def audit_admin_saved(sender: Any, obj: Model, actor: Any, created: bool, fields: list[str], **kwargs: Any) -> None:
-    audit_record(actor=actor, action=AuditAction.ADMIN_OBJECT_CHANGED, obj=_admin_ref(obj),
-                 data={"created": created, "fields": fields, "object": str(obj)})  # fmt: skip
+    data = {"created": created, "fields": fields, "object": str(obj)}
+    audit_record(actor=actor, action=AuditAction.ADMIN_OBJECT_CHANGED, obj=_admin_ref(obj), data=data)
 
 
 @receiver(admin_object_deleted, dispatch_uid="audit-admin-deleted")

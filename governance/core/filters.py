@@ -27,8 +27,13 @@ def paging_params(view: Any) -> set[str]:
     """The parameters the view's paginator and content negotiation read (page, page_size, format)."""
     names = {api_settings.URL_FORMAT_OVERRIDE} if api_settings.URL_FORMAT_OVERRIDE else set()
     paginator = getattr(view, "paginator", None)
-    for attribute in ("page_query_param", "page_size_query_param", "limit_query_param", "offset_query_param",
-                      "cursor_query_param"):  # fmt: skip
+    for attribute in (
+        "page_query_param",
+        "page_size_query_param",
+        "limit_query_param",
+        "offset_query_param",
+        "cursor_query_param",
+    ):
         name = getattr(paginator, attribute, None)
         if name:
             names.add(name)

@@ -14,6 +14,10 @@ def teams_of(user: Any) -> QuerySet[Team]:
     return Team.objects.filter(members=user)
 
 
+def team_by_name(name: str) -> Team | None:
+    return Team.objects.filter(name=name).first()
+
+
 def team_choose(user: Any, name: str | None) -> Team:
     """The team a user acts for: the one named (they must be a member), else their only team.
     Raises a 400 naming the field `team` otherwise."""

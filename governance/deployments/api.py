@@ -24,7 +24,7 @@ from governance.core.roles import Role, has_role
 from governance.core.selectors import team_choose
 from governance.core.serializers import StrictSerializer
 from governance.deployments import services
-from governance.deployments.models import DeploymentRequest
+from governance.deployments.models import DeploymentRequest, ObligationItem
 from governance.deployments.selectors import (
     DeploymentFilter,
     deployment_get,
@@ -54,8 +54,8 @@ def _user(request: Request) -> User:
     return cast(User, request.user)  # IsAuthenticated ran first
 
 
-def _output(request_obj: DeploymentRequest, status: int = 200) -> Response:
-    return Response(DeploymentOutputSerializer(request_obj).data, status=status)
+def _output(deployment: DeploymentRequest, status: int = 200) -> Response:
+    return Response(DeploymentOutputSerializer(deployment).data, status=status)
 
 
 @extend_schema_view(
@@ -167,36 +167,43 @@ class ObligationReviewInputSerializer(StrictSerializer):
     comment = serializers.CharField(required=False, allow_blank=True, max_length=4000)
 
 
-class ObligationAcknowledgeApi(_ActionApi):
-    @extend_schema(
-        request=AcknowledgeInputSerializer,
-        responses=DeploymentOutputSerializer,
-        summary="Say how an obligation is met (requester)",
-    )
+def _obligation_action(input_serializer: type[StrictSerializer], summary: str) -> Any:
+    """Declare an obligation action's input (validated by _ObligationApi.post) and its schema."""
+
+    def declare(view: type[_ObligationApi]) -> type[_ObligationApi]:
+        view.input_serializer = input_serializer
+        schema = extend_schema(request=input_serializer, responses=DeploymentOutputSerializer, summary=summary)
+        return extend_schema_view(post=schema)(view)
+
+    return declare
+
+
+# An action on one obligation of a request; answers with the request as it now stands. (A comment,
+# not a docstring: a view's docstring becomes its description in the OpenAPI schema.)
+class _ObligationApi(_ActionApi):
+    input_serializer: type[StrictSerializer]
+
+    def act(self, item: ObligationItem, actor: User, data: dict[str, Any]) -> None:
+        raise NotImplementedError
+
     def post(self, request: Request, code: str, item: str) -> Response:
         deployment = self.target(request, code)
-        serializer = AcknowledgeInputSerializer(data=request.data)
+        serializer = self.input_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        services.obligation_acknowledge(
-            item=obligation_get(deployment, item), actor=_user(request), how_met=serializer.validated_data["how_met"]
-        )
+        self.act(obligation_get(deployment, item), _user(request), dict(serializer.validated_data))
         return _output(deployment_get(request.user, code))
 
 
-class ObligationReviewApi(_ActionApi):
-    @extend_schema(
-        request=ObligationReviewInputSerializer,
-        responses=DeploymentOutputSerializer,
-        summary="Accept or reject how an obligation is met (legal)",
-    )
-    def post(self, request: Request, code: str, item: str) -> Response:
-        deployment = self.target(request, code)
-        serializer = ObligationReviewInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        services.obligation_review(
-            item=obligation_get(deployment, item), actor=_user(request), **serializer.validated_data
-        )
-        return _output(deployment_get(request.user, code))
+@_obligation_action(AcknowledgeInputSerializer, "Say how an obligation is met (requester)")
+class ObligationAcknowledgeApi(_ObligationApi):
+    def act(self, item: ObligationItem, actor: User, data: dict[str, Any]) -> None:
+        services.obligation_acknowledge(item=item, actor=actor, how_met=data["how_met"])
+
+
+@_obligation_action(ObligationReviewInputSerializer, "Accept or reject how an obligation is met (legal)")
+class ObligationReviewApi(_ObligationApi):
+    def act(self, item: ObligationItem, actor: User, data: dict[str, Any]) -> None:
+        services.obligation_review(item=item, actor=actor, **data)
 
 
 class WaiverInputSerializer(StrictSerializer):
@@ -299,7 +306,7 @@ class DeploymentUsageApi(APIView):
             monthly_active_users=data["monthly_active_users"],
             revenue={"amount": float(revenue["amount"]), "currency": revenue["currency"]} if revenue else None,
         )
-        return _output(DeploymentRequest.objects.get(pk=deployment.pk), status=201)
+        return _output(deployment_get_for_usage(request.user, code, token=token), status=201)
 
 
 class EvalRequestInputSerializer(StrictSerializer):

@@ -226,13 +226,15 @@ def deployment_blockers(deployment: DeploymentRequest, role: str | None = None) 
                     "code": "obligation.not_accepted",
                     "license": item.license_key,
                     "message": f"{item.finding_code} ({item.clause}) is {item.status}",
-                    "severity": "blocker",
+                    "severity": Severity.BLOCKER.value,
                 }
             )
     if role in (None, ReviewRole.ENGINEERING):
         stored = latest_capacity_plan(deployment)
         if stored is None:
-            blockers.append({"code": "capacity.missing", "message": "no capacity plan yet", "severity": "blocker"})
+            blockers.append(
+                {"code": "capacity.missing", "message": "no capacity plan yet", "severity": Severity.BLOCKER.value}
+            )
         else:
             blockers.extend(capacity_findings(stored))
         blockers.extend(eval_findings(deployment))

@@ -107,8 +107,8 @@ class TermSpec:
     message: str
     how_to_comply: str = ""
     params: dict[str, Any] = field(default_factory=dict)
-    confidence: str = "verified"
-    applies_to: str = "deployment"
+    confidence: str = Confidence.VERIFIED.value
+    applies_to: str = AppliesTo.DEPLOYMENT.value
     value_from: str | None = None  # a derived fact reported as params["value"] (thresholds)
     program_source: str = field(init=False, repr=False, compare=False, default="")
     fact_names: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
@@ -197,8 +197,8 @@ class Finding:
     clause: str
     message: str
     params: dict[str, Any]
-    confidence: str = "verified"
-    applies_to: str = "deployment"
+    confidence: str = Confidence.VERIFIED.value
+    applies_to: str = AppliesTo.DEPLOYMENT.value
     how_to_comply: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -310,7 +310,7 @@ def _findings_for(term: TermSpec, facts: dict[str, Any], conversion: dict[str, A
         )
 
     params = {k: v for k, v in term.params.items() if k != "categories"}
-    if term.code == "aup.prohibited_use":
+    if term.code == FindingCode.AUP_PROHIBITED_USE:
         # Each prohibited use is its own finding, citing its own clause when the term maps them.
         banned = term.params["categories"]
         clauses = banned if isinstance(banned, dict) else dict.fromkeys(banned, term.clause)

@@ -121,6 +121,25 @@ def test_role_and_team_changes_are_recorded_with_the_admin_as_actor(personas: Pe
     assert _events(AuditAction.USER_ROLES_CHANGED)[-1].data == {"removed": [Role.REQUESTER]}
 
 
+def test_membership_changes_are_recorded_from_either_side_and_on_clear(personas: Personas) -> None:
+    """One event per owner (the user for roles, the team for members), whichever side the change
+    was made from; clear() names everything it removed."""
+    user, team = personas.other_requester, personas.team
+    user.teams.add(team)
+    members = sorted(team.members.values_list("username", flat=True))
+    team.members.clear()
+    events = [(e.object_id, e.data) for e in _events(AuditAction.TEAM_MEMBERS_CHANGED)[-2:]]
+    assert events == [(str(team.code), {"added": [user.username]}), (str(team.code), {"removed": members})]
+
+    before = AuditEvent.objects.count()
+    Group.objects.get(name=Role.AUDITOR).user_set.add(user, personas.requester)
+    held = sorted(user.groups.values_list("name", flat=True))
+    user.groups.clear()
+    events = [(e.object_id, e.data) for e in _events(AuditAction.USER_ROLES_CHANGED) if e.seq > before]
+    assert sorted(events[:2]) == [(name, {"added": [Role.AUDITOR.value]}) for name in ("req", "req2")]
+    assert events[2:] == [(user.username, {"removed": held})]
+
+
 def test_admin_deletion_is_recorded(personas: Personas, admin_client: Client) -> None:
     cluster = Cluster.objects.create(name="lab", executor="local", remote_root="/tmp/lab")
     url = reverse("admin:evaluations_cluster_delete", args=[cluster.pk])
@@ -162,9 +181,13 @@ def test_license_term_deletion_in_the_admin_is_recorded(personas: Personas, admi
 
 def _may_write(model_admin: admin.ModelAdmin, request: Any) -> bool:
     return any(
-        check(request) for check in (model_admin.has_add_permission, model_admin.has_change_permission,
-                                     model_admin.has_delete_permission)
-    )  # fmt: skip
+        check(request)
+        for check in (
+            model_admin.has_add_permission,
+            model_admin.has_change_permission,
+            model_admin.has_delete_permission,
+        )
+    )
 
 
 def test_every_admin_either_audits_or_cannot_write(superuser: User) -> None:

@@ -49,8 +49,13 @@ def test_pages_answer_200_with_debug_off_and_the_collected_manifest(tmp_path: Pa
     environ |= dockerfile_collectstatic_env()
     done = subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-        cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     static_root = var_dir / "staticfiles"
     storages = {**settings.STORAGES, "staticfiles": {"BACKEND": MANIFEST_STORAGE}}

@@ -28,14 +28,22 @@ def _rich_request(flow: Flow, artifacts: dict[str, Any], personas: Any, cluster:
     else:
         code = flow.to_review(artifacts["qwen"], {**FACTS, "monthly_active_users": 200_000_000})
         expires = (timezone.now() + timedelta(days=30)).isoformat()
-        waiver = {"license": "qwen", "finding_code": "threshold.licensor_approval", "reason": "signed",
-                  "expires_at": expires}  # fmt: skip
+        waiver = {
+            "license": "qwen",
+            "finding_code": "threshold.licensor_approval",
+            "reason": "signed",
+            "expires_at": expires,
+        }
         assert flow.post(personas.legal, code, "waivers", waiver).status_code == 201
     flow.compute_capacity(code)
     EvalRun.objects.create(
-        request=DeploymentRequest.objects.get(code=code), cluster=cluster, scheme="fp8", status=EvalStatus.FAILED,
-        summary={"pass": False, "overall": {"n": 400, "upper_bound_95": 0.3}}, eval_set_sha256="e" * 64,
-    )  # fmt: skip
+        request=DeploymentRequest.objects.get(code=code),
+        cluster=cluster,
+        scheme="fp8",
+        status=EvalStatus.FAILED,
+        summary={"pass": False, "overall": {"n": 400, "upper_bound_95": 0.3}},
+        eval_set_sha256="e" * 64,
+    )
     return code
 
 

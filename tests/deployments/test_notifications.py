@@ -5,6 +5,7 @@ tests), sent after commit, one message per recipient."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,38 +22,46 @@ def addressed(personas: Personas) -> Personas:
     return personas
 
 
-def _mails(mailoutbox: list[Any], capture: Any, action: Callable[[], Any]) -> dict[str, str]:
-    """Run `action` with its on-commit callbacks; return recipient -> subject of what was sent."""
-    mailoutbox.clear()
-    with capture(execute=True):
-        response = action()
-    if hasattr(response, "status_code"):
-        assert response.status_code in (200, 201), response.json()
-    sent: dict[str, str] = {}
-    for message in mailoutbox:
-        assert len(message.to) == 1  # nobody sees the other recipients
-        assert message.to[0] not in sent, [m.body[:150] for m in mailoutbox]  # one message per event and person
-        sent[message.to[0]] = message.subject
-    return sent
+@dataclass
+class Mail:
+    """Django's outbox, with on-commit callbacks run for each action."""
+
+    outbox: list[Any]
+    capture: Any
+
+    def sent_by(self, action: Callable[[], Any]) -> dict[str, str]:
+        """Run `action` with its on-commit callbacks; return recipient -> subject of what was sent."""
+        self.outbox.clear()
+        with self.capture(execute=True):
+            response = action()
+        if hasattr(response, "status_code"):
+            assert response.status_code in (200, 201), response.json()
+        sent: dict[str, str] = {}
+        for message in self.outbox:
+            assert len(message.to) == 1  # nobody sees the other recipients
+            assert message.to[0] not in sent, [m.body[:150] for m in self.outbox]  # one message per event and person
+            sent[message.to[0]] = message.subject
+        return sent
+
+
+@pytest.fixture
+def mail(mailoutbox: list[Any], django_capture_on_commit_callbacks: Any) -> Mail:
+    return Mail(mailoutbox, django_capture_on_commit_callbacks)
 
 
 def test_reviewers_hear_when_a_request_waits_and_requesters_when_it_is_decided(
-    flow: Flow,
-    addressed: Personas,
-    artifacts: dict[str, Any],
-    mailoutbox: list[Any],
-    django_capture_on_commit_callbacks: Any,
+    flow: Flow, addressed: Personas, artifacts: dict[str, Any], mail: Mail
 ) -> None:
-    p, capture = addressed, django_capture_on_commit_callbacks
+    p = addressed
     code = flow.create(artifacts["apache"])["code"]
-    sent = _mails(mailoutbox, capture, lambda: flow.post(p.requester, code, "submit"))
+    sent = mail.sent_by(lambda: flow.post(p.requester, code, "submit"))
     assert set(sent) == {"legal@example.com", "eng@example.com"}
     assert "waits for review" in sent["legal@example.com"]
-    body = mailoutbox[0].body
+    body = mail.outbox[0].body
     assert code in body
     assert "Acme Assistant" in body
     # The reviewer who takes it is not told; the other reviewer is.
-    sent = _mails(mailoutbox, capture, lambda: flow.post(p.legal, code, "start-review"))
+    sent = mail.sent_by(lambda: flow.post(p.legal, code, "start-review"))
     assert set(sent) == {"eng@example.com"}
     flow.compute_capacity(code)  # its on-commit signal would change the evidence after the approval
     flow.meet_obligations(code)
@@ -63,53 +72,41 @@ def test_reviewers_hear_when_a_request_waits_and_requesters_when_it_is_decided(
             body = {"verdict": "approve", "evidence_digest": digest, "password": f"pw-{user.username}"}
             assert flow.post(user, code, "review", body).status_code == 200
 
-    sent = _mails(mailoutbox, capture, sign_both)
+    sent = mail.sent_by(sign_both)
     assert flow.get(p.legal, code)["status"] == "approved"
     assert sent == {"req@example.com": "[governance] Acme Assistant is approved"}
-    sent = _mails(mailoutbox, capture, lambda: flow.post(p.legal, code, "revoke", {"reason": "licence ended"}))
+    sent = mail.sent_by(lambda: flow.post(p.legal, code, "revoke", {"reason": "licence ended"}))
     assert sent == {"req@example.com": "[governance] Acme Assistant is revoked"}
-    assert "licence ended" in mailoutbox[0].body
+    assert "licence ended" in mail.outbox[0].body
 
 
 def test_a_rejection_reaches_the_requester(
-    flow: Flow,
-    addressed: Personas,
-    artifacts: dict[str, Any],
-    mailoutbox: list[Any],
-    django_capture_on_commit_callbacks: Any,
+    flow: Flow, addressed: Personas, artifacts: dict[str, Any], mail: Mail
 ) -> None:
     p = addressed
     code = flow.to_review(artifacts["apache"])
     digest = flow.get(p.legal, code)["evidence_digest"]
     body = {"verdict": "reject", "evidence_digest": digest, "comment": "no", "password": "pw-legal"}
-    sent = _mails(mailoutbox, django_capture_on_commit_callbacks, lambda: flow.post(p.legal, code, "review", body))
+    sent = mail.sent_by(lambda: flow.post(p.legal, code, "review", body))
     assert sent == {"req@example.com": "[governance] Acme Assistant is rejected"}
 
 
 def test_a_crossed_threshold_reaches_reviewers_and_the_team_once(
-    flow: Flow,
-    addressed: Personas,
-    artifacts: dict[str, Any],
-    mailoutbox: list[Any],
-    django_capture_on_commit_callbacks: Any,
+    flow: Flow, addressed: Personas, artifacts: dict[str, Any], mail: Mail
 ) -> None:
     p = addressed
     code = flow.to_review(artifacts["qwen"])
     assert flow.approve(code)["status"] == "approved"
     usage = {"month": "2026-11", "monthly_active_users": 100_000_001}
-    sent = _mails(mailoutbox, django_capture_on_commit_callbacks, lambda: flow.post(p.requester, code, "usage", usage))
+    sent = mail.sent_by(lambda: flow.post(p.requester, code, "usage", usage))
     # One message each (not a second "waits for review"); the other team and the auditor are not concerned.
     assert set(sent) == {"legal@example.com", "eng@example.com", "req@example.com"}
     assert all("threshold" in subject for subject in sent.values())
-    assert "threshold.licensor_approval" in mailoutbox[0].body
+    assert "threshold.licensor_approval" in mail.outbox[0].body
 
 
 def test_nothing_is_sent_for_a_change_that_rolled_back(
-    flow: Flow,
-    addressed: Personas,
-    artifacts: dict[str, Any],
-    mailoutbox: list[Any],
-    django_capture_on_commit_callbacks: Any,
+    flow: Flow, addressed: Personas, artifacts: dict[str, Any], mail: Mail
 ) -> None:
     from django.db import transaction
 
@@ -117,10 +114,10 @@ def test_nothing_is_sent_for_a_change_that_rolled_back(
     from governance.deployments.services import deployment_submit
 
     code = flow.create(artifacts["apache"])["code"]
-    mailoutbox.clear()
-    with django_capture_on_commit_callbacks(execute=True), pytest.raises(RuntimeError):  # noqa: PT012, SIM117
+    mail.outbox.clear()
+    with mail.capture(execute=True), pytest.raises(RuntimeError):  # noqa: PT012, SIM117
         with transaction.atomic():
             deployment_submit(deployment=DeploymentRequest.objects.get(code=code), actor=addressed.requester)
             raise RuntimeError("rolled back")
-    assert mailoutbox == []
+    assert mail.outbox == []
     assert DeploymentRequest.objects.get(code=code).status == "draft"

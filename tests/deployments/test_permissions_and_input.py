@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 from governance.artifacts.manifest import weights_digest
 from governance.artifacts.models import ModelArtifact
 from governance.deployments.models import DeploymentRequest
+from tests.conftest import Personas
 from tests.deployments.conftest import FACTS, SERVING, Flow, digest_of
 
 
@@ -205,3 +206,17 @@ def test_artifact_bad_input(flow: Flow, artifacts, personas, change, field) -> N
         .status_code
         == 403
     )
+
+
+def test_a_registered_digest_and_an_unknown_share_team_answer_400_naming_the_field(
+    flow: Flow, artifacts: dict[str, ModelArtifact], personas: Personas
+) -> None:
+    client = flow.client(personas.requester)
+    existing = artifacts["apache"]
+    body = {"name": "again", "source_repo": "acme/x", "revision": "1", "license": "apache-2.0"}
+    again = client.post("/api/v1/artifacts", {**body, "weights_digest": existing.weights_digest}, format="json")
+    assert again.status_code == 400
+    assert list(again.json()["extra"]["fields"]) == ["weights_digest"]
+    nowhere = client.post(f"/api/v1/artifacts/{existing.code}/share", {"team": "no-such-team"}, format="json")
+    assert nowhere.status_code == 400
+    assert list(nowhere.json()["extra"]["fields"]) == ["team"]

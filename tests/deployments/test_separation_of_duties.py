@@ -91,8 +91,13 @@ def test_artifacts_stay_within_their_team_unless_shared(
     foreign = str(artifacts["apache"].code)
     client = flow.client(personas.other_requester)
     assert client.get(f"/api/v1/artifacts/{foreign}").status_code == 200
-    body = {"artifact": foreign, "product_name": "Borrowed", "environments": ["production"], "facts": FACTS,
-            "serving_plan": SERVING}  # fmt: skip
+    body = {
+        "artifact": foreign,
+        "product_name": "Borrowed",
+        "environments": ["production"],
+        "facts": FACTS,
+        "serving_plan": SERVING,
+    }
     refused = client.post("/api/v1/deployments/", body, format="json")
     assert refused.status_code == 400
     assert "artifact" in refused.json()["extra"]["fields"]

@@ -272,8 +272,12 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         recorder.shot(page, "dashboard-usage-alert")
 
         # the other pages, checked with axe in this language
-        for url, name in (("/requests/", "requests"), ("/licenses/", "licenses"), (f"/licenses/{KIMI}/", "license"),
-                          ("/clusters/", "clusters")):  # fmt: skip
+        for url, name in (
+            ("/requests/", "requests"),
+            ("/licenses/", "licenses"),
+            (f"/licenses/{KIMI}/", "license"),
+            ("/clusters/", "clusters"),
+        ):
             page.goto(url)
             recorder.axe(page, name)
         lpage.goto("/audit/")

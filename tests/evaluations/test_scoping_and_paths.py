@@ -40,10 +40,12 @@ def draft(flow: Flow, artifacts: dict[str, Any]) -> DeploymentRequest:
 def test_plans_evals_and_jobs_of_a_draft_are_not_found_for_other_teams_and_reviewers(
     personas: Personas, draft: DeploymentRequest, cluster: Cluster
 ) -> None:
-    plan = capacity_plan_request(inputs={"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200"},
-                                 actor=personas.requester, subject=draft)  # fmt: skip
-    evaluation = eval_run_request(cluster=cluster, scheme="w8a8", model={"path": "/models/m"}, actor=personas.admin,
-                                  deployment=draft)  # fmt: skip
+    plan = capacity_plan_request(
+        inputs={"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200"}, actor=personas.requester, subject=draft
+    )
+    evaluation = eval_run_request(
+        cluster=cluster, scheme="w8a8", model={"path": "/models/m"}, actor=personas.admin, deployment=draft
+    )
     assert evaluation.job is not None
     urls = [
         f"/api/v1/capacity/plans/{plan.code}",
@@ -120,9 +122,14 @@ def test_cluster_without_model_roots_refuses_model_paths(
     ],
 )
 def test_cluster_paths_refuse_parent_segments(db: None, fields: dict[str, Any]) -> None:
-    cluster = Cluster(name="c", executor=ExecutorKind.SLURM, host="h", user="u", remote_root="/srv/runs", **{
-        k: v for k, v in fields.items() if k != "remote_root"
-    })  # fmt: skip
+    cluster = Cluster(
+        name="c",
+        executor=ExecutorKind.SLURM,
+        host="h",
+        user="u",
+        remote_root="/srv/runs",
+        **{k: v for k, v in fields.items() if k != "remote_root"},
+    )
     if "remote_root" in fields:
         cluster.remote_root = fields["remote_root"]
     with pytest.raises(ValidationError) as caught:

@@ -37,10 +37,13 @@ def record_eval(code: str, scheme: str, status: str, tmp_path: Path) -> EvalRun:
     )
     bound = 0.02 if status == EvalStatus.PASSED else 0.31
     evaluation = EvalRun.objects.create(
-        request=DeploymentRequest.objects.get(code=code), cluster=cluster, scheme=scheme, status=status,
+        request=DeploymentRequest.objects.get(code=code),
+        cluster=cluster,
+        scheme=scheme,
+        status=status,
         summary={"pass": status == EvalStatus.PASSED, "overall": {"n": 400, "upper_bound_95": bound}},
         eval_set_sha256="e" * 64,
-    )  # fmt: skip
+    )
     deployment_services.on_eval_finished(evaluation=evaluation)
     return evaluation
 
@@ -54,11 +57,24 @@ class Gate:
     def body(self, **changes: Any) -> dict[str, Any]:
         deployment = DeploymentRequest.objects.get(code=self.code)
         layout = deployment.evidence["capacity_plan"]["result"]["parallel"]
-        serving = {"engine": "vllm", "precision": "fp8", "gpu": "h200", "tp": layout["tp"], "pp": layout["pp"],
-                   "ep": layout["ep"], "max_model_len": 32768, "gpu_memory_utilization": 0.9}  # fmt: skip
+        serving = {
+            "engine": "vllm",
+            "precision": "fp8",
+            "gpu": "h200",
+            "tp": layout["tp"],
+            "pp": layout["pp"],
+            "ep": layout["ep"],
+            "max_model_len": 32768,
+            "gpu_memory_utilization": 0.9,
+        }
         serving.update(changes.pop("serving", {}))
-        return {"deployment": self.code, "environment": "production",
-                "artifact_digest": deployment.evidence["artifact"]["weights_digest"], "serving": serving, **changes}  # fmt: skip
+        return {
+            "deployment": self.code,
+            "environment": "production",
+            "artifact_digest": deployment.evidence["artifact"]["weights_digest"],
+            "serving": serving,
+            **changes,
+        }
 
     def check(self, token: str | None = None, **changes: Any) -> Any:
         return bearer(token or self.token).post("/api/v1/gate/check", self.body(**changes), format="json")
@@ -90,8 +106,9 @@ def approved_request(flow: Flow, artifact: Any, tmp_path: Path, facts: dict[str,
 def gate(flow: Flow, artifacts, personas: Personas, tmp_path: Path) -> Gate:  # type: ignore[no-untyped-def]
     code = approved_request(flow, artifacts["apache"], tmp_path)
     personas.team.leads.add(personas.requester)
-    _, clear_text = ci_token_issue(actor=personas.requester, team=personas.team, name="deploy",
-                                   expires_at=timezone.now() + timedelta(days=30))  # fmt: skip
+    _, clear_text = ci_token_issue(
+        actor=personas.requester, team=personas.team, name="deploy", expires_at=timezone.now() + timedelta(days=30)
+    )
     return Gate(flow, personas, code, clear_text)
 
 

@@ -68,8 +68,9 @@ def test_expired_approval_is_denied(gate: Gate) -> None:
     with time_machine.travel(later, tick=False):
         # the token must outlive the approval for the approval to be what fails
         gate.p.team.leads.add(gate.p.requester)
-        _, token = ci_token_issue(actor=gate.p.requester, team=gate.p.team, name="late",
-                                  expires_at=later + timedelta(days=1))  # fmt: skip
+        _, token = ci_token_issue(
+            actor=gate.p.requester, team=gate.p.team, name="late", expires_at=later + timedelta(days=1)
+        )
         response = gate.check(token=token)
         assert response.status_code == 200
         assert [r["code"] for r in response.json()["reasons"]] == [ReasonCode.EXPIRED]
@@ -98,8 +99,14 @@ def test_evidence_changes_after_approval_are_denied(gate: Gate, tmp_path) -> Non
 
 def test_a_plan_that_no_longer_fits_is_denied(gate: Gate) -> None:
     # one GPU, fixed, for a context that needs many: the recomputed plan cannot fit
-    serving = {**DeploymentRequest.objects.get(code=gate.code).serving_plan, "max_model_len": 4_000_000,
-               "tp": 1, "pp": 1, "ep": 1, "dp": 1}  # fmt: skip
+    serving = {
+        **DeploymentRequest.objects.get(code=gate.code).serving_plan,
+        "max_model_len": 4_000_000,
+        "tp": 1,
+        "pp": 1,
+        "ep": 1,
+        "dp": 1,
+    }
     response = gate.flow.client(gate.p.requester).patch(
         f"/api/v1/deployments/{gate.code}", {"serving_plan": serving}, format="json"
     )
@@ -113,14 +120,17 @@ def test_a_plan_that_no_longer_fits_is_denied(gate: Gate) -> None:
 def test_usage_over_a_threshold_and_unaccepted_obligations_are_denied(flow, artifacts, personas, tmp_path) -> None:  # type: ignore[no-untyped-def]
     code = approved_request(flow, artifacts["qwen"], tmp_path)
     personas.team.leads.add(personas.requester)
-    _, token = ci_token_issue(actor=personas.requester, team=personas.team, name="deploy",
-                              expires_at=timezone.now() + timedelta(days=30))  # fmt: skip
+    _, token = ci_token_issue(
+        actor=personas.requester, team=personas.team, name="deploy", expires_at=timezone.now() + timedelta(days=30)
+    )
     gate = Gate(flow, personas, code, token)
     assert gate.codes() == []
-    billing = api_token_issue(user=make_user("billing-bot"), name="billing", scopes=[TokenScope.USAGE_WRITE],
-                              team=personas.team).clear_text  # fmt: skip
-    report = bearer(billing).post(f"/api/v1/deployments/{code}/usage",
-                                  {"month": "2026-11", "monthly_active_users": 100_000_001}, format="json")  # fmt: skip
+    billing = api_token_issue(
+        user=make_user("billing-bot"), name="billing", scopes=[TokenScope.USAGE_WRITE], team=personas.team
+    ).clear_text
+    report = bearer(billing).post(
+        f"/api/v1/deployments/{code}/usage", {"month": "2026-11", "monthly_active_users": 100_000_001}, format="json"
+    )
     assert report.status_code == 201, report.json()
     codes = gate.codes()
     assert ReasonCode.USAGE_THRESHOLD_CROSSED in codes
@@ -135,18 +145,30 @@ def test_usage_over_a_threshold_and_unaccepted_obligations_are_denied(flow, arti
 def test_tokens_out_of_scope_answer_403_and_bad_tokens_401(gate: Gate) -> None:
     p = gate.p
     p.other_team.leads.add(p.other_requester)
-    _, other_team = ci_token_issue(actor=p.other_requester, team=p.other_team, name="theirs",
-                                   expires_at=timezone.now() + timedelta(days=1))  # fmt: skip
+    _, other_team = ci_token_issue(
+        actor=p.other_requester, team=p.other_team, name="theirs", expires_at=timezone.now() + timedelta(days=1)
+    )
     assert gate.check(token=other_team).status_code == 403
-    _, staging_only = ci_token_issue(actor=p.requester, team=p.team, name="staging", environments=["staging"],
-                                     expires_at=timezone.now() + timedelta(days=1))  # fmt: skip
+    _, staging_only = ci_token_issue(
+        actor=p.requester,
+        team=p.team,
+        name="staging",
+        environments=["staging"],
+        expires_at=timezone.now() + timedelta(days=1),
+    )
     assert gate.check(token=staging_only).status_code == 403
     other_code = gate.flow.create(DeploymentRequest.objects.get(code=gate.code).artifact)["code"]
-    _, one_request = ci_token_issue(actor=p.requester, team=p.team, name="one", deployment_codes=[other_code],
-                                    expires_at=timezone.now() + timedelta(days=1))  # fmt: skip
+    _, one_request = ci_token_issue(
+        actor=p.requester,
+        team=p.team,
+        name="one",
+        deployment_codes=[other_code],
+        expires_at=timezone.now() + timedelta(days=1),
+    )
     assert gate.check(token=one_request).status_code == 403
-    usage_only = api_token_issue(user=make_user("bot"), name="usage", scopes=[TokenScope.USAGE_WRITE],
-                                 team=p.team).clear_text  # fmt: skip
+    usage_only = api_token_issue(
+        user=make_user("bot"), name="usage", scopes=[TokenScope.USAGE_WRITE], team=p.team
+    ).clear_text
     assert gate.check(token=usage_only).status_code == 403
     personal = api_token_issue(user=p.admin, name="admin's own").clear_text  # unscoped: not a gate token
     assert gate.check(token=personal).status_code == 403

@@ -23,11 +23,14 @@ def refuse_inserts(table: str) -> Iterator[None]:
                 "CREATE FUNCTION test_refuse_insert() RETURNS trigger LANGUAGE plpgsql AS "
                 "$$ BEGIN RAISE EXCEPTION 'log unwritable'; END $$"
             )
-            cursor.execute(f"CREATE TRIGGER test_refuse BEFORE INSERT ON {table} "
-                           "FOR EACH ROW EXECUTE FUNCTION test_refuse_insert()")  # fmt: skip
+            cursor.execute(
+                f"CREATE TRIGGER test_refuse BEFORE INSERT ON {table} "
+                "FOR EACH ROW EXECUTE FUNCTION test_refuse_insert()"
+            )
         else:
-            cursor.execute(f"CREATE TRIGGER test_refuse BEFORE INSERT ON {table} "
-                           "BEGIN SELECT RAISE(ABORT, 'log unwritable'); END")  # fmt: skip
+            cursor.execute(
+                f"CREATE TRIGGER test_refuse BEFORE INSERT ON {table} BEGIN SELECT RAISE(ABORT, 'log unwritable'); END"
+            )
     try:
         yield
     finally:

@@ -53,8 +53,9 @@ def test_no_5xx_and_no_schema_violation(api_schema: Any, every_role_token: str) 
     for operation in operations:
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=4, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))  # fmt: skip
+        @settings(
+            max_examples=4, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+        )
         def check(case: Any) -> None:
             response = case.call(headers=headers)
             if response.status_code >= 500:

@@ -55,8 +55,9 @@ def test_a_requesters_usage_token_cannot_post_usage_to_another_teams_request(  #
     assert DeploymentRequest.objects.get(code=code).status == "approved"
     assert not UsageReport.objects.filter(request__code=code).exists()
     # Bound to the other team explicitly: still not this team's request.
-    bound = api_token_issue(user=personas.other_requester, name="bound", scopes=[TokenScope.USAGE_WRITE],
-                            team=personas.other_team).clear_text  # fmt: skip
+    bound = api_token_issue(
+        user=personas.other_requester, name="bound", scopes=[TokenScope.USAGE_WRITE], team=personas.other_team
+    ).clear_text
     assert bearer(bound).post(f"/api/v1/deployments/{code}/usage", USAGE, format="json").status_code == 404
 
 
@@ -77,8 +78,9 @@ def test_a_team_usage_token_reaches_only_the_requests_it_lists(flow: Flow, artif
     first = flow.to_review(artifacts["apache"])
     second = flow.to_review(artifacts["apache"])
     service = make_user("billing-bot")
-    token = api_token_issue(user=service, name="billing", scopes=[TokenScope.USAGE_WRITE], team=personas.team,
-                            deployment_codes=[first]).clear_text  # fmt: skip
+    token = api_token_issue(
+        user=service, name="billing", scopes=[TokenScope.USAGE_WRITE], team=personas.team, deployment_codes=[first]
+    ).clear_text
     assert bearer(token).post(f"/api/v1/deployments/{second}/usage", USAGE, format="json").status_code == 404
     assert bearer(token).post(f"/api/v1/deployments/{first}/usage", USAGE, format="json").status_code == 201
 
@@ -86,8 +88,14 @@ def test_a_team_usage_token_reaches_only_the_requests_it_lists(flow: Flow, artif
 def test_scoped_tokens_reach_nothing_outside_their_scopes(personas: Personas) -> None:
     token = api_token_issue(user=personas.admin, name="ci", scopes=[TokenScope.GATE_CHECK]).clear_text
     client = bearer(token)
-    for path in ("/api/v1/me", "/api/v1/deployments/", "/api/v1/licenses/", "/api/v1/audit/events",
-                 "/api/v1/gate/decisions", "/api/v1/gate/tokens"):  # fmt: skip
+    for path in (
+        "/api/v1/me",
+        "/api/v1/deployments/",
+        "/api/v1/licenses/",
+        "/api/v1/audit/events",
+        "/api/v1/gate/decisions",
+        "/api/v1/gate/tokens",
+    ):
         assert client.get(path).status_code == 403, path
     assert client.post("/api/v1/licenses/evaluate", {"license": "mit", "facts": {}}, format="json").status_code == 403
 
@@ -104,8 +112,9 @@ def test_usage_cannot_change_facts_of_a_closed_request(flow: Flow, artifacts, pe
     code = flow.to_review(artifacts["apache"])
     assert flow.approve(code)["status"] == "approved"
     assert flow.post(personas.legal, code, "revoke", {"reason": "withdrawn"}).status_code == 200
-    token = api_token_issue(user=make_user("billing-bot"), name="billing", scopes=[TokenScope.USAGE_WRITE],
-                            team=personas.team).clear_text  # fmt: skip
+    token = api_token_issue(
+        user=make_user("billing-bot"), name="billing", scopes=[TokenScope.USAGE_WRITE], team=personas.team
+    ).clear_text
     response = bearer(token).post(f"/api/v1/deployments/{code}/usage", USAGE, format="json")
     assert response.status_code == 409
     assert DeploymentRequest.objects.get(code=code).facts == FACTS

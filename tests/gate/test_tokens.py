@@ -18,8 +18,12 @@ from tests.gate.conftest import Gate, bearer
 
 
 def _issue(client, **changes):  # type: ignore[no-untyped-def]
-    body = {"name": "deploy", "team": "platform", "expires_at": (timezone.now() + timedelta(days=30)).isoformat(),
-            **changes}  # fmt: skip
+    body = {
+        "name": "deploy",
+        "team": "platform",
+        "expires_at": (timezone.now() + timedelta(days=30)).isoformat(),
+        **changes,
+    }
     return client.post("/api/v1/gate/tokens", body, format="json")
 
 

@@ -1,32 +1,16 @@
-"""Offline verifier for audit bundles: needs only the standard library and `cryptography`.
-
-    python -m governance.audit.verify BUNDLE.zip --public-key KEY.pem --checkpoints PUBLISHED.jsonl [--json]
-
-Checks the manifest digests, every event hash, gapless seq, fork freedom (each event links to
-the one before), every checkpoint signature, and that each checkpoint's head is in the chain.
-
-Checkpoints inside the bundle come from the database, which a superuser can rewrite together
-with the chain (and the export signs a fresh one over whatever it finds). Only checkpoints
-published outside the database (`--checkpoints`, the service's published log) anchor the
-chain: events after the last trusted checkpoint are reported as UNANCHORED.
-Exit status: 0 verified and anchored, 1 verification failed (the report names the first bad
-seq), 2 bad usage, 3 verified but events after the last trusted checkpoint are unanchored.
-
-The same checks run against the live database through `manage.py audit_verify`.
-"""
+"""The chain checks, on records already read: every event hash, gapless seq, fork freedom (each
+event links to the one before), every checkpoint signature, and that each checkpoint's head is in
+the chain. Only checkpoints published outside the database (`trusted`) anchor the chain.
+Standard library and `cryptography` only."""
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
-import re
-import sys
-import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -34,11 +18,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from governance.audit.chain import GENESIS_HASH, chain_hash
 
-BODY_MARKER = b',"body":'
-EVENTS_FILE = "events.jsonl"
-CHECKPOINTS_FILE = "checkpoints.jsonl"
-PUBLIC_KEY_FILE = "audit-public-key.pem"
-MANIFEST_FILE = "manifest.json"
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNANCHORED = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +37,6 @@ class CheckpointRecord:
     key_id: str
     signature: str
     body: bytes
-
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_UNANCHORED = 3
 
 
 @dataclass
@@ -128,24 +105,6 @@ class VerifyReport:
                 f"anchored to seq {self.anchored_seq}, head seq {self.head_seq} {self.head_hash}"
             ]
         return "\n".join(lines + [f"warning: {warning}" for warning in self.warnings])
-
-
-# The envelope as the exporter writes it; anything else falls back to the JSON parser.
-_EVENT_LINE = re.compile(rb'\{"seq":(\d+),"prev_hash":"([0-9a-f]{64})","hash":"([0-9a-f]{64})","body":')
-
-
-def split_line(line: bytes) -> tuple[dict[str, Any], bytes]:
-    """Split an exported line into its envelope fields and the verbatim body bytes.
-
-    Lines are written as `{<envelope fields>,"body":<body>}` with the body last, so the body's
-    exact bytes are everything between the first `,"body":` and the closing brace.
-    """
-    line = line.rstrip(b"\n")
-    cut = line.find(BODY_MARKER)
-    if cut < 0 or not line.endswith(b"}"):
-        raise ValueError("line has no body member")
-    envelope = json.loads(line[:cut] + b"}")
-    return envelope, line[cut + len(BODY_MARKER) : -1]
 
 
 def verify_chain(
@@ -264,146 +223,3 @@ def load_public_key(pem: bytes) -> Ed25519PublicKey:
     if not isinstance(key, Ed25519PublicKey):
         raise ValueError("the public key is not an Ed25519 key")
     return key
-
-
-def _iter_lines(stream: IO[bytes], chunk_size: int = 4 << 20) -> Iterator[bytes]:
-    """Lines of a (decompressing) stream, read in large chunks: much faster than line-by-line reads."""
-    pending = b""
-    while chunk := stream.read(chunk_size):
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
-        yield from lines
-    if pending:
-        yield pending
-
-
-def _iter_events(stream: IO[bytes], report: VerifyReport) -> Iterator[EventRecord]:
-    match_line = _EVENT_LINE.match
-    for number, line in enumerate(_iter_lines(stream), start=1):
-        found = match_line(line)
-        if found is not None and line.endswith(b"}"):
-            yield EventRecord(int(found[1]), found[2].decode(), found[3].decode(), line[found.end() : -1])
-            continue
-        try:
-            envelope, body = split_line(line)
-            yield EventRecord(int(envelope["seq"]), str(envelope["prev_hash"]), str(envelope["hash"]), body)
-        except (ValueError, KeyError, TypeError):
-            report.fail(f"{EVENTS_FILE} line {number}: not a valid event line")
-            return
-
-
-def read_checkpoints(
-    stream: Iterable[bytes], report: VerifyReport, source: str = CHECKPOINTS_FILE
-) -> list[CheckpointRecord]:
-    """Checkpoint lines (bundle member or the published log); blank lines are skipped."""
-    records = []
-    for number, line in enumerate(stream, start=1):
-        if not line.strip():
-            continue
-        try:
-            envelope, body = split_line(line)
-            records.append(CheckpointRecord(str(envelope["key_id"]), str(envelope["signature"]), body))
-        except (ValueError, KeyError, TypeError):
-            report.fail(f"{source} line {number}: not a valid checkpoint line")
-    return records
-
-
-def _sha256_member(bundle: zipfile.ZipFile, name: str) -> str:
-    digest = hashlib.sha256()
-    with bundle.open(name) as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-class _HashingReader:
-    """Reads a stream while hashing it, so events.jsonl is decompressed once for both checks."""
-
-    def __init__(self, stream: IO[bytes]) -> None:
-        self.stream = stream
-        self.digest = hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.stream.read(size)
-        self.digest.update(data)
-        return data
-
-
-def verify_bundle(
-    path: str, public_key_pem: bytes | None = None, trusted_checkpoints: bytes | None = None
-) -> VerifyReport:
-    """`trusted_checkpoints`: the published checkpoint log's bytes (None: not given, nothing anchored)."""
-    report = VerifyReport()
-    trusted = (
-        read_checkpoints(trusted_checkpoints.splitlines(keepends=True), report, "trusted checkpoints")
-        if trusted_checkpoints is not None
-        else None
-    )
-    with zipfile.ZipFile(path) as bundle:
-        names = set(bundle.namelist())
-        missing = {EVENTS_FILE, CHECKPOINTS_FILE, PUBLIC_KEY_FILE, MANIFEST_FILE} - names
-        if missing:
-            report.fail(f"bundle lacks {', '.join(sorted(missing))}")
-            return report
-        manifest = json.loads(bundle.read(MANIFEST_FILE))
-        manifest_files: dict[str, str] = manifest.get("files", {})
-        # What the exporting service found wrong in its own database while writing the bundle.
-        if manifest.get("export_checkpoint_refused"):
-            report.fail(f"the exporting service refused to sign a checkpoint: {manifest['export_checkpoint_refused']}")
-        edited = manifest.get("display_column_mismatches") or []
-        if edited:
-            report.fail(
-                f"the exporting service found display columns edited in its database at seq {edited[:10]}",
-                int(edited[0]),
-            )
-        for name, expected in sorted(manifest_files.items()):
-            if name not in names:
-                report.fail(f"manifest lists {name}, which the bundle lacks")
-            elif name != EVENTS_FILE and _sha256_member(bundle, name) != expected:
-                report.fail(f"{name}: SHA-256 differs from the manifest (file altered)")
-        key = load_public_key(public_key_pem or bundle.read(PUBLIC_KEY_FILE))
-        with bundle.open(CHECKPOINTS_FILE) as handle:
-            checkpoints = read_checkpoints(handle, report)
-        with bundle.open(EVENTS_FILE) as handle:
-            reader = _HashingReader(handle)
-            verify_chain(_iter_events(reader, report), checkpoints, key, report, trusted)  # type: ignore[arg-type]
-            while reader.read(4 << 20):  # the rest, if the chain check stopped early
-                pass
-        if EVENTS_FILE in manifest_files and reader.digest.hexdigest() != manifest_files[EVENTS_FILE]:
-            report.fail(f"{EVENTS_FILE}: SHA-256 differs from the manifest (file altered)")
-    return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m governance.audit.verify", description=__doc__.split("\n")[0])
-    parser.add_argument("bundle", help="the zip made by an audit export")
-    parser.add_argument(
-        "--public-key",
-        help="PEM of the service's checkpoint key obtained independently (else the bundle's own copy is used)",
-    )
-    parser.add_argument(
-        "--checkpoints",
-        help="the service's published checkpoint log (JSON Lines, kept outside the database): anchors the chain",
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    args = parser.parse_args(argv)
-    try:
-        key_pem = open(args.public_key, "rb").read() if args.public_key else None  # noqa: SIM115
-        published = open(args.checkpoints, "rb").read() if args.checkpoints else None  # noqa: SIM115
-        report = verify_bundle(args.bundle, key_pem, published)
-    except (OSError, zipfile.BadZipFile, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if not args.public_key:
-        report.warnings.append(
-            "checked against the bundle's own public key; pass --public-key for an independent check"
-        )
-    if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
-    else:
-        print(report.summary())
-    return report.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

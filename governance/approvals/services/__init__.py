@@ -1,0 +1,35 @@
+"""Writes for approvals, split by concern. Each runs in one transaction with its audit events.
+
+- certificates: the PKI as stored (init, issue, revoke + CRL, sync with the roles a user holds)
+- packets: the packet's input, rendering it for the current evidence digest, voiding on change
+- signoffs: `sign_off`, the one way a reviewer decides on a request, and its refusals
+- verifications: verifying a signed packet and storing the result
+
+Callers import from `governance.approvals.services`; the submodules are the layout, not the API."""
+
+from governance.approvals.services.certificates import (
+    Actor,
+    certificate_issue,
+    certificate_revoke,
+    certificates_sync,
+    pki_init,
+)
+from governance.approvals.services.packets import packet_input, packet_prepare, packet_render_for_review, signoffs_void
+from governance.approvals.services.signoffs import SignOffRefused, sign_off
+from governance.approvals.services.verifications import packet_verify, verify_bytes
+
+__all__ = [
+    "Actor",
+    "SignOffRefused",
+    "certificate_issue",
+    "certificate_revoke",
+    "certificates_sync",
+    "packet_input",
+    "packet_prepare",
+    "packet_render_for_review",
+    "packet_verify",
+    "pki_init",
+    "sign_off",
+    "signoffs_void",
+    "verify_bytes",
+]

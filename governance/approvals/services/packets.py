@@ -1,0 +1,140 @@
+"""The approval packet: what goes into it, rendering it for the current evidence digest, and
+voiding packets and sign-offs bound to evidence that changed."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from governance.approvals.choices import PacketStatus
+from governance.approvals.models import ApprovalPacket
+from governance.approvals.selectors import live_packet, live_signoffs, meaning_templates
+from governance.audit.actions import AuditAction
+from governance.audit.models import AuditCheckpoint
+from governance.audit.selectors import audit_checkpoints
+from governance.audit.services import audit_checkpoint_create, audit_record, format_time
+from governance.core.errors import ConflictError, PermissionDeniedError
+from governance.core.roles import Role, has_role
+from governance.deployments.choices import Status
+from governance.deployments.models import DeploymentRequest
+from governance.deployments.services import deployment_lock
+
+if TYPE_CHECKING:
+    from governance.approvals.packet import PacketInput
+
+# packet (WeasyPrint) is imported where it is used: it takes seconds to import, and every request
+# and every management command loads this module through the URL configuration.
+
+from governance.approvals.services.certificates import Actor
+
+
+def _checkpoint_dict(checkpoint: AuditCheckpoint | None) -> dict[str, Any] | None:
+    if checkpoint is None:
+        return None
+    return {
+        "origin": checkpoint.origin,
+        "seq": checkpoint.seq,
+        "head_hash": checkpoint.head_hash,
+        "signed_at": format_time(checkpoint.signed_at),
+        "key_id": checkpoint.key_id,
+        "signature": checkpoint.signature,
+    }
+
+
+def _eval_categories(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    from governance.evaluations.models import EvalRun
+
+    codes = [item["eval"] for item in evidence.get("eval_results", []) if item.get("eval")]
+    return {str(run.code): (run.summary or {}).get("categories", {}) for run in EvalRun.objects.filter(code__in=codes)}
+
+
+def _latest_checkpoint() -> AuditCheckpoint | None:
+    """A checkpoint over the trail as it stands (signed now when the head moved), for the packet."""
+    return audit_checkpoint_create() or audit_checkpoints().last()
+
+
+def packet_facts(packet: ApprovalPacket, **extra: Any) -> dict[str, Any]:
+    """What the audit trail says about a packet revision (rendered, signed)."""
+    return {"packet": str(packet.code), "pdf_sha256": packet.pdf_sha256, **extra}
+
+
+def packet_input(deployment: DeploymentRequest) -> PacketInput:
+    from governance.approvals.packet import PacketInput
+
+    evidence = deployment.evidence or {}
+    return PacketInput(
+        deployment_code=str(deployment.code),
+        evidence_digest=deployment.evidence_digest,
+        evidence=evidence,
+        eval_categories=_eval_categories(evidence),
+        audit_checkpoint=_checkpoint_dict(_latest_checkpoint()),
+        signatures=meaning_templates(),
+        organisation=settings.APPROVALS_ORGANISATION,
+    )
+
+
+def packet_prepare(*, deployment: DeploymentRequest, actor: Actor) -> ApprovalPacket:
+    """The live packet for the request's current evidence digest, rendered now when there is none.
+    The caller's transaction should hold the request row lock."""
+    with transaction.atomic():
+        packet = live_packet(deployment, with_pdf=True)
+        if packet is not None and packet.evidence_digest == deployment.evidence_digest:
+            return packet
+        if packet is not None:
+            _void_packet(packet, "the evidence changed")
+        from governance.approvals.packet import render_packet
+
+        pdf = render_packet(packet_input(deployment))
+        packet = ApprovalPacket.objects.create(
+            deployment=deployment,
+            evidence_digest=deployment.evidence_digest,
+            pdf=pdf,
+            pdf_sha256=hashlib.sha256(pdf).hexdigest(),
+            rendered_at=timezone.now(),
+        )
+        facts = packet_facts(packet, evidence_digest=packet.evidence_digest)
+        audit_record(actor=actor, action=AuditAction.PACKET_RENDERED, obj=deployment, data=facts)
+    return packet
+
+
+def packet_render_for_review(*, deployment: DeploymentRequest, actor: User) -> ApprovalPacket:
+    """A reviewer asks for the packet before signing (the UI shows it with the meaning text)."""
+    if not has_role(actor, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER, Role.ADMIN):
+        raise PermissionDeniedError("only reviewers render approval packets")
+    with transaction.atomic():
+        deployment = deployment_lock(deployment)
+        if deployment.status != Status.IN_REVIEW:
+            raise ConflictError(
+                f"a {deployment.status} request is not in review", extra={"fields": {"status": [deployment.status]}}
+            )
+        return packet_prepare(deployment=deployment, actor=actor)
+
+
+def _void_packet(packet: ApprovalPacket, reason: str) -> None:
+    packet.voided_at, packet.void_reason = timezone.now(), reason
+    if packet.status != PacketStatus.REJECTED:
+        packet.status = PacketStatus.VOID
+    packet.save(update_fields=["voided_at", "void_reason", "status", "updated_at"])
+
+
+def signoffs_void(*, deployment: DeploymentRequest, reason: str) -> int:
+    """Evidence changed: void the sign-offs and packets bound to any other digest. Runs on the
+    deployments void-on-change path (its `evidence_changed` signal, request row locked), which has
+    just voided each sign-off's review decision and audited it (`approval.signoff_voided`).
+    Returns how many sign-offs."""
+    now = timezone.now()
+    count = 0
+    for signoff in live_signoffs(deployment).exclude(evidence_digest=deployment.evidence_digest):
+        signoff.voided_at, signoff.void_reason = now, reason
+        signoff.save(update_fields=["voided_at", "void_reason", "updated_at"])
+        count += 1
+    for packet in ApprovalPacket.objects.filter(deployment=deployment, voided_at__isnull=True).exclude(
+        evidence_digest=deployment.evidence_digest
+    ):
+        _void_packet(packet, reason)
+    return count

@@ -1,0 +1,281 @@
+"""Sign-offs: `sign_off` is the one way a reviewer decides on a request (the API, the deployments
+review endpoint and the UI call it). Each rule it checks refuses with a message and a code; a
+refusal is written to the audit trail in a transaction of its own, so it survives the refusal
+itself. The second approval verifies the signed file and moves the request to approved."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from governance.approvals import pki
+from governance.approvals.choices import (
+    ROLE_GROUPS,
+    SIGNATURE_FIELDS,
+    AuthorityKind,
+    Decision,
+    PacketStatus,
+    RefusalCode,
+    SigningRole,
+)
+from governance.approvals.models import Authority, SigningCertificate, SignOff
+from governance.approvals.selectors import (
+    certificate_for,
+    live_signoffs,
+    printed_name,
+    root_ca,
+    signoff_meaning,
+    signoff_meaning_short,
+)
+from governance.approvals.services.certificates import certificate_issue, load_issued, require_pki
+from governance.approvals.services.packets import packet_facts, packet_prepare
+from governance.approvals.services.verifications import verification_store
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_checkpoint_create, audit_record, format_time
+from governance.core.errors import ApplicationError, ConflictError, PermissionDeniedError, invalid_input
+from governance.core.roles import has_role
+from governance.deployments.choices import Status
+from governance.deployments.models import DeploymentRequest, ReviewDecision
+from governance.deployments.selectors import deployment_blockers
+from governance.deployments.services import deployment_lock, deployment_transition
+
+# signing (pyHanko) is imported where it is used: it takes seconds to import, and every request
+# and every management command loads this module through the URL configuration.
+
+
+class SignOffRefused(Exception):
+    def __init__(self, code: RefusalCode, error: ApplicationError) -> None:
+        super().__init__(error.message)
+        self.code, self.error = code, error
+
+
+def _refuse(
+    code: RefusalCode, message: str, *, status: int = 409, extra: dict[str, Any] | None = None
+) -> SignOffRefused:
+    error_type = PermissionDeniedError if status == 403 else ConflictError
+    error = error_type(message, extra={"code": str(code), **(extra or {})})
+    if status not in (403, 409):
+        error.status = status
+    return SignOffRefused(code, error)
+
+
+def sign_off(
+    *,
+    deployment: DeploymentRequest,
+    user: User,
+    role: str,
+    decision: str,
+    password: str,
+    evidence_digest: str,
+    comment: str = "",
+) -> SignOff:
+    """A reviewer signs the approval packet of `deployment` as `role` with `decision`.
+
+    Rules, each refused with a message and an `approval.signoff_refused` audit event: the user
+    holds the role; is not on the request's team; re-enters their password; the request is in
+    review; `evidence_digest` is the current one; legal approves before engineering; each role
+    signs once per digest; the certificate is not revoked; an approval has no blockers left.
+    The second approval verifies the signed file, stores the result, moves the request to
+    approved and signs an audit checkpoint."""
+    if role not in SigningRole.values:
+        raise invalid_input("role", f"one of {', '.join(SigningRole.values)}")
+    if decision not in Decision.values:
+        raise invalid_input("decision", f"one of {', '.join(Decision.values)}")
+    if not isinstance(password, str) or not password:
+        raise invalid_input("password", "signing needs your password again")
+    if decision == Decision.REJECT and not comment.strip():
+        raise invalid_input("comment", "say why you reject")
+    try:
+        with transaction.atomic():
+            return _sign_off(deployment, user, role, decision, password, evidence_digest, comment.strip())
+    except SignOffRefused as refusal:
+        with transaction.atomic():
+            audit_record(
+                actor=user,
+                action=AuditAction.SIGNOFF_REFUSED,
+                obj=deployment,
+                data={
+                    "role": role,
+                    "decision": decision,
+                    "code": str(refusal.code),
+                    "message": refusal.error.message,
+                    "evidence_digest": evidence_digest,
+                },
+            )
+        raise refusal.error from None
+
+
+def _sign_off(
+    deployment: DeploymentRequest,
+    user: User,
+    role: str,
+    decision: str,
+    password: str,
+    evidence_digest: str,
+    comment: str,
+) -> SignOff:
+    deployment = deployment_lock(deployment)
+    if not has_role(user, ROLE_GROUPS[role]):
+        raise _refuse(RefusalCode.ROLE_NOT_HELD, f"you do not hold the {role} reviewer role", status=403)
+    if deployment.requester_id == user.pk or deployment.team.members.filter(pk=user.pk).exists():
+        raise _refuse(
+            RefusalCode.OWN_TEAM, "nobody signs off a request of their own team (separation of duties)", status=403
+        )
+    if not user.check_password(password):
+        raise _refuse(
+            RefusalCode.WRONG_PASSWORD, "the password is not correct; signing needs your password again", status=403
+        )
+    if deployment.status != Status.IN_REVIEW:
+        raise _refuse(
+            RefusalCode.NOT_IN_REVIEW,
+            f"a {deployment.status} request is not in review",
+            extra={"fields": {"status": [deployment.status]}},
+        )
+    if evidence_digest != deployment.evidence_digest:
+        raise _refuse(
+            RefusalCode.STALE_DIGEST,
+            "the evidence changed since you looked; review the new packet",
+            extra={"fields": {"evidence_digest": [f"current is {deployment.evidence_digest}"]}},
+        )
+    live = list(live_signoffs(deployment).filter(evidence_digest=deployment.evidence_digest))
+    if any(s.role == role for s in live):
+        raise _refuse(RefusalCode.ALREADY_SIGNED, f"the {role} sign-off on this evidence is already recorded")
+    # Separation of duties: whoever holds both reviewer roles still signs only one of them.
+    other = next((s for s in live_signoffs(deployment) if s.signer_id == user.pk and s.role != role), None)
+    if other is not None:
+        raise _refuse(
+            RefusalCode.SAME_SIGNER,
+            f"you already signed this request as {other.role}; each sign-off needs a distinct person "
+            "(separation of duties)",
+            status=403,
+        )
+    if decision == Decision.APPROVE:
+        blockers = deployment_blockers(deployment, role)
+        if blockers:
+            raise _refuse(
+                RefusalCode.BLOCKERS, f"{len(blockers)} blocker(s) stand in the way", extra={"blockers": blockers}
+            )
+    if (
+        decision == Decision.APPROVE
+        and role == SigningRole.ENGINEERING
+        and not any(s.role == SigningRole.LEGAL and s.decision == Decision.APPROVE for s in live)
+    ):
+        raise _refuse(RefusalCode.WRONG_ORDER, "legal signs first; engineering signs after the legal approval")
+    if root_ca() is None:
+        raise _refuse(RefusalCode.NO_PKI, "the approvals PKI is not initialised; run `manage.py pki_init`", status=503)
+    certificate = certificate_for(user, role)
+    if certificate is not None and certificate.revoked_at is not None:
+        raise _refuse(
+            RefusalCode.CERTIFICATE_REVOKED,
+            f"your {role} signing certificate was revoked ({certificate.revocation_reason}); "
+            "an administrator must issue a new one",
+        )
+    if certificate is None:  # a reviewer who had the role before the PKI existed
+        certificate = certificate_issue(user=user, role=role, actor=user)
+    return _sign_packet(deployment, user, role, decision, comment, certificate, live)
+
+
+def _sign_packet(
+    deployment: DeploymentRequest,
+    user: User,
+    role: str,
+    decision: str,
+    comment: str,
+    certificate: SigningCertificate,
+    live: list[SignOff],
+) -> SignOff:
+    from governance.approvals.signing import SigningParty, StampText, sign_packet
+
+    packet = packet_prepare(deployment=deployment, actor=user)
+    meaning = signoff_meaning(role, decision, user)
+    signer = load_issued(certificate)
+    root = require_pki()
+    tsa = load_issued(Authority.objects.get(kind=AuthorityKind.TSA))
+    signed = sign_packet(
+        bytes(packet.pdf),
+        field_name=SIGNATURE_FIELDS[role],
+        certify=packet.status == PacketStatus.RENDERED,  # the first signature certifies
+        signer=SigningParty(signer.certificate, signer.key),
+        ca_certificate=pki.load_cert(root.certificate_pem),
+        tsa=SigningParty(tsa.certificate, tsa.key),
+        reason=meaning,
+        stamp=StampText(
+            signer_name=printed_name(user),
+            role=role,
+            decision=decision,
+            meaning_short=signoff_meaning_short(decision),
+            fingerprint=certificate.fingerprint_sha256[:16],
+        ),
+    )
+    signed_at = timezone.now()
+    packet.pdf, packet.pdf_sha256 = signed, hashlib.sha256(signed).hexdigest()
+    approvals = {s.role for s in live if s.decision == Decision.APPROVE} | (
+        {role} if decision == Decision.APPROVE else set()
+    )
+    if decision == Decision.REJECT:
+        packet.status = PacketStatus.REJECTED
+    elif approvals == set(SigningRole.values):
+        packet.status, packet.completed_at = PacketStatus.COMPLETE, signed_at
+    else:
+        packet.status = PacketStatus.PARTIAL
+    packet.save(update_fields=["pdf", "pdf_sha256", "status", "completed_at", "updated_at"])
+    review_decision = ReviewDecision.objects.create(
+        request=deployment,
+        role=role,
+        verdict=decision,
+        reviewer=user,
+        evidence_digest=deployment.evidence_digest,
+        comment=comment,
+    )
+    signoff = SignOff.objects.create(
+        deployment=deployment,
+        review_decision=review_decision,
+        packet=packet,
+        role=role,
+        decision=decision,
+        signer=user,
+        signer_name=printed_name(user),
+        meaning=meaning,
+        comment=comment,
+        signed_at=signed_at,
+        evidence_digest=deployment.evidence_digest,
+        certificate=certificate,
+        field_name=SIGNATURE_FIELDS[role],
+        pdf_sha256=packet.pdf_sha256,
+    )
+    audit_record(
+        actor=user,
+        action=AuditAction.SIGNOFF_RECORDED,
+        obj=deployment,
+        data={
+            "role": role,
+            "verdict": decision,
+            "evidence_digest": deployment.evidence_digest,
+            "meaning": meaning,
+            "comment": comment,
+            "certificate_sha256": certificate.fingerprint_sha256,
+            "signed_at": format_time(signed_at),
+        },
+    )
+    audit_record(
+        actor=user,
+        action=AuditAction.PACKET_SIGNED,
+        obj=deployment,
+        data=packet_facts(packet, field=SIGNATURE_FIELDS[role]),
+    )
+    if decision == Decision.REJECT:
+        deployment_transition(deployment, Status.REJECTED, user, f"{role} rejected: {comment}")
+    elif packet.status == PacketStatus.COMPLETE:
+        report, _ = verification_store(signed, deployment=deployment, actor=user)
+        if not (report.valid_for(SigningRole.LEGAL) and report.valid_for(SigningRole.ENGINEERING)):
+            # Never approve on a packet that does not verify; roll the signature back.
+            raise ConflictError(
+                "the signed packet did not verify; nothing was recorded", extra={"verification": report.as_dict()}
+            )
+        deployment_transition(deployment, Status.APPROVED, user, "legal and engineering signed the packet")
+        audit_checkpoint_create(force=True)  # the final PDF's hash is now under a signed checkpoint
+    return signoff

@@ -1,0 +1,75 @@
+"""Verifying signed packets (an upload, a local file, or the packet just completed) and storing
+the result under the file's SHA-256."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+
+from governance.approvals import pki
+from governance.approvals.choices import SigningRole
+from governance.approvals.models import PacketVerification
+from governance.approvals.services.certificates import Actor, require_pki
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_record
+from governance.deployments.models import DeploymentRequest
+
+if TYPE_CHECKING:
+    from governance.approvals.verification import PacketReport
+
+# verification (pyHanko) is imported where it is used: it takes seconds to import.
+
+
+def verify_bytes(data: bytes) -> PacketReport:
+    from governance.approvals.verification import verify_packet
+
+    root = require_pki()
+    return verify_packet(data, trust_root=pki.load_cert(root.certificate_pem), crls=[bytes(root.crl_der or b"")])
+
+
+def verification_store(
+    data: bytes, *, deployment: DeploymentRequest | None, actor: Actor
+) -> tuple[PacketReport, PacketVerification]:
+    """Verify `data` and store the result (in the caller's transaction); the request is found from
+    the packet's embedded evidence when not given."""
+    report = verify_bytes(data)
+    if deployment is None and report.deployment_code:
+        deployment = DeploymentRequest.objects.filter(code=report.deployment_code).first()
+    current = bool(
+        deployment is not None and report.evidence_digest and report.evidence_digest == deployment.evidence_digest
+    )
+    verification, _ = PacketVerification.objects.update_or_create(
+        pdf_sha256=report.pdf_sha256,
+        defaults={
+            "deployment": deployment,
+            "evidence_digest": report.evidence_digest,
+            "evidence_current": current,
+            "signatures": report.as_dict()["signatures"],
+            "legal_valid": report.valid_for(SigningRole.LEGAL),
+            "engineering_valid": report.valid_for(SigningRole.ENGINEERING),
+            "all_valid": report.all_valid,
+            "problems": report.problems,
+            "verified_at": datetime.now(UTC),
+        },
+    )
+    audit_record(
+        actor=actor,
+        action=AuditAction.PACKET_VERIFIED,
+        obj=deployment if deployment is not None else ("approvals.packet", report.pdf_sha256),
+        data={
+            "pdf_sha256": report.pdf_sha256,
+            "all_valid": report.all_valid,
+            "legal_valid": verification.legal_valid,
+            "engineering_valid": verification.engineering_valid,
+            "evidence_current": current,
+        },
+    )
+    return report, verification
+
+
+def packet_verify(*, data: bytes, actor: Actor) -> tuple[PacketReport, PacketVerification]:
+    """Verify an uploaded (or local) PDF and store the result under its SHA-256."""
+    with transaction.atomic():
+        return verification_store(data, deployment=None, actor=actor)

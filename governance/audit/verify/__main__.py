@@ -1,0 +1,5 @@
+import sys
+
+from governance.audit.verify.cli import main
+
+sys.exit(main())
