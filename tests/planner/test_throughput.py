@@ -119,7 +119,7 @@ def test_one_sequence_arrives_at_an_idle_engine() -> None:
 def test_a_gemm_at_the_ridge_point_reaches_neither_peak() -> None:
     """The H200 profile's BF16 cuBLAS GEMM at M = 256 ran at 0.51 of compute and 0.41 of HBM at once:
     the default path adds the two bounds where they meet, and keeps the bound far from the ridge."""
-    from planner.perf import _roofline
+    from planner.efficiency import _roofline
 
     assert _roofline(1.0, 1.0) > 1.5
     assert _roofline(1.0, 0.02) == pytest.approx(1.0, abs=0.01)
