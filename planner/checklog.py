@@ -101,13 +101,13 @@ _VERSIONS = (
 
 def parse_log(text: str) -> EngineLog:
     engine = "sglang" if ("ServerArgs(" in text or "KV Cache is allocated" in text) else "vllm"
-    found: dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for pattern, name, convert in _PATTERNS:
         first = re.search(pattern, text)  # the first rank's line
-        if first and name not in found:
-            found[name] = convert(first.group(1))
-    settings = {name: value for name, value in found.items() if name in _SETTINGS}
-    figures: dict[str, float] = {name: value for name, value in found.items() if name not in _SETTINGS}
+        if first and name not in values:
+            values[name] = convert(first.group(1))
+    settings = {name: value for name, value in values.items() if name in _SETTINGS}
+    figures: dict[str, float] = {name: value for name, value in values.items() if name not in _SETTINGS}
     version = None
     for pattern in _VERSIONS:
         found = re.search(pattern, text)

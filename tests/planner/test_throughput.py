@@ -1,6 +1,8 @@
 """The throughput model's behaviour (issue 17): prefill inside decode steps, whole-prompt TTFT, per-model
 overheads, the delivered fraction, a batch-1 bound that is one, and every figure labelled an estimate."""
 
+from typing import Any
+
 import pytest
 
 from planner.plan import PlanRequest, plan
@@ -128,8 +130,8 @@ def test_a_gemm_at_the_ridge_point_reaches_neither_peak() -> None:
 
 def test_w4a16_decode_gains_what_hopper_measured_not_the_byte_ratio() -> None:
     """Torch's INT4 GEMM at M = 1 on the H200 ran 1.3-2.1x BF16 (mean 1.73), not the 3.85x of its bytes."""
-    base = {"model": "llama-3.1-8b", "gpu": "h100-80g", "tp": 1, "max_model_len": 4096, "input_len": 512}
-    bf16 = plan(PlanRequest(precision="bf16", **base, output_len=512)).throughput
-    w4 = plan(PlanRequest(precision="w4a16", **base, output_len=512)).throughput
+    base: dict[str, Any] = {"model": "llama-3.1-8b", "gpu": "h100-80g", "tp": 1, "max_model_len": 4096}
+    bf16 = plan(PlanRequest(precision="bf16", **base, input_len=512, output_len=512)).throughput
+    w4 = plan(PlanRequest(precision="w4a16", **base, input_len=512, output_len=512)).throughput
     gemm = {name: t.breakdown_ms["dense_gemm"] for name, t in (("bf16", bf16), ("w4a16", w4))}
     assert 1.3 < gemm["bf16"] / gemm["w4a16"] < 2.1
