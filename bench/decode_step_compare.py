@@ -16,9 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner import specs
 from planner.calibrate.profile import load
+from planner.efficiency import Rates
 from planner.memory import Layout
 from planner.params import count_params
-from planner.perf import _Rates, step_s
+from planner.perf import step_s
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "planner" / "catalog" / "calibration" / "h200-2026-11-29-torch2.11-cu130.json"
@@ -27,7 +28,7 @@ PROFILE = ROOT / "planner" / "catalog" / "calibration" / "h200-2026-11-29-torch2
 def planned_step_s(precision: str, batch: int, context: int, profile: object) -> float:
     model = specs.model("qwen3-30b-a3b")
     scheme = specs.precision(precision)
-    rates = _Rates(specs.gpu("h200"), scheme, profile)  # type: ignore[arg-type]
+    rates = Rates(specs.gpu("h200"), scheme, profile)  # type: ignore[arg-type]
     seconds, _parts = step_s(
         model=model,
         params=count_params(model),

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.memory import LOG_FIGURES
 from planner.plan import PlanResult
 
 GIB = 1 << 30
@@ -46,8 +47,10 @@ def _number(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-# (pattern, figure or setting name, converter); vLLM prints "GB" where it means GiB.
-_FIGURES: tuple[tuple[str, str, Any], ...] = (
+# (pattern, figure or setting name, converter): the first pattern that matches gives the name its
+# value. The memory figures first, then the settings the plan is re-run with; vLLM
+# prints "GB" where it means GiB.
+_PATTERNS: tuple[tuple[str, str, Any], ...] = (
     (r"Model loading took ([\d.]+) Gi?B", "model_loading", _gib),
     (r"Loading model weights took ([\d.]+) Gi?B", "model_loading", _gib),
     (r"Available KV cache memory: (-?[\d.]+) GiB", "available_kv_cache_memory", _gib),
@@ -67,8 +70,6 @@ _FIGURES: tuple[tuple[str, str, Any], ...] = (
     (r"# (?:GPU|cuda|CUDA) blocks: ([\d,]+)", "gpu_blocks", _number),
     (r"KV Cache is allocated\. #tokens: ([\d,]+)", "gpu_kv_cache_tokens", _number),
     (r"Load weight end\..*?mem usage=([\d.]+) GB", "model_loading", _gib),
-)
-_SETTINGS: tuple[tuple[str, str, Any], ...] = (
     (r"tensor_parallel_size[=:'\" ]+(\d+)", "tp", int),
     (r"pipeline_parallel_size[=:'\" ]+(\d+)", "pp", int),
     (r"\btp_size=(\d+)", "tp", int),
@@ -88,6 +89,8 @@ _SETTINGS: tuple[tuple[str, str, Any], ...] = (
     (r"['\"]model['\"]: ['\"]([^'\"]+)['\"]", "model_path", str),
     (r"Resolved architecture: (\w+)", "architecture", str),
 )
+# A figure is a memory size or a token count; every other name is a setting.
+_SETTINGS = frozenset(name for _pattern, name, convert in _PATTERNS if convert not in (_gib, _number))
 _VERSIONS = (
     r"LLM engine \(v([\d.]+)",
     r"vLLM API server version ([\d.]+)",
@@ -98,16 +101,13 @@ _VERSIONS = (
 
 def parse_log(text: str) -> EngineLog:
     engine = "sglang" if ("ServerArgs(" in text or "KV Cache is allocated" in text) else "vllm"
-    figures: dict[str, float] = {}
-    settings: dict[str, Any] = {}
-    for pattern, name, convert in _FIGURES:
+    values: dict[str, Any] = {}
+    for pattern, name, convert in _PATTERNS:
         first = re.search(pattern, text)  # the first rank's line
-        if first and name not in figures:
-            figures[name] = convert(first.group(1))
-    for pattern, name, convert in _SETTINGS:
-        setting = re.search(pattern, text)
-        if setting and name not in settings:
-            settings[name] = convert(setting.group(1))
+        if first and name not in values:
+            values[name] = convert(first.group(1))
+    settings = {name: value for name, value in values.items() if name in _SETTINGS}
+    figures: dict[str, float] = {name: value for name, value in values.items() if name not in _SETTINGS}
     version = None
     for pattern in _VERSIONS:
         found = re.search(pattern, text)
@@ -129,23 +129,12 @@ def parse_log(text: str) -> EngineLog:
 
 def compare(log: EngineLog, result: PlanResult) -> list[FigureCheck]:
     """Each figure the log printed next to the plan's figure of the same name."""
-    planned = dict(result.chosen.memory.engine_figures)
     memory = result.chosen.memory
-    aliases = {
-        "model_loading": memory.weights_per_gpu_bytes,
-        "available_kv_cache_memory": memory.kv_pool_bytes,
-        "gpu_kv_cache_tokens": memory.kv_capacity_tokens,
-        "torch_peak_increase": memory.activations_bytes,
-        "non_torch_memory": memory.non_torch_bytes,
-        "total_gpu_memory": memory.total_gpu_memory_bytes,
-        "requested_memory": memory.capacity_bytes,
-    }
-    checks = []
-    for name, logged in log.figures.items():
-        value = planned.get(name, aliases.get(name))
-        if value is not None:
-            checks.append(FigureCheck(name=name, planned=float(value), logged=float(logged)))
-    return checks
+    return [
+        FigureCheck(name=name, planned=float(getattr(memory, LOG_FIGURES[name])), logged=float(logged))
+        for name, logged in log.figures.items()
+        if name in LOG_FIGURES  # parse_log gives vLLM's names for every engine's log
+    ]
 
 
 def format_checks(checks: list[FigureCheck]) -> str:

@@ -23,14 +23,10 @@ BOUNDS = {
     "output_tokens_per_s": {"median": 0.15},
     "ttft_ms": {"median": 0.25},
 }
-_FIELDS = {
+_REQUIRED = (
     "id",
     "source",
     "engine",
-    "engine_version",
-    "model",
-    "model_name",
-    "config",
     "precision",
     "gpu",
     "layout",
@@ -39,10 +35,8 @@ _FIELDS = {
     "output_len",
     "statistic",
     "measured",
-    "assumed",
-    "notes",
-    "outside",
-}
+)
+_FIELDS = {*_REQUIRED, "engine_version", "model", "model_name", "config", "assumed", "notes", "outside"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,19 +56,7 @@ def cases() -> tuple[dict[str, Any], ...]:
         unknown = set(entry) - _FIELDS
         if unknown:
             raise ValueError(f"{where}: unknown fields {sorted(unknown)}")
-        for name in (
-            "id",
-            "source",
-            "engine",
-            "precision",
-            "gpu",
-            "layout",
-            "concurrency",
-            "input_len",
-            "output_len",
-            "statistic",
-            "measured",
-        ):
+        for name in _REQUIRED:
             if name not in entry:
                 raise ValueError(f"{where}: {name} is required")
         if ("model" in entry) == ("config" in entry):

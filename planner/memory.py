@@ -43,6 +43,50 @@ class Layout:
             raise ValueError("ep must be 1, tp (experts split inside each replica) or tp*dp (shared across replicas)")
 
 
+# Each engine's startup-log names for the breakdown's figures, in its log's order.
+ENGINE_LOG_NAMES: dict[str, tuple[str, ...]] = {
+    "vllm": (
+        "total_gpu_memory",
+        "requested_memory",
+        "model_loading",
+        "torch_peak_increase",
+        "non_torch_memory",
+        "available_kv_cache_memory",
+        "gpu_kv_cache_tokens",
+    ),
+    "sglang": (
+        "total_gpu_memory",
+        "mem_fraction_static_bytes",
+        "weights_memory",
+        "memory_before_kv_pool",
+        "kv_cache_memory",
+        "max_total_num_tokens",
+    ),
+    "trtllm": (
+        "total_gpu_memory",
+        "model_weights_memory",
+        "activation_memory",
+        "runtime_buffers",
+        "kv_cache_memory",
+        "max_tokens_in_paged_kv_cache",
+    ),
+}
+# The MemoryBreakdown attribute behind each log name.
+LOG_FIGURES = {
+    name: attribute
+    for attribute, names in {
+        "total_gpu_memory_bytes": ("total_gpu_memory",),
+        "capacity_bytes": ("requested_memory", "mem_fraction_static_bytes"),
+        "weights_per_gpu_bytes": ("model_loading", "weights_memory", "model_weights_memory"),
+        "activations_bytes": ("torch_peak_increase", "activation_memory"),
+        "non_torch_bytes": ("non_torch_memory", "memory_before_kv_pool", "runtime_buffers"),
+        "kv_pool_bytes": ("available_kv_cache_memory", "kv_cache_memory"),
+        "kv_capacity_tokens": ("gpu_kv_cache_tokens", "max_total_num_tokens", "max_tokens_in_paged_kv_cache"),
+    }.items()
+    for name in names
+}
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryBreakdown:
     weights_total_bytes: int  # one full copy of the model at this precision
@@ -51,7 +95,6 @@ class MemoryBreakdown:
     kv_bytes_per_token_per_gpu: int  # what one GPU of the heaviest stage holds per token
     kv_bytes_per_sequence_per_gpu: int  # at max_model_len, windows capped
     activations_bytes: int
-    overhead_bytes: int
     capacity_bytes: int  # memory * gpu_memory_utilization
     kv_pool_bytes: int  # what is left for the KV cache (may be negative: does not fit)
     kv_capacity_tokens: int  # whole blocks of the engine's block size
@@ -64,17 +107,14 @@ class MemoryBreakdown:
 
     @property
     def engine_figures(self) -> tuple[tuple[str, int], ...]:
-        """The breakdown in the engine's own log names."""
-        return _engine_figures(
-            self.engine,
-            self.total_gpu_memory_bytes,
-            self.capacity_bytes,
-            self.weights_per_gpu_bytes,
-            self.activations_bytes,
-            self.non_torch_bytes,
-            self.kv_pool_bytes,
-            self.kv_capacity_tokens,
-        )
+        """The breakdown in the engine's own log names, in the order its startup log prints them."""
+        names = ENGINE_LOG_NAMES.get(self.engine.name, ENGINE_LOG_NAMES["vllm"])
+        return tuple((name, int(getattr(self, LOG_FIGURES[name]))) for name in names)
+
+    @property
+    def overhead_bytes(self) -> int:
+        """Memory outside the torch allocator (CUDA context, NCCL buffers): the contract's `overhead`."""
+        return self.non_torch_bytes
 
     @property
     def total_bytes(self) -> int:
@@ -288,54 +328,16 @@ def memory_breakdown(
         kv_bytes_per_token=int(full_copy),
         kv_bytes_per_token_per_gpu=int(kv_token),
         kv_bytes_per_sequence_per_gpu=int(kv_sequence),
-        activations_bytes=activations if engine.name != "sglang" else 0,
-        overhead_bytes=non_torch,
-        capacity_bytes=capacity if engine.name != "trtllm" else total,
         kv_pool_bytes=pool,
         kv_capacity_tokens=tokens,
         sequences_per_replica=sequences,
+        # Figures as the engine counts them: SGLang's activations live outside its static fraction,
+        # TensorRT-LLM's fraction applies to what is free rather than to the whole GPU.
+        activations_bytes=activations if engine.name != "sglang" else 0,
+        capacity_bytes=capacity if engine.name != "trtllm" else total,
         total_gpu_memory_bytes=total,
         non_torch_bytes=non_torch,
+        engine=engine,
         max_num_batched_tokens=batched,
         max_num_seqs=seqs,
-        engine=engine,
-    )
-
-
-def _engine_figures(
-    engine: EngineProfile,
-    total: int,
-    capacity: int,
-    weights: int,
-    activations: int,
-    non_torch: int,
-    pool: int,
-    tokens: int,
-) -> tuple[tuple[str, int], ...]:
-    if engine.name == "sglang":
-        return (
-            ("total_gpu_memory", total),
-            ("mem_fraction_static_bytes", capacity),
-            ("weights_memory", weights),
-            ("memory_before_kv_pool", non_torch),
-            ("kv_cache_memory", pool),
-            ("max_total_num_tokens", tokens),
-        )
-    if engine.name == "trtllm":
-        return (
-            ("total_gpu_memory", total),
-            ("model_weights_memory", weights),
-            ("activation_memory", activations),
-            ("runtime_buffers", non_torch),
-            ("kv_cache_memory", pool),
-            ("max_tokens_in_paged_kv_cache", tokens),
-        )
-    return (
-        ("total_gpu_memory", total),
-        ("requested_memory", capacity),
-        ("model_loading", weights),
-        ("torch_peak_increase", activations),
-        ("non_torch_memory", non_torch),
-        ("available_kv_cache_memory", pool),
-        ("gpu_kv_cache_tokens", tokens),
     )

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 from planner import __version__
 from planner.engines import ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
+from planner.layouts import MAX_GPUS, candidate_layouts, no_layout
 from planner.memory import KV_BYTES, Layout, MemoryBreakdown, memory_breakdown
 from planner.params import ParamBreakdown, count_params
 from planner.perf import Throughput, Workload, engine_settings, estimate
-from planner.serving import sglang_command, trtllm_command, vllm_command
+from planner.serving import Launch, serving_commands
 from planner.specs import GpuSpec, ModelSpec, PrecisionSpec, gpu, model, precision
 
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
 KEEP_BF16_PARTS = ("attention", "dense_mlp", "shared_experts", "experts")
 DEFAULT_KEEP_BF16 = {"mxfp4": frozenset({"attention", "dense_mlp", "shared_experts"})}  # MXFP4 on experts only
-MAX_GPUS = 256
 AUTO_PRECISION = "auto"  # the checkpoint's own (from quantization_config), else BF16
 
 
@@ -101,7 +101,9 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
-class PlanResult:
+class PlanSetup:
+    """The request resolved against the catalogs: what every candidate layout is evaluated with."""
+
     request: PlanRequest
     model: ModelSpec
     precision: PrecisionSpec
@@ -109,6 +111,26 @@ class PlanResult:
     engine: EngineProfile
     params: ParamBreakdown
     max_model_len: int
+    keep_bf16: frozenset[str]  # parts kept in BF16 (asked, the checkpoint's own, the scheme's default)
+
+    @classmethod
+    def resolve(cls, request: PlanRequest) -> PlanSetup:
+        spec = _resolve_model(request)
+        scheme, keep = _resolve_precision(request, spec)
+        return cls(
+            request=request,
+            model=spec,
+            precision=scheme,
+            gpu=request.gpu if isinstance(request.gpu, GpuSpec) else gpu(request.gpu),
+            engine=engine_profile(request.engine, request.engine_version),
+            params=count_params(spec),
+            max_model_len=request.max_model_len or spec.max_position_embeddings or 8192,
+            keep_bf16=keep,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResult(PlanSetup):
     chosen: Candidate
     throughput: Throughput
     serving: dict[str, str]
@@ -165,69 +187,6 @@ class PlanResult:
         }
 
 
-def _powers(limit: int) -> list[int]:
-    values, value = [], 1
-    while value <= limit:
-        values.append(value)
-        value *= 2
-    return values
-
-
-def candidate_layouts(request: PlanRequest, spec: ModelSpec) -> list[Layout]:
-    return list(_candidate_layouts(request.tp, request.pp, request.ep, request.dp, request.gpus_per_node, spec))
-
-
-@functools.lru_cache(maxsize=4096)
-def _candidate_layouts(
-    fixed_tp: int | None,
-    fixed_pp: int | None,
-    fixed_ep: int | None,
-    fixed_dp: int | None,
-    gpus_per_node: int,
-    spec: ModelSpec,
-) -> tuple[Layout, ...]:
-    layouts = []
-    for tp in [fixed_tp] if fixed_tp else _powers(gpus_per_node):
-        for pp in [fixed_pp] if fixed_pp else _powers(16):
-            if pp > 1 and tp < gpus_per_node and fixed_pp is None:
-                continue  # PP carries the cross-node split: fill a node with TP first
-            for dp in [fixed_dp] if fixed_dp else _powers(32):
-                if tp * pp * dp > MAX_GPUS or pp > spec.num_layers:
-                    continue
-                ep_options = [1] if not spec.is_moe else sorted({1, tp, tp * dp})
-                for ep in [fixed_ep] if fixed_ep else ep_options:
-                    layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
-                    try:
-                        layout.validate(spec)
-                    except ValueError:
-                        continue
-                    if ep > gpus_per_node and ep > tp:
-                        continue  # EP stays inside the NVLink domain
-                    layouts.append(layout)
-    return tuple(layouts)
-
-
-def _no_layout(request: PlanRequest, spec: ModelSpec) -> str:
-    """Which rule the fixed tp/pp/ep/dp break, and the nearest layout that is valid."""
-    fixed = {name: getattr(request, name) for name in ("tp", "pp", "ep", "dp") if getattr(request, name)}
-    given = " ".join(f"{name}={value}" for name, value in fixed.items())
-    layout = Layout(tp=request.tp or 1, pp=request.pp or 1, ep=request.ep or 1, dp=request.dp or 1)
-    try:
-        layout.validate(spec)
-        rule = f"at most {MAX_GPUS} GPUs, and EP stays inside one node ({request.gpus_per_node} GPUs)"
-    except ValueError as exc:
-        rule = str(exc) + (" (this model is dense)" if "MoE" in str(exc) else "")
-    suggestion = ""
-    for free in (("ep",), ("ep", "dp"), ("ep", "dp", "pp"), ("tp", "pp", "ep", "dp")):  # keep as much as possible
-        cleared: dict[str, Any] = dict.fromkeys(free)
-        found = candidate_layouts(dataclasses.replace(request, **cleared), spec)
-        if found:
-            best = min(found, key=lambda l: (l.gpus, -l.tp))  # noqa: E741
-            suggestion = f"; try tp={best.tp} pp={best.pp} ep={best.ep} dp={best.dp}"
-            break
-    return f"tp/pp/ep/dp: no valid layout for {given}: {rule}{suggestion}"
-
-
 def _serving_path(request: PlanRequest, spec: ModelSpec) -> str:
     """What the launch commands serve: the given path, the config's own name, the catalog's repository."""
     if request.model_path:
@@ -261,16 +220,13 @@ def _resolve_precision(request: PlanRequest, spec: ModelSpec) -> tuple[Precision
 
 def plan(request: PlanRequest) -> PlanResult:
     request.validate()
-    spec = _resolve_model(request)
-    scheme, keep = _resolve_precision(request, spec)
-    device = request.gpu if isinstance(request.gpu, GpuSpec) else gpu(request.gpu)
-    engine = engine_profile(request.engine, request.engine_version)
-    params = count_params(spec)
-    max_len = request.max_model_len or spec.max_position_embeddings or 8192
-    evaluate = functools.partial(_evaluate, spec, params, scheme, device, engine, request, max_len, keep)
+    setup = PlanSetup.resolve(request)
+    spec, scheme, device, engine = setup.model, setup.precision, setup.gpu, setup.engine
+    max_len, keep = setup.max_model_len, setup.keep_bf16
+    evaluate = functools.partial(_evaluate, setup)
     layouts = candidate_layouts(request, spec)
     if not layouts:
-        raise ValueError(_no_layout(request, spec))
+        raise ValueError(no_layout(request, spec))
     # Evaluate by growing GPU count and stop at the first count where something fits: the
     # objective is fewest GPUs first, so larger layouts cannot win.
     by_count: dict[int, list[Layout]] = {}
@@ -297,12 +253,7 @@ def plan(request: PlanRequest) -> PlanResult:
     if spec.attention == "mla":
         notes.append("MLA: every TP rank holds the whole latent KV cache (it is not divided by TP).")
     if fitting:
-        fitting = [
-            dataclasses.replace(
-                c, throughput=_throughput(spec, params, scheme, device, request, max_len, c, quick=True)
-            )
-            for c in fitting
-        ]
+        fitting = [dataclasses.replace(c, throughput=_throughput(setup, c, quick=True)) for c in fitting]
         chosen = min(fitting, key=_fewest_gpus_then_fastest)
         notes.append(
             f"Chosen: tp={chosen.layout.tp} pp={chosen.layout.pp} ep={chosen.layout.ep} dp={chosen.layout.dp} "
@@ -317,7 +268,7 @@ def plan(request: PlanRequest) -> PlanResult:
         shape = candidate.layout
         notes.append(f"Rejected tp={shape.tp} pp={shape.pp} ep={shape.ep} dp={shape.dp}: {candidate.reason}")
     # Candidates were ranked on the decode step alone; the chosen one gets the full estimate.
-    throughput = _throughput(spec, params, scheme, device, request, max_len, chosen)
+    throughput = _throughput(setup, chosen)
     basis = (
         f"calibration profile {throughput.calibration}"
         + (f"; defaults for {', '.join(throughput.fallbacks)}" if throughput.fallbacks else "")
@@ -332,70 +283,35 @@ def plan(request: PlanRequest) -> PlanResult:
         f"concurrency / TPOT delivered; basis: {basis}. Batch-1 upper bound "
         f"{throughput.batch1_tokens_per_s_upper_bound:.0f} tokens/s streams the weights at the HBM peak."
     )
-    path = _serving_path(request, spec)
-    utilization, seqs = request.gpu_memory_utilization, max(request.concurrency, 1)
-    serving = {
-        "vllm": vllm_command(
-            path,
-            spec,
-            scheme,
-            chosen.layout,
-            kv_dtype=request.kv_dtype,
-            max_model_len=max_len,
-            gpu_memory_utilization=utilization,
-            max_num_seqs=seqs,
-        ),
-        "sglang": sglang_command(
-            path,
-            spec,
-            scheme,
-            chosen.layout,
-            kv_dtype=request.kv_dtype,
-            max_model_len=max_len,
-            gpu_memory_utilization=utilization,
-            max_num_seqs=seqs,
-        ),
-        "tensorrt_llm": trtllm_command(
-            path, chosen.layout, max_model_len=max_len, gpu_memory_utilization=utilization, max_num_seqs=seqs
-        ),
-    }
-    return PlanResult(
-        request=request,
-        model=spec,
-        precision=scheme,
-        gpu=device,
-        engine=engine,
-        params=params,
+    launch = Launch(
+        _serving_path(request, spec),
+        spec,
+        scheme,
+        chosen.layout,
         max_model_len=max_len,
-        chosen=chosen,
-        throughput=throughput,
-        serving=serving,
-        notes=tuple(notes),
+        gpu_memory_utilization=request.gpu_memory_utilization,
+        kv_dtype=request.kv_dtype,
+        max_num_seqs=max(request.concurrency, 1),
+    )
+    setup_fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(PlanSetup)}
+    return PlanResult(
+        **setup_fields, chosen=chosen, throughput=throughput, serving=serving_commands(launch), notes=tuple(notes)
     )
 
 
-def _evaluate(
-    spec: ModelSpec,
-    params: ParamBreakdown,
-    scheme: PrecisionSpec,
-    device: GpuSpec,
-    engine: EngineProfile,
-    request: PlanRequest,
-    max_len: int,
-    keep: frozenset[str],
-    layout: Layout,
-) -> Candidate:
+def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
+    request, max_len = setup.request, setup.max_model_len
     memory = memory_breakdown(
-        model=spec,
-        params=params,
-        precision=scheme,
-        gpu=device,
+        model=setup.model,
+        params=setup.params,
+        precision=setup.precision,
+        gpu=setup.gpu,
         layout=layout,
         kv_dtype=request.kv_dtype,
         max_model_len=max_len,
         gpu_memory_utilization=request.gpu_memory_utilization,
-        keep_bf16=keep,
-        engine=engine,
+        keep_bf16=setup.keep_bf16,
+        engine=setup.engine,
         max_num_batched_tokens=request.max_num_batched_tokens,
         max_num_seqs=request.max_num_seqs or request.concurrency,
     )
@@ -420,24 +336,16 @@ def _fewest_gpus_then_fastest(candidate: Candidate) -> tuple[int, float]:
     return candidate.layout.gpus, -speed
 
 
-def _throughput(
-    spec: ModelSpec,
-    params: ParamBreakdown,
-    scheme: PrecisionSpec,
-    device: GpuSpec,
-    request: PlanRequest,
-    max_len: int,
-    candidate: Candidate,
-    quick: bool = False,
-) -> Throughput:
+def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> Throughput:
+    request, max_len, scheme = setup.request, setup.max_model_len, setup.precision
     output = request.output_len or min(1024, max(1, max_len // 2))
     prompt = request.input_len or min(1024, max(1, max_len - output))
     keep = frozenset(request.keep_bf16) | DEFAULT_KEEP_BF16.get(scheme.key, frozenset())
     return estimate(
-        model=spec,
-        params=params,
+        model=setup.model,
+        params=setup.params,
         precision=scheme,
-        gpu=device,
+        gpu=setup.gpu,
         layout=candidate.layout,
         workload=Workload(input_len=prompt, output_len=output, concurrency=request.concurrency),
         kv_dtype=request.kv_dtype,

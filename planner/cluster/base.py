@@ -3,13 +3,15 @@ job script (which writes a sentinel with its exit code so completion is known wi
 
 from __future__ import annotations
 
+import argparse
 import enum
 import hashlib
 import json
 import os
 import re
 import shlex
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -202,6 +204,29 @@ def write_result(out: Path, data: bytes, name: str = "result.json") -> None:
     """What verify_result checks: the file first, then its checksum, each written atomically."""
     write_atomic(out / name, data)
     write_atomic(out / f"{name}.sha256", hashlib.sha256(data).hexdigest().encode())
+
+
+def job_main(
+    prog: str,
+    run: Callable[[dict[str, Any], Path], dict[str, Any]],
+    done: Callable[[dict[str, Any]], str],
+    argv: list[str] | None = None,
+) -> int:
+    """The command line of a job payload: `python -m <prog> run --spec spec.json --out DIR`. Runs
+    `run(spec, out)`, prints `done: <done(result)>`; a bad spec or an unreadable file exits 2."""
+    parser = argparse.ArgumentParser(prog=f"python -m {prog}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run")
+    run_parser.add_argument("--spec", required=True)
+    run_parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    try:
+        result = run(json.loads(Path(args.spec).read_text()), Path(args.out))
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"{prog.split('.')[-1]}: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"done: {done(result)}", flush=True)
+    return 0
 
 
 def verify_result(raw: bytes | None, checksum: bytes | None) -> tuple[dict[str, Any] | None, str]:

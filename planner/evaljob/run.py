@@ -8,19 +8,17 @@ atomically with result.json.sha256.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import hashlib
 import json
 import platform
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from planner.cluster.base import write_atomic, write_result
+from planner.cluster.base import job_main, write_atomic, write_result
 from planner.evaljob.metrics import case_verdict, summarize_kl, token_agreement
 from planner.evaljob.stats import gate
 from planner.quant.modules import quantize_model
@@ -207,17 +205,6 @@ def summarize(records: list[dict[str, Any]], threshold: float) -> dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m planner.evaljob")
-    commands = parser.add_subparsers(dest="command", required=True)
-    run_parser = commands.add_parser("run")
-    run_parser.add_argument("--spec", required=True)
-    run_parser.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    try:
-        spec = json.loads(Path(args.spec).read_text())
-        result = run(spec, Path(args.out))
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"evaljob: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"done: pass={result['pass']} overall bound={result['overall']['upper_bound_95']:.4f}", flush=True)
-    return 0
+    return job_main(
+        "planner.evaljob", run, lambda r: f"pass={r['pass']} overall bound={r['overall']['upper_bound_95']:.4f}", argv
+    )

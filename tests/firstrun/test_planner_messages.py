@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from planner.plan import PlanRequest, plan
+from tests.planner.cli import planner_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 DENSE = {
     "architectures": ["LlamaForCausalLM"],
     "model_type": "llama",
@@ -25,30 +24,16 @@ DENSE = {
 }
 
 
+def _plan_fp8_on_h100(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return planner_cli("plan", "--model", str(config), "--precision", "fp8", "--gpu", "h100-80g", *extra)
+
+
 def test_cli_serves_the_directory_of_a_pasted_config(tmp_path: Path) -> None:
     checkpoint = tmp_path / "Llama-3.1-8B-Instruct"
     checkpoint.mkdir()
     (checkpoint / "config.json").write_text(json.dumps(DENSE))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "planner",
-            "plan",
-            "--model",
-            str(checkpoint / "config.json"),
-            "--precision",
-            "fp8",
-            "--gpu",
-            "h100-80g",
-            "--format",
-            "json",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    result = _plan_fp8_on_h100(checkpoint / "config.json", "--format", "json")
+    assert result.returncode == 0, result.stderr
     serving = json.loads(result.stdout)["serving"]
     assert serving["vllm"].startswith(f"vllm serve {checkpoint} ")
     assert f"--model-path {checkpoint} " in serving["sglang"]
@@ -70,28 +55,7 @@ def test_inline_config_serves_its_own_name_or_a_placeholder() -> None:
 
 def test_ep_on_a_dense_model_names_the_rule_and_a_valid_layout(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(DENSE))
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "planner",
-            "plan",
-            "--model",
-            str(tmp_path / "config.json"),
-            "--precision",
-            "fp8",
-            "--gpu",
-            "h100-80g",
-            "--tp",
-            "8",
-            "--ep",
-            "8",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = _plan_fp8_on_h100(tmp_path / "config.json", "--tp", "8", "--ep", "8")
     assert result.returncode == 2
     assert "no valid layout for tp=8 ep=8: ep > 1 needs an MoE model (this model is dense)" in result.stderr
     assert "try tp=8 pp=1 ep=1 dp=1" in result.stderr

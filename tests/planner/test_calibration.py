@@ -3,8 +3,6 @@ defaults (saying which profile it used and which figures fell back)."""
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +10,7 @@ import pytest
 
 from planner.calibrate import profile as calibration
 from planner.plan import PlanRequest, plan
+from tests.planner.cli import planner_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "planner" / "catalog" / "calibration" / "h200-2026-11-29-torch2.11-cu130.json"
@@ -152,60 +151,19 @@ def test_a_profile_of_another_gpu_is_refused(raw: dict[str, Any]) -> None:
 
 
 def test_cli_takes_a_calibration_file() -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "planner",
-            "plan",
-            "--model",
-            "qwen3-30b-a3b",
-            "--precision",
-            "w4a8",
-            "--gpu",
-            "h200",
-            "--tp",
-            "1",
-            "--max-model-len",
-            "4096",
-            "--input-len",
-            "2048",
-            "--output-len",
-            "256",
-            "--calibration",
-            str(COMMITTED),
-            "--format",
-            "json",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+    done = planner_cli(
+        *("plan", "--model", "qwen3-30b-a3b", "--precision", "w4a8", "--gpu", "h200", "--tp", "1"),
+        *("--max-model-len", "4096", "--input-len", "2048", "--output-len", "256"),
+        *("--calibration", str(COMMITTED), "--format", "json"),
     )
     assert done.returncode == 0, done.stderr
     estimate = json.loads(done.stdout)["throughput_estimate"]
     assert COMMITTED.name in estimate["calibration"]
     assert estimate["inputs"]["input_len"] == 2048
     assert estimate["inputs"]["output_len"] == 256
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "planner",
-            "plan",
-            "--model",
-            "qwen3-30b-a3b",
-            "--precision",
-            "bf16",
-            "--gpu",
-            "h200",
-            "--calibration",
-            "/nonexistent.json",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
+    bad = planner_cli(
+        *("plan", "--model", "qwen3-30b-a3b", "--precision", "bf16", "--gpu", "h200"),
+        *("--calibration", "/nonexistent.json"),
     )
     assert bad.returncode == 2
     assert "--calibration" in bad.stderr

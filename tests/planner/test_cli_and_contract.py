@@ -1,15 +1,13 @@
 """The CLI and the JSON contract of docs/contracts.md (field names and integer byte figures)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from planner.plan import PlanRequest, plan
+from tests.planner.cli import planner_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {
     "model",
     "precision",
@@ -24,12 +22,6 @@ CONTRACT_KEYS = {
     "serving",
     "notes",
 }
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "planner", *args], cwd=ROOT, capture_output=True, text=True, check=False
-    )
 
 
 def test_contract_shape_and_integer_bytes() -> None:
@@ -80,7 +72,7 @@ def test_search_prefers_fewest_gpus() -> None:
 
 
 def test_cli_json_matches_the_library() -> None:
-    completed = _cli(
+    completed = planner_cli(
         "plan",
         "--model",
         "mixtral-8x7b",
@@ -103,7 +95,7 @@ def test_cli_json_matches_the_library() -> None:
 
 def test_cli_accepts_a_config_json(tmp_path: Path) -> None:
     config = Path(__file__).parent / "configs" / "qwen3-30b-a3b.json"
-    completed = _cli("plan", "--model", str(config), "--precision", "fp8", "--gpu", "l40s", "--format", "table")
+    completed = planner_cli("plan", "--model", str(config), "--precision", "fp8", "--gpu", "l40s", "--format", "table")
     assert completed.returncode == 0, completed.stderr
     assert "30.5B params" in completed.stdout
 
@@ -123,7 +115,7 @@ def test_cli_accepts_a_config_json(tmp_path: Path) -> None:
     ],
 )
 def test_cli_bad_input_is_one_line_naming_the_option(args: list[str], option: str) -> None:
-    completed = _cli("plan", *args)
+    completed = planner_cli("plan", *args)
     assert completed.returncode == 2
     lines = completed.stderr.strip().splitlines()
     assert len(lines) == 1
@@ -131,8 +123,8 @@ def test_cli_bad_input_is_one_line_naming_the_option(args: list[str], option: st
 
 
 def test_cli_lists_models_and_gpus() -> None:
-    assert "kimi-k2" in _cli("models").stdout
-    assert "h200" in _cli("gpus").stdout
+    assert "kimi-k2" in planner_cli("models").stdout
+    assert "h200" in planner_cli("gpus").stdout
 
 
 def test_engine_accounting_is_added_to_the_contract_in_the_engines_own_names() -> None:
@@ -169,12 +161,12 @@ def test_gpu_spec_file_plans_on_a_gpu_outside_the_catalog(tmp_path: Path) -> Non
     spec.write_text(
         json.dumps({"name": "RTX A6000", "memory_mib": 48676, "hbm_bandwidth_gb_per_s": 768, "bf16_tflops": 155})
     )
-    done = _cli("plan", "--model", "llama-3.1-8b", "--gpu-spec", str(spec), "--format", "json")
+    done = planner_cli("plan", "--model", "llama-3.1-8b", "--gpu-spec", str(spec), "--format", "json")
     assert done.returncode == 0, done.stderr
     contract = json.loads(done.stdout)
     assert contract["gpu"] == {"key": "rtx-a6000", "name": "RTX A6000", "total_memory_bytes": 48676 << 20}
     assert contract["precision"] == "bf16"  # "auto": a BF16 checkpoint
     spec.write_text(json.dumps({"name": "broken", "memory_mib": -1, "hbm_bandwidth_gb_per_s": 1, "bf16_tflops": 1}))
-    bad = _cli("plan", "--model", "llama-3.1-8b", "--gpu-spec", str(spec))
+    bad = planner_cli("plan", "--model", "llama-3.1-8b", "--gpu-spec", str(spec))
     assert bad.returncode == 2
     assert "memory_mib must be a positive number" in bad.stderr

@@ -1,6 +1,8 @@
 """The throughput model's behaviour (issue 17): prefill inside decode steps, whole-prompt TTFT, per-model
 overheads, the delivered fraction, a batch-1 bound that is one, and every figure labelled an estimate."""
 
+from typing import Any
+
 import pytest
 
 from planner.plan import PlanRequest, plan
@@ -103,3 +105,33 @@ def test_every_figure_is_labelled_an_estimate_with_its_inputs() -> None:
 def test_bad_workload_inputs_name_the_field(field: str, value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         plan(PlanRequest(model="qwen3-30b-a3b", precision="bf16", gpu="h200", **{field: value}))  # type: ignore[arg-type]
+
+
+def test_one_sequence_arrives_at_an_idle_engine() -> None:
+    """At one sequence per replica (closed loop) nobody else is decoding when a prompt arrives: its
+    TTFT is its own prefill, not half a decode step more. A long output makes the decode step slower
+    (more KV to read) but leaves the TTFT of a lone request alone."""
+    short, long = (_throughput(concurrency=1, input_len=2048, output_len=n) for n in (64, 14000))
+    assert long.tpot_ms > short.tpot_ms + 0.1
+    assert long.ttft_ms == pytest.approx(short.ttft_ms, rel=1e-6)
+    busy_short, busy_long = (_throughput(concurrency=8, input_len=2048, output_len=n) for n in (64, 14000))
+    assert busy_long.ttft_ms > busy_short.ttft_ms  # the step in flight is waited for
+
+
+def test_a_gemm_at_the_ridge_point_reaches_neither_peak() -> None:
+    """The H200 profile's BF16 cuBLAS GEMM at M = 256 ran at 0.51 of compute and 0.41 of HBM at once:
+    the default path adds the two bounds where they meet, and keeps the bound far from the ridge."""
+    from planner.efficiency import _roofline
+
+    assert _roofline(1.0, 1.0) > 1.5
+    assert _roofline(1.0, 0.02) == pytest.approx(1.0, abs=0.01)
+    assert _roofline(0.02, 1.0) == pytest.approx(1.0, abs=0.01)
+
+
+def test_w4a16_decode_gains_what_hopper_measured_not_the_byte_ratio() -> None:
+    """Torch's INT4 GEMM at M = 1 on the H200 ran 1.3-2.1x BF16 (mean 1.73), not the 3.85x of its bytes."""
+    base: dict[str, Any] = {"model": "llama-3.1-8b", "gpu": "h100-80g", "tp": 1, "max_model_len": 4096}
+    bf16 = plan(PlanRequest(precision="bf16", **base, input_len=512, output_len=512)).throughput
+    w4 = plan(PlanRequest(precision="w4a16", **base, input_len=512, output_len=512)).throughput
+    gemm = {name: t.breakdown_ms["dense_gemm"] for name, t in (("bf16", bf16), ("w4a16", w4))}
+    assert 1.3 < gemm["bf16"] / gemm["w4a16"] < 2.1

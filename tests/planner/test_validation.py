@@ -1,13 +1,12 @@
 """The plan against real engine startup logs (planner/validation/corpus.yaml) and `check-log`."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from planner.checklog import BOUNDS, parse_log
 from planner.validation import error_table, load_corpus, run_case, run_corpus
+from tests.planner.cli import planner_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "planner" / "validation" / "README.md"
@@ -74,21 +73,13 @@ def test_check_log_cli_reads_the_settings_from_the_log(tmp_path: Path) -> None:
         "INFO [gpu_worker.py:245] Available KV cache memory: 7.07 GiB\n",
         encoding="utf-8",
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "planner", "check-log", str(log), "--gpu", "h200"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = planner_cli("check-log", str(log), "--gpu", "h200")
     assert done.returncode == 0, done.stderr
     assert "qwen3-235b-a22b @ fp8" in done.stdout
     assert "tp=4" in done.stdout
     lines = {line.split()[0]: line for line in done.stdout.splitlines()[2:]}
     assert set(lines) >= {"model_loading", "available_kv_cache_memory", "torch_peak_increase", "requested_memory"}
     assert "outside" not in lines["model_loading"]
-    missing_gpu = subprocess.run(
-        [sys.executable, "-m", "planner", "check-log", str(log)], cwd=ROOT, capture_output=True, text=True, check=False
-    )
+    missing_gpu = planner_cli("check-log", str(log))
     assert missing_gpu.returncode == 2
     assert missing_gpu.stderr.strip().endswith("--gpu: required (or --gpu-spec FILE.json)")

@@ -1,0 +1,176 @@
+"""Efficiencies of the throughput model: the defaults of catalog/efficiency.yaml (per GPU, scaled per
+weight-format kernel path, per engine) and, per plan, the rates that prefer a calibration profile's
+measured figures and remember which ones fell back to the defaults.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from planner.specs import CATALOG_DIR, GpuSpec, PrecisionSpec
+
+if TYPE_CHECKING:
+    from planner.calibrate.profile import CalibrationProfile
+
+ENGINES = ("vllm", "sglang", "trtllm")
+# A GEMM near the ridge point is neither compute- nor bandwidth-bound: it reaches neither peak at
+# once (the H200 profile: BF16 cuBLAS at M = 256 ran at 0.51 of the tensor-core peak and 0.41 of HBM
+# together). The default path combines the two times as a p-norm instead of their max; p = 1.5 puts
+# that point within 10% and leaves GEMMs far from the ridge at their bound.
+ROOFLINE_P = 1.5
+
+
+def _roofline(compute_s: float, memory_s: float) -> float:
+    return float((compute_s**ROOFLINE_P + memory_s**ROOFLINE_P) ** (1 / ROOFLINE_P))
+
+
+@dataclass(frozen=True, slots=True)
+class Factors:
+    memory: float
+    moe_memory: float
+    attention_memory: float
+    compute: float
+    moe_compute: float
+    attention_compute: float
+    kernel_overhead_us: float
+    collective_latency_us: float
+    collective_bus_fraction: float
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    name: str
+    max_num_batched_tokens: int
+    request_overhead_ms: float
+    step_overhead_ms: float  # host work per step not hidden behind the GPU (scheduling, sampling)
+
+
+@functools.cache
+def _efficiency_catalog() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((CATALOG_DIR / "efficiency.yaml").read_text(encoding="utf-8"))
+    names = set(Factors.__slots__)
+    for key, entry in data.items():
+        if key in ("engines", "precisions"):
+            continue
+        unknown = set(entry) - names
+        if unknown:
+            raise ValueError(f"efficiency {key!r}: unknown fields {sorted(unknown)}")
+        for name, value in entry.items():
+            if not 0 < float(value) <= (100 if name.endswith("_us") else 1):
+                raise ValueError(f"efficiency {key!r}: {name} out of range")
+    return data
+
+
+def default_factors(gpu_key: str, precision_key: str = "bf16") -> Factors:
+    """The GPU's factors, with the weight-streaming ones scaled for the precision's kernel path."""
+    catalog = _efficiency_catalog()
+    factors = {**catalog["default"], **catalog.get(gpu_key, {})}
+    for name, scale in catalog.get("precisions", {}).get(precision_key, {}).items():
+        factors[name] = factors[name] * float(scale)
+    return Factors(**factors)
+
+
+def engine_settings(name: str, max_num_batched_tokens: int | None = None) -> EngineSettings:
+    engines = _efficiency_catalog()["engines"]
+    if name not in engines:
+        raise ValueError(f"engine: must be one of {', '.join(sorted(engines))}")
+    entry = engines[name]
+    budget = max_num_batched_tokens or int(entry["max_num_batched_tokens"])
+    if budget < 16:
+        raise ValueError("max_num_batched_tokens: must be >= 16")
+    return EngineSettings(name, budget, float(entry["request_overhead_ms"]), float(entry["step_overhead_ms"]))
+
+
+class Rates:
+    """Efficiencies for one plan: the profile's measured figure where it has one, else the default;
+    remembers which figures fell back."""
+
+    def __init__(self, gpu: GpuSpec, precision: PrecisionSpec, profile: CalibrationProfile | None) -> None:
+        self.gpu, self.precision, self.profile = gpu, precision, profile
+        self.factors = default_factors(gpu.key, precision.key)
+        self.bf16_factors = default_factors(gpu.key)  # router, lm_head and kept-BF16 parts
+        self.fallbacks: set[str] = set()
+        self.bandwidth = gpu.hbm_bandwidth_gb_per_s * 1e9
+        self.peak = gpu.peak_tflops(precision.compute) * 1e12
+        self.peak_bf16 = gpu.bf16_tflops * 1e12
+        self._kv_efficiency: float | None = None
+        if profile is not None:
+            self._kv_efficiency = profile.memory_read_efficiency(gpu)
+
+    def _note(self, figure: str) -> None:
+        if self.profile is not None:
+            self.fallbacks.add(figure)
+
+    def gemm_s(
+        self,
+        weight_bytes: float,
+        tokens: float,
+        n: int,
+        k: int,
+        *,
+        experts: bool = False,
+        rows_per_expert: float = 0.0,
+        touched: float = 0.0,
+        bf16: bool = False,
+    ) -> float:
+        """Time of GEMMs reading `weight_bytes` of weights for `tokens` tokens (n x k: a representative shape)."""
+        if weight_bytes <= 0:
+            return 0.0
+        bits = 16.0 if bf16 else self.precision.bits_per_weight
+        flops = 2.0 * tokens * weight_bytes * 8 / bits
+        act = (2 if bf16 or self.precision.activation_bits >= 16 else 1) * tokens * (n + k)
+        peak = self.peak_bf16 if bf16 else self.peak
+        key = "bf16" if bf16 else self.precision.key
+        if self.profile is not None:
+            grouped = experts and rows_per_expert > 0
+            efficiency = self.profile.gemm_efficiency(
+                key, rows_per_expert if grouped else tokens, n, k, self.gpu, experts=experts, grouped=grouped
+            )
+            if efficiency is None and grouped:
+                efficiency = self.profile.gemm_efficiency(key, rows_per_expert, n, k, self.gpu, experts=True)
+            if efficiency:
+                return max(flops / peak, (weight_bytes + act) / self.bandwidth) / efficiency
+            self._note(f"{'expert' if experts else 'dense'} GEMM {key}")
+        factors = self.bf16_factors if bf16 else self.factors
+        memory = factors.memory
+        if experts:
+            # A grouped GEMM over few experts leaves SMs idle: 8 experts reached 0.7 of the
+            # bandwidth of 32 or more on the H200 (planner.calibrate's grouped points).
+            memory = factors.moe_memory * min(1.0, 0.6 + 0.4 * touched / 32)
+        compute = factors.moe_compute if experts else factors.compute
+        return _roofline(flops / (peak * compute), (weight_bytes + act) / (self.bandwidth * memory))
+
+    def attention_s(self, kv_bytes: float, flops: float) -> float:
+        efficiency = self._kv_efficiency
+        if efficiency is None:
+            self._note("KV read bandwidth")
+            efficiency = self.factors.attention_memory
+        return max(kv_bytes / (self.bandwidth * efficiency), flops / (self.peak_bf16 * self.factors.attention_compute))
+
+    def kernel_s(self) -> float:
+        if self.profile is not None:
+            measured = self.profile.kernel_overhead_s()
+            if measured:
+                # The profile times a trivial kernel; a real small kernel adds its ramp and tail.
+                return max(measured * 2, 1e-6)
+            self._note("kernel launch overhead")
+        return self.factors.kernel_overhead_us * 1e-6
+
+    def collective_s(self, op: str, message_bytes: float, ranks: int) -> float:
+        if ranks <= 1 or message_bytes <= 0:
+            return 0.0
+        factor = 2 * (ranks - 1) / ranks if op == "all_reduce" else (ranks - 1) / ranks
+        latency = self.factors.collective_latency_us * 1e-6
+        bus = self.gpu.nvlink_gb_per_s * 1e9 * self.factors.collective_bus_fraction
+        fit = self.profile.collective(op) if self.profile is not None else None
+        if fit is not None:
+            bus = fit.bus_gb_per_s * 1e9
+            if fit.in_graph:
+                latency = fit.latency_s
+        elif self.profile is not None:
+            self._note(f"{op} bandwidth")
+        return latency + message_bytes * factor / bus
