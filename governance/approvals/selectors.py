@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 
 from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, SigningRole
 from governance.approvals.models import ApprovalPacket, Authority, PacketVerification, SigningCertificate, SignOff
@@ -139,6 +140,41 @@ def pdf_by_sha256(pdf_sha256: str) -> tuple[bytes | None, DeploymentRequest | No
 
 def packet_url(deployment: DeploymentRequest) -> str:
     return reverse("v1:approval-packet", kwargs={"code": deployment.code})
+
+
+# approval_state() as SQL, for a caller that reads the request in one hand-written statement (the
+# gate's hot path: gate/selectors._GATE_SQL). `d` is the deployment request; the columns read
+# back through approval_state_from_row(). Same rule as approval_state(): the latest complete,
+# unvoided packet and the stored verification of exactly its bytes.
+APPROVAL_STATE_COLUMNS = """
+       packet.pdf_sha256 AS approval_pdf_sha256, packet.evidence_digest AS approval_packet_digest,
+       verification.pdf_sha256 AS approval_verified_sha256, verification.legal_valid AS approval_legal_valid,
+       verification.engineering_valid AS approval_engineering_valid,
+       verification.evidence_digest AS approval_verified_digest, verification.verified_at AS approval_verified_at"""
+APPROVAL_STATE_JOINS = f"""
+LEFT JOIN approvals_approvalpacket packet ON packet.id = (
+    SELECT p.id FROM approvals_approvalpacket p
+    WHERE p.deployment_id = d.id AND p.voided_at IS NULL AND p.status = '{PacketStatus.COMPLETE.value}'
+    ORDER BY p.created_at DESC LIMIT 1)
+LEFT JOIN approvals_packetverification verification ON verification.pdf_sha256 = packet.pdf_sha256"""  # noqa: S608 (code constants only; values are parameters)
+
+
+def approval_state_from_row(deployment: DeploymentRequest) -> ApprovalState | None:
+    """The ApprovalState of a request read with APPROVAL_STATE_COLUMNS/JOINS (a raw query's row)."""
+    if getattr(deployment, "approval_verified_sha256", None) is None:
+        return None
+    verified_at = deployment.approval_verified_at  # type: ignore[attr-defined]
+    if isinstance(verified_at, str):  # SQLite hands raw columns back as text
+        verified_at = parse_datetime(verified_at)
+    packet_digest = deployment.approval_packet_digest  # type: ignore[attr-defined]
+    return ApprovalState(
+        pdf_sha256=deployment.approval_pdf_sha256,  # type: ignore[attr-defined]
+        pdf_url=packet_url(deployment),
+        evidence_digest=deployment.approval_verified_digest or packet_digest,  # type: ignore[attr-defined]
+        legal_valid=bool(deployment.approval_legal_valid),  # type: ignore[attr-defined]
+        engineering_valid=bool(deployment.approval_engineering_valid),  # type: ignore[attr-defined]
+        verified_at=verified_at,
+    )
 
 
 def approval_state(deployment: DeploymentRequest) -> ApprovalState | None:

@@ -68,9 +68,13 @@ def _lock_head() -> AuditChainHead:
 
 
 def _create_head() -> AuditChainHead:
+    _insert_head()
+    return AuditChainHead.objects.select_for_update().get(pk=1)
+
+
+def _insert_head() -> None:
     # First append ever (or after a test flush): create the head; a concurrent creator wins the PK.
     AuditChainHead.objects.bulk_create([AuditChainHead(id=1, seq=0, hash=GENESIS_HASH)], ignore_conflicts=True)
-    return AuditChainHead.objects.select_for_update().get(pk=1)
 
 
 def _body_parts(fields: dict[str, Any]) -> tuple[str, str]:
@@ -92,7 +96,7 @@ def _body_parts(fields: dict[str, Any]) -> tuple[str, str]:
 _PG_APPEND = """
 WITH old AS (
     SELECT seq, hash FROM audit_auditchainhead WHERE id = 1 FOR UPDATE
-), body AS (
+), {side}body AS (
     SELECT old.seq + 1 AS seq, old.hash AS prev_hash, %(prefix)s || (old.seq + 1)::text || %(suffix)s AS text
     FROM old
 ), new AS (
@@ -109,17 +113,17 @@ SELECT new.seq, %(occurred_at)s, %(actor_id)s, %(actor_name)s, %(action)s, %(obj
 FROM new
 RETURNING id, seq, body, prev_hash, hash
 """
+_PG_APPEND_ALONE = _PG_APPEND.format(side="")
 
 
-def audit_record(
-    *,
+def _event(
     actor: User | AnonymousUser | str | None,
     action: AuditAction,
-    obj: AuditObject = None,
-    data: dict[str, Any] | None = None,
-    request_id: str | None = None,
-) -> AuditEvent:
-    """Append one event to the chain. Serialized on the chain-head row; never forks."""
+    obj: AuditObject,
+    data: dict[str, Any] | None,
+    request_id: str | None,
+) -> tuple[AuditEvent, str, str]:
+    """The unsaved event and its canonical body around the seq number (filled in by the append)."""
     user, actor_name = _actor_ref(actor)
     object_type, object_id = _object_ref(obj)
     if request_id is None:
@@ -147,6 +151,19 @@ def audit_record(
         request_id=request_id,
         data=payload,
     )
+    return event, prefix, suffix
+
+
+def audit_record(
+    *,
+    actor: User | AnonymousUser | str | None,
+    action: AuditAction,
+    obj: AuditObject = None,
+    data: dict[str, Any] | None = None,
+    request_id: str | None = None,
+) -> AuditEvent:
+    """Append one event to the chain. Serialized on the chain-head row; never forks."""
+    event, prefix, suffix = _event(actor, action, obj, data, request_id)
     pending = _pending.get()
     if pending is not None and transaction.get_connection().in_atomic_block:
         # Inside a write service: appended as the transaction's last write (lock order, below).
@@ -156,41 +173,91 @@ def audit_record(
     return event
 
 
-def _append(event: AuditEvent, prefix: str, suffix: str) -> None:
-    """Lock the chain head, append `event`, fill in its seq, body and hashes."""
+def audit_record_with_insert(
+    instance: models.Model,
+    *,
+    actor: User | AnonymousUser | str | None,
+    action: AuditAction,
+    obj: AuditObject = None,
+    data: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Insert `instance` (a new row with no other side effects: no signals, no parents) and append
+    its audit event in ONE statement on PostgreSQL.
+
+    Why: a hot path (the gate's decision log) pays per round trip, and a single statement outside a
+    transaction is its own transaction: no BEGIN/COMMIT round trips, and the row and its event
+    still commit together or not at all. The row is inserted only when the chain head exists
+    (`INSERT ... SELECT ... FROM old`), so the first append ever creates the head and runs again
+    without a duplicate row. Elsewhere both writes run in one transaction."""
+    connection = transaction.get_connection()
+    model = type(instance)
+    columns: list[str] = []
+    values: dict[str, Any] = {}
+    for field in model._meta.concrete_fields:
+        if field.primary_key and getattr(instance, field.attname) is None:
+            continue  # the database numbers the row
+        columns.append(field.column)
+        values[f"row_{len(columns)}"] = field.get_db_prep_save(field.pre_save(instance, True), connection)
+    event, prefix, suffix = _event(actor, action, obj, data, None)
+    if connection.vendor != "postgresql":
+        with transaction.atomic(savepoint=False):
+            instance.save(force_insert=True)
+            _append(event, prefix, suffix)
+        return event
+    placeholders = ", ".join(f"%({name})s" for name in values)
+    side = (
+        f"row AS (INSERT INTO {connection.ops.quote_name(model._meta.db_table)} "  # noqa: S608 (model names)
+        f"({', '.join(connection.ops.quote_name(column) for column in columns)}) SELECT {placeholders} FROM old), "
+    )
+    if connection.in_atomic_block:
+        with transaction.atomic():  # a savepoint: a refused write leaves the caller's transaction usable
+            _append(event, prefix, suffix, side=(side, values))
+    else:
+        _append(event, prefix, suffix, side=(side, values))
+    return event
+
+
+def _append(event: AuditEvent, prefix: str, suffix: str, side: tuple[str, dict[str, Any]] | None = None) -> None:
+    """Lock the chain head, append `event`, fill in its seq, body and hashes (with `side`, the
+    caller's own INSERT, in the same statement: audit_record_with_insert)."""
     user = event.actor
-    with transaction.atomic(savepoint=False):
-        connection = transaction.get_connection()
-        if connection.vendor == "postgresql":
-            params = {
-                "prefix": prefix,
-                "suffix": suffix,
-                "occurred_at": event.occurred_at,
-                "actor_id": user.pk if user else None,
-                "actor_name": event.actor_name,
-                "action": event.action,
-                "object_type": event.object_type,
-                "object_id": event.object_id,
-                "request_id": event.request_id,
-                "data": json.dumps(event.data),
-            }
-            with connection.cursor() as cursor:
-                cursor.execute(_PG_APPEND, params)
+    connection = transaction.get_connection()
+    if connection.vendor == "postgresql":
+        params = {
+            "prefix": prefix,
+            "suffix": suffix,
+            "occurred_at": event.occurred_at,
+            "actor_id": user.pk if user else None,
+            "actor_name": event.actor_name,
+            "action": event.action,
+            "object_type": event.object_type,
+            "object_id": event.object_id,
+            "request_id": event.request_id,
+            "data": json.dumps(event.data),
+        }
+        statement = _PG_APPEND_ALONE
+        if side is not None:
+            statement = _PG_APPEND.format(side=side[0])
+            params.update(side[1])
+        # One statement: atomic by itself, so outside a transaction no BEGIN/COMMIT is needed.
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            row = cursor.fetchone()
+            if row is None:  # no head row yet: nothing was written (the side row waits on the head too)
+                _insert_head()  # the statement run again locks it
+                cursor.execute(statement, params)
                 row = cursor.fetchone()
-                if row is None:  # no head row yet
-                    _create_head()
-                    cursor.execute(_PG_APPEND, params)
-                    row = cursor.fetchone()
-            assert row is not None
-            event.pk, event.seq, event.body, event.prev_hash, event.hash = row
-        else:
-            head = _lock_head()
-            event.seq = head.seq + 1
-            event.body = f"{prefix}{event.seq}{suffix}"
-            event.prev_hash = head.hash
-            event.hash = chain_hash(head.hash, event.body.encode())
-            event.save(force_insert=True)
-            AuditChainHead.objects.filter(pk=1).update(seq=event.seq, hash=event.hash)
+        assert row is not None
+        event.pk, event.seq, event.body, event.prev_hash, event.hash = row
+        return
+    with transaction.atomic(savepoint=False):
+        head = _lock_head()
+        event.seq = head.seq + 1
+        event.body = f"{prefix}{event.seq}{suffix}"
+        event.prev_hash = head.hash
+        event.hash = chain_hash(head.hash, event.body.encode())
+        event.save(force_insert=True)
+        AuditChainHead.objects.filter(pk=1).update(seq=event.seq, hash=event.hash)
 
 
 # The lock order (docs/architecture.md): a transaction locks the rows it changes first and the

@@ -5,8 +5,11 @@ it instead of silently returning everything)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
+import django_filters
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.request import Request
@@ -50,3 +53,22 @@ class StrictFilterBackend(DjangoFilterBackend):
             allowed = set(filterset_class.base_filters) | paging_params(view)
             refuse_unknown_params(request.query_params, allowed | set(getattr(view, "extra_query_params", ())))
         return super().filter_queryset(request, queryset, view)
+
+
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 date-time, normalised to UTC before it reaches the database: PostgreSQL refuses
+    offsets beyond ±15:59 that Python parses (`1486-08-20T11:44:27+20:23` was a 500), and a
+    moment too close to year 1 or 9999 to convert is a 400 naming the parameter."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        parsed = super().to_python(value)
+        if parsed is None or parsed.tzinfo is None:
+            return parsed
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise ValidationError("This moment is out of range.", code="invalid") from None
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField

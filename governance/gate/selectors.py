@@ -10,8 +10,9 @@ import django_filters
 from django.db import connection
 from django.db.models import QuerySet
 
-from governance.approvals.selectors import approval_state
+from governance.approvals.selectors import APPROVAL_STATE_COLUMNS, APPROVAL_STATE_JOINS, approval_state_from_row
 from governance.core.errors import PermissionDeniedError
+from governance.core.filters import UtcIsoDateTimeFilter
 from governance.core.models import ApiToken
 from governance.core.roles import Role, has_role
 from governance.core.tokens import token_covers_deployment, token_covers_environment
@@ -22,11 +23,12 @@ from governance.gate.conditions import GateState, Signature
 from governance.gate.models import GateDecision
 
 # The gate's read: the request's columns the conditions need, each role's approving sign-off
-# (the live one first, else the latest voided one) and the latest usage report, in ONE
+# (the live one first, else the latest voided one), the latest usage report and the stored
+# verification of the completed approval packet (approvals.selectors.APPROVAL_STATE_*), in ONE
 # statement. Hand-written because compiling the equivalent ORM subqueries costs more CPU per
 # check than the query itself; the unique index on code and the foreign-key indexes of the
 # sign-off and usage tables serve it. Plain SQL that PostgreSQL and SQLite both run.
-_GATE_SQL = """
+_GATE_SQL = f"""
 SELECT d.id, d.code, d.team_id, d.status, d.approved_at, d.approval_expires_at, d.environments, d.evidence,
        d.evidence_digest, d.flagged, d.flag_reason,
        legal.evidence_digest AS gate_legal_digest,
@@ -35,7 +37,7 @@ SELECT d.id, d.code, d.team_id, d.status, d.approved_at, d.approval_expires_at, 
        CASE WHEN engineering.voided_at IS NULL THEN 0 ELSE 1 END AS gate_engineering_voided,
        latest_usage.month AS gate_usage_month, latest_usage.crossed AS gate_usage_crossed,
        CASE WHEN d.approved_at IS NULL OR latest_usage.created_at >= d.approved_at THEN 1 ELSE 0 END
-           AS gate_usage_after_approval
+           AS gate_usage_after_approval,{APPROVAL_STATE_COLUMNS}
 FROM deployments_deploymentrequest d
 LEFT JOIN deployments_reviewdecision legal ON legal.id = (
     SELECT r.id FROM deployments_reviewdecision r
@@ -46,9 +48,9 @@ LEFT JOIN deployments_reviewdecision engineering ON engineering.id = (
     WHERE r.request_id = d.id AND r.role = 'engineering' AND r.verdict = 'approve'
     ORDER BY CASE WHEN r.voided_at IS NULL THEN 0 ELSE 1 END, r.created_at DESC LIMIT 1)
 LEFT JOIN deployments_usagereport latest_usage ON latest_usage.id = (
-    SELECT u.id FROM deployments_usagereport u WHERE u.request_id = d.id ORDER BY u.created_at DESC LIMIT 1)
+    SELECT u.id FROM deployments_usagereport u WHERE u.request_id = d.id ORDER BY u.created_at DESC LIMIT 1){APPROVAL_STATE_JOINS}
 WHERE d.code = %s
-"""
+"""  # noqa: S608 (code constants only; values are parameters)
 _ROLES = ("legal", "engineering")
 
 
@@ -68,15 +70,15 @@ def gate_deployment_for_token(token: ApiToken, code: Any, environment: str) -> D
 
 
 def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str | None]]:
-    """The state the conditions read (loaded by gate_deployment_for_token, plus the stored
-    verification of the signed approval packet: two indexed queries, the PDF is not parsed), and
-    the packet reference for the answer.
+    """The state the conditions read (all loaded by gate_deployment_for_token's one statement, the
+    stored verification of the signed approval packet included: the PDF is not parsed), and the
+    packet reference for the answer.
 
     A role's signature counts only when both records agree: its sign-off is live and covers the
     current evidence, AND the verification of the completed PDF packet says that role's PAdES
     signature is valid over the same evidence digest. A sign-off row without a verified packet
     (or a packet whose signature no longer verifies) is `signature.invalid`."""
-    verified = approval_state(deployment)
+    verified = approval_state_from_row(deployment)
     signatures: dict[str, Signature] = {}
     for role in _ROLES:
         digest = getattr(deployment, f"gate_{role}_digest", None)
@@ -127,8 +129,8 @@ class GateDecisionFilter(django_filters.FilterSet):
     decision = django_filters.ChoiceFilter(choices=Decision.choices)
     environment = django_filters.CharFilter()
     token = django_filters.CharFilter(field_name="token_prefix", help_text="the token's public prefix")
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    since = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = GateDecision

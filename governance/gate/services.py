@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record
+from governance.audit.services import audit_record_with_insert
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role, user_roles
@@ -113,33 +113,40 @@ def ci_token_revoke(*, actor: User, token: ApiToken) -> ApiToken:
 def gate_decide(
     *, token: ApiToken, deployment: DeploymentRequest, check: GateCheck
 ) -> tuple[GateDecision, dict[str, str | None]]:
-    """Decide from stored state, then log the decision and its audit event in one transaction.
+    """Decide from stored state, then log the decision and its audit event in one statement.
     An exception here (an unwritable log included) must reach the caller before any answer."""
     state, approval = gate_state(deployment)
     reasons = [reason.as_dict() for reason in evaluate(state, check, timezone.now())]
     outcome = Decision.DENY if reasons else Decision.ALLOW
-    with transaction.atomic():
-        decision = GateDecision.objects.create(
-            deployment=deployment,
-            token=token,
-            token_name=token.name,
-            token_prefix=token.prefix,
-            environment=check.environment,
-            decision=outcome,
-            reasons=reasons,
-            artifact_digest=check.artifact_digest,
-            serving=check.serving,
-            evidence_digest=state.evidence_digest,
-            approval_pdf_sha256=approval["sha256"] or "",
-        )
-        # Last statement before COMMIT: the audit append holds the chain-head lock until then.
-        audit_record(
-            actor=token.user,
-            action=AuditAction.GATE_DECISION,
-            obj=deployment,
-            data={"decision_id": str(decision.code), "decision": outcome, "environment": check.environment,
-                  "reasons": [r["code"] for r in reasons], "artifact_digest": check.artifact_digest,
-                  "serving": check.serving, "evidence_digest": state.evidence_digest,
-                  "token": {"name": token.name, "prefix": token.prefix}},
-        )  # fmt: skip
+    decision = GateDecision(
+        deployment=deployment,
+        token=token,
+        token_name=token.name,
+        token_prefix=token.prefix,
+        environment=check.environment,
+        decision=outcome,
+        reasons=reasons,
+        artifact_digest=check.artifact_digest,
+        serving=check.serving,
+        evidence_digest=state.evidence_digest,
+        approval_pdf_sha256=approval["sha256"] or "",
+    )
+    # The decision row and its audit event in one statement (one round trip, its own transaction):
+    # both are written, or neither and the caller answers 503.
+    audit_record_with_insert(
+        decision,
+        actor=token.user,
+        action=AuditAction.GATE_DECISION,
+        obj=deployment,
+        data={
+            "decision_id": str(decision.code),
+            "decision": outcome,
+            "environment": check.environment,
+            "reasons": [r["code"] for r in reasons],
+            "artifact_digest": check.artifact_digest,
+            "serving": check.serving,
+            "evidence_digest": state.evidence_digest,
+            "token": {"name": token.name, "prefix": token.prefix},
+        },
+    )
     return decision, approval

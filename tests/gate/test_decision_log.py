@@ -99,3 +99,19 @@ def test_decisions_are_listed_filtered_and_shown_per_request(gate: Gate) -> None
     assert other.get(f"/api/v1/deployments/{gate.code}/gate-decisions").status_code == 404
     assert other.get("/api/v1/gate/decisions").json()["count"] == 0
     assert gate.flow.client(p.outsider).get("/api/v1/gate/decisions").status_code == 403
+
+
+def test_time_filters_with_offsets_postgresql_refuses_are_normalised_not_500(gate: Gate) -> None:
+    """Schemathesis found `until=0863-02-20T11:15:11.836+20:23`: Python parses the offset,
+    PostgreSQL refuses it (DataError, 500). The filter converts to UTC first."""
+    gate.check()
+    client = gate.flow.client(gate.p.auditor)
+    ok = client.get("/api/v1/gate/decisions", {"until": "0863-02-20T11:15:11.836+20:23"})
+    assert ok.status_code == 200, ok.content
+    assert ok.json()["results"] == []
+    ok = client.get("/api/v1/gate/decisions", {"since": "1486-08-20T11:44:27-05:45"})
+    assert ok.status_code == 200
+    assert len(ok.json()["results"]) == 1
+    bad = client.get("/api/v1/gate/decisions", {"since": "0001-01-01T00:10:00+20:00"})
+    assert bad.status_code == 400
+    assert "since" in bad.json()["extra"]["fields"]
