@@ -5,8 +5,8 @@ decision and its audit event. The folded read must say what approvals' own selec
 from __future__ import annotations
 
 from django.db import connection
-from django.utils import timezone
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from governance.approvals.models import ApprovalPacket, PacketVerification
 from governance.approvals.selectors import approval_state, approval_state_from_row
@@ -31,7 +31,8 @@ def test_the_folded_read_matches_the_approvals_selector(gate: Gate) -> None:
     PacketVerification.objects.update(legal_valid=False)
     selector, folded = _both(gate)
     assert folded == selector
-    assert folded is not None and not folded.legal_valid  # type: ignore[attr-defined]
+    assert folded is not None
+    assert not folded.legal_valid
     PacketVerification.objects.all().delete()  # a packet never verified counts as none
     assert _both(gate) == (None, None)
     ApprovalPacket.objects.update(voided_at=timezone.now())  # no live packet at all
@@ -52,6 +53,7 @@ def test_a_check_is_three_statements_after_authentication(gate: Gate) -> None:
     # around the write so that a refused write leaves the transaction usable)
     writes = [s for s in statements if "INSERT INTO" in s]
     assert len(writes) == 1
-    assert "gate_gatedecision" in writes[0] and "audit_auditevent" in writes[0]
+    assert "gate_gatedecision" in writes[0]
+    assert "audit_auditevent" in writes[0]
     reads = [s for s in statements if s.lstrip().startswith("SELECT")]
     assert len(reads) == 2, reads
