@@ -4,6 +4,7 @@ decision log as each user may see it."""
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import django_filters
@@ -14,6 +15,7 @@ from governance.approvals.selectors import APPROVAL_STATE_COLUMNS, APPROVAL_STAT
 from governance.core.errors import PermissionDeniedError
 from governance.core.filters import UtcIsoDateTimeFilter
 from governance.core.models import ApiToken
+from governance.core.prepared import fetch_one_prepared
 from governance.core.roles import Role, has_role
 from governance.core.tokens import token_covers_deployment, token_covers_environment
 from governance.deployments.models import DeploymentRequest
@@ -58,14 +60,42 @@ def gate_deployment_for_token(token: ApiToken, code: Any, environment: str) -> D
     """The request a gate token asks about, with the state the gate reads (one query); 403 when
     the token was not issued for it (or it does not exist: a token learns nothing about
     requests outside its scope)."""
-    code_param = DeploymentRequest._meta.get_field("code").get_db_prep_value(code, connection)
-    deployment = next(iter(DeploymentRequest.objects.raw(_GATE_SQL, [code_param])), None)
+    try:
+        code = uuid.UUID(str(code))
+    except ValueError:
+        code = None
+    row = (
+        None
+        if code is None
+        else fetch_one_prepared(_GATE_SQL, [code if connection.vendor == "postgresql" else code.hex])
+    )
+    deployment = None if row is None else _deployment_from_row(row)
     if deployment is None or not token_covers_deployment(token, deployment):
         raise PermissionDeniedError(f"this token is not issued for deployment request {code}")
     if not token_covers_environment(token, environment):
         raise PermissionDeniedError(
             f"this token is not issued for environment {environment!r} (only {', '.join(token.environments)})"
         )
+    return deployment
+
+
+def _deployment_from_row(row: dict[str, Any]) -> DeploymentRequest:
+    """The request's model instance from the read's columns (the others deferred); the gate's
+    extra columns become attributes, as a raw queryset would set them."""
+    fields = {field.attname: field for field in DeploymentRequest._meta.concrete_fields}
+    names = [name for name in fields if name in row]  # from_db takes them in the model's field order
+    values = []
+    table = DeploymentRequest._meta.db_table
+    for name in names:
+        value, column = row[name], fields[name].get_col(table)
+        # the converters the ORM's compiler applies (JSON from text, SQLite's UUIDs and datetimes)
+        for convert in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
+            value = convert(value, column, connection)
+        values.append(value)
+    deployment = DeploymentRequest.from_db(connection.alias, names, values)
+    for name, value in row.items():
+        if name not in fields:
+            setattr(deployment, name, value)
     return deployment
 
 
