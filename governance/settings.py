@@ -116,6 +116,12 @@ def _database_config() -> dict[str, object]:
         name = str(config.get("NAME") or "")
         if name and name != ":memory:":
             Path(name).parent.mkdir(parents=True, exist_ok=True)
+    else:
+        # Django's cursors bind on the client and never prepare; a threshold no statement reaches
+        # enables psycopg's prepared statements only where a hot read asks for one (core.prepared).
+        options = dict(config.get("OPTIONS") or {})  # type: ignore[call-overload]
+        options.setdefault("prepare_threshold", 2**31 - 1)
+        config["OPTIONS"] = options
     return config
 
 

@@ -30,6 +30,7 @@ from governance.audit.models import AuditChainHead, AuditCheckpoint, AuditEvent
 from governance.core.canonical import canonical_json
 from governance.core.errors import ConflictError
 from governance.core.logging import current_request_id
+from governance.core.prepared import fetch_one_prepared
 
 logger = logging.getLogger(__name__)
 
@@ -240,15 +241,19 @@ def _append(event: AuditEvent, prefix: str, suffix: str, side: tuple[str, dict[s
             statement = _PG_APPEND.format(side=side[0])
             params.update(side[1])
         # One statement: atomic by itself, so outside a transaction no BEGIN/COMMIT is needed.
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            row = cursor.fetchone()
-            if row is None:  # no head row yet: nothing was written (the side row waits on the head too)
-                _insert_head()  # the statement run again locks it
-                cursor.execute(statement, params)
-                row = cursor.fetchone()
+        # Prepared: every write service appends, so its plan is made once per connection.
+        row = fetch_one_prepared(statement, params)
+        if row is None:  # no head row yet: nothing was written (the side row waits on the head too)
+            _insert_head()  # the statement run again locks it
+            row = fetch_one_prepared(statement, params)
         assert row is not None
-        event.pk, event.seq, event.body, event.prev_hash, event.hash = row
+        event.pk, event.seq, event.body, event.prev_hash, event.hash = (
+            row["id"],
+            row["seq"],
+            row["body"],
+            row["prev_hash"],
+            row["hash"],
+        )
         return
     with transaction.atomic(savepoint=False):
         head = _lock_head()
