@@ -6,8 +6,12 @@ from typing import Any
 
 from django import forms, template
 from django.forms import BoundField
+from django.urls import get_script_prefix, get_urlconf, reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.timezone import template_localtime
+from django.utils.translation import gettext as _
 
 from governance.web import labels
 
@@ -17,6 +21,53 @@ register = template.Library()
 @register.filter
 def status_label(code: str) -> str:
     return labels.status(code)
+
+
+@register.filter
+def status_badge(code: str) -> SafeString:
+    return format_html('<span class="badge status-{}">{}</span>', code, labels.status(code))
+
+
+_PLACEHOLDER = "00000000-0000-0000-0000-000000000000"
+_request_urls: dict[tuple[Any, str], tuple[str, str]] = {}
+
+
+@register.filter
+def request_url(code: Any) -> str:
+    """The request page's URL, reversed once per URLconf and script prefix (a reverse() per row
+    costs more than the rest of the row)."""
+    key = (get_urlconf(), get_script_prefix())
+    if key not in _request_urls:
+        before, _sep, after = reverse("web:deployment", args=[_PLACEHOLDER]).partition(_PLACEHOLDER)
+        _request_urls[key] = (before, after)
+    before, after = _request_urls[key]
+    return f"{before}{code}{after}"
+
+
+@register.simple_tag
+def request_rows(rows: Any, caption: str, empty: str) -> SafeString:
+    """A table of request rows (governance.web.selectors.dashboard.ROW_VALUES: product, model, team, status, last update), or the `empty` line.
+    Written out here: the dashboard and the request list show up to 50 rows each, and a row
+    rendered by the template engine costs several times more."""
+    if not rows:
+        return format_html('<p class="muted">{}</p>', empty)
+    body = format_html_join(
+        "\n",
+        '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
+        (
+            (request_url(r["code"]), r["product_name"], r["artifact__name"], r["team__name"], status_badge(r["status"]),
+             date_format(template_localtime(r["updated_at"]), "SHORT_DATETIME_FORMAT"))
+            for r in rows
+        ),
+    )  # fmt: skip
+    headers = (_("Product"), _("Model"), _("Team"), _("Status"), _("Updated"))
+    head = format_html_join("", '<th scope="col">{}</th>', ((h,) for h in headers))
+    return format_html(
+        '<table>\n  <caption class="visually-hidden">{}</caption>\n  <thead><tr>{}</tr></thead>\n  <tbody>{}</tbody>\n</table>',
+        caption,
+        head,
+        body,
+    )
 
 
 @register.filter
