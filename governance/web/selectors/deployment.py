@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Prefetch
 from django.utils import timezone
 
 from governance.approvals.choices import PacketStatus
@@ -13,19 +14,19 @@ from governance.approvals.selectors import ApprovalState, approval_state, live_p
 from governance.audit.models import AuditEvent
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan
+from governance.core.errors import NotFoundError
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
-from governance.deployments.models import DeploymentRequest
+from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, Waiver
 from governance.deployments.selectors import (
     deployment_blockers,
     deployment_get,
+    deployments_visible_to,
     latest_capacity_plan,
 )
 from governance.evaluations.models import ACTIVE_STATES, EvalRun
 from governance.gate.selectors import gate_decisions_visible_to
 from governance.web import labels
-
-# --- request page -----------------------------------------------------------------------------
 
 
 @dataclass
@@ -133,10 +134,30 @@ class DeploymentPage:
     gate_decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _deployment(user: Any, code: Any) -> DeploymentRequest:
+    """The request (as deployment_get finds it) with the collections the page shows prefetched,
+    in the order it shows them; deployment_blockers and eval_findings read the same prefetched
+    rows instead of querying each again."""
+    found = (
+        deployments_visible_to(user)
+        .filter(code=code)
+        .prefetch_related(
+            Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by").order_by("expires_at")),
+            Prefetch("obligations", queryset=ObligationItem.objects.select_related("acknowledged_by", "reviewed_by")),
+            Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer").order_by("-created_at")),
+            Prefetch("eval_runs", queryset=EvalRun.objects.select_related("job", "cluster", "requested_by").order_by("-created_at")),
+        )
+        .first()
+    )  # fmt: skip
+    if found is None:
+        raise NotFoundError("no such deployment request")
+    return found
+
+
 def deployment_page(user: Any, code: Any) -> DeploymentPage:
-    request = deployment_get(user, code)
+    request = _deployment(user, code)
     now = timezone.now()
-    waivers = list(request.waivers.select_related("granted_by").order_by("expires_at"))
+    waivers = list(request.waivers.all())
     active = [w for w in waivers if w.expires_at > now]
     licenses, waivable = [], []
     for evaluation in (request.evidence or {}).get("licenses", []):
@@ -154,15 +175,11 @@ def deployment_page(user: Any, code: Any) -> DeploymentPage:
         if request.status != Status.DRAFT
         else []
     )
-    obligations = list(
-        request.obligations.exclude(status=ObligationStatus.SUPERSEDED).select_related("acknowledged_by", "reviewed_by")
-    )
-    decisions = list(request.decisions.select_related("reviewer").order_by("-created_at"))
+    obligations = [item for item in request.obligations.all() if item.status != ObligationStatus.SUPERSEDED]
+    decisions = list(request.decisions.all())
     plan = latest_capacity_plan(request)
     chart = memory_chart(plan.result) if plan is not None and plan.result else None
-    runs = list(
-        EvalRun.objects.filter(request=request).select_related("job", "cluster", "requested_by").order_by("-created_at")
-    )
+    runs = list(request.eval_runs.all())
     timeline = list(
         audit_events_filter(object_type=DeploymentRequest._meta.label_lower, object_id=str(request.code))
         .order_by("-seq")
