@@ -52,13 +52,13 @@ def _term_view(term: LicenseTerm) -> dict[str, Any]:
     return {
         "code": term.code,
         "severity": term.severity,
-        "severity_label": labels.severity(term.severity),
+        "severity_label": labels.label("severity", term.severity),
         "clause": term.clause,
         "message": term.message,
         "how_to_comply": term.how_to_comply,
         "condition": term.condition,
         "confidence": term.confidence,
-        "confidence_label": labels.confidence(term.confidence),
+        "confidence_label": labels.label("confidence", term.confidence),
         "params": term.params,
     }
 
@@ -111,10 +111,10 @@ def license_preview(artifact: Any, license_key: str, facts: dict[str, Any]) -> d
                     "name": version.license.name,
                     "version": version.version,
                     "decision": evaluation.decision,
-                    "decision_label": labels.decision(evaluation.decision),
+                    "decision_label": labels.label("decision", evaluation.decision),
                     "findings": [
-                        {**f.as_dict(), "severity_label": labels.severity(f.severity),
-                         "confidence_label": labels.confidence(f.confidence)}
+                        {**f.as_dict(), "severity_label": labels.label("severity", f.severity),
+                         "confidence_label": labels.label("confidence", f.confidence)}
                         for f in evaluation.findings
                     ],
                 }

@@ -92,7 +92,7 @@ def dashboard(user: Any) -> Dashboard:
     visible = _visible(user)
     counts = dict(visible.order_by().values_list("status").annotate(n=Count("pk")))
     requests_url = reverse("web:requests")
-    by_status = [{"status": s, "label": labels.status(s), "count": counts.get(s, 0), "url": f"{requests_url}?status={s}"}
+    by_status = [{"status": s, "label": labels.label("status", s), "count": counts.get(s, 0), "url": f"{requests_url}?status={s}"}
                  for s in Status.values]  # fmt: skip
     queues = _queues(user, visible)
     stuck_before = timezone.now() - STUCK_AFTER
@@ -107,7 +107,7 @@ def dashboard(user: Any) -> Dashboard:
         .order_by("-created_at")[:DECIDED_SHOWN]
     )
     return Dashboard(
-        roles=[labels.role(r) for r in sorted(user_roles(user))],
+        roles=[labels.label("role", r) for r in sorted(user_roles(user))],
         by_status=by_status,
         to_review=queues.get("to_review"),
         waiting_on_me=queues.get("waiting_on_me", []),

@@ -68,13 +68,13 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
         for name, colour in CHART_PARTS:
             size = int(memory.get(name) or 0)
             width = size * scale
-            parts.append({"x": f"{x:.1f}", "width": f"{width:.1f}", "colour": colour, "label": labels.memory_part(name),
+            parts.append({"x": f"{x:.1f}", "width": f"{width:.1f}", "colour": colour, "label": labels.label("memory_part", name),
                           "gib": size / GIB})  # fmt: skip
             x += width
         bars.append({"y": y, "text_y": y + bar_height - 6, "height": bar_height, "label": f"GPU {index}",
                      "parts": parts})  # fmt: skip
     legend = [
-        {"label": labels.memory_part(name), "colour": colour, "gib": int(memory.get(name) or 0) / GIB}
+        {"label": labels.label("memory_part", name), "colour": colour, "gib": int(memory.get(name) or 0) / GIB}
         for name, colour in CHART_PARTS
     ]
     return MemoryChart(
@@ -101,7 +101,7 @@ def eval_progress(run: EvalRun) -> dict[str, Any]:
     return {
         "run": run,
         "state": job.state if job else run.status,
-        "state_label": labels.job_state(job.state) if job else labels.eval_status(run.status),
+        "state_label": labels.label("job_state", job.state) if job else labels.label("eval_status", run.status),
         "active": bool(job and job.state in ACTIVE_STATES),
         "done": done,
         "total": total,
@@ -154,60 +154,61 @@ def _deployment(user: Any, code: Any) -> DeploymentRequest:
     return found
 
 
-def deployment_page(user: Any, code: Any) -> DeploymentPage:
-    request = _deployment(user, code)
+def _findings(request: DeploymentRequest) -> dict[str, Any]:
+    """The license findings per license, each marked waived or not, and those a waiver may cover."""
     now = timezone.now()
-    waivers = list(request.waivers.all())
-    active = [w for w in waivers if w.expires_at > now]
+    active = [w for w in request.waivers.all() if w.expires_at > now]
     licenses, waivable = [], []
     for evaluation in (request.evidence or {}).get("licenses", []):
         findings = []
         for finding in evaluation["findings"]:
             waived = any(w.license_key == evaluation["license"] and w.finding_code == finding["code"]
                          and w.clause in ("", finding["clause"]) for w in active)  # fmt: skip
-            findings.append({**finding, "waived": waived, "severity_label": labels.severity(finding["severity"]),
-                             "confidence_label": labels.confidence(finding.get("confidence", ""))})  # fmt: skip
+            findings.append({**finding, "waived": waived, "severity_label": labels.label("severity", finding["severity"]),
+                             "confidence_label": labels.label("confidence", finding.get("confidence", ""))})  # fmt: skip
             if finding["severity"] in ("blocker", "approval") and not waived:
                 waivable.append({"license": evaluation["license"], **finding})
-        licenses.append({**evaluation, "findings": findings, "decision_label": labels.decision(evaluation["decision"])})
-    blockers = (
-        [labels.blocker_guidance(b, request) for b in deployment_blockers(request)]
-        if request.status != Status.DRAFT
-        else []
-    )
-    obligations = [item for item in request.obligations.all() if item.status != ObligationStatus.SUPERSEDED]
-    decisions = list(request.decisions.all())
-    plan = latest_capacity_plan(request)
-    chart = memory_chart(plan.result) if plan is not None and plan.result else None
-    runs = list(request.eval_runs.all())
-    timeline = list(
-        audit_events_filter(object_type=DeploymentRequest._meta.label_lower, object_id=str(request.code))
-        .order_by("-seq")
-        .only("seq", "occurred_at", "actor_name", "action")[:50]
-    )
+        decision = labels.label("decision", evaluation["decision"])
+        licenses.append({**evaluation, "findings": findings, "decision_label": decision})
+    return {"licenses": licenses, "findings_waivable": waivable}
+
+
+def _review(user: Any, request: DeploymentRequest) -> dict[str, Any]:
+    """Blockers with who acts, the obligations checklist, waivers, decisions and the sign-off state."""
     packet = live_packet(request)
     # The stored verification exists only for a completely signed packet: no query otherwise.
     approval = approval_state(request) if packet is not None and packet.status == PacketStatus.COMPLETE else None
-    return DeploymentPage(
-        request=request,
-        licenses=licenses,
-        blockers=blockers,
-        obligations=obligations,
-        waivers=waivers,
-        decisions=decisions,
-        plan=plan,
-        chart=chart,
-        evals=[eval_progress(run) for run in runs],
-        timeline=timeline,
-        usage_reports=list(request.usage_reports.order_by("-month", "-created_at")[:12]),
-        actions=deployment_actions(user, request),
-        packet=packet,
-        packet_url=packet_url(request),
-        findings_waivable=waivable,
-        approval=approval,
-        approval_current=approval is not None and approval.evidence_digest == request.evidence_digest,
-        gate_decisions=gate_decisions(user, request),
-    )
+    drafting = request.status == Status.DRAFT
+    return {
+        "blockers": [] if drafting else [labels.blocker_guidance(b, request) for b in deployment_blockers(request)],
+        "obligations": [item for item in request.obligations.all() if item.status != ObligationStatus.SUPERSEDED],
+        "waivers": list(request.waivers.all()),
+        "decisions": list(request.decisions.all()),
+        "actions": deployment_actions(user, request),
+        "packet": packet,
+        "packet_url": packet_url(request),
+        "approval": approval,
+        "approval_current": approval is not None and approval.evidence_digest == request.evidence_digest,
+    }
+
+
+def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
+    """The capacity plan and its chart, eval runs, usage reports, gate decisions and the audit timeline."""
+    plan = latest_capacity_plan(request)
+    timeline = audit_events_filter(object_type=DeploymentRequest._meta.label_lower, object_id=str(request.code))
+    return {
+        "plan": plan,
+        "chart": memory_chart(plan.result) if plan is not None and plan.result else None,
+        "evals": [eval_progress(run) for run in request.eval_runs.all()],
+        "usage_reports": list(request.usage_reports.order_by("-month", "-created_at")[:12]),
+        "gate_decisions": gate_decisions(user, request),
+        "timeline": list(timeline.order_by("-seq").only("seq", "occurred_at", "actor_name", "action")[:50]),
+    }
+
+
+def deployment_page(user: Any, code: Any) -> DeploymentPage:
+    request = _deployment(user, code)
+    return DeploymentPage(request=request, **_findings(request), **_review(user, request), **_operations(user, request))
 
 
 GATE_DECISIONS_SHOWN = 20
@@ -225,7 +226,7 @@ def gate_decisions(user: Any, request: DeploymentRequest) -> list[dict[str, Any]
     return [
         {
             "decision": row,
-            "label": labels.gate_decision(row.decision),
+            "label": labels.label("gate_decision", row.decision),
             "reason_codes": [str(reason.get("code", "")) for reason in row.reasons or []],
         }
         for row in rows
@@ -247,9 +248,11 @@ def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     review_roles = []
     if not own and request.status == Status.IN_REVIEW:
         if has_role(user, Role.LEGAL_REVIEWER):
-            review_roles.append({"value": ReviewRole.LEGAL, "label": labels.review_role(ReviewRole.LEGAL)})
+            review_roles.append({"value": ReviewRole.LEGAL, "label": labels.label("review_role", ReviewRole.LEGAL)})
         if has_role(user, Role.ENGINEERING_REVIEWER):
-            review_roles.append({"value": ReviewRole.ENGINEERING, "label": labels.review_role(ReviewRole.ENGINEERING)})
+            review_roles.append(
+                {"value": ReviewRole.ENGINEERING, "label": labels.label("review_role", ReviewRole.ENGINEERING)}
+            )
     return {
         "submit": requester and request.status == Status.DRAFT,
         "acknowledge": requester and request.status not in (Status.REJECTED, Status.REVOKED, Status.EXPIRED),

@@ -23,7 +23,7 @@ def clusters() -> list[dict[str, Any]]:
     for cluster in Cluster.objects.order_by("name"):
         inventory = cluster.inventory if isinstance(cluster.inventory, dict) else {}
         result.append({"cluster": cluster, "nodes": inventory.get("nodes", []), "gpus": inventory.get("gpus", []),
-                       "executor_label": labels.executor(cluster.executor)})  # fmt: skip
+                       "executor_label": labels.label("executor", cluster.executor)})  # fmt: skip
     return result
 
 
@@ -77,7 +77,7 @@ def verification_report(report: Any, stored: Any) -> dict[str, Any]:
             {
                 "field": signature.field,
                 "role": signature.role or "",
-                "role_label": labels.review_role(signature.role) if signature.role else "—",
+                "role_label": labels.label("review_role", signature.role) if signature.role else "—",
                 "signer": signature.signer,
                 "fingerprint": signature.signer_fingerprint,
                 "signed_at": signed_at,

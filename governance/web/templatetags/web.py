@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from django import forms, template
 from django.forms import BoundField
 from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
+from django.utils.http import RFC3986_SUBDELIMS
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
 from django.utils.timezone import template_localtime
 from django.utils.translation import gettext as _
 
@@ -19,29 +22,35 @@ register = template.Library()
 
 
 @register.filter
-def status_label(code: str) -> str:
-    return labels.status(code)
+def label(code: str, kind: str) -> str:
+    """`{{ code|label:"status" }}`: the translated name of a stored code (governance.web.labels)."""
+    return labels.label(kind, code)
 
 
 @register.filter
 def status_badge(code: str) -> SafeString:
-    return format_html('<span class="badge status-{}">{}</span>', code, labels.status(code))
+    return format_html('<span class="badge status-{}">{}</span>', code, labels.label("status", code))
 
 
 _PLACEHOLDER = "00000000-0000-0000-0000-000000000000"
-_request_urls: dict[tuple[Any, str], tuple[str, str]] = {}
+_url_parts: dict[tuple[Any, str, str], tuple[str, str]] = {}
+
+
+@register.filter
+def code_url(code: Any, name: str) -> str:
+    """The URL named `name` for one object's code, reversed once per URL name, URLconf and script
+    prefix (a reverse() per table row costs more than the rest of the row)."""
+    key = (get_urlconf(), get_script_prefix(), name)
+    if key not in _url_parts:
+        before, _sep, after = reverse(name, args=[_PLACEHOLDER]).partition(_PLACEHOLDER)
+        _url_parts[key] = (before, after)
+    before, after = _url_parts[key]
+    return f"{before}{quote(str(code), safe=RFC3986_SUBDELIMS + '/~:@')}{after}"  # as reverse() quotes
 
 
 @register.filter
 def request_url(code: Any) -> str:
-    """The request page's URL, reversed once per URLconf and script prefix (a reverse() per row
-    costs more than the rest of the row)."""
-    key = (get_urlconf(), get_script_prefix())
-    if key not in _request_urls:
-        before, _sep, after = reverse("web:deployment", args=[_PLACEHOLDER]).partition(_PLACEHOLDER)
-        _request_urls[key] = (before, after)
-    before, after = _request_urls[key]
-    return f"{before}{code}{after}"
+    return code_url(code, "web:deployment")
 
 
 @register.simple_tag
@@ -68,26 +77,6 @@ def request_rows(rows: Any, caption: str, empty: str) -> SafeString:
         head,
         body,
     )
-
-
-@register.filter
-def obligation_status_label(code: str) -> str:
-    return labels.obligation_status(code)
-
-
-@register.filter
-def review_role_label(code: str) -> str:
-    return labels.review_role(code)
-
-
-@register.filter
-def capacity_status_label(code: str) -> str:
-    return labels.capacity_status(code)
-
-
-@register.filter
-def eval_status_label(code: str) -> str:
-    return labels.eval_status(code)
 
 
 @register.filter
@@ -211,3 +200,18 @@ def _attrs(attrs: dict[str, Any]) -> str:
         ' {}="{}"',
         ((name, "" if value is True else value) for name, value in attrs.items() if value not in (None, False)),
     )
+
+
+@register.simple_tag
+def audit_rows(events: Any) -> SafeString:
+    """The audit page's rows (50 a page): sequence number, time, actor, action, object."""
+    rows = format_html_join(
+        "\n",
+        '<tr><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} <code>{}</code></td></tr>',
+        (
+            (e.seq, date_format(template_localtime(e.occurred_at), "SHORT_DATETIME_FORMAT"), e.actor_name,
+             e.get_action_display(), e.object_type, Truncator(e.object_id).chars(14))
+            for e in events
+        ),
+    )  # fmt: skip
+    return rows or format_html('<tr><td colspan="5">{}</td></tr>', _("No events match."))
