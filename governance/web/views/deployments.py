@@ -24,7 +24,7 @@ from governance.core.models import Team
 from governance.core.roles import Role
 from governance.deployments import services
 from governance.deployments.api import DeploymentInputSerializer, UsageInputSerializer
-from governance.deployments.selectors import deployment_get
+from governance.deployments.selectors import deployment_get, deployment_get_for_usage
 from governance.evaluations.evals import eval_run_request
 from governance.evaluations.models import Cluster
 from governance.web import selectors
@@ -262,9 +262,7 @@ def usage_report(request: HttpRequest, code: str) -> HttpResponse:
     form = UsageForm(request.POST)
     if not form.is_valid():
         return act(request, lambda: _raise_form(form), "", _page(code, "usage"))
-    target = selectors.deployments_page(request.user, None).filter(code=code, team__members=_user(request)).first()
-    if target is None:
-        raise NotFoundError("no such deployment request")
+    target = deployment_get_for_usage(request.user, code, token=None)  # a requester of the owning team
 
     def record() -> None:
         revenue = form.revenue()
