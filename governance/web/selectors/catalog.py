@@ -18,7 +18,6 @@ def wizard_choices(user: Any) -> dict[str, Any]:
     return {
         "artifacts": list(artifacts_visible_to(user).select_related("license").order_by("name")),
         "licenses": list(License.objects.order_by("key").values_list("key", "name")),
-        "teams": list(user.teams.order_by("name")),
     }
 
 
@@ -26,7 +25,12 @@ def wizard_choices(user: Any) -> dict[str, Any]:
 
 
 def license_catalog() -> list[License]:
-    versions = LicenseVersion.objects.filter(published_at__isnull=False).order_by("-effective_date")
+    # what the table shows of each version: never the full license texts
+    versions = (
+        LicenseVersion.objects.filter(published_at__isnull=False)
+        .only("license_id", "version", "effective_date", "published_at")
+        .order_by("-effective_date")
+    )
     return list(License.objects.prefetch_related(Prefetch("versions", queryset=versions)).order_by("key"))
 
 
@@ -36,7 +40,7 @@ def license_detail(key: str, version: str | None = None) -> dict[str, Any]:
     found = License.objects.filter(key=key).first()
     if found is None:
         raise NotFoundError(f"unknown license {key!r}")
-    versions = list(found.versions.order_by("-effective_date", "-created_at"))
+    versions = list(found.versions.defer("text").order_by("-effective_date", "-created_at"))  # text: not shown
     current = next((v for v in versions if v.version == version), None) if version else None
     current = current or next((v for v in versions if v.published_at is not None), versions[0] if versions else None)
     terms = list(current.terms.order_by("position")) if current else []

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Prefetch
+from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
 
 from governance.approvals.choices import PacketStatus
@@ -15,6 +15,7 @@ from governance.audit.models import AuditEvent
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan
 from governance.core.errors import NotFoundError
+from governance.core.models import Team
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, Waiver
@@ -137,10 +138,12 @@ class DeploymentPage:
 def _deployment(user: Any, code: Any) -> DeploymentRequest:
     """The request (as deployment_get finds it) with the collections the page shows prefetched,
     in the order it shows them; deployment_blockers and eval_findings read the same prefetched
-    rows instead of querying each again."""
+    rows instead of querying each again. It also says whether the viewer is in the request's team
+    (deployment_actions)."""
     found = (
         deployments_visible_to(user)
         .filter(code=code)
+        .annotate(viewer_is_member=Exists(Team.members.through.objects.filter(team_id=OuterRef("team_id"), user_id=user.pk)))
         .prefetch_related(
             Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by").order_by("expires_at")),
             Prefetch("obligations", queryset=ObligationItem.objects.select_related("acknowledged_by", "reviewed_by")),
@@ -242,7 +245,9 @@ def deployment_evals(user: Any, code: Any) -> list[dict[str, Any]]:
 
 def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     """Which forms to show. The services check again; this only hides what would be refused."""
-    member = any(team.pk == request.team_id for team in user.teams.all())
+    member = getattr(request, "viewer_is_member", None)  # annotated by the request page's query
+    if member is None:
+        member = any(team.pk == request.team_id for team in user.teams.all())
     requester = has_role(user, Role.REQUESTER) and member
     own = user.pk == request.requester_id
     review_roles = []

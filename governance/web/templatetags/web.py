@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.utils.timezone import template_localtime
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from governance.web import labels
 
@@ -215,3 +216,44 @@ def audit_rows(events: Any) -> SafeString:
         ),
     )  # fmt: skip
     return rows or format_html('<tr><td colspan="5">{}</td></tr>', _("No events match."))
+
+
+def _when(value: Any) -> str:
+    return date_format(template_localtime(value), "SHORT_DATETIME_FORMAT")
+
+
+@register.simple_tag(takes_context=True)
+def token_rows(context: Any, rows: list[dict[str, Any]]) -> SafeString:
+    """The CI tokens table's rows (governance.web.selectors.ci_tokens), each with its revoke form."""
+    csrf = context.get("csrf_token", "")
+    return format_html_join("\n", "{}", ((_token_row(row, csrf),) for row in rows))
+
+
+def _token_row(row: dict[str, Any], csrf: Any) -> SafeString:
+    t = row["token"]
+    name = format_html("{}", t.name)
+    if t.deployment_codes:
+        n = len(t.deployment_codes)
+        limited = ngettext("limited to %(n)s request", "limited to %(n)s requests", n) % {"n": n}
+        name = format_html('{}<br><span class="muted">{}</span>', t.name, limited)
+    scopes = format_html_join(", ", "<code>{}</code>", ((s,) for s in t.scopes))
+    expires = mark_safe("—")
+    if t.expires_at:
+        expired = format_html(' <span class="badge bad">{}</span>', _("expired")) if row["expired"] else ""
+        expires = format_html("{}{}", _when(t.expires_at), expired)
+    used = _when(t.last_used_at) if t.last_used_at else _("never")
+    revoked = format_html('<span class="bad">{}</span>', _when(t.revoked_at)) if t.revoked_at else "—"
+    revoke = ""
+    if not t.revoked_at:
+        revoke = format_html(
+            '<form method="post" action="{}"><input type="hidden" name="csrfmiddlewaretoken" value="{}">'
+            '<button type="submit" class="danger">{} <span class="visually-hidden">{}</span></button></form>',
+            code_url(t.code, "web:token-revoke"), csrf, _("Revoke"), t.name,
+        )  # fmt: skip
+    return format_html(
+        '<tr class="token" data-prefix="{}" data-active="{}">\n        <td>{}</td>\n        <td>{}</td>\n'
+        "        <td><code>{}…</code></td>\n        <td>{}</td>\n        <td>{}</td>\n        <td>{}</td>\n"
+        "        <td>{}</td>\n        <td>{}</td>\n        <td>{}</td>\n      </tr>",
+        t.prefix, "true" if row["active"] else "false", name, t.team.name, t.prefix, scopes,
+        ", ".join(t.environments) or _("any"), expires, used, revoked, revoke,
+    )  # fmt: skip
