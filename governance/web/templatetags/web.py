@@ -257,3 +257,24 @@ def _token_row(row: dict[str, Any], csrf: Any) -> SafeString:
         t.prefix, "true" if row["active"] else "false", name, t.team.name, t.prefix, scopes,
         ", ".join(t.environments) or _("any"), expires, used, revoked, revoke,
     )  # fmt: skip
+
+
+@register.simple_tag
+def memory_chart_svg(chart: Any) -> SafeString:
+    """The per-GPU memory chart (governance.web.selectors.memory_chart) as SVG: a stacked bar per
+    GPU, up to 16 bars of four parts; coordinates are written unlocalised."""
+    bars = format_html_join(
+        "",
+        '<g><text x="0" y="{}">{}</text>\n        {}</g>',
+        (
+            (bar["text_y"], bar["label"], format_html_join(
+                "", '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"></rect>',
+                ((part["x"], bar["y"], part["width"], bar["height"], part["colour"]) for part in bar["parts"])))
+            for bar in chart.bars
+        ),
+    )  # fmt: skip
+    return format_html(
+        '<svg class="chart" role="img" aria-labelledby="chart-title" width="{0}" height="{1}" viewBox="0 0 {0} {1}">\n'
+        '      <title id="chart-title">{2}</title>\n      {3}\n    </svg>',
+        chart.width, chart.height, _("Memory per GPU: weights, KV cache, activations and reserve"), bars,
+    )  # fmt: skip
