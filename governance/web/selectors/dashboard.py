@@ -117,9 +117,9 @@ def dashboard(user: Any) -> Dashboard:
     )
 
 
-def deployments_page(user: Any, status: str | None) -> QuerySet[DeploymentRequest]:
+def deployments_page(user: Any, status: str | None) -> QuerySet[DeploymentRequest, Row]:
     """The request list's rows (as values), newest first; the view pages through them."""
     requests = _visible(user)
     if status in Status.values:
         requests = requests.filter(status=status)
-    return requests.values(*ROW_VALUES).order_by("-created_at")  # type: ignore[return-value]
+    return requests.values(*ROW_VALUES).order_by("-created_at")

@@ -13,13 +13,18 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import RFC3986_SUBDELIMS
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
-from django.utils.timezone import template_localtime
+from django.utils.timezone import is_aware, localtime
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from governance.web import labels
 
 register = template.Library()
+
+
+def _when(value: Any) -> str:
+    """`{{ value|date:"SHORT_DATETIME_FORMAT" }}`: in the current time zone and language."""
+    return date_format(localtime(value) if is_aware(value) else value, "SHORT_DATETIME_FORMAT")
 
 
 @register.filter
@@ -66,7 +71,7 @@ def request_rows(rows: Any, caption: str, empty: str) -> SafeString:
         '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
         (
             (request_url(r["code"]), r["product_name"], r["artifact__name"], r["team__name"], status_badge(r["status"]),
-             date_format(template_localtime(r["updated_at"]), "SHORT_DATETIME_FORMAT"))
+             _when(r["updated_at"]))
             for r in rows
         ),
     )  # fmt: skip
@@ -210,16 +215,12 @@ def audit_rows(events: Any) -> SafeString:
         "\n",
         '<tr><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} <code>{}</code></td></tr>',
         (
-            (e.seq, date_format(template_localtime(e.occurred_at), "SHORT_DATETIME_FORMAT"), e.actor_name,
+            (e.seq, _when(e.occurred_at), e.actor_name,
              e.get_action_display(), e.object_type, Truncator(e.object_id).chars(14))
             for e in events
         ),
     )  # fmt: skip
     return rows or format_html('<tr><td colspan="5">{}</td></tr>', _("No events match."))
-
-
-def _when(value: Any) -> str:
-    return date_format(template_localtime(value), "SHORT_DATETIME_FORMAT")
 
 
 @register.simple_tag(takes_context=True)
