@@ -5,8 +5,6 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from django.db.models import Prefetch
-
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
 from governance.web import labels
@@ -24,14 +22,20 @@ def wizard_choices(user: Any) -> dict[str, Any]:
 # --- license catalog --------------------------------------------------------------------------
 
 
-def license_catalog() -> list[License]:
-    # what the table shows of each version: never the full license texts
+def license_catalog() -> list[dict[str, Any]]:
+    """Each license with its newest published version (what the table shows: never the texts)."""
     versions = (
         LicenseVersion.objects.filter(published_at__isnull=False)
         .only("license_id", "version", "effective_date", "published_at")
         .order_by("-effective_date")
     )
-    return list(License.objects.prefetch_related(Prefetch("versions", queryset=versions)).order_by("key"))
+    current: dict[int, LicenseVersion] = {}
+    for version in versions:
+        current.setdefault(version.license_id, version)
+    return [
+        {"key": lic.key, "name": lic.name, "spdx_id": lic.spdx_id, "current": current.get(lic.pk)}
+        for lic in License.objects.only("key", "name", "spdx_id").order_by("key")
+    ]
 
 
 def license_detail(key: str, version: str | None = None) -> dict[str, Any]:
