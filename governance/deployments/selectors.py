@@ -142,6 +142,14 @@ def obligation_get(deployment: DeploymentRequest, code: Any) -> ObligationItem:
     return found
 
 
+def deployment_attach_capacity_plan(deployment: DeploymentRequest) -> CapacityPlan | None:
+    """Read the request's latest capacity plan once (one query) and keep it on the request, so
+    that latest_capacity_plan and deployment_blockers read it from there."""
+    plan = latest_capacity_plan(deployment)
+    setattr(deployment, _LATEST_PLAN, plan)
+    return plan
+
+
 def latest_capacity_plan(deployment: DeploymentRequest) -> CapacityPlan | None:
     if _LATEST_PLAN in vars(deployment):
         attached: CapacityPlan | None = vars(deployment)[_LATEST_PLAN]

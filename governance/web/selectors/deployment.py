@@ -20,6 +20,7 @@ from governance.core.roles import Role, has_role
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, Waiver
 from governance.deployments.selectors import (
+    deployment_attach_capacity_plan,
     deployment_blockers,
     deployment_get,
     deployments_visible_to,
@@ -211,6 +212,7 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
 
 def deployment_page(user: Any, code: Any) -> DeploymentPage:
     request = _deployment(user, code)
+    deployment_attach_capacity_plan(request)  # the blockers and the capacity section read it
     return DeploymentPage(request=request, **_findings(request), **_review(user, request), **_operations(user, request))
 
 
