@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from itertools import chain
 from typing import Any
 
+from django.db import connection
 from django.db.models import CharField, Count, Q, QuerySet, Value
 from django.urls import reverse
 from django.utils import timezone
@@ -80,7 +83,11 @@ def _queues(user: Any, visible: QuerySet[DeploymentRequest]) -> dict[str, list[R
         for name, (queryset, order, limit) in lists.items()
     ]
     result: dict[str, list[Row]] = {name: [] for name in lists}
-    for row in parts[0].union(*parts[1:], all=True):
+    # SQLite takes no LIMIT inside a compound statement: a query per list there
+    rows: Iterable[Row] = chain.from_iterable(parts)
+    if connection.features.supports_slicing_ordering_in_compound:
+        rows = parts[0].union(*parts[1:], all=True)
+    for row in rows:
         result[row.pop("queue")].append(row)
     for name, (_queryset, order, _limit) in lists.items():  # a UNION keeps no order: each list again
         field = order.lstrip("-")
