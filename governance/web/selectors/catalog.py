@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+from governance.artifacts.models import ModelArtifact
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
 from governance.web import labels
@@ -14,7 +15,14 @@ from governance.web import labels
 
 def wizard_choices(user: Any) -> dict[str, Any]:
     return {
-        "artifacts": list(artifacts_visible_to(user).select_related("license").order_by("name")),
+        "artifacts": list(
+            # the visibility rule (a DISTINCT over team joins) as a subquery, so it is not planned
+            # and sorted together with the joined rows; the license text is never shown here
+            ModelArtifact.objects.filter(pk__in=artifacts_visible_to(user).values("pk"))
+            .select_related("license", "license_version", "team", "parent")
+            .defer("license_version__text")
+            .order_by("name")
+        ),
         "licenses": list(License.objects.order_by("key").values_list("key", "name")),
     }
 
