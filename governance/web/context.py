@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.translation import gettext_lazy as _
 
-from governance.core.roles import Role, user_roles
-from governance.web.selectors import may_manage_tokens
+from governance.core.roles import Role
+from governance.web import access
 
 # Not a role: admins and the leads of a team manage CI tokens.
 TOKEN_MANAGERS = "token-managers"  # noqa: S105  (a navigation key, not a secret)
@@ -24,21 +24,29 @@ NAVIGATION = (
     ("web:tokens", _("CI tokens"), (TOKEN_MANAGERS,)),
     ("web:verify", _("Verify a PDF"), ()),
 )
+# The navigation's URLs depend only on the URLconf and the script prefix: reversed once each.
+_urls: dict[tuple[Any, str], list[str]] = {}
+
+
+def _navigation_urls() -> list[str]:
+    key = (get_urlconf(), get_script_prefix())
+    if key not in _urls:
+        _urls[key] = [reverse(name) for name, _label, _roles in NAVIGATION]
+    return _urls[key]
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:
-    roles = user_roles(request.user) if hasattr(request, "user") else set()
+    roles = access.roles(request.user) if hasattr(request, "user") else set()
     if not roles:
         return {"navigation": [], "manages_tokens": False}
-    manages_tokens = Role.ADMIN in roles or may_manage_tokens(request.user)
+    manages_tokens = access.may_manage_tokens(request.user)
     if manages_tokens:
         roles = {*roles, TOKEN_MANAGERS}
     path = request.path
     items = []
-    for name, label, allowed in NAVIGATION:
+    for (_name, label, allowed), url in zip(NAVIGATION, _navigation_urls(), strict=True):
         if allowed and not roles & set(allowed):
             continue
-        url = reverse(name)
         current = path == url if url == "/" else path.startswith(url)
         items.append({"url": url, "label": label, "current": current})
     return {"navigation": items, "manages_tokens": manages_tokens}

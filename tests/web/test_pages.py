@@ -126,3 +126,14 @@ def test_wizard_works_without_javascript(personas: Personas, artifacts: Any) -> 
     bad = client.post("/requests/new", {**form, "max_model_len": "8", "create": "1"})
     assert bad.status_code == 200
     assert 'aria-invalid="true"' in bad.content.decode()
+
+
+def test_usage_form_records_a_report_for_the_team(personas: Personas, flow: Flow, artifacts: Any) -> None:
+    from governance.deployments.models import UsageReport
+
+    code = flow.to_review(artifacts["kimi"])
+    form = {"month": "2026-01", "monthly_active_users": "1200", "revenue_amount": "", "revenue_currency": "USD"}
+    response = browser(personas.requester).post(f"/requests/{code}/usage", form)
+    assert response.status_code == 302
+    assert UsageReport.objects.filter(request__code=code, month="2026-01").count() == 1
+    assert browser(personas.other_requester).post(f"/requests/{code}/usage", form).status_code == 404

@@ -3,40 +3,86 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from django import forms, template
 from django.forms import BoundField
+from django.urls import get_script_prefix, get_urlconf, reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
-from django.utils.safestring import mark_safe
+from django.utils.http import RFC3986_SUBDELIMS
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
+from django.utils.timezone import is_aware, localtime
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from governance.web import labels
 
 register = template.Library()
 
 
-@register.filter
-def status_label(code: str) -> str:
-    return labels.status(code)
+def _when(value: Any) -> str:
+    """`{{ value|date:"SHORT_DATETIME_FORMAT" }}`: in the current time zone and language."""
+    return date_format(localtime(value) if is_aware(value) else value, "SHORT_DATETIME_FORMAT")
 
 
 @register.filter
-def obligation_status_label(code: str) -> str:
-    return labels.obligation_status(code)
+def label(code: str, kind: str) -> str:
+    """`{{ code|label:"status" }}`: the translated name of a stored code (governance.web.labels)."""
+    return labels.label(kind, code)
 
 
 @register.filter
-def review_role_label(code: str) -> str:
-    return labels.review_role(code)
+def status_badge(code: str) -> SafeString:
+    return format_html('<span class="badge status-{}">{}</span>', code, labels.label("status", code))
+
+
+_PLACEHOLDER = "00000000-0000-0000-0000-000000000000"
+_url_parts: dict[tuple[Any, str, str], tuple[str, str]] = {}
 
 
 @register.filter
-def capacity_status_label(code: str) -> str:
-    return labels.capacity_status(code)
+def code_url(code: Any, name: str) -> str:
+    """The URL named `name` for one object's code, reversed once per URL name, URLconf and script
+    prefix (a reverse() per table row costs more than the rest of the row)."""
+    key = (get_urlconf(), get_script_prefix(), name)
+    if key not in _url_parts:
+        before, _sep, after = reverse(name, args=[_PLACEHOLDER]).partition(_PLACEHOLDER)
+        _url_parts[key] = (before, after)
+    before, after = _url_parts[key]
+    return f"{before}{quote(str(code), safe=RFC3986_SUBDELIMS + '/~:@')}{after}"  # as reverse() quotes
 
 
 @register.filter
-def eval_status_label(code: str) -> str:
-    return labels.eval_status(code)
+def request_url(code: Any) -> str:
+    return code_url(code, "web:deployment")
+
+
+@register.simple_tag
+def request_rows(rows: Any, caption: str, empty: str) -> SafeString:
+    """A table of request rows (governance.web.selectors.dashboard.ROW_VALUES: product, model, team, status, last update), or the `empty` line.
+    Written out here: the dashboard and the request list show up to 50 rows each, and a row
+    rendered by the template engine costs several times more."""
+    if not rows:
+        return format_html('<p class="muted">{}</p>', empty)
+    body = format_html_join(
+        "\n",
+        '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
+        (
+            (request_url(r["code"]), r["product_name"], r["artifact__name"], r["team__name"], status_badge(r["status"]),
+             _when(r["updated_at"]))
+            for r in rows
+        ),
+    )  # fmt: skip
+    headers = (_("Product"), _("Model"), _("Team"), _("Status"), _("Updated"))
+    head = format_html_join("", '<th scope="col">{}</th>', ((h,) for h in headers))
+    return format_html(
+        '<table>\n  <caption class="visually-hidden">{}</caption>\n  <thead><tr>{}</tr></thead>\n  <tbody>{}</tbody>\n</table>',
+        caption,
+        head,
+        body,
+    )
 
 
 @register.filter
@@ -160,3 +206,76 @@ def _attrs(attrs: dict[str, Any]) -> str:
         ' {}="{}"',
         ((name, "" if value is True else value) for name, value in attrs.items() if value not in (None, False)),
     )
+
+
+@register.simple_tag
+def audit_rows(events: Any) -> SafeString:
+    """The audit page's rows (50 a page): sequence number, time, actor, action, object."""
+    rows = format_html_join(
+        "\n",
+        '<tr><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} <code>{}</code></td></tr>',
+        (
+            (e.seq, _when(e.occurred_at), e.actor_name,
+             e.get_action_display(), e.object_type, Truncator(e.object_id).chars(14))
+            for e in events
+        ),
+    )  # fmt: skip
+    return rows or format_html('<tr><td colspan="5">{}</td></tr>', _("No events match."))
+
+
+@register.simple_tag(takes_context=True)
+def token_rows(context: Any, rows: list[dict[str, Any]]) -> SafeString:
+    """The CI tokens table's rows (governance.web.selectors.ci_tokens), each with its revoke form."""
+    csrf = context.get("csrf_token", "")
+    return format_html_join("\n", "{}", ((_token_row(row, csrf),) for row in rows))
+
+
+def _token_row(row: dict[str, Any], csrf: Any) -> SafeString:
+    t = row["token"]
+    name = format_html("{}", t.name)
+    if t.deployment_codes:
+        n = len(t.deployment_codes)
+        limited = ngettext("limited to %(n)s request", "limited to %(n)s requests", n) % {"n": n}
+        name = format_html('{}<br><span class="muted">{}</span>', t.name, limited)
+    scopes = format_html_join(", ", "<code>{}</code>", ((s,) for s in t.scopes))
+    expires = mark_safe("—")
+    if t.expires_at:
+        expired = format_html(' <span class="badge bad">{}</span>', _("expired")) if row["expired"] else ""
+        expires = format_html("{}{}", _when(t.expires_at), expired)
+    used = _when(t.last_used_at) if t.last_used_at else _("never")
+    revoked = format_html('<span class="bad">{}</span>', _when(t.revoked_at)) if t.revoked_at else "—"
+    revoke = ""
+    if not t.revoked_at:
+        revoke = format_html(
+            '<form method="post" action="{}"><input type="hidden" name="csrfmiddlewaretoken" value="{}">'
+            '<button type="submit" class="danger">{} <span class="visually-hidden">{}</span></button></form>',
+            code_url(t.code, "web:token-revoke"), csrf, _("Revoke"), t.name,
+        )  # fmt: skip
+    return format_html(
+        '<tr class="token" data-prefix="{}" data-active="{}">\n        <td>{}</td>\n        <td>{}</td>\n'
+        "        <td><code>{}…</code></td>\n        <td>{}</td>\n        <td>{}</td>\n        <td>{}</td>\n"
+        "        <td>{}</td>\n        <td>{}</td>\n        <td>{}</td>\n      </tr>",
+        t.prefix, "true" if row["active"] else "false", name, t.team.name, t.prefix, scopes,
+        ", ".join(t.environments) or _("any"), expires, used, revoked, revoke,
+    )  # fmt: skip
+
+
+@register.simple_tag
+def memory_chart_svg(chart: Any) -> SafeString:
+    """The per-GPU memory chart (governance.web.selectors.memory_chart) as SVG: a stacked bar per
+    GPU, up to 16 bars of four parts; coordinates are written unlocalised."""
+    bars = format_html_join(
+        "",
+        '<g><text x="0" y="{}">{}</text>\n        {}</g>',
+        (
+            (bar["text_y"], bar["label"], format_html_join(
+                "", '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"></rect>',
+                ((part["x"], bar["y"], part["width"], bar["height"], part["colour"]) for part in bar["parts"])))
+            for bar in chart.bars
+        ),
+    )  # fmt: skip
+    return format_html(
+        '<svg class="chart" role="img" aria-labelledby="chart-title" width="{0}" height="{1}" viewBox="0 0 {0} {1}">\n'
+        '      <title id="chart-title">{2}</title>\n      {3}\n    </svg>',
+        chart.width, chart.height, _("Memory per GPU: weights, KV cache, activations and reserve"), bars,
+    )  # fmt: skip

@@ -24,7 +24,8 @@ from governance.core.models import Team
 from governance.core.roles import Role
 from governance.deployments import services
 from governance.deployments.api import DeploymentInputSerializer, UsageInputSerializer
-from governance.deployments.selectors import deployment_get
+from governance.deployments.choices import Status
+from governance.deployments.selectors import deployment_get, deployment_get_for_usage
 from governance.evaluations.evals import eval_run_request
 from governance.evaluations.models import Cluster
 from governance.web import selectors
@@ -142,8 +143,10 @@ def deployment(request: HttpRequest, code: str) -> HttpResponse:
     context["review_form"] = ReviewForm(roles=page.actions["review_roles"],
                                         initial={"evidence_digest": page.request.evidence_digest})  # fmt: skip
     context["usage_form"] = UsageForm()
-    cluster_names = list(Cluster.objects.order_by("name").values_list("name", flat=True))
-    context["eval_form"] = EvalRunForm(clusters=cluster_names)
+    if page.actions["run_eval"] and page.request.status != Status.DRAFT:  # the eval form is shown
+        context["eval_form"] = EvalRunForm(
+            clusters=list(Cluster.objects.order_by("name").values_list("name", flat=True))
+        )
     return render(request, "web/deployment.html", context)
 
 
@@ -262,9 +265,7 @@ def usage_report(request: HttpRequest, code: str) -> HttpResponse:
     form = UsageForm(request.POST)
     if not form.is_valid():
         return act(request, lambda: _raise_form(form), "", _page(code, "usage"))
-    target = selectors.deployments_page(request.user, None).filter(code=code, team__members=_user(request)).first()
-    if target is None:
-        raise NotFoundError("no such deployment request")
+    target = deployment_get_for_usage(request.user, code, token=None)  # a requester of the owning team
 
     def record() -> None:
         revenue = form.revenue()

@@ -33,7 +33,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 def deployment_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or None
     page = Paginator(selectors.deployments_page(request.user, status), PAGE_SIZE).get_page(request.GET.get("page"))
-    statuses = [{"value": s, "label": labels.status(s)} for s in Status.values]
+    statuses = [{"value": s, "label": labels.label("status", s)} for s in Status.values]
     return render(request, "web/deployment_list.html", {"page": page, "status": status, "statuses": statuses})
 
 

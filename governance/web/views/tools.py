@@ -31,7 +31,7 @@ DEFAULT_LIFETIME = timedelta(days=90)
 
 
 def _token_form(request: HttpRequest, teams: list[Team], data: Any = None) -> CiTokenForm:
-    scopes = [(str(scope), f"{scope}: {labels.token_scope(scope)}") for scope in sorted(CI_SCOPES)]
+    scopes = [(str(scope), f"{scope}: {labels.label('token_scope', scope)}") for scope in sorted(CI_SCOPES)]
     initial: dict[str, Any] = {"expires_at": (timezone.now() + DEFAULT_LIFETIME).date(),
                                "team": teams[0].name if teams else ""}  # fmt: skip
     return CiTokenForm(data, teams=teams, scopes=scopes, initial=initial)

@@ -1,0 +1,204 @@
+"""The request wizard: the artifact, the deployment's facts, derivative plans and the serving plan.
+It only shapes input into the dictionaries the services take; the services hold every rule."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from governance.deployments.choices import Engine
+from governance.licenses.facts import AUP_CATEGORIES, DERIVATIVE_KINDS, DISTRIBUTIONS
+from governance.web import labels
+from planner.specs import gpus, precisions
+
+
+class WizardForm(forms.Form):
+    """One page: the artifact, the deployment's facts, derivative plans and the serving plan."""
+
+    # -- the artifact
+    artifact = forms.ChoiceField(
+        label=_("Model artifact"),
+        required=False,
+        help_text=_("A registered checkpoint, or register a new one below."),
+    )
+    new_name = forms.CharField(label=_("Name"), required=False, max_length=200)
+    new_source_repo = forms.CharField(
+        label=_("Source repository"), required=False, max_length=300, help_text=_("e.g. moonshotai/Kimi-K2-Instruct")
+    )
+    new_revision = forms.CharField(label=_("Revision"), required=False, max_length=100)
+    new_weights_digest = forms.CharField(
+        label=_("Weights digest"),
+        required=False,
+        max_length=71,
+        help_text=_("sha256:… of the weight files (manage.py artifact_digest DIR computes it)."),
+    )
+    new_license = forms.ChoiceField(label=_("License"), required=False)
+    new_architecture_key = forms.CharField(
+        label=_("Architecture (planner catalog key)"), required=False, max_length=64, help_text=_("e.g. kimi-k2")
+    )
+    new_config = forms.CharField(
+        label=_("config.json"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text=_("Paste the checkpoint's config.json when the architecture is not in the catalog."),
+    )
+    # -- the deployment
+    product_name = forms.CharField(label=_("Product name"), max_length=200)
+    environments = forms.CharField(
+        label=_("Environments"),
+        required=False,
+        initial="production",
+        help_text=_("Comma-separated, e.g. staging, production."),
+    )
+    use_case = forms.ChoiceField(
+        label=_("Use case"),
+        choices=labels.choices("use_case"),
+        help_text=_("Several licenses grant research or internal use freely and restrict commercial use."),
+    )
+    commercial_entity = forms.BooleanField(label=_("We are a commercial entity"), required=False, initial=True)
+    hosted_service = forms.BooleanField(
+        label=_("Served to third parties (API, SaaS, app)"),
+        required=False,
+        help_text=_("Hosting for others triggers separate-license and display terms in some licenses."),
+    )
+    production = forms.BooleanField(label=_("Production use"), required=False, initial=True)
+    monthly_active_users = forms.IntegerField(
+        label=_("Monthly active users"),
+        min_value=0,
+        required=False,
+        help_text=_("Kimi K2 and Qwen count users at any time; thresholds are strict (more than)."),
+    )
+    monthly_active_users_at_model_release = forms.IntegerField(
+        label=_("Monthly active users on the model's release date"),
+        min_value=0,
+        required=False,
+        help_text=_("Llama counts monthly active users on the model's release date."),
+    )
+    revenue_amount = forms.DecimalField(
+        label=_("Monthly revenue"),
+        min_value=0,
+        max_digits=20,
+        decimal_places=2,
+        required=False,
+        help_text=_(
+            "Kimi K2 requires a display notice above USD 20 million a month (converted at the FX table's rate)."
+        ),
+    )
+    revenue_currency = forms.CharField(label=_("Currency"), max_length=3, initial="USD")
+    org_country = forms.CharField(
+        label=_("Principal place of business"),
+        max_length=2,
+        required=False,
+        help_text=_("ISO country code. Some licenses do not grant multimodal rights in the EU."),
+    )
+    multimodal = forms.BooleanField(label=_("Multimodal model"), required=False)
+    outputs_used_to_train_other_models = forms.BooleanField(
+        label=_("Outputs used to train other models"),
+        required=False,
+        help_text=_("Some licenses forbid using outputs to improve other models."),
+    )
+    intended_uses = forms.MultipleChoiceField(
+        label=_("Intended uses on an acceptable-use list"),
+        required=False,
+        choices=labels.choices("aup", AUP_CATEGORIES),
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("Tick any that apply; a prohibited use blocks the deployment."),
+    )
+    guardrails_removed = forms.BooleanField(
+        label=_("Safety guardrails removed"),
+        required=False,
+        help_text=_("Some licenses end when guardrails are removed."),
+    )
+    # -- derivative plans
+    derivative_kind = forms.ChoiceField(
+        label=_("Derivative"), choices=labels.choices("derivative", DERIVATIVE_KINDS), initial="none"
+    )
+    derivative_distribution = forms.ChoiceField(
+        label=_("Distribution of the derivative"),
+        choices=labels.choices("distribution", DISTRIBUTIONS),
+        initial="none",
+        help_text=_("Naming and notice terms apply when a derivative is distributed."),
+    )
+    derivative_name = forms.CharField(label=_("Derivative name"), max_length=200, required=False)
+    redistributes_original_weights = forms.BooleanField(label=_("Original weights redistributed"), required=False)
+    # -- serving plan
+    engine = forms.ChoiceField(label=_("Serving engine"), choices=Engine.choices, initial=Engine.VLLM)
+    precision = forms.ChoiceField(label=_("Precision"), choices=[(p, p) for p in sorted(precisions())])
+    gpu = forms.ChoiceField(label=_("GPU"), choices=[(g, g) for g in sorted(gpus())], initial="h200")
+    kv_dtype = forms.ChoiceField(label=_("KV cache type"), choices=[("bf16", "bf16"), ("fp8", "fp8")])
+    max_model_len = forms.IntegerField(label=_("Context length (tokens)"), min_value=16, initial=131072)
+    concurrency = forms.IntegerField(label=_("Concurrent sequences"), min_value=1, initial=8)
+    tp = forms.IntegerField(label=_("Tensor parallel"), min_value=1, max_value=16, required=False)
+    pp = forms.IntegerField(label=_("Pipeline parallel"), min_value=1, max_value=64, required=False)
+    ep = forms.IntegerField(label=_("Expert parallel"), min_value=1, max_value=256, required=False)
+
+    def __init__(self, *args: Any, artifacts: list[Any], licenses: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.artifacts = {str(a.code): a for a in artifacts}
+        cast(forms.ChoiceField, self.fields["artifact"]).choices = [("", _("— register a new artifact —"))] + [
+            (str(a.code), f"{a.name} ({a.license.key})") for a in artifacts
+        ]
+        cast(forms.ChoiceField, self.fields["new_license"]).choices = [("", "—")] + [
+            (key, f"{name} ({key})") for key, name in licenses
+        ]
+
+    def clean_new_config(self) -> Any:
+        text = self.cleaned_data.get("new_config") or ""
+        if not text.strip():
+            return None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(_("Not valid JSON: %(error)s"), params={"error": exc}) from None
+
+    def selected_artifact(self) -> Any:
+        return self.artifacts.get(self.cleaned_data.get("artifact") or "")
+
+    def facts(self) -> dict[str, Any]:
+        """The facts as the evaluate API takes them. Works on a partly valid form too (the live
+        preview runs while the user is still typing): an unanswered fact is left out, so the
+        engine assumes its most conservative value and says so."""
+        data = self.cleaned_data
+        facts: dict[str, Any] = {name: data[name] for name in (
+            "use_case", "commercial_entity", "hosted_service", "production", "multimodal",
+            "outputs_used_to_train_other_models", "redistributes_original_weights", "guardrails_removed",
+            "monthly_active_users", "monthly_active_users_at_model_release") if data.get(name) is not None}  # fmt: skip
+        if data.get("revenue_amount") is not None:
+            facts["monthly_revenue"] = {"amount": float(data["revenue_amount"]),
+                                        "currency": (data.get("revenue_currency") or "USD").upper()}  # fmt: skip
+        if data.get("org_country"):
+            facts["org_country"] = data["org_country"].upper()
+        if data.get("derivative_kind"):
+            facts["derivative"] = {"kind": data["derivative_kind"],
+                                   "distribution": data.get("derivative_distribution") or "none",
+                                   "name": data.get("derivative_name") or None}  # fmt: skip
+        facts["intended_uses"] = list(data.get("intended_uses") or [])
+        return facts
+
+    def serving_plan(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        plan = {name: data[name] for name in ("engine", "precision", "gpu", "kv_dtype", "max_model_len", "concurrency")}
+        plan.update({name: data[name] for name in ("tp", "pp", "ep") if data.get(name)})
+        return plan
+
+    def environment_list(self) -> list[str]:
+        return [e.strip() for e in (self.cleaned_data.get("environments") or "").split(",") if e.strip()]
+
+    def artifact_payload(self) -> dict[str, Any]:
+        """The register-artifact input (validated by the API's serializer in the view)."""
+        data = self.cleaned_data
+        payload: dict[str, Any] = {
+            "name": data.get("new_name") or "",
+            "source_repo": data.get("new_source_repo") or "",
+            "revision": data.get("new_revision") or "",
+            "weights_digest": data.get("new_weights_digest") or "",
+            "license": data.get("new_license") or "",
+        }
+        if data.get("new_architecture_key"):
+            payload["architecture_key"] = data["new_architecture_key"]
+        if data.get("new_config") is not None:
+            payload["config"] = data["new_config"]
+        return payload

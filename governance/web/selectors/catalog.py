@@ -1,0 +1,143 @@
+"""The request wizard's choices and live license preview, and the license catalog."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from governance.artifacts.models import ModelArtifact
+from governance.artifacts.selectors import artifacts_visible_to
+from governance.licenses.models import License, LicenseTerm, LicenseVersion
+from governance.web import labels
+
+# --- wizard -----------------------------------------------------------------------------------
+
+
+def wizard_choices(user: Any) -> dict[str, Any]:
+    return {
+        "artifacts": list(
+            # the visibility rule (a DISTINCT over team joins) as a subquery, so it is not planned
+            # and sorted together with the joined rows; the license text is never shown here
+            ModelArtifact.objects.filter(pk__in=artifacts_visible_to(user).values("pk"))
+            .select_related("license", "license_version", "team", "parent")
+            .defer("license_version__text")
+            .order_by("name")
+        ),
+        "licenses": list(License.objects.order_by("key").values_list("key", "name")),
+    }
+
+
+# --- license catalog --------------------------------------------------------------------------
+
+
+def license_catalog() -> list[dict[str, Any]]:
+    """Each license with its newest published version (what the table shows: never the texts)."""
+    versions = (
+        LicenseVersion.objects.filter(published_at__isnull=False)
+        .only("license_id", "version", "effective_date", "published_at")
+        .order_by("-effective_date")
+    )
+    current: dict[int, LicenseVersion] = {}
+    for version in versions:
+        current.setdefault(version.license_id, version)
+    return [
+        {"key": lic.key, "name": lic.name, "spdx_id": lic.spdx_id, "current": current.get(lic.pk)}
+        for lic in License.objects.only("key", "name", "spdx_id").order_by("key")
+    ]
+
+
+def license_detail(key: str, version: str | None = None) -> dict[str, Any]:
+    from governance.core.errors import NotFoundError
+
+    found = License.objects.filter(key=key).first()
+    if found is None:
+        raise NotFoundError(f"unknown license {key!r}")
+    versions = list(found.versions.defer("text").order_by("-effective_date", "-created_at"))  # text: not shown
+    current = next((v for v in versions if v.version == version), None) if version else None
+    current = current or next((v for v in versions if v.published_at is not None), versions[0] if versions else None)
+    terms = list(current.terms.order_by("position")) if current else []
+    return {
+        "license": found,
+        "versions": versions,
+        "version": current,
+        "terms": [_term_view(t) for t in terms],
+    }
+
+
+def _term_view(term: LicenseTerm) -> dict[str, Any]:
+    return {
+        "code": term.code,
+        "severity": term.severity,
+        "severity_label": labels.label("severity", term.severity),
+        "clause": term.clause,
+        "message": term.message,
+        "how_to_comply": term.how_to_comply,
+        "condition": term.condition,
+        "confidence": term.confidence,
+        "confidence_label": labels.label("confidence", term.confidence),
+        "params": term.params,
+    }
+
+
+def license_version_diff(key: str, old: str, new: str) -> dict[str, Any]:
+    """Terms added, removed or changed between two versions (matched by code and clause), and a
+    unified diff of the full text when both have one."""
+    from governance.core.errors import NotFoundError
+
+    versions = {v.version: v for v in LicenseVersion.objects.filter(license__key=key, version__in=[old, new])}
+    if old not in versions or new not in versions:
+        raise NotFoundError("no such license version")
+    before = {(t.code, t.clause): _term_view(t) for t in versions[old].terms.all()}
+    after = {(t.code, t.clause): _term_view(t) for t in versions[new].terms.all()}
+    compared = ("severity", "condition", "params", "message", "how_to_comply", "confidence")
+    changed = []
+    for ref in sorted(before.keys() & after.keys()):
+        fields = [{"name": f, "old": before[ref][f], "new": after[ref][f]} for f in compared
+                  if before[ref][f] != after[ref][f]]  # fmt: skip
+        if fields:
+            changed.append({"code": ref[0], "clause": ref[1], "fields": fields})
+    text_diff = list(
+        difflib.unified_diff(versions[old].text.splitlines(), versions[new].text.splitlines(), old, new, lineterm="")
+    )
+    return {
+        "old": versions[old],
+        "new": versions[new],
+        "added": [after[ref] for ref in sorted(after.keys() - before.keys())],
+        "removed": [before[ref] for ref in sorted(before.keys() - after.keys())],
+        "changed": changed,
+        "text_diff": text_diff,
+    }
+
+
+def license_preview(artifact: Any, license_key: str, facts: dict[str, Any]) -> dict[str, Any]:
+    """The license decision the request would get, before anything is stored (reads only)."""
+    from governance.core.errors import ApplicationError
+    from governance.licenses.facts import FactsError
+    from governance.licenses.selectors import license_evaluate
+
+    keys = sorted({v.license.key for v in artifact.license_versions()}) if artifact is not None else [license_key]
+    keys = [key for key in keys if key]
+    results = []
+    try:
+        for key in keys:
+            version, evaluation = license_evaluate(key, facts)
+            results.append(
+                {
+                    "license": key,
+                    "name": version.license.name,
+                    "version": version.version,
+                    "decision": evaluation.decision,
+                    "decision_label": labels.label("decision", evaluation.decision),
+                    "findings": [
+                        {**f.as_dict(), "severity_label": labels.label("severity", f.severity),
+                         "confidence_label": labels.label("confidence", f.confidence)}
+                        for f in evaluation.findings
+                    ],
+                }
+            )  # fmt: skip
+    except FactsError as exc:
+        return {"results": [], "errors": dict(exc.fields.items())}
+    except ApplicationError as exc:
+        return {"results": [], "errors": {"license": exc.message}}
+    return {"results": results, "errors": {}, "revenue": facts.get("monthly_revenue"),
+            "monthly_active_users": facts.get("monthly_active_users")}  # fmt: skip

@@ -1,0 +1,275 @@
+"""The request page: findings, blockers, obligations, capacity chart, eval progress, sign-off."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Exists, OuterRef, Prefetch
+from django.utils import timezone
+
+from governance.approvals.choices import PacketStatus
+from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
+from governance.audit.models import AuditEvent
+from governance.audit.selectors import audit_events_filter
+from governance.capacity.models import CapacityPlan
+from governance.core.errors import NotFoundError
+from governance.core.models import Team
+from governance.core.roles import Role, has_role
+from governance.deployments.choices import ObligationStatus, ReviewRole, Status
+from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, Waiver
+from governance.deployments.selectors import (
+    deployment_attach_capacity_plan,
+    deployment_blockers,
+    deployment_get,
+    deployments_visible_to,
+    latest_capacity_plan,
+)
+from governance.evaluations.models import ACTIVE_STATES, EvalRun
+from governance.gate.selectors import gate_decisions_visible_to
+from governance.web import labels
+
+
+@dataclass
+class MemoryChart:
+    """A stacked bar per GPU: weights, KV cache, activations, reserve, free (SVG coordinates)."""
+
+    gpus: int
+    bars: list[dict[str, Any]]
+    legend: list[dict[str, Any]]
+    capacity_gib: float
+    width: int
+    height: int
+
+
+CHART_PARTS = (
+    ("weights", "#1f5fa8"),
+    ("kv_cache", "#2e7d32"),
+    ("activations", "#b25e00"),
+    ("overhead", "#6a3d9a"),
+)
+GIB = 1024**3
+PROGRESS = re.compile(r"progress (\d+)/(\d+)")
+
+
+def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
+    memory = result.get("memory_per_gpu") or {}
+    capacity = int(memory.get("capacity") or 0)
+    if capacity <= 0:
+        return None
+    gpus = int((result.get("parallel") or {}).get("gpus") or 1)
+    shown = min(gpus, 16)
+    bar_height, gap, label_width, plot_width = 22, 6, 56, 480
+    scale = plot_width / max(capacity, int(memory.get("total") or 0))
+    bars = []
+    for index in range(shown):
+        y = index * (bar_height + gap)
+        x = float(label_width)
+        parts = []
+        for name, colour in CHART_PARTS:
+            size = int(memory.get(name) or 0)
+            width = size * scale
+            parts.append({"x": f"{x:.1f}", "width": f"{width:.1f}", "colour": colour, "label": labels.label("memory_part", name),
+                          "gib": size / GIB})  # fmt: skip
+            x += width
+        bars.append({"y": y, "text_y": y + bar_height - 6, "height": bar_height, "label": f"GPU {index}",
+                     "parts": parts})  # fmt: skip
+    legend = [
+        {"label": labels.label("memory_part", name), "colour": colour, "gib": int(memory.get(name) or 0) / GIB}
+        for name, colour in CHART_PARTS
+    ]
+    return MemoryChart(
+        gpus=gpus,
+        bars=bars,
+        legend=legend,
+        capacity_gib=capacity / GIB,
+        width=label_width + plot_width + 10,
+        height=shown * (bar_height + gap),
+    )
+
+
+def eval_progress(run: EvalRun) -> dict[str, Any]:
+    """State, cases done (from the payload's `progress N/M` lines) and the last log lines."""
+    job = run.job
+    log = job.log_tail if job else ""
+    found = PROGRESS.findall(log)
+    done, total = (int(found[-1][0]), int(found[-1][1])) if found else (0, 0)
+    if run.summary and run.summary.get("overall"):
+        done = total = int(run.summary["overall"].get("n") or total)
+    categories = [
+        {"name": name, **block} for name, block in sorted(((run.summary or {}).get("categories") or {}).items())
+    ]
+    return {
+        "run": run,
+        "state": job.state if job else run.status,
+        "state_label": labels.label("job_state", job.state) if job else labels.label("eval_status", run.status),
+        "active": bool(job and job.state in ACTIVE_STATES),
+        "done": done,
+        "total": total,
+        "log_tail": "\n".join(log.splitlines()[-12:]),
+        "overall": (run.summary or {}).get("overall"),
+        "categories": categories,
+        "error": (run.summary or {}).get("error", ""),
+    }
+
+
+@dataclass
+class DeploymentPage:
+    request: DeploymentRequest
+    licenses: list[dict[str, Any]]
+    blockers: list[dict[str, Any]]
+    obligations: list[Any]
+    waivers: list[Any]
+    decisions: list[Any]
+    plan: CapacityPlan | None
+    chart: MemoryChart | None
+    evals: list[dict[str, Any]]
+    timeline: list[AuditEvent]
+    usage_reports: list[Any]
+    actions: dict[str, Any]
+    packet: Any = None
+    packet_url: str = ""
+    findings_waivable: list[dict[str, Any]] = field(default_factory=list)
+    approval: ApprovalState | None = None
+    approval_current: bool = False
+    gate_decisions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _deployment(user: Any, code: Any) -> DeploymentRequest:
+    """The request (as deployment_get finds it) with the collections the page shows prefetched,
+    in the order it shows them; deployment_blockers and eval_findings read the same prefetched
+    rows instead of querying each again. It also says whether the viewer is in the request's team
+    (deployment_actions)."""
+    found = (
+        deployments_visible_to(user)
+        .filter(code=code)
+        .annotate(viewer_is_member=Exists(Team.members.through.objects.filter(team_id=OuterRef("team_id"), user_id=user.pk)))
+        .prefetch_related(
+            Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by").order_by("expires_at")),
+            Prefetch("obligations", queryset=ObligationItem.objects.select_related("acknowledged_by", "reviewed_by")),
+            Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer").order_by("-created_at")),
+            Prefetch("eval_runs", queryset=EvalRun.objects.select_related("job", "cluster", "requested_by").order_by("-created_at")),
+        )
+        .first()
+    )  # fmt: skip
+    if found is None:
+        raise NotFoundError("no such deployment request")
+    return found
+
+
+def _findings(request: DeploymentRequest) -> dict[str, Any]:
+    """The license findings per license, each marked waived or not, and those a waiver may cover."""
+    now = timezone.now()
+    active = [w for w in request.waivers.all() if w.expires_at > now]
+    licenses, waivable = [], []
+    for evaluation in (request.evidence or {}).get("licenses", []):
+        findings = []
+        for finding in evaluation["findings"]:
+            waived = any(w.license_key == evaluation["license"] and w.finding_code == finding["code"]
+                         and w.clause in ("", finding["clause"]) for w in active)  # fmt: skip
+            findings.append({**finding, "waived": waived, "severity_label": labels.label("severity", finding["severity"]),
+                             "confidence_label": labels.label("confidence", finding.get("confidence", ""))})  # fmt: skip
+            if finding["severity"] in ("blocker", "approval") and not waived:
+                waivable.append({"license": evaluation["license"], **finding})
+        decision = labels.label("decision", evaluation["decision"])
+        licenses.append({**evaluation, "findings": findings, "decision_label": decision})
+    return {"licenses": licenses, "findings_waivable": waivable}
+
+
+def _review(user: Any, request: DeploymentRequest) -> dict[str, Any]:
+    """Blockers with who acts, the obligations checklist, waivers, decisions and the sign-off state."""
+    packet = live_packet(request)
+    # The stored verification exists only for a completely signed packet: no query otherwise.
+    approval = approval_state(request) if packet is not None and packet.status == PacketStatus.COMPLETE else None
+    drafting = request.status == Status.DRAFT
+    return {
+        "blockers": [] if drafting else [labels.blocker_guidance(b, request) for b in deployment_blockers(request)],
+        "obligations": [item for item in request.obligations.all() if item.status != ObligationStatus.SUPERSEDED],
+        "waivers": list(request.waivers.all()),
+        "decisions": list(request.decisions.all()),
+        "actions": deployment_actions(user, request),
+        "packet": packet,
+        "packet_url": packet_url(request),
+        "approval": approval,
+        "approval_current": approval is not None and approval.evidence_digest == request.evidence_digest,
+    }
+
+
+def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
+    """The capacity plan and its chart, eval runs, usage reports, gate decisions and the audit timeline."""
+    plan = latest_capacity_plan(request)
+    timeline = audit_events_filter(object_type=DeploymentRequest._meta.label_lower, object_id=str(request.code))
+    return {
+        "plan": plan,
+        "chart": memory_chart(plan.result) if plan is not None and plan.result else None,
+        "evals": [eval_progress(run) for run in request.eval_runs.all()],
+        "usage_reports": list(request.usage_reports.order_by("-month", "-created_at")[:12]),
+        "gate_decisions": gate_decisions(user, request),
+        "timeline": list(timeline.order_by("-seq").only("seq", "occurred_at", "actor_name", "action")[:50]),
+    }
+
+
+def deployment_page(user: Any, code: Any) -> DeploymentPage:
+    request = _deployment(user, code)
+    deployment_attach_capacity_plan(request)  # the blockers and the capacity section read it
+    return DeploymentPage(request=request, **_findings(request), **_review(user, request), **_operations(user, request))
+
+
+GATE_DECISIONS_SHOWN = 20
+
+
+def gate_decisions(user: Any, request: DeploymentRequest) -> list[dict[str, Any]]:
+    """The newest gate decisions on one request, as the user may see them (one query)."""
+    rows = (
+        gate_decisions_visible_to(user)
+        .filter(deployment=request)
+        .select_related(None)
+        .only("code", "created_at", "environment", "decision", "reasons", "token_name", "token_prefix")
+        .order_by("-created_at")[:GATE_DECISIONS_SHOWN]
+    )
+    return [
+        {
+            "decision": row,
+            "label": labels.label("gate_decision", row.decision),
+            "reason_codes": [str(reason.get("code", "")) for reason in row.reasons or []],
+        }
+        for row in rows
+    ]
+
+
+def deployment_evals(user: Any, code: Any) -> list[dict[str, Any]]:
+    """The eval-run panel alone (polled while a run is active)."""
+    request = deployment_get(user, code)
+    runs = EvalRun.objects.filter(request=request).select_related("job", "cluster").order_by("-created_at")
+    return [eval_progress(run) for run in runs]
+
+
+def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
+    """Which forms to show. The services check again; this only hides what would be refused."""
+    member = getattr(request, "viewer_is_member", None)  # annotated by the request page's query
+    if member is None:
+        member = any(team.pk == request.team_id for team in user.teams.all())
+    requester = has_role(user, Role.REQUESTER) and member
+    own = user.pk == request.requester_id
+    review_roles = []
+    if not own and request.status == Status.IN_REVIEW:
+        if has_role(user, Role.LEGAL_REVIEWER):
+            review_roles.append({"value": ReviewRole.LEGAL, "label": labels.label("review_role", ReviewRole.LEGAL)})
+        if has_role(user, Role.ENGINEERING_REVIEWER):
+            review_roles.append(
+                {"value": ReviewRole.ENGINEERING, "label": labels.label("review_role", ReviewRole.ENGINEERING)}
+            )
+    return {
+        "submit": requester and request.status == Status.DRAFT,
+        "acknowledge": requester and request.status not in (Status.REJECTED, Status.REVOKED, Status.EXPIRED),
+        "usage": requester and request.status not in (Status.DRAFT, Status.REJECTED, Status.REVOKED, Status.EXPIRED),
+        "start_review": not own
+        and request.status == Status.SUBMITTED
+        and has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER),
+        "accept_obligations": not own and has_role(user, Role.LEGAL_REVIEWER),
+        "waive": not own and has_role(user, Role.LEGAL_REVIEWER),
+        "review_roles": review_roles,
+        "run_eval": has_role(user, Role.ENGINEERING_REVIEWER, Role.ADMIN),
+        "revoke": not own and request.status == Status.APPROVED and has_role(user, Role.LEGAL_REVIEWER, Role.ADMIN),
+    }

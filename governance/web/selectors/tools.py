@@ -1,0 +1,103 @@
+"""Clusters, the audit trail, team CI tokens and packet verification, as their pages show them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from governance.audit.models import AuditEvent
+from governance.audit.selectors import audit_events_filter
+from governance.core.models import ApiToken, Team
+from governance.core.roles import Role, has_role
+from governance.evaluations.models import Cluster
+from governance.gate.selectors import ci_tokens_visible_to
+from governance.web import labels
+
+# --- clusters and audit -----------------------------------------------------------------------
+
+
+def clusters() -> list[dict[str, Any]]:
+    result = []
+    for cluster in Cluster.objects.order_by("name"):
+        inventory = cluster.inventory if isinstance(cluster.inventory, dict) else {}
+        result.append({"cluster": cluster, "nodes": inventory.get("nodes", []), "gpus": inventory.get("gpus", []),
+                       "executor_label": labels.label("executor", cluster.executor)})  # fmt: skip
+    return result
+
+
+def audit_page(filters: dict[str, Any]) -> QuerySet[AuditEvent]:
+    return (
+        audit_events_filter(**filters)
+        .order_by("-seq")
+        .only("seq", "occurred_at", "actor_name", "action", "object_type", "object_id", "data", "hash")
+    )
+
+
+# --- CI tokens ----------------------------------------------------------------------------------
+
+
+def token_teams(user: Any) -> list[Team]:
+    """The teams whose CI tokens the user manages: all for an admin, else those they lead."""
+    if has_role(user, Role.ADMIN):
+        return list(Team.objects.order_by("name"))
+    return list(Team.objects.filter(leads=user).order_by("name"))
+
+
+def ci_tokens(user: Any) -> list[dict[str, Any]]:
+    """The team CI tokens the user may see (one query), newest first, with what a row shows."""
+    now = timezone.now()
+    tokens = ci_tokens_visible_to(user).select_related("team", "created_by").order_by("-created_at")
+    return [
+        {
+            "token": token,
+            "expired": token.expires_at is not None and token.expires_at <= now,
+            "active": token.revoked_at is None and (token.expires_at is None or token.expires_at > now),
+        }
+        for token in tokens
+    ]
+
+
+def ci_token(user: Any, code: Any) -> ApiToken | None:
+    return ci_tokens_visible_to(user).filter(code=code).first()
+
+
+# --- packet verification ------------------------------------------------------------------------
+
+
+def verification_report(report: Any, stored: Any) -> dict[str, Any]:
+    """A packet's verification (governance.approvals) as the page shows it."""
+    from django.utils.dateparse import parse_datetime
+
+    signatures = []
+    for signature in report.signatures:
+        signed_at = parse_datetime(signature.signed_at) if signature.signed_at else None
+        signatures.append(
+            {
+                "field": signature.field,
+                "role": signature.role or "",
+                "role_label": labels.label("review_role", signature.role) if signature.role else "—",
+                "signer": signature.signer,
+                "fingerprint": signature.signer_fingerprint,
+                "signed_at": signed_at,
+                "timestamp_trusted": signature.timestamp_trusted,
+                "trusted": signature.trusted,
+                "intact": signature.intact,
+                "revoked": signature.revoked,
+                "accepted": signature.accepted,
+                "summary": signature.summary,
+            }
+        )
+    return {
+        "pdf_sha256": report.pdf_sha256,
+        "deployment": report.deployment_code,
+        "evidence_digest": report.evidence_digest,
+        "evidence_current": stored.evidence_current,
+        "signatures": signatures,
+        "all_valid": report.all_valid,
+        "legal_valid": stored.legal_valid,
+        "engineering_valid": stored.engineering_valid,
+        "problems": list(report.problems),
+        "verified_at": stored.verified_at,
+    }
