@@ -64,23 +64,51 @@ def seed() -> None:
         users[name].groups.add(Group.objects.get_or_create(name=role)[0])  # reviewers get signing certificates
     team.members.add(users["req"])
     team.leads.add(users["req"])
-    artifact = artifact_register(actor=users["req"], team=team, data={
-        "name": "Qwen3-30B-A3B", "source_repo": "org/Qwen3-30B-A3B", "revision": "abc123",
-        "weights_digest": "sha256:" + "ab" * 32, "license": "apache-2.0", "architecture_key": "qwen3-30b-a3b"})  # fmt: skip
-    facts = {"use_case": "external_commercial", "commercial_entity": True, "hosted_service": True,
-             "production": True, "monthly_active_users": 2_000_000, "org_country": "US"}  # fmt: skip
+    artifact = artifact_register(
+        actor=users["req"],
+        team=team,
+        data={
+            "name": "Qwen3-30B-A3B",
+            "source_repo": "org/Qwen3-30B-A3B",
+            "revision": "abc123",
+            "weights_digest": "sha256:" + "ab" * 32,
+            "license": "apache-2.0",
+            "architecture_key": "qwen3-30b-a3b",
+        },
+    )
+    facts = {
+        "use_case": "external_commercial",
+        "commercial_entity": True,
+        "hosted_service": True,
+        "production": True,
+        "monthly_active_users": 2_000_000,
+        "org_country": "US",
+    }
     serving = {"engine": "vllm", "precision": "fp8", "gpu": "h200", "max_model_len": 32768, "concurrency": 4}
-    deployment = services.deployment_create(actor=users["req"], data={
-        "team": team, "artifact": artifact, "product_name": "Bench", "environments": ["production"],
-        "facts": facts, "serving_plan": serving})  # fmt: skip
+    deployment = services.deployment_create(
+        actor=users["req"],
+        data={
+            "team": team,
+            "artifact": artifact,
+            "product_name": "Bench",
+            "environments": ["production"],
+            "facts": facts,
+            "serving_plan": serving,
+        },
+    )
     deployment = services.deployment_submit(deployment=deployment, actor=users["req"])
     deployment = services.deployment_start_review(deployment=deployment, actor=users["legal"])
     plan = latest_capacity_plan(deployment)
     assert plan is not None
     capacity_plan_compute(plan_id=plan.pk)  # the deployments hook refreshes the evidence after commit
     cluster = Cluster.objects.create(name="local", executor=ExecutorKind.LOCAL, remote_root="/tmp/bench-runs")
-    evaluation = EvalRun.objects.create(request=deployment, cluster=cluster, scheme="fp8", status=EvalStatus.PASSED,
-                                        summary={"pass": True, "overall": {"n": 400, "upper_bound_95": 0.02}})  # fmt: skip
+    evaluation = EvalRun.objects.create(
+        request=deployment,
+        cluster=cluster,
+        scheme="fp8",
+        status=EvalStatus.PASSED,
+        summary={"pass": True, "overall": {"n": 400, "upper_bound_95": 0.02}},
+    )
     services.on_eval_finished(evaluation=evaluation)
     for item in deployment.obligations.filter(status="open"):
         services.obligation_acknowledge(item=item, actor=users["req"], how_met="NOTICE file shipped")
@@ -89,19 +117,37 @@ def seed() -> None:
     deployment.refresh_from_db()
     for reviewer, role in ((users["legal"], "legal"), (users["eng"], "engineering")):
         deployment.refresh_from_db()
-        sign_off(deployment=deployment, user=reviewer, role=role, decision="approve",
-                 password=f"pw-{reviewer.username}", evidence_digest=deployment.evidence_digest)  # fmt: skip
+        sign_off(
+            deployment=deployment,
+            user=reviewer,
+            role=role,
+            decision="approve",
+            password=f"pw-{reviewer.username}",
+            evidence_digest=deployment.evidence_digest,
+        )
     deployment.refresh_from_db()
     assert deployment.status == "approved", deployment.status
     stored = CapacityPlan.objects.get(pk=plan.pk)
     layout = stored.result["parallel"]
-    _, gate_token = ci_token_issue(actor=users["req"], team=team, name="bench",
-                                   expires_at=timezone.now() + timedelta(days=1))  # fmt: skip
+    _, gate_token = ci_token_issue(
+        actor=users["req"], team=team, name="bench", expires_at=timezone.now() + timedelta(days=1)
+    )
     personal = api_token_issue(user=users["req"], name="bench-personal").clear_text
-    body = {"deployment": str(deployment.code), "environment": "production",
-            "artifact_digest": artifact.weights_digest,
-            "serving": {"engine": "vllm", "precision": "fp8", "gpu": "h200", "tp": layout["tp"], "pp": layout["pp"],
-                        "ep": layout["ep"], "max_model_len": 32768, "gpu_memory_utilization": 0.9}}  # fmt: skip
+    body = {
+        "deployment": str(deployment.code),
+        "environment": "production",
+        "artifact_digest": artifact.weights_digest,
+        "serving": {
+            "engine": "vllm",
+            "precision": "fp8",
+            "gpu": "h200",
+            "tp": layout["tp"],
+            "pp": layout["pp"],
+            "ep": layout["ep"],
+            "max_model_len": 32768,
+            "gpu_memory_utilization": 0.9,
+        },
+    }
     print(json.dumps({"gate_token": gate_token, "personal_token": personal, "body": body}))
 
 
@@ -113,8 +159,12 @@ def _free_port() -> int:
 
 def _request(url: str, token: str, body: dict[str, object] | None) -> tuple[int, dict[str, object]]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET",
-                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})  # fmt: skip
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method="POST" if body is not None else "GET",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.status, json.loads(response.read())
 
@@ -130,22 +180,34 @@ def _parse_wrk(output: str) -> dict[str, float]:
     }
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
     errors = re.search(r"Socket errors:.*", output)
-    return {"rps": rps, "p50_ms": latency[50], "p99_ms": latency[99], "non_2xx": float(bad.group(1)) if bad else 0.0,
-            "socket_errors": 1.0 if errors else 0.0}  # fmt: skip
+    return {
+        "rps": rps,
+        "p50_ms": latency[50],
+        "p99_ms": latency[99],
+        "non_2xx": float(bad.group(1)) if bad else 0.0,
+        "socket_errors": 1.0 if errors else 0.0,
+    }
 
 
 def _wrk(url: str, script: Path, connections: int, duration: int) -> dict[str, float]:
     threads = min(connections, 2)
-    out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(script),
-                          url], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return _parse_wrk(out)
 
 
 def _lua(path: Path, token: str, body: dict[str, object] | None) -> Path:
     lines = [f'wrk.headers["Authorization"] = "Bearer {token}"']
     if body is not None:
-        lines += ['wrk.method = "POST"', 'wrk.headers["Content-Type"] = "application/json"',
-                  f"wrk.body = [[{json.dumps(body)}]]"]  # fmt: skip
+        lines += [
+            'wrk.method = "POST"',
+            'wrk.headers["Content-Type"] = "application/json"',
+            f"wrk.body = [[{json.dumps(body)}]]",
+        ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -172,22 +234,51 @@ def main() -> int:
         admin.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {BENCH_DB}")
     scratch = Path(tempfile.mkdtemp(prefix="gate-bench-"))
-    env = {**os.environ, "DATABASE_URL": bench_url, "DJANGO_SETTINGS_MODULE": "governance.settings",
-           "SECRET_KEY": "bench-only-" + "k" * 50, "DEBUG": "false", "SECURE_SSL_REDIRECT": "false",
-           "ALLOWED_HOSTS": "127.0.0.1", "GATE_THROTTLE_RATE": "100000000/minute", "CELERY_BROKER_URL": "memory://",
-           "GOVERNANCE_VAR_DIR": str(scratch), "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
-           "APPROVALS_KEY_ENCRYPTION_KEY": "bench-only-kek-" + "k" * 40}  # fmt: skip
+    env = {
+        **os.environ,
+        "DATABASE_URL": bench_url,
+        "DJANGO_SETTINGS_MODULE": "governance.settings",
+        "SECRET_KEY": "bench-only-" + "k" * 50,
+        "DEBUG": "false",
+        "SECURE_SSL_REDIRECT": "false",
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "GATE_THROTTLE_RATE": "100000000/minute",
+        "CELERY_BROKER_URL": "memory://",
+        "GOVERNANCE_VAR_DIR": str(scratch),
+        "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
+        "APPROVALS_KEY_ENCRYPTION_KEY": "bench-only-kek-" + "k" * 40,
+    }
     gunicorn = None
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-        subprocess.run([sys.executable, "manage.py", "audit_keygen"], cwd=ROOT, env=env, check=False,
-                       capture_output=True)  # fmt: skip
-        seeded = json.loads(subprocess.run([sys.executable, __file__, "--seed"], cwd=ROOT, env=env, check=True,
-                                           capture_output=True, text=True).stdout.strip().splitlines()[-1])  # fmt: skip
+        subprocess.run(
+            [sys.executable, "manage.py", "audit_keygen"], cwd=ROOT, env=env, check=False, capture_output=True
+        )
+        seeded = json.loads(
+            subprocess.run(
+                [sys.executable, __file__, "--seed"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
         port = _free_port()
         gunicorn = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "governance.wsgi", "-w", str(args.workers), "-b", f"127.0.0.1:{port}",
-             "--log-level", "warning"], cwd=ROOT, env=env)  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "governance.wsgi",
+                "-w",
+                str(args.workers),
+                "-b",
+                f"127.0.0.1:{port}",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+        )
         base = f"http://127.0.0.1:{port}"
         gate_url, trivial_url = f"{base}/api/v1/gate/check", f"{base}/api/v1/me"
         deadline = time.monotonic() + 120
@@ -203,8 +294,10 @@ def main() -> int:
         if status != 200 or answer["decision"] != "allow":
             print(f"the seeded request is not allowed: {answer}", file=sys.stderr)
             return 1
-        scripts = {"trivial": _lua(scratch / "trivial.lua", seeded["personal_token"], None),
-                   "gate": _lua(scratch / "gate.lua", seeded["gate_token"], seeded["body"])}  # fmt: skip
+        scripts = {
+            "trivial": _lua(scratch / "trivial.lua", seeded["personal_token"], None),
+            "gate": _lua(scratch / "gate.lua", seeded["gate_token"], seeded["body"]),
+        }
         urls = {"trivial": trivial_url, "gate": gate_url}
         for name in ("trivial", "gate"):  # warm up every worker's connections and caches
             _wrk(urls[name], scripts[name], 8, 2)

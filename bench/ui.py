@@ -81,8 +81,12 @@ def _populate(count: int) -> dict[str, str]:
     license_catalog_load(actor="system:bench")
     team = Team.objects.create(name="platform")
     users = {}
-    for name, role in (("req", Role.REQUESTER), ("legal", Role.LEGAL_REVIEWER), ("eng", Role.ENGINEERING_REVIEWER),
-                       ("aud", Role.AUDITOR)):  # fmt: skip
+    for name, role in (
+        ("req", Role.REQUESTER),
+        ("legal", Role.LEGAL_REVIEWER),
+        ("eng", Role.ENGINEERING_REVIEWER),
+        ("aud", Role.AUDITOR),
+    ):
         user = User.objects.create_user(username=name, password="bench-" + name)
         user.groups.add(Group.objects.get_or_create(name=role)[0])
         team.members.add(user)
@@ -95,17 +99,39 @@ def _populate(count: int) -> dict[str, str]:
     from governance.gate.services import ci_token_issue
 
     for index in range(20):
-        ci_token_issue(actor=users["req"], team=team, name=f"deploy-{index}", environments=["production"],
-                       expires_at=timezone.now() + timedelta(days=90))  # fmt: skip
-    artifact = artifact_register(actor=users["req"], team=team, data={
-        "name": "Kimi-K2-Instruct", "source_repo": "moonshotai/Kimi-K2-Instruct", "revision": "main",
-        "weights_digest": "sha256:" + "cd" * 32, "license": "kimi-k2-modified-mit", "architecture_key": "kimi-k2"})  # fmt: skip
-    facts = {"use_case": "external_commercial", "commercial_entity": True, "hosted_service": True, "production": True,
-             "monthly_active_users": 2_000_000, "monthly_revenue": {"amount": 25_000_000, "currency": "USD"},
-             "org_country": "US"}  # fmt: skip
+        ci_token_issue(
+            actor=users["req"],
+            team=team,
+            name=f"deploy-{index}",
+            environments=["production"],
+            expires_at=timezone.now() + timedelta(days=90),
+        )
+    artifact = artifact_register(
+        actor=users["req"],
+        team=team,
+        data={
+            "name": "Kimi-K2-Instruct",
+            "source_repo": "moonshotai/Kimi-K2-Instruct",
+            "revision": "main",
+            "weights_digest": "sha256:" + "cd" * 32,
+            "license": "kimi-k2-modified-mit",
+            "architecture_key": "kimi-k2",
+        },
+    )
+    facts = {
+        "use_case": "external_commercial",
+        "commercial_entity": True,
+        "hosted_service": True,
+        "production": True,
+        "monthly_active_users": 2_000_000,
+        "monthly_revenue": {"amount": 25_000_000, "currency": "USD"},
+        "org_country": "US",
+    }
     serving = {"engine": "vllm", "precision": "w4a8", "gpu": "h200", "max_model_len": 131072, "concurrency": 8}
-    first = services.deployment_create(actor=users["req"], data={"team": team, "artifact": artifact,
-                                       "product_name": "Product 0", "facts": facts, "serving_plan": serving})  # fmt: skip
+    first = services.deployment_create(
+        actor=users["req"],
+        data={"team": team, "artifact": artifact, "product_name": "Product 0", "facts": facts, "serving_plan": serving},
+    )
     first = services.deployment_submit(deployment=first, actor=users["req"])
     plan = latest_capacity_plan(first)
     assert plan is not None
@@ -113,20 +139,39 @@ def _populate(count: int) -> dict[str, str]:
     first.refresh_from_db()
     statuses = [Status.DRAFT, Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED, Status.REJECTED]
     copies = [
-        DeploymentRequest(team=team, requester=users["req"], artifact=artifact, product_name=f"Product {i}",
-                          facts=first.facts, serving_plan=first.serving_plan, status=statuses[i % len(statuses)],
-                          evidence=first.evidence, evidence_digest=first.evidence_digest, flagged=i % 97 == 0,
-                          flag_reason="usage crossed a threshold" if i % 97 == 0 else "")
+        DeploymentRequest(
+            team=team,
+            requester=users["req"],
+            artifact=artifact,
+            product_name=f"Product {i}",
+            facts=first.facts,
+            serving_plan=first.serving_plan,
+            status=statuses[i % len(statuses)],
+            evidence=first.evidence,
+            evidence_digest=first.evidence_digest,
+            flagged=i % 97 == 0,
+            flag_reason="usage crossed a threshold" if i % 97 == 0 else "",
+        )
         for i in range(1, count)
-    ]  # fmt: skip
+    ]
     DeploymentRequest.objects.bulk_create(copies, batch_size=500)
     template = list(first.obligations.all())
     ObligationItem.objects.bulk_create(
-        [ObligationItem(request=r, license_key=o.license_key, finding_code=o.finding_code, clause=o.clause,
-                        params=o.params, message=o.message, fingerprint=o.fingerprint)
-         for r in DeploymentRequest.objects.exclude(pk=first.pk) for o in template],
+        [
+            ObligationItem(
+                request=r,
+                license_key=o.license_key,
+                finding_code=o.finding_code,
+                clause=o.clause,
+                params=o.params,
+                message=o.message,
+                fingerprint=o.fingerprint,
+            )
+            for r in DeploymentRequest.objects.exclude(pk=first.pk)
+            for o in template
+        ],
         batch_size=500,
-    )  # fmt: skip
+    )
     return {"code": str(first.code)}
 
 

@@ -368,8 +368,11 @@ def audit_checkpoint_create(*, force: bool = False) -> AuditCheckpoint | None:
         "audit checkpoint refused: the chain does not verify since the last checkpoint",
         extra={"problem": problem, "head_seq": seq},
     )
-    audit_record(actor="system:audit", action=AuditAction.AUDIT_CHECKPOINT_REFUSED,
-                 data={"problem": problem, "head_seq": seq, "head_hash": head_hash})  # fmt: skip
+    audit_record(
+        actor="system:audit",
+        action=AuditAction.AUDIT_CHECKPOINT_REFUSED,
+        data={"problem": problem, "head_seq": seq, "head_hash": head_hash},
+    )
     raise CheckpointRefusedError(f"checkpoint refused: {problem}", extra={"head_seq": seq})
 
 

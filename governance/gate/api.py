@@ -128,20 +128,28 @@ class GateCheckApi(APIView):
         data = serializer.validated_data
         token = cast(ApiToken, request.auth)
         deployment = gate_deployment_for_token(token, data["deployment"], data["environment"])
-        check = GateCheck(environment=data["environment"], artifact_digest=data["artifact_digest"],
-                          serving=dict(data["serving"]))  # fmt: skip
+        check = GateCheck(
+            environment=data["environment"], artifact_digest=data["artifact_digest"], serving=dict(data["serving"])
+        )
         try:
             decision, approval = services.gate_decide(token=token, deployment=deployment, check=check)
         except Exception:
             # Fail closed: no logged decision, no answer but 503 (CI treats it as deny).
             logger.exception("gate decision could not be logged", extra={"deployment": str(deployment.code)})
             return Response(
-                {"message": "The gate could not record its decision; treat this as deny.",
-                 "extra": {"request_id": current_request_id()}},
+                {
+                    "message": "The gate could not record its decision; treat this as deny.",
+                    "extra": {"request_id": current_request_id()},
+                },
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            )  # fmt: skip
-        body = {"decision": decision.decision, "decision_id": decision.code, "reasons": decision.reasons,
-                "evidence_digest": decision.evidence_digest, "approval": approval}  # fmt: skip
+            )
+        body = {
+            "decision": decision.decision,
+            "decision_id": decision.code,
+            "reasons": decision.reasons,
+            "evidence_digest": decision.evidence_digest,
+            "approval": approval,
+        }
         return Response(GateCheckOutputSerializer(body).data)
 
 
@@ -162,8 +170,19 @@ class GateDecisionOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = GateDecision
-        fields = ["decision_id", "deployment", "environment", "decision", "reasons", "artifact_digest", "serving",
-                  "evidence_digest", "approval_pdf_sha256", "token", "created_at"]  # fmt: skip
+        fields = [
+            "decision_id",
+            "deployment",
+            "environment",
+            "decision",
+            "reasons",
+            "artifact_digest",
+            "serving",
+            "evidence_digest",
+            "approval_pdf_sha256",
+            "token",
+            "created_at",
+        ]
 
 
 class GateDecisionListApi(ListAPIView):
@@ -195,8 +214,9 @@ class DeploymentGateDecisionsApi(ListAPIView):
 class CiTokenInputSerializer(StrictSerializer):
     name = serializers.CharField(max_length=120)
     team = serializers.CharField(max_length=120)
-    scopes = serializers.ListField(child=serializers.CharField(max_length=40), default=[TokenScope.GATE_CHECK],
-                                   max_length=10)  # fmt: skip
+    scopes = serializers.ListField(
+        child=serializers.CharField(max_length=40), default=[TokenScope.GATE_CHECK], max_length=10
+    )
     deployments = serializers.ListField(child=serializers.UUIDField(), default=list, max_length=100)
     environments = serializers.ListField(child=serializers.RegexField(ENVIRONMENT_PATTERN), default=list, max_length=20)
     expires_at = serializers.DateTimeField()
@@ -211,8 +231,20 @@ class CiTokenOutputSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiToken
-        fields = ["code", "name", "prefix", "team", "scopes", "deployments", "environments", "expires_at",
-                  "revoked_at", "last_used_at", "created_by", "created_at"]  # fmt: skip
+        fields = [
+            "code",
+            "name",
+            "prefix",
+            "team",
+            "scopes",
+            "deployments",
+            "environments",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+            "created_by",
+            "created_at",
+        ]
 
 
 class CiTokenIssuedSerializer(CiTokenOutputSerializer):
@@ -248,9 +280,14 @@ class CiTokenListCreateApi(ListAPIView):
         if team is None:
             raise invalid_input("team", f"no team named {data['team']!r}")
         token, clear_text = services.ci_token_issue(
-            actor=cast(User, request.user), team=team, name=data["name"], expires_at=data["expires_at"],
-            scopes=data["scopes"], deployment_codes=data["deployments"], environments=data["environments"],
-        )  # fmt: skip
+            actor=cast(User, request.user),
+            team=team,
+            name=data["name"],
+            expires_at=data["expires_at"],
+            scopes=data["scopes"],
+            deployment_codes=data["deployments"],
+            environments=data["environments"],
+        )
         return Response({**CiTokenOutputSerializer(token).data, "token": clear_text}, status=status.HTTP_201_CREATED)
 
 

@@ -67,11 +67,13 @@ def evaluate(state: GateState, check: GateCheck, now: datetime) -> list[Reason]:
     reasons: list[Reason] = []
     reasons += _status(state, now)
     if check.environment not in state.environments:
-        reasons.append(Reason(
-            ReasonCode.ENVIRONMENT_NOT_APPROVED,
-            f"environment {check.environment!r} is not among the approved ones ({', '.join(state.environments) or 'none'})",
-            f"{REQUESTER} adds the environment to the request and the reviewers approve it again",
-        ))  # fmt: skip
+        reasons.append(
+            Reason(
+                ReasonCode.ENVIRONMENT_NOT_APPROVED,
+                f"environment {check.environment!r} is not among the approved ones ({', '.join(state.environments) or 'none'})",
+                f"{REQUESTER} adds the environment to the request and the reviewers approve it again",
+            )
+        )
     reasons += _signatures(state)
     reasons += _license(state, now)
     reasons += _usage(state)
@@ -85,17 +87,33 @@ def evaluate(state: GateState, check: GateCheck, now: datetime) -> list[Reason]:
 def _status(state: GateState, now: datetime) -> list[Reason]:
     if state.status == Status.APPROVED:
         if state.approval_expires_at is not None and state.approval_expires_at <= now:
-            return [Reason(ReasonCode.EXPIRED, f"the approval expired at {state.approval_expires_at.isoformat()}",
-                           f"{REQUESTER} opens a new deployment request for review")]  # fmt: skip
+            return [
+                Reason(
+                    ReasonCode.EXPIRED,
+                    f"the approval expired at {state.approval_expires_at.isoformat()}",
+                    f"{REQUESTER} opens a new deployment request for review",
+                )
+            ]
         return []
     if state.status == Status.REVOKED:
-        return [Reason(ReasonCode.REVOKED, "the approval was revoked",
-                       f"{REQUESTER} opens a new deployment request; {LEGAL} reviews it")]  # fmt: skip
+        return [
+            Reason(
+                ReasonCode.REVOKED,
+                "the approval was revoked",
+                f"{REQUESTER} opens a new deployment request; {LEGAL} reviews it",
+            )
+        ]
     if state.status == Status.EXPIRED:
-        return [Reason(ReasonCode.EXPIRED, "the approval expired",
-                       f"{REQUESTER} opens a new deployment request for review")]  # fmt: skip
-    return [Reason(ReasonCode.NOT_APPROVED, f"the deployment request is {state.status}, not approved",
-                   f"{LEGAL} and {ENGINEERING} review and approve the current evidence")]  # fmt: skip
+        return [
+            Reason(ReasonCode.EXPIRED, "the approval expired", f"{REQUESTER} opens a new deployment request for review")
+        ]
+    return [
+        Reason(
+            ReasonCode.NOT_APPROVED,
+            f"the deployment request is {state.status}, not approved",
+            f"{LEGAL} and {ENGINEERING} review and approve the current evidence",
+        )
+    ]
 
 
 def _signatures(state: GateState) -> list[Reason]:
@@ -103,28 +121,43 @@ def _signatures(state: GateState) -> list[Reason]:
     for role, who in (("legal", LEGAL), ("engineering", ENGINEERING)):
         signature = state.signatures.get(role)
         if signature is None:
-            reasons.append(Reason(ReasonCode.SIGNATURE_MISSING, f"no {role} {state.signature_source} is on record",
-                                  f"{who} signs the approval packet"))  # fmt: skip
+            reasons.append(
+                Reason(
+                    ReasonCode.SIGNATURE_MISSING,
+                    f"no {role} {state.signature_source} is on record",
+                    f"{who} signs the approval packet",
+                )
+            )
         elif not signature.valid:
-            reasons.append(Reason(ReasonCode.SIGNATURE_INVALID,
-                                  f"the {role} signature of the approval packet does not verify",
-                                  f"{who} signs the approval packet again; an admin investigates the tampering"))  # fmt: skip
+            reasons.append(
+                Reason(
+                    ReasonCode.SIGNATURE_INVALID,
+                    f"the {role} signature of the approval packet does not verify",
+                    f"{who} signs the approval packet again; an admin investigates the tampering",
+                )
+            )
         elif signature.voided or signature.evidence_digest != state.evidence_digest:
-            reasons.append(Reason(ReasonCode.SIGNATURE_STALE,
-                                  f"the {role} {state.signature_source} covers evidence {signature.evidence_digest[:12]}…, "
-                                  f"not the current {state.evidence_digest[:12]}…",
-                                  f"{who} reviews and signs the current evidence"))  # fmt: skip
+            reasons.append(
+                Reason(
+                    ReasonCode.SIGNATURE_STALE,
+                    f"the {role} {state.signature_source} covers evidence {signature.evidence_digest[:12]}…, "
+                    f"not the current {state.evidence_digest[:12]}…",
+                    f"{who} reviews and signs the current evidence",
+                )
+            )
     return reasons
 
 
 def _waived(waivers: list[dict[str, Any]], license_key: str, finding: dict[str, Any], now: datetime) -> bool:
     return any(
-        w["license"] == license_key and w["code"] == finding["code"] and w.get("clause", "") in ("", finding["clause"])
+        w["license"] == license_key
+        and w["code"] == finding["code"]
+        and w.get("clause", "") in ("", finding["clause"])
         and datetime.fromisoformat(w["expires_at"]) > now
         # a blocker is waived only with the licensor's permission and a second legal reviewer
         and (finding["severity"] != "blocker" or (bool(w.get("permission")) and bool(w.get("confirmed_by"))))
         for w in waivers
-    )  # fmt: skip
+    )
 
 
 def _license(state: GateState, now: datetime) -> list[Reason]:
@@ -137,44 +170,74 @@ def _license(state: GateState, now: datetime) -> list[Reason]:
             ):
                 continue
             if finding["severity"] == "blocker":
-                reasons.append(Reason(ReasonCode.LICENSE_BLOCKER,
-                                      f"{evaluation['license']}: {finding['code']} ({finding['clause']}): {finding['message']}",
-                                      f"{REQUESTER} changes the facts so the term no longer applies, or {LEGAL} proposes a waiver "
-                                      "with the licensor's written permission and a second legal reviewer confirms it"))  # fmt: skip
+                reasons.append(
+                    Reason(
+                        ReasonCode.LICENSE_BLOCKER,
+                        f"{evaluation['license']}: {finding['code']} ({finding['clause']}): {finding['message']}",
+                        f"{REQUESTER} changes the facts so the term no longer applies, or {LEGAL} proposes a waiver "
+                        "with the licensor's written permission and a second legal reviewer confirms it",
+                    )
+                )
             else:
-                reasons.append(Reason(ReasonCode.LICENSE_APPROVAL_REQUIRED,
-                                      f"{evaluation['license']}: {finding['code']} ({finding['clause']}): {finding['message']}",
-                                      f"{LEGAL} records the licensor's approval as a waiver"))  # fmt: skip
+                reasons.append(
+                    Reason(
+                        ReasonCode.LICENSE_APPROVAL_REQUIRED,
+                        f"{evaluation['license']}: {finding['code']} ({finding['clause']}): {finding['message']}",
+                        f"{LEGAL} records the licensor's approval as a waiver",
+                    )
+                )
     for item in state.evidence.get("obligations", []):
         if item["status"] != "accepted":
-            reasons.append(Reason(ReasonCode.OBLIGATION_NOT_ACCEPTED,
-                                  f"{item['license']}: obligation {item['code']} ({item['clause']}) is {item['status']}",
-                                  f"{REQUESTER} says how it is met; {LEGAL} accepts it"))  # fmt: skip
+            reasons.append(
+                Reason(
+                    ReasonCode.OBLIGATION_NOT_ACCEPTED,
+                    f"{item['license']}: obligation {item['code']} ({item['clause']}) is {item['status']}",
+                    f"{REQUESTER} says how it is met; {LEGAL} accepts it",
+                )
+            )
     return reasons
 
 
 def _usage(state: GateState) -> list[Reason]:
     if state.latest_usage_crossed and state.latest_usage_after_approval:
-        return [Reason(ReasonCode.USAGE_THRESHOLD_CROSSED,
-                       f"the usage report of {state.latest_usage_month} crossed license terms: "
-                       f"{', '.join(state.latest_usage_crossed)}",
-                       f"{LEGAL} reviews the new findings and the request is approved again")]  # fmt: skip
+        return [
+            Reason(
+                ReasonCode.USAGE_THRESHOLD_CROSSED,
+                f"the usage report of {state.latest_usage_month} crossed license terms: "
+                f"{', '.join(state.latest_usage_crossed)}",
+                f"{LEGAL} reviews the new findings and the request is approved again",
+            )
+        ]
     if state.flagged:
-        return [Reason(ReasonCode.USAGE_THRESHOLD_CROSSED, state.flag_reason or "the request is flagged",
-                       f"{LEGAL} reviews the new findings and the request is approved again")]  # fmt: skip
+        return [
+            Reason(
+                ReasonCode.USAGE_THRESHOLD_CROSSED,
+                state.flag_reason or "the request is flagged",
+                f"{LEGAL} reviews the new findings and the request is approved again",
+            )
+        ]
     return []
 
 
 def _capacity(state: GateState) -> list[Reason]:
     plan = state.evidence.get("capacity_plan")
     if plan is None:
-        return [Reason(ReasonCode.CAPACITY_MISSING, "no capacity plan is in the evidence",
-                       f"{REQUESTER} requests a capacity plan; {ENGINEERING} approves it")]  # fmt: skip
+        return [
+            Reason(
+                ReasonCode.CAPACITY_MISSING,
+                "no capacity plan is in the evidence",
+                f"{REQUESTER} requests a capacity plan; {ENGINEERING} approves it",
+            )
+        ]
     if plan.get("status") != "done" or not plan.get("fits"):
-        return [Reason(ReasonCode.CAPACITY_DOES_NOT_FIT,
-                       f"the capacity plan is {plan.get('status')} and {'fits' if plan.get('fits') else 'does not fit'}",
-                       f"{REQUESTER} changes the serving plan (GPUs, parallelism, precision) until it fits; "
-                       f"{ENGINEERING} approves it")]  # fmt: skip
+        return [
+            Reason(
+                ReasonCode.CAPACITY_DOES_NOT_FIT,
+                f"the capacity plan is {plan.get('status')} and {'fits' if plan.get('fits') else 'does not fit'}",
+                f"{REQUESTER} changes the serving plan (GPUs, parallelism, precision) until it fits; "
+                f"{ENGINEERING} approves it",
+            )
+        ]
     return []
 
 
@@ -182,24 +245,41 @@ def _eval(state: GateState, check: GateCheck) -> list[Reason]:
     precision = check.serving["precision"]
     if precision in UNQUANTIZED_PRECISIONS:
         return []
-    runs = [r for r in state.evidence.get("eval_results", [])
-            if r["scheme"] == precision or r["scheme"].startswith(precision + "-")]  # fmt: skip
+    runs = [
+        r
+        for r in state.evidence.get("eval_results", [])
+        if r["scheme"] == precision or r["scheme"].startswith(precision + "-")
+    ]
     if any(r["status"] == "passed" for r in runs):
         return []
     if not runs:
-        return [Reason(ReasonCode.EVAL_MISSING, f"no quantization eval run for precision {precision}",
-                       f"{ENGINEERING} runs the {precision} eval on the cluster")]  # fmt: skip
+        return [
+            Reason(
+                ReasonCode.EVAL_MISSING,
+                f"no quantization eval run for precision {precision}",
+                f"{ENGINEERING} runs the {precision} eval on the cluster",
+            )
+        ]
     statuses = ", ".join(f"{r['scheme']} {r['status']}" for r in runs)
-    return [Reason(ReasonCode.EVAL_FAILED, f"the {precision} eval did not pass ({statuses})",
-                   f"{ENGINEERING} fixes the quantization and runs the eval again, or {REQUESTER} serves another precision")]  # fmt: skip
+    return [
+        Reason(
+            ReasonCode.EVAL_FAILED,
+            f"the {precision} eval did not pass ({statuses})",
+            f"{ENGINEERING} fixes the quantization and runs the eval again, or {REQUESTER} serves another precision",
+        )
+    ]
 
 
 def _artifact(state: GateState, check: GateCheck) -> list[Reason]:
     approved = (state.evidence.get("artifact") or {}).get("weights_digest", "")
     if check.artifact_digest.lower() != str(approved).lower():
-        return [Reason(ReasonCode.ARTIFACT_DIGEST_MISMATCH,
-                       f"artifact_digest {check.artifact_digest} is not the approved weights {approved}",
-                       f"{PIPELINE} deploys the approved weights, or {REQUESTER} registers these weights in a new request")]  # fmt: skip
+        return [
+            Reason(
+                ReasonCode.ARTIFACT_DIGEST_MISMATCH,
+                f"artifact_digest {check.artifact_digest} is not the approved weights {approved}",
+                f"{PIPELINE} deploys the approved weights, or {REQUESTER} registers these weights in a new request",
+            )
+        ]
     return []
 
 
@@ -215,25 +295,41 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
     serving = check.serving
     reasons = []
     fix = f"{PIPELINE} deploys the approved configuration, or {REQUESTER} changes the serving plan for re-approval"
-    for name, code in (("engine", ReasonCode.SERVING_ENGINE), ("precision", ReasonCode.SERVING_PRECISION),
-                       ("gpu", ReasonCode.SERVING_GPU)):  # fmt: skip
+    for name, code in (
+        ("engine", ReasonCode.SERVING_ENGINE),
+        ("precision", ReasonCode.SERVING_PRECISION),
+        ("gpu", ReasonCode.SERVING_GPU),
+    ):
         if serving[name] != envelope.get(name, "vllm" if name == "engine" else None):
             reasons.append(Reason(code, f"{name} {serving[name]!r} is not the approved {envelope.get(name)!r}", fix))
     if serving.get("kv_dtype") is not None and serving["kv_dtype"] != envelope.get("kv_dtype", "bf16"):
-        reasons.append(Reason(ReasonCode.SERVING_KV_DTYPE,
-                              f"kv_dtype {serving['kv_dtype']!r} is not the approved {envelope.get('kv_dtype', 'bf16')!r}",
-                              fix))  # fmt: skip
+        reasons.append(
+            Reason(
+                ReasonCode.SERVING_KV_DTYPE,
+                f"kv_dtype {serving['kv_dtype']!r} is not the approved {envelope.get('kv_dtype', 'bf16')!r}",
+                fix,
+            )
+        )
     approved = approved_parallelism(state)
     differing = [f"{n}={serving[n]} (approved {approved[n]})" for n in ("tp", "pp", "ep") if serving[n] != approved[n]]
     if differing:
         reasons.append(Reason(ReasonCode.SERVING_PARALLELISM, "parallelism differs: " + ", ".join(differing), fix))
     max_len = envelope.get("max_model_len")
     if max_len is None or serving["max_model_len"] > max_len:
-        reasons.append(Reason(ReasonCode.SERVING_MAX_MODEL_LEN,
-                              f"max_model_len {serving['max_model_len']} is above the approved {max_len}", fix))  # fmt: skip
+        reasons.append(
+            Reason(
+                ReasonCode.SERVING_MAX_MODEL_LEN,
+                f"max_model_len {serving['max_model_len']} is above the approved {max_len}",
+                fix,
+            )
+        )
     utilization = float(envelope.get("gpu_memory_utilization", 0.9))
     if serving["gpu_memory_utilization"] > utilization:
-        reasons.append(Reason(ReasonCode.SERVING_MEMORY_UTILIZATION,
-                              f"gpu_memory_utilization {serving['gpu_memory_utilization']} is above the approved "
-                              f"{utilization}", fix))  # fmt: skip
+        reasons.append(
+            Reason(
+                ReasonCode.SERVING_MEMORY_UTILIZATION,
+                f"gpu_memory_utilization {serving['gpu_memory_utilization']} is above the approved {utilization}",
+                fix,
+            )
+        )
     return reasons

@@ -67,9 +67,16 @@ def _queries(client: Client, url: str) -> int:
 
 @pytest.mark.parametrize(
     ("username", "page"),
-    [("requester", "/"), ("legal", "/"), ("requester", "/requests/"), ("requester", "/requests/new"),
-     ("legal", "request"), ("auditor", "/audit/"), ("requester", "/licenses/")],
-)  # fmt: skip
+    [
+        ("requester", "/"),
+        ("legal", "/"),
+        ("requester", "/requests/"),
+        ("requester", "/requests/new"),
+        ("legal", "request"),
+        ("auditor", "/audit/"),
+        ("requester", "/licenses/"),
+    ],
+)
 def test_queries_per_page_do_not_grow_with_the_data(
     username: str, page: str, personas: Personas, flow: Flow, artifacts: Any, django_assert_max_num_queries: Any
 ) -> None:
@@ -109,11 +116,27 @@ def test_language_switcher_and_localised_numbers(personas: Personas, flow: Flow,
 def test_wizard_works_without_javascript(personas: Personas, artifacts: Any) -> None:
     """The preview button and the create button are plain form posts."""
     client = browser(personas.requester)
-    form = {"artifact": str(artifacts["kimi"].code), "product_name": "Acme Assistant", "environments": "production",
-            "use_case": "external_commercial", "commercial_entity": "on", "hosted_service": "on", "production": "on",
-            "monthly_active_users": "2000000", "revenue_amount": "25000000", "revenue_currency": "USD",
-            "org_country": "US", "derivative_kind": "none", "derivative_distribution": "none", "engine": "vllm",
-            "precision": "w4a8", "gpu": "h200", "kv_dtype": "bf16", "max_model_len": "131072", "concurrency": "8"}  # fmt: skip
+    form = {
+        "artifact": str(artifacts["kimi"].code),
+        "product_name": "Acme Assistant",
+        "environments": "production",
+        "use_case": "external_commercial",
+        "commercial_entity": "on",
+        "hosted_service": "on",
+        "production": "on",
+        "monthly_active_users": "2000000",
+        "revenue_amount": "25000000",
+        "revenue_currency": "USD",
+        "org_country": "US",
+        "derivative_kind": "none",
+        "derivative_distribution": "none",
+        "engine": "vllm",
+        "precision": "w4a8",
+        "gpu": "h200",
+        "kv_dtype": "bf16",
+        "max_model_len": "131072",
+        "concurrency": "8",
+    }
     preview = client.post("/requests/new", {**form, "preview": "1"}).content.decode()
     assert 'data-code="attribution.display"' in preview
     assert DeploymentRequest.objects.count() == 0

@@ -40,21 +40,42 @@ def _grow(personas: Personas, first: DeploymentRequest, total: int) -> None:
     the first one's obligations, some flagged; and as many CI tokens of the requester's team."""
     have = DeploymentRequest.objects.count()
     copies = DeploymentRequest.objects.bulk_create(
-        DeploymentRequest(team=first.team, requester=first.requester, artifact=first.artifact,
-                          product_name=f"Product {i}", facts=first.facts, serving_plan=first.serving_plan,
-                          status=STATES[i % len(STATES)], evidence=first.evidence,
-                          evidence_digest=first.evidence_digest, flagged=i % 3 == 0, flag_reason="usage")
+        DeploymentRequest(
+            team=first.team,
+            requester=first.requester,
+            artifact=first.artifact,
+            product_name=f"Product {i}",
+            facts=first.facts,
+            serving_plan=first.serving_plan,
+            status=STATES[i % len(STATES)],
+            evidence=first.evidence,
+            evidence_digest=first.evidence_digest,
+            flagged=i % 3 == 0,
+            flag_reason="usage",
+        )
         for i in range(have, total)
-    )  # fmt: skip
+    )
     template = list(first.obligations.all())
     ObligationItem.objects.bulk_create(
-        ObligationItem(request=copy, license_key=o.license_key, finding_code=o.finding_code, clause=o.clause,
-                       params=o.params, message=o.message, fingerprint=o.fingerprint)
-        for copy in copies for o in template
-    )  # fmt: skip
+        ObligationItem(
+            request=copy,
+            license_key=o.license_key,
+            finding_code=o.finding_code,
+            clause=o.clause,
+            params=o.params,
+            message=o.message,
+            fingerprint=o.fingerprint,
+        )
+        for copy in copies
+        for o in template
+    )
     for index in range(_tokens(personas), total):
-        ci_token_issue(actor=personas.admin, team=personas.team, name=f"deploy-{index}",
-                       expires_at=timezone.now() + timedelta(days=30))  # fmt: skip
+        ci_token_issue(
+            actor=personas.admin,
+            team=personas.team,
+            name=f"deploy-{index}",
+            expires_at=timezone.now() + timedelta(days=30),
+        )
 
 
 def _tokens(personas: Personas) -> int:

@@ -30,13 +30,21 @@ SECRET = re.compile(r"gov_[A-Za-z0-9_-]{20,}")
 
 def _form(team: str = "platform", **changes: Any) -> dict[str, Any]:
     expires = (timezone.now() + timedelta(days=30)).date().isoformat()
-    return {"name": "deploy-prod", "team": team, "scopes": ["gate:check"], "environments": "production",
-            "deployments": "", "expires_at": expires, **changes}  # fmt: skip
+    return {
+        "name": "deploy-prod",
+        "team": team,
+        "scopes": ["gate:check"],
+        "environments": "production",
+        "deployments": "",
+        "expires_at": expires,
+        **changes,
+    }
 
 
 def _issue(personas: Personas, name: str, team: Any = None) -> ApiToken:
-    token, _ = ci_token_issue(actor=personas.admin, team=team or personas.team, name=name,
-                              expires_at=timezone.now() + timedelta(days=30))  # fmt: skip
+    token, _ = ci_token_issue(
+        actor=personas.admin, team=team or personas.team, name=name, expires_at=timezone.now() + timedelta(days=30)
+    )
     return token
 
 

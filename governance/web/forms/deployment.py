@@ -57,8 +57,9 @@ class WaiverForm(forms.Form):
 
 class ReviewForm(forms.Form):
     role = forms.ChoiceField(label=_("Review as"))
-    verdict = forms.ChoiceField(label=_("Verdict"), choices=[(ReviewVerdict.APPROVE, _("Approve")),
-                                                              (ReviewVerdict.REJECT, _("Reject"))])  # fmt: skip
+    verdict = forms.ChoiceField(
+        label=_("Verdict"), choices=[(ReviewVerdict.APPROVE, _("Approve")), (ReviewVerdict.REJECT, _("Reject"))]
+    )
     evidence_digest = forms.RegexField(regex=r"^[0-9a-f]{64}$", widget=forms.HiddenInput)
     comment = forms.CharField(
         label=_("Comment"), max_length=4000, required=False, widget=forms.Textarea(attrs={"rows": 2})
@@ -79,8 +80,9 @@ class ReviewForm(forms.Form):
 class UsageForm(forms.Form):
     month = forms.RegexField(label=_("Month"), regex=r"^\d{4}-(0[1-9]|1[0-2])$", help_text=_("YYYY-MM"))
     monthly_active_users = forms.IntegerField(label=_("Monthly active users"), min_value=0)
-    revenue_amount = forms.DecimalField(label=_("Monthly revenue"), min_value=0, max_digits=20, decimal_places=2,
-                                        required=False)  # fmt: skip
+    revenue_amount = forms.DecimalField(
+        label=_("Monthly revenue"), min_value=0, max_digits=20, decimal_places=2, required=False
+    )
     revenue_currency = forms.CharField(label=_("Currency"), max_length=3, initial="USD")
 
     def revenue(self) -> dict[str, Any] | None:

@@ -162,19 +162,35 @@ class WizardForm(forms.Form):
         preview runs while the user is still typing): an unanswered fact is left out, so the
         engine assumes its most conservative value and says so."""
         data = self.cleaned_data
-        facts: dict[str, Any] = {name: data[name] for name in (
-            "use_case", "commercial_entity", "hosted_service", "production", "multimodal",
-            "outputs_used_to_train_other_models", "redistributes_original_weights", "guardrails_removed",
-            "monthly_active_users", "monthly_active_users_at_model_release") if data.get(name) is not None}  # fmt: skip
+        facts: dict[str, Any] = {
+            name: data[name]
+            for name in (
+                "use_case",
+                "commercial_entity",
+                "hosted_service",
+                "production",
+                "multimodal",
+                "outputs_used_to_train_other_models",
+                "redistributes_original_weights",
+                "guardrails_removed",
+                "monthly_active_users",
+                "monthly_active_users_at_model_release",
+            )
+            if data.get(name) is not None
+        }
         if data.get("revenue_amount") is not None:
-            facts["monthly_revenue"] = {"amount": float(data["revenue_amount"]),
-                                        "currency": (data.get("revenue_currency") or "USD").upper()}  # fmt: skip
+            facts["monthly_revenue"] = {
+                "amount": float(data["revenue_amount"]),
+                "currency": (data.get("revenue_currency") or "USD").upper(),
+            }
         if data.get("org_country"):
             facts["org_country"] = data["org_country"].upper()
         if data.get("derivative_kind"):
-            facts["derivative"] = {"kind": data["derivative_kind"],
-                                   "distribution": data.get("derivative_distribution") or "none",
-                                   "name": data.get("derivative_name") or None}  # fmt: skip
+            facts["derivative"] = {
+                "kind": data["derivative_kind"],
+                "distribution": data.get("derivative_distribution") or "none",
+                "name": data.get("derivative_name") or None,
+            }
         facts["intended_uses"] = list(data.get("intended_uses") or [])
         return facts
 

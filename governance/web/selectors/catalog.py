@@ -92,8 +92,11 @@ def license_version_diff(key: str, old: str, new: str) -> dict[str, Any]:
     compared = ("severity", "condition", "params", "message", "how_to_comply", "confidence")
     changed = []
     for ref in sorted(before.keys() & after.keys()):
-        fields = [{"name": f, "old": before[ref][f], "new": after[ref][f]} for f in compared
-                  if before[ref][f] != after[ref][f]]  # fmt: skip
+        fields = [
+            {"name": f, "old": before[ref][f], "new": after[ref][f]}
+            for f in compared
+            if before[ref][f] != after[ref][f]
+        ]
         if fields:
             changed.append({"code": ref[0], "clause": ref[1], "fields": fields})
     text_diff = list(
@@ -129,15 +132,22 @@ def license_preview(artifact: Any, license_key: str, facts: dict[str, Any]) -> d
                     "decision": evaluation.decision,
                     "decision_label": labels.label("decision", evaluation.decision),
                     "findings": [
-                        {**f.as_dict(), "severity_label": labels.label("severity", f.severity),
-                         "confidence_label": labels.label("confidence", f.confidence)}
+                        {
+                            **f.as_dict(),
+                            "severity_label": labels.label("severity", f.severity),
+                            "confidence_label": labels.label("confidence", f.confidence),
+                        }
                         for f in evaluation.findings
                     ],
                 }
-            )  # fmt: skip
+            )
     except FactsError as exc:
         return {"results": [], "errors": dict(exc.fields.items())}
     except ApplicationError as exc:
         return {"results": [], "errors": {"license": exc.message}}
-    return {"results": results, "errors": {}, "revenue": facts.get("monthly_revenue"),
-            "monthly_active_users": facts.get("monthly_active_users")}  # fmt: skip
+    return {
+        "results": results,
+        "errors": {},
+        "revenue": facts.get("monthly_revenue"),
+        "monthly_active_users": facts.get("monthly_active_users"),
+    }

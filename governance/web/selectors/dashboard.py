@@ -26,8 +26,16 @@ STUCK_AFTER = timedelta(minutes=30)
 
 # What a row of a request list shows, read as plain values (a model instance per row, with its
 # team and artifact, costs more than rendering the row); never the evidence document.
-ROW_VALUES = ("code", "product_name", "status", "updated_at", "submitted_at", "flag_reason",
-              "team__name", "artifact__name")  # fmt: skip
+ROW_VALUES = (
+    "code",
+    "product_name",
+    "status",
+    "updated_at",
+    "submitted_at",
+    "flag_reason",
+    "team__name",
+    "artifact__name",
+)
 Row = dict[str, Any]
 
 
@@ -51,9 +59,14 @@ def _queues(user: Any, visible: QuerySet[DeploymentRequest]) -> dict[str, list[R
     """The dashboard's lists of requests, each newest (or longest waiting) first and capped, read
     in one UNION ALL query: a round trip each would cost more than the rows."""
     lists: dict[str, tuple[QuerySet[DeploymentRequest], str, int]] = {}
-    review_roles = [role for role, group in ((ReviewRole.LEGAL, Role.LEGAL_REVIEWER),
-                                             (ReviewRole.ENGINEERING, Role.ENGINEERING_REVIEWER))
-                    if has_role(user, group)]  # fmt: skip
+    review_roles = [
+        role
+        for role, group in (
+            (ReviewRole.LEGAL, Role.LEGAL_REVIEWER),
+            (ReviewRole.ENGINEERING, Role.ENGINEERING_REVIEWER),
+        )
+        if has_role(user, group)
+    ]
     if review_roles:
         # waiting for a decision of one of my review roles on the current evidence
         decided = Q(decisions__voided_at__isnull=True, decisions__role__in=review_roles)
@@ -64,8 +77,11 @@ def _queues(user: Any, visible: QuerySet[DeploymentRequest]) -> dict[str, list[R
         )
     if has_role(user, Role.REQUESTER):
         # a subquery, not a join: a join repeats a request per open item and needs a DISTINCT sort
-        open_items = Q(pk__in=ObligationItem.objects.filter(
-            status__in=[ObligationStatus.OPEN, ObligationStatus.REJECTED]).values("request_id"))  # fmt: skip
+        open_items = Q(
+            pk__in=ObligationItem.objects.filter(status__in=[ObligationStatus.OPEN, ObligationStatus.REJECTED]).values(
+                "request_id"
+            )
+        )
         lists["waiting_on_me"] = (
             visible.filter(team__members=user).filter(
                 Q(status=Status.DRAFT) | (open_items & ~Q(status__in=[Status.REJECTED, Status.REVOKED]))
@@ -99,8 +115,15 @@ def dashboard(user: Any) -> Dashboard:
     visible = _visible(user)
     counts = dict(visible.order_by().values_list("status").annotate(n=Count("pk")))
     requests_url = reverse("web:requests")
-    by_status = [{"status": s, "label": labels.label("status", s), "count": counts.get(s, 0), "url": f"{requests_url}?status={s}"}
-                 for s in Status.values]  # fmt: skip
+    by_status = [
+        {
+            "status": s,
+            "label": labels.label("status", s),
+            "count": counts.get(s, 0),
+            "url": f"{requests_url}?status={s}",
+        }
+        for s in Status.values
+    ]
     queues = _queues(user, visible)
     stuck_before = timezone.now() - STUCK_AFTER
     eval_problems = list(

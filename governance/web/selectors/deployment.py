@@ -70,11 +70,19 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
         for name, colour in CHART_PARTS:
             size = int(memory.get(name) or 0)
             width = size * scale
-            parts.append({"x": f"{x:.1f}", "width": f"{width:.1f}", "colour": colour, "label": labels.label("memory_part", name),
-                          "gib": size / GIB})  # fmt: skip
+            parts.append(
+                {
+                    "x": f"{x:.1f}",
+                    "width": f"{width:.1f}",
+                    "colour": colour,
+                    "label": labels.label("memory_part", name),
+                    "gib": size / GIB,
+                }
+            )
             x += width
-        bars.append({"y": y, "text_y": y + bar_height - 6, "height": bar_height, "label": f"GPU {index}",
-                     "parts": parts})  # fmt: skip
+        bars.append(
+            {"y": y, "text_y": y + bar_height - 6, "height": bar_height, "label": f"GPU {index}", "parts": parts}
+        )
     legend = [
         {"label": labels.label("memory_part", name), "colour": colour, "gib": int(memory.get(name) or 0) / GIB}
         for name, colour in CHART_PARTS
@@ -144,15 +152,22 @@ def _deployment(user: Any, code: Any) -> DeploymentRequest:
     found = (
         deployments_visible_to(user)
         .filter(code=code)
-        .annotate(viewer_is_member=Exists(Team.members.through.objects.filter(team_id=OuterRef("team_id"), user_id=user.pk)))
+        .annotate(
+            viewer_is_member=Exists(Team.members.through.objects.filter(team_id=OuterRef("team_id"), user_id=user.pk))
+        )
         .prefetch_related(
-            Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by").order_by("expires_at")),
+            Prefetch(
+                "waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by").order_by("expires_at")
+            ),
             Prefetch("obligations", queryset=ObligationItem.objects.select_related("acknowledged_by", "reviewed_by")),
             Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer").order_by("-created_at")),
-            Prefetch("eval_runs", queryset=EvalRun.objects.select_related("job", "cluster", "requested_by").order_by("-created_at")),
+            Prefetch(
+                "eval_runs",
+                queryset=EvalRun.objects.select_related("job", "cluster", "requested_by").order_by("-created_at"),
+            ),
         )
         .first()
-    )  # fmt: skip
+    )
     if found is None:
         raise NotFoundError("no such deployment request")
     return found
@@ -166,10 +181,20 @@ def _findings(request: DeploymentRequest) -> dict[str, Any]:
     for evaluation in (request.evidence or {}).get("licenses", []):
         findings = []
         for finding in evaluation["findings"]:
-            waived = any(w.license_key == evaluation["license"] and w.finding_code == finding["code"]
-                         and w.clause in ("", finding["clause"]) for w in active)  # fmt: skip
-            findings.append({**finding, "waived": waived, "severity_label": labels.label("severity", finding["severity"]),
-                             "confidence_label": labels.label("confidence", finding.get("confidence", ""))})  # fmt: skip
+            waived = any(
+                w.license_key == evaluation["license"]
+                and w.finding_code == finding["code"]
+                and w.clause in ("", finding["clause"])
+                for w in active
+            )
+            findings.append(
+                {
+                    **finding,
+                    "waived": waived,
+                    "severity_label": labels.label("severity", finding["severity"]),
+                    "confidence_label": labels.label("confidence", finding.get("confidence", "")),
+                }
+            )
             if finding["severity"] in ("blocker", "approval") and not waived:
                 waivable.append({"license": evaluation["license"], **finding})
         decision = labels.label("decision", evaluation["decision"])

@@ -22,8 +22,14 @@ def clusters() -> list[dict[str, Any]]:
     result = []
     for cluster in Cluster.objects.order_by("name"):
         inventory = cluster.inventory if isinstance(cluster.inventory, dict) else {}
-        result.append({"cluster": cluster, "nodes": inventory.get("nodes", []), "gpus": inventory.get("gpus", []),
-                       "executor_label": labels.label("executor", cluster.executor)})  # fmt: skip
+        result.append(
+            {
+                "cluster": cluster,
+                "nodes": inventory.get("nodes", []),
+                "gpus": inventory.get("gpus", []),
+                "executor_label": labels.label("executor", cluster.executor),
+            }
+        )
     return result
 
 

@@ -70,11 +70,17 @@ def request_rows(rows: Any, caption: str, empty: str) -> SafeString:
         "\n",
         '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
         (
-            (request_url(r["code"]), r["product_name"], r["artifact__name"], r["team__name"], status_badge(r["status"]),
-             _when(r["updated_at"]))
+            (
+                request_url(r["code"]),
+                r["product_name"],
+                r["artifact__name"],
+                r["team__name"],
+                status_badge(r["status"]),
+                _when(r["updated_at"]),
+            )
             for r in rows
         ),
-    )  # fmt: skip
+    )
     headers = (_("Product"), _("Model"), _("Team"), _("Status"), _("Updated"))
     head = format_html_join("", '<th scope="col">{}</th>', ((h,) for h in headers))
     return format_html(
@@ -215,11 +221,17 @@ def audit_rows(events: Any) -> SafeString:
         "\n",
         '<tr><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} <code>{}</code></td></tr>',
         (
-            (e.seq, _when(e.occurred_at), e.actor_name,
-             e.get_action_display(), e.object_type, Truncator(e.object_id).chars(14))
+            (
+                e.seq,
+                _when(e.occurred_at),
+                e.actor_name,
+                e.get_action_display(),
+                e.object_type,
+                Truncator(e.object_id).chars(14),
+            )
             for e in events
         ),
-    )  # fmt: skip
+    )
     return rows or format_html('<tr><td colspan="5">{}</td></tr>', _("No events match."))
 
 
@@ -249,15 +261,27 @@ def _token_row(row: dict[str, Any], csrf: Any) -> SafeString:
         revoke = format_html(
             '<form method="post" action="{}"><input type="hidden" name="csrfmiddlewaretoken" value="{}">'
             '<button type="submit" class="danger">{} <span class="visually-hidden">{}</span></button></form>',
-            code_url(t.code, "web:token-revoke"), csrf, _("Revoke"), t.name,
-        )  # fmt: skip
+            code_url(t.code, "web:token-revoke"),
+            csrf,
+            _("Revoke"),
+            t.name,
+        )
     return format_html(
         '<tr class="token" data-prefix="{}" data-active="{}">\n        <td>{}</td>\n        <td>{}</td>\n'
         "        <td><code>{}…</code></td>\n        <td>{}</td>\n        <td>{}</td>\n        <td>{}</td>\n"
         "        <td>{}</td>\n        <td>{}</td>\n        <td>{}</td>\n      </tr>",
-        t.prefix, "true" if row["active"] else "false", name, t.team.name, t.prefix, scopes,
-        ", ".join(t.environments) or _("any"), expires, used, revoked, revoke,
-    )  # fmt: skip
+        t.prefix,
+        "true" if row["active"] else "false",
+        name,
+        t.team.name,
+        t.prefix,
+        scopes,
+        ", ".join(t.environments) or _("any"),
+        expires,
+        used,
+        revoked,
+        revoke,
+    )
 
 
 @register.simple_tag
@@ -268,14 +292,23 @@ def memory_chart_svg(chart: Any) -> SafeString:
         "",
         '<g><text x="0" y="{}">{}</text>\n        {}</g>',
         (
-            (bar["text_y"], bar["label"], format_html_join(
-                "", '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"></rect>',
-                ((part["x"], bar["y"], part["width"], bar["height"], part["colour"]) for part in bar["parts"])))
+            (
+                bar["text_y"],
+                bar["label"],
+                format_html_join(
+                    "",
+                    '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"></rect>',
+                    ((part["x"], bar["y"], part["width"], bar["height"], part["colour"]) for part in bar["parts"]),
+                ),
+            )
             for bar in chart.bars
         ),
-    )  # fmt: skip
+    )
     return format_html(
         '<svg class="chart" role="img" aria-labelledby="chart-title" width="{0}" height="{1}" viewBox="0 0 {0} {1}">\n'
         '      <title id="chart-title">{2}</title>\n      {3}\n    </svg>',
-        chart.width, chart.height, _("Memory per GPU: weights, KV cache, activations and reserve"), bars,
-    )  # fmt: skip
+        chart.width,
+        chart.height,
+        _("Memory per GPU: weights, KV cache, activations and reserve"),
+        bars,
+    )

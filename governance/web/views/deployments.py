@@ -140,8 +140,9 @@ def deployment(request: HttpRequest, code: str) -> HttpResponse:
     context["ack_form"] = ObligationAckForm()
     context["obligation_review_form"] = ObligationReviewForm()
     context["waiver_form"] = WaiverForm(findings=page.findings_waivable)
-    context["review_form"] = ReviewForm(roles=page.actions["review_roles"],
-                                        initial={"evidence_digest": page.request.evidence_digest})  # fmt: skip
+    context["review_form"] = ReviewForm(
+        roles=page.actions["review_roles"], initial={"evidence_digest": page.request.evidence_digest}
+    )
     context["usage_form"] = UsageForm()
     if page.actions["run_eval"] and page.request.status != Status.DRAFT:  # the eval form is shown
         context["eval_form"] = EvalRunForm(
@@ -165,16 +166,24 @@ def _page(code: str, anchor: str = "") -> str:
 @roles_required(Role.REQUESTER)
 def deployment_submit(request: HttpRequest, code: str) -> HttpResponse:
     target = deployment_get(request.user, code)
-    return act(request, lambda: services.deployment_submit(deployment=target, actor=_user(request)),
-               _("Submitted for review. The capacity plan is being computed."), _page(code))  # fmt: skip
+    return act(
+        request,
+        lambda: services.deployment_submit(deployment=target, actor=_user(request)),
+        _("Submitted for review. The capacity plan is being computed."),
+        _page(code),
+    )
 
 
 @require_POST
 @roles_required(Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
 def deployment_start_review(request: HttpRequest, code: str) -> HttpResponse:
     target = deployment_get(request.user, code)
-    return act(request, lambda: services.deployment_start_review(deployment=target, actor=_user(request)),
-               _("Review started."), _page(code))  # fmt: skip
+    return act(
+        request,
+        lambda: services.deployment_start_review(deployment=target, actor=_user(request)),
+        _("Review started."),
+        _page(code),
+    )
 
 
 def _obligation(user: Any, code: str, item: str) -> Any:
@@ -190,8 +199,12 @@ def obligation_acknowledge(request: HttpRequest, code: str, item: str) -> HttpRe
     obligation = _obligation(request.user, code, item)
     form = ObligationAckForm(request.POST)
     how_met = form.cleaned_data["how_met"] if form.is_valid() else ""
-    return act(request, lambda: services.obligation_acknowledge(item=obligation, actor=_user(request), how_met=how_met),
-               _("Obligation acknowledged."), _page(code, "obligations"))  # fmt: skip
+    return act(
+        request,
+        lambda: services.obligation_acknowledge(item=obligation, actor=_user(request), how_met=how_met),
+        _("Obligation acknowledged."),
+        _page(code, "obligations"),
+    )
 
 
 @require_POST
@@ -203,11 +216,15 @@ def obligation_review(request: HttpRequest, code: str, item: str) -> HttpRespons
         return act(request, lambda: _raise_form(form), "", _page(code, "obligations"))
     return act(
         request,
-        lambda: services.obligation_review(item=obligation, actor=_user(request), accept=form.cleaned_data["accept"],
-                                           comment=form.cleaned_data["comment"]),
+        lambda: services.obligation_review(
+            item=obligation,
+            actor=_user(request),
+            accept=form.cleaned_data["accept"],
+            comment=form.cleaned_data["comment"],
+        ),
         _("Obligation reviewed."),
         _page(code, "obligations"),
-    )  # fmt: skip
+    )
 
 
 def _raise_form(form: Any) -> None:
@@ -227,12 +244,18 @@ def waiver_grant(request: HttpRequest, code: str) -> HttpResponse:
     target = deployment_get(request.user, code)
     return act(
         request,
-        lambda: services.waiver_grant(deployment=target, actor=_user(request), license_key=license_key,
-                                      finding_code=finding_code, clause=clause, reason=form.cleaned_data["reason"],
-                                      expires_at=form.cleaned_data["expires_at"]),
+        lambda: services.waiver_grant(
+            deployment=target,
+            actor=_user(request),
+            license_key=license_key,
+            finding_code=finding_code,
+            clause=clause,
+            reason=form.cleaned_data["reason"],
+            expires_at=form.cleaned_data["expires_at"],
+        ),
         _("Waiver recorded."),
         _page(code, "waivers"),
-    )  # fmt: skip
+    )
 
 
 def _signoff_rate(group: str, request: HttpRequest) -> str:
@@ -251,12 +274,18 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
     data = form.cleaned_data
     return act(
         request,
-        lambda: approval_services.sign_off(deployment=target, user=_user(request), role=data["role"],
-                                           decision=data["verdict"], password=data["password"],
-                                           evidence_digest=data["evidence_digest"], comment=data["comment"]),
+        lambda: approval_services.sign_off(
+            deployment=target,
+            user=_user(request),
+            role=data["role"],
+            decision=data["verdict"],
+            password=data["password"],
+            evidence_digest=data["evidence_digest"],
+            comment=data["comment"],
+        ),
         _("Your decision is recorded."),
         _page(code, "signoff"),
-    )  # fmt: skip
+    )
 
 
 @require_POST
@@ -269,11 +298,22 @@ def usage_report(request: HttpRequest, code: str) -> HttpResponse:
 
     def record() -> None:
         revenue = form.revenue()
-        validated(UsageInputSerializer(data={"month": form.cleaned_data["month"],
-                                             "monthly_active_users": form.cleaned_data["monthly_active_users"],
-                                             **({"monthly_revenue": revenue} if revenue else {})}))  # fmt: skip
-        services.usage_report_record(deployment=target, actor=_user(request), month=form.cleaned_data["month"],
-                                     monthly_active_users=form.cleaned_data["monthly_active_users"], revenue=revenue)  # fmt: skip
+        validated(
+            UsageInputSerializer(
+                data={
+                    "month": form.cleaned_data["month"],
+                    "monthly_active_users": form.cleaned_data["monthly_active_users"],
+                    **({"monthly_revenue": revenue} if revenue else {}),
+                }
+            )
+        )
+        services.usage_report_record(
+            deployment=target,
+            actor=_user(request),
+            month=form.cleaned_data["month"],
+            monthly_active_users=form.cleaned_data["monthly_active_users"],
+            revenue=revenue,
+        )
 
     return act(request, record, _("Usage recorded."), _page(code, "usage"))
 
@@ -290,11 +330,16 @@ def eval_run_create(request: HttpRequest, code: str) -> HttpResponse:
     cluster = Cluster.objects.get(name=data["cluster"])
     return act(
         request,
-        lambda: eval_run_request(cluster=cluster, scheme=data["scheme"],
-                                 model={"path": data["model_path"], "dtype": "bfloat16"}, actor=_user(request),
-                                 deployment=target, threshold=data["threshold"],
-                                 max_cases_per_category=data.get("max_cases_per_category"),
-                                 max_new_tokens=data["max_new_tokens"]),
+        lambda: eval_run_request(
+            cluster=cluster,
+            scheme=data["scheme"],
+            model={"path": data["model_path"], "dtype": "bfloat16"},
+            actor=_user(request),
+            deployment=target,
+            threshold=data["threshold"],
+            max_cases_per_category=data.get("max_cases_per_category"),
+            max_new_tokens=data["max_new_tokens"],
+        ),
         _("Eval run queued."),
         _page(code, "evals"),
-    )  # fmt: skip
+    )

@@ -71,8 +71,10 @@ def cluster_test(request: HttpRequest, code: str) -> HttpResponse:
     if tested.last_test_ok:
         messages.success(request, _("Connection to %(name)s works.") % {"name": cluster.name})
     else:
-        messages.error(request, _("Connection to %(name)s failed: %(reason)s")
-                       % {"name": cluster.name, "reason": tested.last_test_message})  # fmt: skip
+        messages.error(
+            request,
+            _("Connection to %(name)s failed: %(reason)s") % {"name": cluster.name, "reason": tested.last_test_message},
+        )
     return HttpResponseRedirect(reverse("web:clusters"))
 
 
@@ -99,5 +101,6 @@ def audit(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     can_export = has_role(request.user, Role.AUDITOR, Role.ADMIN)
-    return render(request, "web/audit.html", {"form": form, "page": page, "query": query.urlencode(),
-                                              "can_export": can_export})  # fmt: skip
+    return render(
+        request, "web/audit.html", {"form": form, "page": page, "query": query.urlencode(), "can_export": can_export}
+    )

@@ -32,8 +32,10 @@ DEFAULT_LIFETIME = timedelta(days=90)
 
 def _token_form(request: HttpRequest, teams: list[Team], data: Any = None) -> CiTokenForm:
     scopes = [(str(scope), f"{scope}: {labels.label('token_scope', scope)}") for scope in sorted(CI_SCOPES)]
-    initial: dict[str, Any] = {"expires_at": (timezone.now() + DEFAULT_LIFETIME).date(),
-                               "team": teams[0].name if teams else ""}  # fmt: skip
+    initial: dict[str, Any] = {
+        "expires_at": (timezone.now() + DEFAULT_LIFETIME).date(),
+        "team": teams[0].name if teams else "",
+    }
     return CiTokenForm(data, teams=teams, scopes=scopes, initial=initial)
 
 
@@ -50,17 +52,25 @@ def _manager_teams(request: HttpRequest) -> list[Team]:
 def tokens(request: HttpRequest) -> HttpResponse:
     teams = _manager_teams(request)
     if request.method != "POST":
-        return render(request, "web/tokens.html", {"form": _token_form(request, teams),
-                                                   "tokens": selectors.ci_tokens(request.user)})  # fmt: skip
+        return render(
+            request,
+            "web/tokens.html",
+            {"form": _token_form(request, teams), "tokens": selectors.ci_tokens(request.user)},
+        )
     form = _token_form(request, teams, request.POST)
     if form.is_valid():
         try:
             data = validated(CiTokenInputSerializer(data=form.payload()))
             team = next(t for t in teams if t.name == data["team"])
             token, secret = ci_token_issue(
-                actor=cast(User, request.user), team=team, name=data["name"], expires_at=data["expires_at"],
-                scopes=data["scopes"], deployment_codes=data["deployments"], environments=data["environments"],
-            )  # fmt: skip
+                actor=cast(User, request.user),
+                team=team,
+                name=data["name"],
+                expires_at=data["expires_at"],
+                scopes=data["scopes"],
+                deployment_codes=data["deployments"],
+                environments=data["environments"],
+            )
         except (NotFoundError, PermissionDeniedError):
             raise
         except ApplicationError as exc:
@@ -95,8 +105,9 @@ def verify(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         upload = form.cleaned_data["file"]
         if upload.size > settings.APPROVALS_MAX_UPLOAD_BYTES:
-            form.add_error("file", _("The file is larger than %(size)s bytes.")
-                           % {"size": settings.APPROVALS_MAX_UPLOAD_BYTES})  # fmt: skip
+            form.add_error(
+                "file", _("The file is larger than %(size)s bytes.") % {"size": settings.APPROVALS_MAX_UPLOAD_BYTES}
+            )
         else:
             try:
                 checked, stored = packet_verify(data=upload.read(), actor=cast(User, request.user))
