@@ -64,6 +64,9 @@ class Stack:
     # --- HTTP -----------------------------------------------------------------------------------
     def call(self, method: str, path: str, token: str, body: Any = None, timeout: float = 60) -> Answer:
         data = None if body is None else json.dumps(body).encode()
+        return self.call_raw(method, path, token, data, timeout)
+
+    def call_raw(self, method: str, path: str, token: str, data: bytes | None, timeout: float = 60) -> Answer:
         request = urllib.request.Request(
             self.base_url + path,
             data=data,
@@ -174,7 +177,8 @@ def stack(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytes
         JOB_POLL_MAX_S="2",
         JOB_LOST_GRACE_S="5",
         FAULT_HOLD_DIR=str(directory / "hold"),
-        AUDIT_CHECKPOINT_INTERVAL_S="86400",  # the tests checkpoint with their own key
+        AUDIT_CHECKPOINT_INTERVAL_S="86400",
+        API_MAX_BODY_BYTES="1048576",  # a configured maximum the hostile-input test crosses  # the tests checkpoint with their own key
         PYTHONUNBUFFERED="1",
     )
     stack = Stack(base_url=f"http://127.0.0.1:{web_port}", redis_port=redis_port, dir=directory, env=env)
