@@ -29,8 +29,13 @@ def test_hostile_inputs_are_4xx_naming_the_field_and_save_nothing(
     local_cluster(tmp_path, tiny_model)
     code = to_review(stack, data, "target of the eval cases")
     token = data.tokens[0]
-    base = {"artifact": str(data.artifact.code), "product_name": "X", "environments": ["production"],
-            "facts": FACTS, "serving_plan": SERVING}  # fmt: skip
+    base = {
+        "artifact": str(data.artifact.code),
+        "product_name": "X",
+        "environments": ["production"],
+        "facts": FACTS,
+        "serving_plan": SERVING,
+    }
 
     def raw(body: dict[str, Any]) -> bytes:
         return json.dumps(body, ensure_ascii=True).encode()  # a lone surrogate travels as \\ud800
