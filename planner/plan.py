@@ -293,6 +293,7 @@ def plan(request: PlanRequest) -> PlanResult:
         gpu_memory_utilization=request.gpu_memory_utilization,
         kv_dtype=request.kv_dtype,
         max_num_seqs=max(request.concurrency, 1),
+        scheduler_recv_interval=request.scheduler_recv_interval or 1,
     )
     setup_fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(PlanSetup)}
     return PlanResult(

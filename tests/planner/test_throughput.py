@@ -173,3 +173,41 @@ def test_sglang_scheduler_recv_interval_delays_the_first_token() -> None:
     assert thirty.as_estimate()["inputs"]["scheduler_recv_interval"] == 30
     with pytest.raises(ValueError, match="scheduler_recv_interval"):
         plan(PlanRequest(concurrency=16, scheduler_recv_interval=10, **{**base, "engine": "vllm"}))
+
+
+def test_the_recv_interval_reaches_the_sglang_command_and_the_cli() -> None:
+    """The interval the TTFT assumed is the one the SGLang command line starts the server with."""
+    from tests.planner.cli import planner_cli
+
+    contract = plan(
+        PlanRequest(
+            model="qwen3-30b-a3b",
+            precision="fp8",
+            gpu="h200",
+            concurrency=16,
+            engine="sglang",
+            scheduler_recv_interval=10,
+        )
+    ).as_contract()
+    assert "--scheduler-recv-interval 10" in contract["serving"]["sglang"]
+    plain = plan(PlanRequest(model="qwen3-30b-a3b", precision="fp8", gpu="h200", engine="sglang")).as_contract()
+    assert "--scheduler-recv-interval" not in plain["serving"]["sglang"]
+    run = planner_cli(
+        "plan",
+        "--model",
+        "qwen3-30b-a3b",
+        "--precision",
+        "fp8",
+        "--gpu",
+        "h200",
+        "--engine",
+        "sglang",
+        "--concurrency",
+        "16",
+        "--scheduler-recv-interval",
+        "10",
+        "--format",
+        "json",
+    )
+    assert run.returncode == 0, run.stderr
+    assert '"scheduler_recv_interval": 10' in run.stdout
