@@ -64,6 +64,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine-version")
     p.add_argument("--max-num-batched-tokens", type=int)
     p.add_argument("--max-num-seqs", type=int)
+    p.add_argument(
+        "--scheduler-recv-interval", type=int, help="SGLang: new requests are taken in once every N decode steps"
+    )
     p.add_argument("--format", choices=["json", "table"], default="table")
 
 
@@ -188,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             engine_version=args.engine_version,
             max_num_batched_tokens=args.max_num_batched_tokens,
             max_num_seqs=args.max_num_seqs,
+            scheduler_recv_interval=args.scheduler_recv_interval,
             input_len=args.input_len,
             output_len=args.output_len,
             calibration=_calibration(args.calibration),

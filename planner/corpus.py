@@ -36,7 +36,9 @@ _REQUIRED = (
     "statistic",
     "measured",
 )
-_FIELDS = {*_REQUIRED, "engine_version", "model", "model_name", "config", "assumed", "notes", "outside"}
+_FIELDS = {*_REQUIRED, "engine_version", "model", "model_name", "config", "assumed", "notes", "outside", "engine_args"}
+# Engine flags of the source's launch command that the throughput model reads.
+ENGINE_ARGS = ("scheduler_recv_interval",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,9 @@ def cases() -> tuple[dict[str, Any], ...]:
             raise ValueError(f"{where}: source must be an https URL")
         if not set(entry["measured"]) <= set(METRICS) or not entry["measured"]:
             raise ValueError(f"{where}: measured takes {', '.join(METRICS)}")
+        unknown_args = set(entry.get("engine_args") or {}) - set(ENGINE_ARGS)
+        if unknown_args:
+            raise ValueError(f"{where}: engine_args takes {', '.join(ENGINE_ARGS)}, not {sorted(unknown_args)}")
         if entry["id"] in seen:
             raise ValueError(f"{where}: duplicate id")
         seen.add(entry["id"])
@@ -92,6 +97,7 @@ def run_case(case: dict[str, Any], calibration: Any = None) -> CaseResult:
                 output_len=case["output_len"],
                 engine=case["engine"],
                 calibration=calibration,
+                **(case.get("engine_args") or {}),
             )
         )
     except ValueError as exc:

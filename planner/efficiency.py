@@ -47,6 +47,8 @@ class EngineSettings:
     max_num_batched_tokens: int
     request_overhead_ms: float
     step_overhead_ms: float  # host work per step not hidden behind the GPU (scheduling, sampling)
+    # SGLang's --scheduler-recv-interval: new requests are taken in once every this many decode steps.
+    scheduler_recv_interval: int = 1
 
 
 @functools.cache
@@ -74,7 +76,9 @@ def default_factors(gpu_key: str, precision_key: str = "bf16") -> Factors:
     return Factors(**factors)
 
 
-def engine_settings(name: str, max_num_batched_tokens: int | None = None) -> EngineSettings:
+def engine_settings(
+    name: str, max_num_batched_tokens: int | None = None, scheduler_recv_interval: int | None = None
+) -> EngineSettings:
     engines = _efficiency_catalog()["engines"]
     if name not in engines:
         raise ValueError(f"engine: must be one of {', '.join(sorted(engines))}")
@@ -82,7 +86,12 @@ def engine_settings(name: str, max_num_batched_tokens: int | None = None) -> Eng
     budget = max_num_batched_tokens or int(entry["max_num_batched_tokens"])
     if budget < 16:
         raise ValueError("max_num_batched_tokens: must be >= 16")
-    return EngineSettings(name, budget, float(entry["request_overhead_ms"]), float(entry["step_overhead_ms"]))
+    interval = scheduler_recv_interval or 1
+    if interval < 1:
+        raise ValueError("scheduler_recv_interval: must be >= 1")
+    if interval > 1 and name != "sglang":
+        raise ValueError("scheduler_recv_interval: an SGLang option (--scheduler-recv-interval)")
+    return EngineSettings(name, budget, float(entry["request_overhead_ms"]), float(entry["step_overhead_ms"]), interval)
 
 
 class Rates:

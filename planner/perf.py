@@ -59,6 +59,7 @@ class Throughput:
     output_len: int = 0
     engine: str = "vllm"
     max_num_batched_tokens: int = 0
+    scheduler_recv_interval: int = 1
     calibration: str | None = None
     fallbacks: tuple[str, ...] = ()
     breakdown_ms: dict[str, float] = field(default_factory=dict)
@@ -73,6 +74,11 @@ class Throughput:
                 "sequences_per_replica": self.batch,
                 "engine": self.engine,
                 "max_num_batched_tokens": self.max_num_batched_tokens,
+                **(
+                    {"scheduler_recv_interval": self.scheduler_recv_interval}
+                    if self.scheduler_recv_interval > 1
+                    else {}
+                ),
             },
             "output_tokens_per_s": round(self.decode_tokens_per_s, 1),
             "tpot_ms": round(self.tpot_ms, 2),
@@ -176,8 +182,11 @@ def step_s(
             parts["kernels"] += count * _kernels(model, layer, layout) * rates.kernel_s()
             if tp > 1:
                 parts["collectives"] += count * 2 * rates.collective_s("all_reduce", tokens * h * BF16, tp)
-            if layout.ep > 1 and layer.routed_experts:
-                message = routed_tokens / max(layout.dp if layout.ep > tp else 1, 1) * model.experts_per_token * h
+            # Experts split inside one replica (ep = tp) see every token after the attention all-reduce,
+            # and the MoE output all-reduce above combines them: tokens move between GPUs only when
+            # the experts are shared across DP replicas (ep = tp x dp).
+            if layout.ep > tp and layer.routed_experts:
+                message = routed_tokens / layout.dp * model.experts_per_token * h
                 parts["collectives"] += count * 2 * rates.collective_s("all_to_all", message * act_bits / 8, layout.ep)
     lm_rows = decode_tokens + (1 if prefill_tokens else 0)
     parts["lm_head"] = rates.gemm_s(params.lm_head / tp * BF16, lm_rows, model.vocab_size // tp, h, bf16=True)
@@ -262,8 +271,9 @@ def estimate(
         )
         own_s += step + host_s
     # A request waits for the step in flight only when other sequences are decoding: at one
-    # sequence per replica (closed loop) it arrives at an idle engine.
-    in_flight_s = tpot_s / 2 if batch > 1 else 0.0
+    # sequence per replica (closed loop) it arrives at an idle engine. An engine that takes in new
+    # requests once every N decode steps (SGLang --scheduler-recv-interval) makes it wait N/2 steps.
+    in_flight_s = engine.scheduler_recv_interval * tpot_s / 2 if batch > 1 else 0.0
     ttft_s = in_flight_s + own_s + engine.request_overhead_ms / 1e3
     cycle_s = ttft_s + (output - 1) * tpot_s + engine.request_overhead_ms / 1e3
     delivered = output * tpot_s / cycle_s
@@ -290,6 +300,7 @@ def estimate(
         output_len=output,
         engine=engine.name,
         max_num_batched_tokens=engine.max_num_batched_tokens,
+        scheduler_recv_interval=engine.scheduler_recv_interval,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},

@@ -50,6 +50,7 @@ class PlanRequest:
     engine_version: str | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None  # default: the concurrency asked for (the command sets it)
+    scheduler_recv_interval: int | None = None  # SGLang --scheduler-recv-interval (default 1)
     # Workload for the throughput estimate (defaults: 1024-token prompts, 1024 generated tokens).
     input_len: int | None = None
     output_len: int | None = None
@@ -82,7 +83,7 @@ class PlanRequest:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name}: must be >= 1")
-        engine_settings(self.engine, self.max_num_batched_tokens)
+        engine_settings(self.engine, self.max_num_batched_tokens, self.scheduler_recv_interval)
         if self.calibration is not None and self.calibration.gpu_key not in (None, self.gpu):
             raise ValueError(f"calibration: profile was measured on {self.calibration.gpu_key}, not {self.gpu}")
         for part in self.keep_bf16:
@@ -292,6 +293,7 @@ def plan(request: PlanRequest) -> PlanResult:
         gpu_memory_utilization=request.gpu_memory_utilization,
         kv_dtype=request.kv_dtype,
         max_num_seqs=max(request.concurrency, 1),
+        scheduler_recv_interval=request.scheduler_recv_interval or 1,
     )
     setup_fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(PlanSetup)}
     return PlanResult(
@@ -350,7 +352,7 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
         workload=Workload(input_len=prompt, output_len=output, concurrency=request.concurrency),
         kv_dtype=request.kv_dtype,
         keep=keep,
-        engine=engine_settings(request.engine, request.max_num_batched_tokens),
+        engine=engine_settings(request.engine, request.max_num_batched_tokens, request.scheduler_recv_interval),
         profile=request.calibration,
         quick=quick,
     )

@@ -23,6 +23,7 @@ class Launch:
     gpu_memory_utilization: float
     kv_dtype: str
     max_num_seqs: int
+    scheduler_recv_interval: int = 1  # SGLang only
 
     @property
     def online_fp8(self) -> bool:
@@ -67,6 +68,8 @@ def sglang_command(launch: Launch) -> str:
         argv += ["--quantization", "fp8"]
     if launch.kv_dtype in SGLANG_KV:
         argv += ["--kv-cache-dtype", SGLANG_KV[launch.kv_dtype]]
+    if launch.scheduler_recv_interval > 1:
+        argv += ["--scheduler-recv-interval", str(launch.scheduler_recv_interval)]
     return shlex.join(argv)
 
 

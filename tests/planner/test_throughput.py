@@ -135,3 +135,79 @@ def test_w4a16_decode_gains_what_hopper_measured_not_the_byte_ratio() -> None:
     w4 = plan(PlanRequest(precision="w4a16", **base, input_len=512, output_len=512)).throughput
     gemm = {name: t.breakdown_ms["dense_gemm"] for name, t in (("bf16", bf16), ("w4a16", w4))}
     assert 1.3 < gemm["bf16"] / gemm["w4a16"] < 2.1
+
+
+def test_experts_split_inside_a_replica_need_no_all_to_all() -> None:
+    """With ep = tp and one replica, every rank already holds every token after the attention
+    all-reduce: each runs its own experts and the MoE output all-reduce (one of the two per layer)
+    combines them, as vLLM and SGLang do without DP attention. An all-to-all is only needed when
+    the experts are shared across DP replicas (ep = tp x dp, dp > 1)."""
+    base: dict[str, Any] = {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "max_model_len": 4096}
+    split = plan(PlanRequest(tp=8, ep=8, dp=1, concurrency=16, **base)).throughput
+    sharded = plan(PlanRequest(tp=8, ep=1, dp=1, concurrency=16, **base)).throughput
+    assert split.breakdown_ms["collectives"] == pytest.approx(sharded.breakdown_ms["collectives"], rel=1e-6)
+    shared, inside = (plan(PlanRequest(tp=4, ep=ep, dp=2, concurrency=32, **base)).throughput for ep in (8, 4))
+    assert shared.breakdown_ms["collectives"] > 1.2 * inside.breakdown_ms["collectives"]
+
+
+def test_sglang_scheduler_recv_interval_delays_the_first_token() -> None:
+    """SGLang's `--scheduler-recv-interval N` polls for new requests once every N decode steps (the
+    skipper weighs a decode step 1, a prefill step the whole interval): a request arriving while
+    others decode waits N/2 steps on average instead of half of the step in flight. Nothing changes
+    for a lone request (an idle engine polls at once) or for TPOT."""
+    base: dict[str, Any] = {
+        "model": "qwen3-30b-a3b",
+        "precision": "fp8",
+        "gpu": "h200",
+        "max_model_len": 4096,
+        "engine": "sglang",
+        "input_len": 1024,
+        "output_len": 1024,
+    }
+    every = plan(PlanRequest(concurrency=16, **base)).throughput
+    thirty = plan(PlanRequest(concurrency=16, scheduler_recv_interval=30, **base)).throughput
+    assert thirty.tpot_ms == pytest.approx(every.tpot_ms)
+    assert thirty.ttft_ms - every.ttft_ms == pytest.approx(29 * every.tpot_ms / 2, rel=0.02)
+    alone = [plan(PlanRequest(concurrency=1, scheduler_recv_interval=n, **base)).throughput for n in (1, 30)]
+    assert alone[0].ttft_ms == pytest.approx(alone[1].ttft_ms)
+    assert thirty.as_estimate()["inputs"]["scheduler_recv_interval"] == 30
+    with pytest.raises(ValueError, match="scheduler_recv_interval"):
+        plan(PlanRequest(concurrency=16, scheduler_recv_interval=10, **{**base, "engine": "vllm"}))
+
+
+def test_the_recv_interval_reaches_the_sglang_command_and_the_cli() -> None:
+    """The interval the TTFT assumed is the one the SGLang command line starts the server with."""
+    from tests.planner.cli import planner_cli
+
+    contract = plan(
+        PlanRequest(
+            model="qwen3-30b-a3b",
+            precision="fp8",
+            gpu="h200",
+            concurrency=16,
+            engine="sglang",
+            scheduler_recv_interval=10,
+        )
+    ).as_contract()
+    assert "--scheduler-recv-interval 10" in contract["serving"]["sglang"]
+    plain = plan(PlanRequest(model="qwen3-30b-a3b", precision="fp8", gpu="h200", engine="sglang")).as_contract()
+    assert "--scheduler-recv-interval" not in plain["serving"]["sglang"]
+    run = planner_cli(
+        "plan",
+        "--model",
+        "qwen3-30b-a3b",
+        "--precision",
+        "fp8",
+        "--gpu",
+        "h200",
+        "--engine",
+        "sglang",
+        "--concurrency",
+        "16",
+        "--scheduler-recv-interval",
+        "10",
+        "--format",
+        "json",
+    )
+    assert run.returncode == 0, run.stderr
+    assert '"scheduler_recv_interval": 10' in run.stdout
