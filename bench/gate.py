@@ -42,8 +42,8 @@ def seed() -> None:
     from django.contrib.auth.models import Group, User
     from django.utils import timezone
 
+    from bench.seeding import COMMERCIAL_FACTS, register_artifact
     from governance.approvals.services import pki_init, sign_off
-    from governance.artifacts.services import artifact_register
     from governance.capacity.models import CapacityPlan
     from governance.capacity.services import capacity_plan_compute
     from governance.core.models import Team
@@ -64,26 +64,10 @@ def seed() -> None:
         users[name].groups.add(Group.objects.get_or_create(name=role)[0])  # reviewers get signing certificates
     team.members.add(users["req"])
     team.leads.add(users["req"])
-    artifact = artifact_register(
-        actor=users["req"],
-        team=team,
-        data={
-            "name": "Qwen3-30B-A3B",
-            "source_repo": "org/Qwen3-30B-A3B",
-            "revision": "abc123",
-            "weights_digest": "sha256:" + "ab" * 32,
-            "license": "apache-2.0",
-            "architecture_key": "qwen3-30b-a3b",
-        },
+    artifact = register_artifact(
+        users["req"], team, "Qwen3-30B-A3B", "org/Qwen3-30B-A3B", "apache-2.0", "qwen3-30b-a3b", "ab"
     )
-    facts = {
-        "use_case": "external_commercial",
-        "commercial_entity": True,
-        "hosted_service": True,
-        "production": True,
-        "monthly_active_users": 2_000_000,
-        "org_country": "US",
-    }
+    facts = COMMERCIAL_FACTS
     serving = {"engine": "vllm", "precision": "fp8", "gpu": "h200", "max_model_len": 32768, "concurrency": 4}
     deployment = services.deployment_create(
         actor=users["req"],
@@ -137,14 +121,10 @@ def seed() -> None:
         "deployment": str(deployment.code),
         "environment": "production",
         "artifact_digest": artifact.weights_digest,
+        # the approved envelope: the serving plan with the plan's own parallel layout
         "serving": {
-            "engine": "vllm",
-            "precision": "fp8",
-            "gpu": "h200",
-            "tp": layout["tp"],
-            "pp": layout["pp"],
-            "ep": layout["ep"],
-            "max_model_len": 32768,
+            **{key: value for key, value in serving.items() if key != "concurrency"},  # the gate takes no load
+            **{key: layout[key] for key in ("tp", "pp", "ep")},
             "gpu_memory_utilization": 0.9,
         },
     }

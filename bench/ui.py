@@ -26,6 +26,10 @@ BENCH_DB = "governance_bench_ui"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# An obligation's own columns, copied onto each cloned request.
+COPIED = ("license_key", "finding_code", "clause", "params", "message", "fingerprint")
+
+
 def _scratch_database(folder: Path) -> tuple[str, str | None]:
     """(URL of the scratch database, the maintenance URL to drop it with, or None for SQLite)."""
     url = os.environ.get("DATABASE_URL", "")
@@ -68,7 +72,6 @@ def _populate(count: int) -> dict[str, str]:
     `count - 1` copies of it in varied states, as a busy instance would hold."""
     from django.contrib.auth.models import Group, User
 
-    from governance.artifacts.services import artifact_register
     from governance.capacity.services import capacity_plan_compute
     from governance.core.models import Team
     from governance.core.roles import Role
@@ -77,6 +80,9 @@ def _populate(count: int) -> dict[str, str]:
     from governance.deployments.models import DeploymentRequest, ObligationItem
     from governance.deployments.selectors import latest_capacity_plan
     from governance.licenses.services import license_catalog_load
+
+    sys.path.insert(0, str(ROOT))
+    from bench.seeding import COMMERCIAL_FACTS, register_artifact
 
     license_catalog_load(actor="system:bench")
     team = Team.objects.create(name="platform")
@@ -106,27 +112,10 @@ def _populate(count: int) -> dict[str, str]:
             environments=["production"],
             expires_at=timezone.now() + timedelta(days=90),
         )
-    artifact = artifact_register(
-        actor=users["req"],
-        team=team,
-        data={
-            "name": "Kimi-K2-Instruct",
-            "source_repo": "moonshotai/Kimi-K2-Instruct",
-            "revision": "main",
-            "weights_digest": "sha256:" + "cd" * 32,
-            "license": "kimi-k2-modified-mit",
-            "architecture_key": "kimi-k2",
-        },
+    artifact = register_artifact(
+        users["req"], team, "Kimi-K2-Instruct", "moonshotai/Kimi-K2-Instruct", "kimi-k2-modified-mit", "kimi-k2", "cd"
     )
-    facts = {
-        "use_case": "external_commercial",
-        "commercial_entity": True,
-        "hosted_service": True,
-        "production": True,
-        "monthly_active_users": 2_000_000,
-        "monthly_revenue": {"amount": 25_000_000, "currency": "USD"},
-        "org_country": "US",
-    }
+    facts = {**COMMERCIAL_FACTS, "monthly_revenue": {"amount": 25_000_000, "currency": "USD"}}
     serving = {"engine": "vllm", "precision": "w4a8", "gpu": "h200", "max_model_len": 131072, "concurrency": 8}
     first = services.deployment_create(
         actor=users["req"],
@@ -158,15 +147,7 @@ def _populate(count: int) -> dict[str, str]:
     template = list(first.obligations.all())
     ObligationItem.objects.bulk_create(
         [
-            ObligationItem(
-                request=r,
-                license_key=o.license_key,
-                finding_code=o.finding_code,
-                clause=o.clause,
-                params=o.params,
-                message=o.message,
-                fingerprint=o.fingerprint,
-            )
+            ObligationItem(request=r, **{name: getattr(o, name) for name in COPIED})
             for r in DeploymentRequest.objects.exclude(pk=first.pk)
             for o in template
         ],

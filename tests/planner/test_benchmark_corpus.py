@@ -68,35 +68,33 @@ def test_markdown_table_lists_every_case_and_cause(results: list[corpus.CaseResu
     assert table.count("†") >= 2 * sum(len(c.get("outside") or {}) for c in corpus.cases())
 
 
-def test_corpus_rejects_a_malformed_entry(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    bad = tmp_path / "benchmarks.yaml"
-    bad.write_text(
-        "- {id: x, source: 'http://example.org', engine: vllm, precision: bf16, gpu: h200, layout: {},"
-        " concurrency: 1, input_len: 1, output_len: 1, statistic: mean, measured: {tpot_ms: 1}, model: m}\n"
-    )
+def _refused(tmp_path, monkeypatch, text: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    """A catalog holding `text` alone is refused with `message` (the cache is cleared either side)."""
+    (tmp_path / "benchmarks.yaml").write_text(text)
     monkeypatch.setattr(corpus, "CATALOG_DIR", tmp_path)
     corpus.cases.cache_clear()
     try:
-        with pytest.raises(ValueError, match="source must be an https URL"):
+        with pytest.raises(ValueError, match=message):
             corpus.cases()
     finally:
         corpus.cases.cache_clear()
+
+
+def test_corpus_rejects_a_malformed_entry(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    text = (
+        "- {id: x, source: 'http://example.org', engine: vllm, precision: bf16, gpu: h200, layout: {},"
+        " concurrency: 1, input_len: 1, output_len: 1, statistic: mean, measured: {tpot_ms: 1}, model: m}\n"
+    )
+    _refused(tmp_path, monkeypatch, text, "source must be an https URL")
 
 
 def test_corpus_engine_args_are_the_ones_the_model_reads(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A case may carry flags of the source's launch command (SGLang's --scheduler-recv-interval); any
     other flag is refused rather than silently ignored."""
     assert any((c.get("engine_args") or {}).get("scheduler_recv_interval") for c in corpus.cases())
-    bad = tmp_path / "benchmarks.yaml"
-    bad.write_text(
+    text = (
         "- {id: x, source: 'https://example.org', engine: sglang, precision: bf16, gpu: h200, layout: {},"
         " concurrency: 1, input_len: 1, output_len: 1, statistic: mean, measured: {tpot_ms: 1}, model: m,"
         " engine_args: {enable_mixed_chunk: true}}\n"
     )
-    monkeypatch.setattr(corpus, "CATALOG_DIR", tmp_path)
-    corpus.cases.cache_clear()
-    try:
-        with pytest.raises(ValueError, match="engine_args takes scheduler_recv_interval"):
-            corpus.cases()
-    finally:
-        corpus.cases.cache_clear()
+    _refused(tmp_path, monkeypatch, text, "engine_args takes scheduler_recv_interval")

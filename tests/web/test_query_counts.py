@@ -35,6 +35,10 @@ BENCH_PAGES = [
 STATES = [Status.DRAFT, Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED, Status.REJECTED]
 
 
+# An obligation's own columns, copied onto each cloned request.
+COPIED = ("license_key", "finding_code", "clause", "params", "message", "fingerprint")
+
+
 def _grow(personas: Personas, first: DeploymentRequest, total: int) -> None:
     """Copies of the first request (as bench/ui.py makes them) up to `total` requests, each with
     the first one's obligations, some flagged; and as many CI tokens of the requester's team."""
@@ -57,17 +61,7 @@ def _grow(personas: Personas, first: DeploymentRequest, total: int) -> None:
     )
     template = list(first.obligations.all())
     ObligationItem.objects.bulk_create(
-        ObligationItem(
-            request=copy,
-            license_key=o.license_key,
-            finding_code=o.finding_code,
-            clause=o.clause,
-            params=o.params,
-            message=o.message,
-            fingerprint=o.fingerprint,
-        )
-        for copy in copies
-        for o in template
+        ObligationItem(request=copy, **{name: getattr(o, name) for name in COPIED}) for copy in copies for o in template
     )
     for index in range(_tokens(personas), total):
         ci_token_issue(
