@@ -26,6 +26,13 @@ from governance.core.roles import Role
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`@pytest.mark.postgres`: the test needs PostgreSQL (row locks, triggers, the fault suite's
+    concurrent writers); on the embedded SQLite default it is skipped, saying why."""
+    if item.get_closest_marker("postgres") is not None and connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: set DATABASE_URL=postgres://… (.ci/run does)")
+
+
 def _flush_with_audit_triggers_suspended() -> None:
     """Transactional tests end with a table flush (TRUNCATE/DELETE), which the append-only
     audit triggers rightly refuse; the suite flushes as a superuser would."""
