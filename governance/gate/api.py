@@ -19,7 +19,8 @@ from rest_framework.views import APIView
 from governance.core.authentication import BearerTokenAuthentication
 from governance.core.errors import NotFoundError, invalid_input
 from governance.core.logging import current_request_id
-from governance.core.models import ApiToken, Team
+from governance.core.models import ApiToken
+from governance.core.selectors import team_by_name
 from governance.core.serializers import StrictSerializer
 from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope
 from governance.deployments.choices import SERVING_PRECISIONS, Engine
@@ -276,7 +277,7 @@ class CiTokenListCreateApi(ListAPIView):
         serializer = CiTokenInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        team = Team.objects.filter(name=data["team"]).first()
+        team = team_by_name(data["team"])
         if team is None:
             raise invalid_input("team", f"no team named {data['team']!r}")
         token, clear_text = services.ci_token_issue(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from governance.capacity.models import CapacityPlan
 from governance.core.models import OutboxMessage
@@ -91,7 +90,3 @@ def job_of(eval_code: str) -> JobRun:
     job = EvalRun.objects.get(code=eval_code).job
     assert job is not None
     return job
-
-
-def describe(stack: Stack) -> dict[str, Any]:
-    return {"worker_log_tail": stack.log("worker")[-3000:]}

@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from governance.core.errors import ApplicationError
-from governance.core.models import Team
+from governance.core.selectors import team_by_name
 from governance.core.tokens import TOKEN_SCOPES, api_token_issue
 
 
@@ -41,7 +41,7 @@ class Command(BaseCommand):
         username = options["username"]
         team = None
         if options["team"]:
-            team = Team.objects.filter(name=options["team"]).first()
+            team = team_by_name(options["team"])
             if team is None:
                 raise CommandError(f"no team named {options['team']!r}")
         with transaction.atomic():
