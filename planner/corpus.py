@@ -36,7 +36,18 @@ _REQUIRED = (
     "statistic",
     "measured",
 )
-_FIELDS = {*_REQUIRED, "engine_version", "model", "model_name", "config", "assumed", "notes", "outside", "engine_args"}
+_FIELDS = {
+    *_REQUIRED,
+    "engine_version",
+    "model",
+    "model_name",
+    "config",
+    "assumed",
+    "notes",
+    "outside",
+    "engine_args",
+    "cached_prefix_len",
+}
 # Engine flags of the source's launch command that the throughput model reads.
 ENGINE_ARGS = ("scheduler_recv_interval",)
 
@@ -70,6 +81,9 @@ def cases() -> tuple[dict[str, Any], ...]:
         unknown_args = set(entry.get("engine_args") or {}) - set(ENGINE_ARGS)
         if unknown_args:
             raise ValueError(f"{where}: engine_args takes {', '.join(ENGINE_ARGS)}, not {sorted(unknown_args)}")
+        cached = entry.get("cached_prefix_len", 0)
+        if not isinstance(cached, int) or not 0 <= cached < int(entry["input_len"]):
+            raise ValueError(f"{where}: cached_prefix_len must be an integer from 0 to input_len - 1")
         if entry["id"] in seen:
             raise ValueError(f"{where}: duplicate id")
         seen.add(entry["id"])
@@ -95,6 +109,7 @@ def run_case(case: dict[str, Any], calibration: Any = None) -> CaseResult:
                 dp=layout["dp"],
                 input_len=case["input_len"],
                 output_len=case["output_len"],
+                cached_prefix_len=int(case.get("cached_prefix_len") or 0),
                 engine=case["engine"],
                 calibration=calibration,
                 **(case.get("engine_args") or {}),

@@ -43,6 +43,10 @@ class Workload:
     input_len: int
     output_len: int
     concurrency: int  # requests in flight over all DP replicas
+    # Leading prompt tokens whose KV the engine already holds (automatic prefix caching: vLLM V1
+    # enables it by default, SGLang's radix cache): they are not prefilled again, but the new tokens
+    # still attend to them.
+    cached_prefix_len: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,7 @@ class Throughput:
     delivered_fraction: float = 1.0  # tokens/s over concurrency / TPOT
     input_len: int = 0
     output_len: int = 0
+    cached_prefix_len: int = 0
     engine: str = "vllm"
     max_num_batched_tokens: int = 0
     scheduler_recv_interval: int = 1
@@ -71,6 +76,7 @@ class Throughput:
             "inputs": {
                 "input_len": self.input_len,
                 "output_len": self.output_len,
+                **({"cached_prefix_len": self.cached_prefix_len} if self.cached_prefix_len else {}),
                 "sequences_per_replica": self.batch,
                 "engine": self.engine,
                 "max_num_batched_tokens": self.max_num_batched_tokens,
@@ -215,8 +221,11 @@ def estimate(
     rates = Rates(gpu, precision, profile)
     batch = max(1, -(-workload.concurrency // layout.dp))
     prompt, output = max(1, workload.input_len), max(1, workload.output_len)
+    # A cached prefix is not prefilled again (an engine recomputes at least the prompt's last token).
+    cached = min(max(workload.cached_prefix_len, 0), prompt - 1)
+    new = prompt - cached
     budget = max(engine.max_num_batched_tokens - batch, 16)
-    chunk = float(min(prompt, budget))
+    chunk = float(min(new, budget))
     context = prompt + output / 2
     common: dict[str, Any] = {
         "model": model,
@@ -242,22 +251,24 @@ def estimate(
             batch1_tokens_per_s_upper_bound=0.0,
             decode_step_ms=decode_s * 1e3,
         )
-    # The other sequences' prompts arrive as they finish: (batch - 1) x input_len prefill tokens per
-    # output_len steps, scheduled as whole chunks mixed into decode steps.
-    prefill_per_step = min((batch - 1) * prompt / output, budget)
+    # The other sequences' prompts arrive as they finish: (batch - 1) x the uncached prompt tokens per
+    # output_len steps, scheduled as whole chunks mixed into decode steps. A prefill token attends to
+    # the cached prefix and to the new tokens before it.
+    prefill_per_step = min((batch - 1) * new / output, budget)
+    prefill_context = cached + new / 2
     mixed_s, _ = step_s(
         **common,
         decode_tokens=micro,
         decode_context=context,
         prefill_tokens=chunk / layout.pp,
-        prefill_context=prompt / 2,
+        prefill_context=prefill_context,
     )
     share = min(1.0, prefill_per_step / chunk) if chunk else 0.0
     tpot_s = (1 - share) * decode_s + share * (mixed_s + host_s)
     # TTFT: wait for the step in flight, then prefill in chunks of the step budget. At a fixed
     # concurrency, requests of equal length start and finish together, so a prompt queues behind,
     # on average, half of the other prompts of its wave; the decode batch shares those steps.
-    queued = (batch - 1) / 2 * prompt + prompt
+    queued = (batch - 1) / 2 * new + new
     chunks = math.ceil(queued / budget)
     own_s = 0.0
     for index in range(chunks):
@@ -267,7 +278,7 @@ def estimate(
             decode_tokens=max(micro - 1, 0.0) / 2,
             decode_context=context,
             prefill_tokens=size / layout.pp,
-            prefill_context=prompt / 2,
+            prefill_context=prefill_context,
         )
         own_s += step + host_s
     # A request waits for the step in flight only when other sequences are decoding: at one
@@ -298,6 +309,7 @@ def estimate(
         delivered_fraction=delivered,
         input_len=prompt,
         output_len=output,
+        cached_prefix_len=cached,
         engine=engine.name,
         max_num_batched_tokens=engine.max_num_batched_tokens,
         scheduler_recv_interval=engine.scheduler_recv_interval,

@@ -54,6 +54,7 @@ class PlanRequest:
     # Workload for the throughput estimate (defaults: 1024-token prompts, 1024 generated tokens).
     input_len: int | None = None
     output_len: int | None = None
+    cached_prefix_len: int = 0  # leading prompt tokens already in the engine's prefix cache
     calibration: CalibrationProfile | None = None  # measured efficiencies (planner.calibrate)
 
     def validate(self) -> None:
@@ -83,6 +84,8 @@ class PlanRequest:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name}: must be >= 1")
+        if self.cached_prefix_len < 0:
+            raise ValueError("cached_prefix_len: must be >= 0")
         engine_settings(self.engine, self.max_num_batched_tokens, self.scheduler_recv_interval)
         if self.calibration is not None and self.calibration.gpu_key not in (None, self.gpu):
             raise ValueError(f"calibration: profile was measured on {self.calibration.gpu_key}, not {self.gpu}")
@@ -349,7 +352,12 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
         precision=scheme,
         gpu=setup.gpu,
         layout=candidate.layout,
-        workload=Workload(input_len=prompt, output_len=output, concurrency=request.concurrency),
+        workload=Workload(
+            input_len=prompt,
+            output_len=output,
+            concurrency=request.concurrency,
+            cached_prefix_len=request.cached_prefix_len,
+        ),
         kv_dtype=request.kv_dtype,
         keep=keep,
         engine=engine_settings(request.engine, request.max_num_batched_tokens, request.scheduler_recv_interval),

@@ -100,11 +100,34 @@ def test_every_figure_is_labelled_an_estimate_with_its_inputs() -> None:
         ("output_len", -1, "output_len"),
         ("engine", "tgi", "engine"),
         ("max_num_batched_tokens", 4, "max_num_batched_tokens"),
+        ("cached_prefix_len", -1, "cached_prefix_len"),
     ],
 )
 def test_bad_workload_inputs_name_the_field(field: str, value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         plan(PlanRequest(model="qwen3-30b-a3b", precision="bf16", gpu="h200", **{field: value}))  # type: ignore[arg-type]
+
+
+def test_a_cached_prefix_is_not_prefilled_again() -> None:
+    """Prompt tokens already in the engine's prefix cache (vLLM V1 caches by default) skip the prefill:
+    TTFT falls towards a prompt of the new tokens alone, but stays above it because the new tokens
+    attend to the cached ones; the arriving prompts of other requests slow decode steps less."""
+    fresh = _throughput(concurrency=1, input_len=8192, output_len=128)
+    cached = _throughput(concurrency=1, input_len=8192, output_len=128, cached_prefix_len=4096)
+    short = _throughput(concurrency=1, input_len=4096, output_len=128)
+    assert cached.ttft_ms < 0.75 * fresh.ttft_ms
+    assert cached.ttft_ms > short.ttft_ms  # 4096 new tokens over an 8192-token context
+    assert cached.tpot_ms == pytest.approx(fresh.tpot_ms, rel=1e-6)  # decode still reads the whole context
+    assert cached.as_estimate()["inputs"]["cached_prefix_len"] == 4096
+    assert "cached_prefix_len" not in fresh.as_estimate()["inputs"]
+    busy_fresh = _throughput(concurrency=32, input_len=8192, output_len=256)
+    busy_cached = _throughput(concurrency=32, input_len=8192, output_len=256, cached_prefix_len=6144)
+    assert busy_cached.prefill_tokens_per_step < 0.3 * busy_fresh.prefill_tokens_per_step
+    assert busy_cached.tpot_ms < busy_fresh.tpot_ms
+    # A whole prompt in the cache still computes its last token: the TTFT is one short prefill.
+    whole = _throughput(concurrency=1, input_len=4096, output_len=128, cached_prefix_len=4096)
+    assert whole.cached_prefix_len == 4095
+    assert whole.tpot_ms < whole.ttft_ms < 0.3 * short.ttft_ms  # about one decode-sized forward
 
 
 def test_one_sequence_arrives_at_an_idle_engine() -> None:
