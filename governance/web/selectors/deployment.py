@@ -156,15 +156,12 @@ def _deployment(user: Any, code: Any) -> DeploymentRequest:
             viewer_is_member=Exists(Team.members.through.objects.filter(team_id=OuterRef("team_id"), user_id=user.pk))
         )
         .prefetch_related(
-            Prefetch(
-                "waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by").order_by("expires_at")
-            ),
-            Prefetch("obligations", queryset=ObligationItem.objects.select_related("acknowledged_by", "reviewed_by")),
+            # only the related rows the page shows (who granted a waiver, who decided, the run's
+            # job and cluster): each joined model adds its every column to compile and read
+            Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by").order_by("expires_at")),
+            Prefetch("obligations", queryset=ObligationItem.objects.all()),
             Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer").order_by("-created_at")),
-            Prefetch(
-                "eval_runs",
-                queryset=EvalRun.objects.select_related("job", "cluster", "requested_by").order_by("-created_at"),
-            ),
+            Prefetch("eval_runs", queryset=EvalRun.objects.select_related("job", "cluster").order_by("-created_at")),
         )
         .first()
     )
