@@ -231,9 +231,7 @@ CACHES = {
 # Sessions: with a shared cache, read from it and written through to the database (cached_db), so a
 # page's session costs no query; without one, a per-process cache would serve stale sessions (a
 # logout in one worker, still signed in in another): the database alone.
-SESSION_ENGINE = (
-    "django.contrib.sessions.backends.cached_db" if _CACHE_URL else "django.contrib.sessions.backends.db"
-)
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db" if _CACHE_URL else "django.contrib.sessions.backends.db"
 
 if SECURE_HSTS_SECONDS == 0 and not DEBUG:
     SILENCED_SYSTEM_CHECKS = ["security.W004"]
