@@ -59,3 +59,28 @@ def test_request_rows_link_date_and_badge_each_row() -> None:
         assert "P&lt;0&gt;" in html
         assert html.count('class="badge status-draft"') == 2
         assert html.count('class="badge status-approved"') == 1
+
+
+def test_audit_rows_name_each_action_as_get_action_display_does() -> None:
+    from django.utils.text import Truncator
+
+    from governance.audit.actions import AuditAction
+    from governance.audit.models import AuditEvent
+    from governance.web.templatetags.web import audit_rows
+
+    events = [
+        AuditEvent(
+            seq=i,
+            occurred_at=MOMENTS[i % 3],
+            actor_name="legal",
+            action=action,
+            object_type="deployments.deploymentrequest",
+            object_id=str(uuid.uuid4()),
+        )
+        for i, action in enumerate([AuditAction.USER_LOGIN, AuditAction.LICENSE_EVALUATED, AuditAction.USER_LOGIN])
+    ]
+    html = audit_rows(events)
+    for event in events:
+        assert f"<td>{event.get_action_display()}</td>" in html
+        assert f"<code>{Truncator(event.object_id).chars(14)}</code>" in html
+    assert audit_rows([]).count("<tr>") == 1  # the "no events" row

@@ -49,9 +49,10 @@ def license_catalog() -> list[dict[str, Any]]:
 def license_detail(key: str, version: str | None = None) -> dict[str, Any]:
     from governance.core.errors import NotFoundError
 
-    found = License.objects.filter(key=key).first()
-    if found is None:
-        raise NotFoundError(f"unknown license {key!r}")
+    try:
+        found = License.objects.get(key=key)  # unique: no ordering, as first() would add
+    except License.DoesNotExist:
+        raise NotFoundError(f"unknown license {key!r}") from None
     versions = list(found.versions.defer("text").order_by("-effective_date", "-created_at"))  # text: not shown
     current = next((v for v in versions if v.version == version), None) if version else None
     current = current or next((v for v in versions if v.published_at is not None), versions[0] if versions else None)

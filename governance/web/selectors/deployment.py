@@ -151,7 +151,6 @@ def _deployment(user: Any, code: Any) -> DeploymentRequest:
     (deployment_actions)."""
     found = (
         deployments_visible_to(user)
-        .filter(code=code)
         .annotate(
             viewer_is_member=Exists(Team.members.through.objects.filter(team_id=OuterRef("team_id"), user_id=user.pk))
         )
@@ -163,11 +162,11 @@ def _deployment(user: Any, code: Any) -> DeploymentRequest:
             Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer").order_by("-created_at")),
             Prefetch("eval_runs", queryset=EvalRun.objects.select_related("job", "cluster").order_by("-created_at")),
         )
-        .first()
     )
-    if found is None:
-        raise NotFoundError("no such deployment request")
-    return found
+    try:
+        return found.get(code=code)  # the code is unique: no ordering to compile and sort, as first() has
+    except DeploymentRequest.DoesNotExist:
+        raise NotFoundError("no such deployment request") from None
 
 
 def _findings(request: DeploymentRequest) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def audit_page(filters: dict[str, Any]) -> QuerySet[AuditEvent]:
     return (
         audit_events_filter(**filters)
         .order_by("-seq")
-        .only("seq", "occurred_at", "actor_name", "action", "object_type", "object_id", "data", "hash")
+        .only("seq", "occurred_at", "actor_name", "action", "object_type", "object_id")  # what a row shows
     )
 
 

@@ -19,6 +19,7 @@ from django.utils.timezone import get_current_timezone, is_aware
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from governance.audit.models import AuditEvent
 from governance.web import labels
 
 register = template.Library()
@@ -243,8 +244,11 @@ def _attrs(attrs: dict[str, Any]) -> str:
 
 @register.simple_tag
 def audit_rows(events: Any) -> SafeString:
-    """The audit page's rows (50 a page): sequence number, time, actor, action, object."""
+    """The audit page's rows (50 a page): sequence number, time, actor, action, object. The action
+    names are read from the field's choices once per table (get_action_display() builds a dict of
+    every choice per call)."""
     when = _when_formatter()
+    actions = {value: str(name) for value, name in AuditEvent._meta.get_field("action").flatchoices}
     rows = format_html_join(
         "\n",
         '<tr><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} <code>{}</code></td></tr>',
@@ -253,7 +257,7 @@ def audit_rows(events: Any) -> SafeString:
                 e.seq,
                 when(e.occurred_at),
                 e.actor_name,
-                e.get_action_display(),
+                actions.get(e.action, e.action),
                 e.object_type,
                 Truncator(e.object_id).chars(14),
             )
