@@ -54,7 +54,7 @@ def token_teams(user: Any) -> list[Team]:
 def ci_tokens(user: Any) -> list[dict[str, Any]]:
     """The team CI tokens the user may see (one query), newest first, with what a row shows."""
     now = timezone.now()
-    tokens = ci_tokens_visible_to(user).select_related("team", "created_by").order_by("-created_at")
+    tokens = ci_tokens_visible_to(user).order_by("-created_at")  # with its team: what a row shows
     return [
         {
             "token": token,
