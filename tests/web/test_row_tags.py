@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.template import Context, Template
@@ -84,3 +85,19 @@ def test_audit_rows_name_each_action_as_get_action_display_does() -> None:
         assert f"<td>{event.get_action_display()}</td>" in html
         assert f"<code>{Truncator(event.object_id).chars(14)}</code>" in html
     assert audit_rows([]).count("<tr>") == 1  # the "no events" row
+
+
+def test_the_request_timeline_names_each_action(personas: Any, flow: Any, artifacts: Any) -> None:
+    import re
+
+    from governance.audit.models import AuditEvent
+    from tests.web.test_pages import browser
+
+    code = flow.to_review(artifacts["kimi"])
+    html = browser(personas.legal).get(f"/requests/{code}/").content.decode()
+    timeline = html[html.index('<ol class="timeline">') :]
+    timeline = timeline[: timeline.index("</ol>")]
+    events = AuditEvent.objects.filter(object_type="deployments.deploymentrequest", object_id=str(code))
+    expected = [e.get_action_display() for e in events.order_by("-seq")]
+    assert expected
+    assert re.findall(r"<strong>([^<]*)</strong>", timeline) == expected

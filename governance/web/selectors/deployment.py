@@ -11,7 +11,6 @@ from django.utils import timezone
 
 from governance.approvals.choices import PacketStatus
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
-from governance.audit.models import AuditEvent
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan
 from governance.core.errors import NotFoundError
@@ -133,7 +132,7 @@ class DeploymentPage:
     plan: CapacityPlan | None
     chart: MemoryChart | None
     evals: list[dict[str, Any]]
-    timeline: list[AuditEvent]
+    timeline: list[dict[str, Any]]
     usage_reports: list[Any]
     actions: dict[str, Any]
     packet: Any = None
@@ -227,8 +226,14 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
         "evals": [eval_progress(run) for run in request.eval_runs.all()],
         "usage_reports": list(request.usage_reports.order_by("-month", "-created_at")[:12]),
         "gate_decisions": gate_decisions(user, request),
-        "timeline": list(timeline.order_by("-seq").only("seq", "occurred_at", "actor_name", "action")[:50]),
+        "timeline": _timeline(timeline.order_by("-seq").values("seq", "occurred_at", "actor_name", "action")[:50]),
     }
+
+
+def _timeline(events: Any) -> list[dict[str, Any]]:
+    """The request's audit events as the timeline shows them, each action by its name."""
+    names = labels.audit_action_names()
+    return [{**event, "action_label": names.get(event["action"], event["action"])} for event in events]
 
 
 def deployment_page(user: Any, code: Any) -> DeploymentPage:

@@ -19,7 +19,6 @@ from django.utils.timezone import get_current_timezone, is_aware
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from governance.audit.models import AuditEvent
 from governance.web import labels
 
 register = template.Library()
@@ -244,11 +243,9 @@ def _attrs(attrs: dict[str, Any]) -> str:
 
 @register.simple_tag
 def audit_rows(events: Any) -> SafeString:
-    """The audit page's rows (50 a page): sequence number, time, actor, action, object. The action
-    names are read from the field's choices once per table (get_action_display() builds a dict of
-    every choice per call)."""
+    """The audit page's rows (50 a page): sequence number, time, actor, action, object."""
     when = _when_formatter()
-    actions = {value: str(name) for value, name in AuditEvent._meta.get_field("action").flatchoices}
+    actions = labels.audit_action_names()
     rows = format_html_join(
         "\n",
         '<tr><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} <code>{}</code></td></tr>',

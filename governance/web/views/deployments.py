@@ -137,13 +137,15 @@ def wizard_preview(request: HttpRequest) -> HttpResponse:
 def deployment(request: HttpRequest, code: str) -> HttpResponse:
     page = selectors.deployment_page(request.user, code)
     context: dict[str, Any] = {"page": page, "d": page.request}
-    context["ack_form"] = ObligationAckForm()
-    context["obligation_review_form"] = ObligationReviewForm()
-    context["waiver_form"] = WaiverForm(findings=page.findings_waivable)
-    context["review_form"] = ReviewForm(
-        roles=page.actions["review_roles"], initial={"evidence_digest": page.request.evidence_digest}
-    )
-    context["usage_form"] = UsageForm()
+    # Only the forms the page shows (the template's conditions): each form copies its fields.
+    if page.actions["waive"] and page.findings_waivable:
+        context["waiver_form"] = WaiverForm(findings=page.findings_waivable)
+    if page.actions["review_roles"]:
+        context["review_form"] = ReviewForm(
+            roles=page.actions["review_roles"], initial={"evidence_digest": page.request.evidence_digest}
+        )
+    if page.actions["usage"]:
+        context["usage_form"] = UsageForm()
     if page.actions["run_eval"] and page.request.status != Status.DRAFT:  # the eval form is shown
         context["eval_form"] = EvalRunForm(
             clusters=list(Cluster.objects.order_by("name").values_list("name", flat=True))
