@@ -61,30 +61,30 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
     shown = min(gpus, 16)
     bar_height, gap, label_width, plot_width = 22, 6, 56, 480
     scale = plot_width / max(capacity, int(memory.get("total") or 0))
-    bars = []
-    for index in range(shown):
-        y = index * (bar_height + gap)
-        x = float(label_width)
-        parts = []
-        for name, colour in CHART_PARTS:
-            size = int(memory.get(name) or 0)
-            width = size * scale
-            parts.append(
-                {
-                    "x": f"{x:.1f}",
-                    "width": f"{width:.1f}",
-                    "colour": colour,
-                    "label": labels.label("memory_part", name),
-                    "gib": size / GIB,
-                }
-            )
-            x += width
-        bars.append(
-            {"y": y, "text_y": y + bar_height - 6, "height": bar_height, "label": f"GPU {index}", "parts": parts}
+    # every GPU holds the same parts (memory_per_gpu): one set of segments, named once, for each bar
+    names = {name: labels.label("memory_part", name) for name, _colour in CHART_PARTS}
+    parts = []
+    x = float(label_width)
+    for name, colour in CHART_PARTS:
+        size = int(memory.get(name) or 0)
+        width = size * scale
+        parts.append(
+            {"x": f"{x:.1f}", "width": f"{width:.1f}", "colour": colour, "label": names[name], "gib": size / GIB}
         )
+        x += width
+    bars = [
+        {
+            "y": index * (bar_height + gap),
+            "text_y": index * (bar_height + gap) + bar_height - 6,
+            "height": bar_height,
+            "label": f"GPU {index}",
+            "parts": parts,
+        }
+        for index in range(shown)
+    ]
     legend = [
-        {"label": labels.label("memory_part", name), "colour": colour, "gib": int(memory.get(name) or 0) / GIB}
-        for name, colour in CHART_PARTS
+        {"label": names[p_name], "colour": colour, "gib": int(memory.get(p_name) or 0) / GIB}
+        for p_name, colour in CHART_PARTS
     ]
     return MemoryChart(
         gpus=gpus,
