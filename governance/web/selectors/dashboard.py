@@ -153,9 +153,13 @@ def dashboard(user: Any) -> Dashboard:
     )
 
 
-def deployments_page(user: Any, status: str | None) -> QuerySet[DeploymentRequest, Row]:
-    """The request list's rows (as values), newest first; the view pages through them."""
+def deployments_page(
+    user: Any, status: str | None
+) -> tuple[QuerySet[DeploymentRequest, Row], QuerySet[DeploymentRequest]]:
+    """The request list's rows (as values), newest first, and the same requests to count them by
+    (the rows join the team and the model for their names; the count needs neither join). The
+    view pages through them."""
     requests = _visible(user)
     if status in Status.values:
         requests = requests.filter(status=status)
-    return requests.values(*ROW_VALUES).order_by("-created_at")
+    return requests.values(*ROW_VALUES).order_by("-created_at"), requests
