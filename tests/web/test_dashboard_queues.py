@@ -46,3 +46,24 @@ def test_a_request_leaves_the_queue_only_with_a_live_decision_of_the_role(
     assert code not in _queue(personas.engineer)
     _decide(request, ReviewRole.LEGAL, personas.legal, voided=False)
     assert code not in _queue(personas.legal)
+
+
+def test_the_dashboard_lists_a_failed_eval_run_with_its_request(
+    personas: Personas, flow: Flow, artifacts: Any, tmp_path: Any
+) -> None:
+    from django.urls import reverse
+
+    from governance.evaluations.models import Cluster, EvalRun, EvalStatus, ExecutorKind
+    from tests.web.test_pages import browser
+
+    code = flow.to_review(artifacts["kimi"])
+    request = DeploymentRequest.objects.get(code=code)
+    cluster = Cluster.objects.create(name="lab", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"))
+    EvalRun.objects.create(
+        request=request, cluster=cluster, scheme="w4a8", status=EvalStatus.FAILED, eval_set_sha256="e" * 64
+    )
+    html = browser(personas.requester).get("/").content.decode()
+    section = html[html.index('id="evals-h"') :]
+    link = f'<a href="{reverse("web:deployment", args=[code])}#evals">{request.product_name}</a>: w4a8 — '
+    assert link in section
+    assert browser(personas.outsider).get("/").status_code == 403  # no role, no dashboard
