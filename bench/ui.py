@@ -7,7 +7,10 @@ of SQL queries each page takes.
 Runs in a scratch database: `governance_bench_ui` or --database-name (created and dropped here) on the PostgreSQL
 server of DATABASE_URL when that is postgres://, else SQLite in a temporary folder. Server time
 is the full Django request cycle (middleware, view, template) through the test client, without
-a network hop, so the ratio compares the pages' own work.
+a network hop, so the ratio compares the pages' own work. The environment's settings apply: with
+CACHE_URL (Redis), as production sets it, sessions are read from the cache (cached_db) rather than
+queried, and cached fragments (a computed capacity plan's section) are shared there; each page is
+measured warm (after three requests).
 """
 
 from __future__ import annotations
