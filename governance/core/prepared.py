@@ -29,20 +29,20 @@ def fetch_one_prepared(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> d
     started = time.monotonic()
     found: dict[str, Any] = {}
 
-    def execute(sql: str, params: Any, many: bool, context: dict[str, Any]) -> None:
-        import psycopg
-
-        with psycopg.Cursor(connection.connection) as cursor:  # server-side binding: can prepare
-            cursor.execute(sql, params, prepare=True)
-            found["row"] = cursor.fetchone() if cursor.description else None
-            found["names"] = [column.name for column in cursor.description or ()]
+    def execute(cursor: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> None:
+        cursor.execute(sql, params, prepare=True)
+        found["row"] = cursor.fetchone() if cursor.description else None
+        found["names"] = [column.name for column in cursor.description or ()]
 
     with connection.wrap_database_errors:
         if connection.vendor == "postgresql":
-            executor = execute
-            for wrapper in reversed(connection.execute_wrappers):
-                executor = partial(wrapper, executor)
-            executor(sql, params, False, {"connection": connection, "cursor": None})
+            import psycopg
+
+            with psycopg.Cursor(connection.connection) as cursor:  # server-side binding: can prepare
+                executor = partial(execute, cursor)
+                for wrapper in reversed(connection.execute_wrappers):
+                    executor = partial(wrapper, executor)
+                executor(sql, params, False, {"connection": connection, "cursor": cursor})
         else:
             with connection.cursor() as django_cursor:
                 django_cursor.execute(sql, params)
