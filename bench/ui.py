@@ -2,12 +2,15 @@
 as a ratio to Django's bare login page measured in the same run (target <= 3x), and the number
 of SQL queries each page takes.
 
-    .venv/bin/python bench/ui.py [--requests 1000] [--repeat 40]
+    .venv/bin/python bench/ui.py [--requests 1000] [--repeat 40] [--database-name NAME]
 
-Runs in a scratch database: `governance_bench_ui` (created and dropped here) on the PostgreSQL
+Runs in a scratch database: `governance_bench_ui` or --database-name (created and dropped here) on the PostgreSQL
 server of DATABASE_URL when that is postgres://, else SQLite in a temporary folder. Server time
 is the full Django request cycle (middleware, view, template) through the test client, without
-a network hop, so the ratio compares the pages' own work.
+a network hop, so the ratio compares the pages' own work. The environment's settings apply: with
+CACHE_URL (Redis), as production sets it, sessions are read from the cache (cached_db) rather than
+queried, and cached fragments (a computed capacity plan's section) are shared there; each page is
+measured warm (after three requests).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COPIED = ("license_key", "finding_code", "clause", "params", "message", "fingerprint")
 
 
-def _scratch_database(folder: Path) -> tuple[str, str | None]:
+def _scratch_database(folder: Path, name: str = BENCH_DB) -> tuple[str, str | None]:
     """(URL of the scratch database, the maintenance URL to drop it with, or None for SQLite)."""
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
@@ -40,12 +43,12 @@ def _scratch_database(folder: Path) -> tuple[str, str | None]:
     parts = urlparse(url)
     admin = urlunparse(parts._replace(path="/postgres"))
     with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
-        connection.execute(f"CREATE DATABASE {BENCH_DB}")
-    return urlunparse(parts._replace(path=f"/{BENCH_DB}")), admin
+        connection.execute(f"DROP DATABASE IF EXISTS {name}")
+        connection.execute(f"CREATE DATABASE {name}")
+    return urlunparse(parts._replace(path=f"/{name}")), admin
 
 
-def _drop(admin: str | None) -> None:
+def _drop(admin: str | None, name: str = BENCH_DB) -> None:
     if admin is None:
         return
     import psycopg
@@ -54,7 +57,7 @@ def _drop(admin: str | None) -> None:
     if "django" in sys.modules and os.environ.get("DJANGO_SETTINGS_MODULE"):
         connections.close_all()
     with psycopg.connect(admin, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+        connection.execute(f"DROP DATABASE IF EXISTS {name}")
 
 
 def _setup(database_url: str) -> None:
@@ -194,13 +197,20 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--profile", metavar="PAGE", help="print a cProfile of one page (by name) instead")
+    parser.add_argument(
+        "--database-name",
+        default=BENCH_DB,
+        help="the scratch PostgreSQL database's name (so two runs on one server do not share it)",
+    )
     args = parser.parse_args()
+    if not args.database_name.isidentifier():
+        parser.error("--database-name must be a plain identifier")
     with tempfile.TemporaryDirectory() as folder:
-        database_url, admin = _scratch_database(Path(folder))
+        database_url, admin = _scratch_database(Path(folder), args.database_name)
         try:
             _run(database_url, args.requests, args.repeat, args.profile)
         finally:
-            _drop(admin)
+            _drop(admin, args.database_name)
 
 
 def _run(database_url: str, count: int, repeat: int, profile: str | None = None) -> None:

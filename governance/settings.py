@@ -204,7 +204,8 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
 # django-ratelimit throttles login posts per address on top.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # ModelBackend, whose per-request user look-up also reads the user's roles (one query, not two)
+    "governance.core.backends.RoleModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
@@ -226,6 +227,11 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
 }
+
+# Sessions: with a shared cache, read from it and written through to the database (cached_db), so a
+# page's session costs no query; without one, a per-process cache would serve stale sessions (a
+# logout in one worker, still signed in in another): the database alone.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db" if _CACHE_URL else "django.contrib.sessions.backends.db"
 
 if SECURE_HSTS_SECONDS == 0 and not DEBUG:
     SILENCED_SYSTEM_CHECKS = ["security.W004"]

@@ -12,6 +12,7 @@ from django.db.models.signals import m2m_changed
 from django.dispatch import receiver
 
 from governance.approvals.choices import ROLE_GROUPS
+from governance.core.roles import ROLES_CACHE
 
 _SIGNING_GROUPS = set(ROLE_GROUPS.values())
 
@@ -33,7 +34,7 @@ def _role_changed(
     from governance.approvals.services import certificates_sync
 
     for user in users:
-        user.__dict__.pop("_governance_roles", None)  # the role cache is stale now
+        user.__dict__.pop(ROLES_CACHE, None)  # the role cache is stale now
         # Revocation now, in this transaction: the CRL must list it before anyone can sign again.
         certificates_sync(user=user, actor="system:roles", issue=False)
         # Issuing generates an RSA key (slow): after commit; sign_off issues lazily if this never ran.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from django.db import connection
@@ -21,24 +22,35 @@ from django.db import connection
 
 def fetch_one_prepared(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any] | None:
     """The first row of `sql` (`%s` or `%(name)s` placeholders) as a dict of column name to the
-    driver's value (JSON columns may arrive as text: parse them), or None."""
+    driver's value (JSON columns may arrive as text: parse them), or None. On PostgreSQL the
+    statement passes through the connection's execute wrappers (connection.execute_wrapper), as
+    Django's own cursors do, so whatever counts or times queries sees it too."""
     connection.ensure_connection()
     started = time.monotonic()
+    found: dict[str, Any] = {}
+
+    def execute(cursor: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> None:
+        cursor.execute(sql, params, prepare=True)
+        found["row"] = cursor.fetchone() if cursor.description else None
+        found["names"] = [column.name for column in cursor.description or ()]
+
     with connection.wrap_database_errors:
         if connection.vendor == "postgresql":
             import psycopg
 
             with psycopg.Cursor(connection.connection) as cursor:  # server-side binding: can prepare
-                cursor.execute(sql, params, prepare=True)
-                row = cursor.fetchone() if cursor.description else None
-                names = [column.name for column in cursor.description or ()]
+                executor = partial(execute, cursor)
+                for wrapper in reversed(connection.execute_wrappers):
+                    executor = partial(wrapper, executor)
+                executor(sql, params, False, {"connection": connection, "cursor": cursor})
         else:
             with connection.cursor() as django_cursor:
                 django_cursor.execute(sql, params)
-                row = django_cursor.fetchone() if django_cursor.description else None
-                names = [column[0] for column in django_cursor.description or ()]
+                found["row"] = django_cursor.fetchone() if django_cursor.description else None
+                found["names"] = [column[0] for column in django_cursor.description or ()]
     if connection.queries_logged:
         connection.queries_log.append(
             {"sql": f"{sql} -- prepared, params {params!r}", "time": f"{time.monotonic() - started:.3f}"}
         )
-    return None if row is None else dict(zip(names, row, strict=True))
+    row = found.get("row")
+    return None if row is None else dict(zip(found["names"], row, strict=True))

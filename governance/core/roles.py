@@ -15,14 +15,19 @@ class Role(models.TextChoices):
     ADMIN = "admin", "Administrator"
 
 
+# A user's roles are cached on the user object under this name (filled by the first role check, or
+# with the user by governance.core.backends.RoleModelBackend); drop it when the user's groups change.
+ROLES_CACHE = "_governance_roles"
+
+
 def user_roles(user: Any) -> set[str]:
     if not user.is_authenticated:
         return set()
-    cached: set[str] | None = getattr(user, "_governance_roles", None)
+    cached: set[str] | None = getattr(user, ROLES_CACHE, None)
     if cached is None:
         names = user.groups.values_list("name", flat=True)
         cached = {name for name in names if name in Role.values}
-        user._governance_roles = cached
+        setattr(user, ROLES_CACHE, cached)
     return cached
 
 

@@ -1,5 +1,6 @@
-"""Who the signed-in user is to the UI: their roles and whether they manage CI tokens, read in
-one query per request (every page needs both: the role check and the navigation)."""
+"""Who the signed-in user is to the UI: their roles and whether they manage CI tokens (every page
+needs both: the role check and the navigation). The authentication backend reads them with the user
+(governance.core.backends); for a user found another way, one query here."""
 
 from __future__ import annotations
 
@@ -8,12 +9,9 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.db.models import Exists
 
+from governance.core.backends import LEADS_CACHE
 from governance.core.models import Team
-from governance.core.roles import Role, has_role, user_roles
-
-# governance.core.roles caches a user's roles on the user object under this name.
-ROLES_CACHE = "_governance_roles"
-LEADS_CACHE = "_web_leads_a_team"
+from governance.core.roles import ROLES_CACHE, Role, has_role, user_roles
 
 
 def load(user: Any) -> None:

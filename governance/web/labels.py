@@ -182,3 +182,11 @@ def blocker_guidance(blocker: dict[str, Any], request: Any) -> dict[str, Any]:
             "waivers",
         )
     return {**blocker, "severity_label": label("severity", sev), "who": who, "todo": todo, "anchor": anchor}
+
+
+def audit_action_names() -> dict[int, str]:
+    """Each audit action's name, by stored value, as AuditEvent.get_action_display() gives it (which
+    builds this mapping of every choice on each call: read it once per page instead)."""
+    from governance.audit.models import AuditEvent
+
+    return {value: str(name) for value, name in AuditEvent._meta.get_field("action").flatchoices}

@@ -59,3 +59,27 @@ def test_production_settings_pass_deploy_checks(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("cache_url", "engine"),
+    [
+        ("", "django.contrib.sessions.backends.db"),
+        ("redis://127.0.0.1:6379/9", "django.contrib.sessions.backends.cached_db"),
+    ],
+)
+def test_sessions_read_from_the_cache_only_when_it_is_shared(cache_url: str, engine: str) -> None:
+    """A per-process cache would keep a session another worker ended (logout): sessions are read
+    from the cache only when CACHE_URL names a shared one, and written through to the database."""
+    environ = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CACHE_URL"}}
+    environ.update(DEBUG="1", CACHE_URL=cache_url)
+    result = subprocess.run(
+        [sys.executable, "-c", "import governance.settings as s; print(s.SESSION_ENGINE)"],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == engine

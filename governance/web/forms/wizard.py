@@ -135,11 +135,13 @@ class WizardForm(forms.Form):
     pp = forms.IntegerField(label=_("Pipeline parallel"), min_value=1, max_value=64, required=False)
     ep = forms.IntegerField(label=_("Expert parallel"), min_value=1, max_value=256, required=False)
 
-    def __init__(self, *args: Any, artifacts: list[Any], licenses: list[tuple[str, str]], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, artifacts: list[tuple[Any, str, str]], licenses: list[tuple[str, str]], **kwargs: Any
+    ) -> None:
+        """`artifacts`: (code, name, license key) of each artifact to offer (wizard_choices)."""
         super().__init__(*args, **kwargs)
-        self.artifacts = {str(a.code): a for a in artifacts}
         cast(forms.ChoiceField, self.fields["artifact"]).choices = [("", _("— register a new artifact —"))] + [
-            (str(a.code), f"{a.name} ({a.license.key})") for a in artifacts
+            (str(code), f"{name} ({license_key})") for code, name, license_key in artifacts
         ]
         cast(forms.ChoiceField, self.fields["new_license"]).choices = [("", "—")] + [
             (key, f"{name} ({key})") for key, name in licenses
@@ -154,8 +156,9 @@ class WizardForm(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(_("Not valid JSON: %(error)s"), params={"error": exc}) from None
 
-    def selected_artifact(self) -> Any:
-        return self.artifacts.get(self.cleaned_data.get("artifact") or "")
+    def selected_artifact_code(self) -> str:
+        """The code of the registered artifact chosen (one offered), or "" (register a new one)."""
+        return str(self.cleaned_data.get("artifact") or "")
 
     def facts(self) -> dict[str, Any]:
         """The facts as the evaluate API takes them. Works on a partly valid form too (the live

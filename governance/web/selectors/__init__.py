@@ -8,6 +8,7 @@ from governance.web.selectors.catalog import (
     license_detail,
     license_preview,
     license_version_diff,
+    wizard_artifact,
     wizard_choices,
 )
 from governance.web.selectors.dashboard import Dashboard, dashboard, deployments_page
@@ -52,5 +53,6 @@ __all__ = [
     "memory_chart",
     "token_teams",
     "verification_report",
+    "wizard_artifact",
     "wizard_choices",
 ]

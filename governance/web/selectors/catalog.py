@@ -14,17 +14,32 @@ from governance.web import labels
 
 
 def wizard_choices(user: Any) -> dict[str, Any]:
+    """The wizard's choices: each artifact the user may see as (code, name, license key), plain
+    values (the dropdown shows nothing more; the chosen one is read whole by wizard_artifact), and
+    the licenses as (key, name)."""
     return {
         "artifacts": list(
             # the visibility rule (a DISTINCT over team joins) as a subquery, so it is not planned
-            # and sorted together with the joined rows; the license text is never shown here
+            # and sorted together with the joined rows
             ModelArtifact.objects.filter(pk__in=artifacts_visible_to(user).values("pk"))
-            .select_related("license", "license_version", "team", "parent")
-            .defer("license_version__text")
             .order_by("name")
+            .values_list("code", "name", "license__key")
         ),
         "licenses": list(License.objects.order_by("key").values_list("key", "name")),
     }
+
+
+def wizard_artifact(user: Any, code: str) -> ModelArtifact | None:
+    """The artifact chosen in the wizard (one of wizard_choices), whole: the preview evaluates its
+    license and the request is made for it. None when none is chosen or the user may not see it."""
+    if not code:
+        return None
+    return (
+        ModelArtifact.objects.filter(pk__in=artifacts_visible_to(user).values("pk"), code=code)
+        .select_related("license", "license_version", "team", "parent")
+        .defer("license_version__text")  # the license text is never shown here
+        .first()
+    )
 
 
 # --- license catalog --------------------------------------------------------------------------
@@ -49,9 +64,10 @@ def license_catalog() -> list[dict[str, Any]]:
 def license_detail(key: str, version: str | None = None) -> dict[str, Any]:
     from governance.core.errors import NotFoundError
 
-    found = License.objects.filter(key=key).first()
-    if found is None:
-        raise NotFoundError(f"unknown license {key!r}")
+    try:
+        found = License.objects.get(key=key)  # unique: no ordering, as first() would add
+    except License.DoesNotExist:
+        raise NotFoundError(f"unknown license {key!r}") from None
     versions = list(found.versions.defer("text").order_by("-effective_date", "-created_at"))  # text: not shown
     current = next((v for v in versions if v.version == version), None) if version else None
     current = current or next((v for v in versions if v.published_at is not None), versions[0] if versions else None)

@@ -11,7 +11,6 @@ from django.utils import timezone
 
 from governance.approvals.choices import PacketStatus
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
-from governance.audit.models import AuditEvent
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan
 from governance.core.errors import NotFoundError
@@ -62,30 +61,30 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
     shown = min(gpus, 16)
     bar_height, gap, label_width, plot_width = 22, 6, 56, 480
     scale = plot_width / max(capacity, int(memory.get("total") or 0))
-    bars = []
-    for index in range(shown):
-        y = index * (bar_height + gap)
-        x = float(label_width)
-        parts = []
-        for name, colour in CHART_PARTS:
-            size = int(memory.get(name) or 0)
-            width = size * scale
-            parts.append(
-                {
-                    "x": f"{x:.1f}",
-                    "width": f"{width:.1f}",
-                    "colour": colour,
-                    "label": labels.label("memory_part", name),
-                    "gib": size / GIB,
-                }
-            )
-            x += width
-        bars.append(
-            {"y": y, "text_y": y + bar_height - 6, "height": bar_height, "label": f"GPU {index}", "parts": parts}
+    # every GPU holds the same parts (memory_per_gpu): one set of segments, named once, for each bar
+    names = {name: labels.label("memory_part", name) for name, _colour in CHART_PARTS}
+    parts = []
+    x = float(label_width)
+    for name, colour in CHART_PARTS:
+        size = int(memory.get(name) or 0)
+        width = size * scale
+        parts.append(
+            {"x": f"{x:.1f}", "width": f"{width:.1f}", "colour": colour, "label": names[name], "gib": size / GIB}
         )
+        x += width
+    bars = [
+        {
+            "y": index * (bar_height + gap),
+            "text_y": index * (bar_height + gap) + bar_height - 6,
+            "height": bar_height,
+            "label": f"GPU {index}",
+            "parts": parts,
+        }
+        for index in range(shown)
+    ]
     legend = [
-        {"label": labels.label("memory_part", name), "colour": colour, "gib": int(memory.get(name) or 0) / GIB}
-        for name, colour in CHART_PARTS
+        {"label": names[p_name], "colour": colour, "gib": int(memory.get(p_name) or 0) / GIB}
+        for p_name, colour in CHART_PARTS
     ]
     return MemoryChart(
         gpus=gpus,
@@ -133,7 +132,7 @@ class DeploymentPage:
     plan: CapacityPlan | None
     chart: MemoryChart | None
     evals: list[dict[str, Any]]
-    timeline: list[AuditEvent]
+    timeline: list[dict[str, Any]]
     usage_reports: list[Any]
     actions: dict[str, Any]
     packet: Any = None
@@ -151,26 +150,22 @@ def _deployment(user: Any, code: Any) -> DeploymentRequest:
     (deployment_actions)."""
     found = (
         deployments_visible_to(user)
-        .filter(code=code)
         .annotate(
             viewer_is_member=Exists(Team.members.through.objects.filter(team_id=OuterRef("team_id"), user_id=user.pk))
         )
         .prefetch_related(
-            Prefetch(
-                "waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by").order_by("expires_at")
-            ),
-            Prefetch("obligations", queryset=ObligationItem.objects.select_related("acknowledged_by", "reviewed_by")),
+            # only the related rows the page shows (who granted a waiver, who decided, the run's
+            # job and cluster): each joined model adds its every column to compile and read
+            Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by").order_by("expires_at")),
+            Prefetch("obligations", queryset=ObligationItem.objects.all()),
             Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer").order_by("-created_at")),
-            Prefetch(
-                "eval_runs",
-                queryset=EvalRun.objects.select_related("job", "cluster", "requested_by").order_by("-created_at"),
-            ),
+            Prefetch("eval_runs", queryset=EvalRun.objects.select_related("job", "cluster").order_by("-created_at")),
         )
-        .first()
     )
-    if found is None:
-        raise NotFoundError("no such deployment request")
-    return found
+    try:
+        return found.get(code=code)  # the code is unique: no ordering to compile and sort, as first() has
+    except DeploymentRequest.DoesNotExist:
+        raise NotFoundError("no such deployment request") from None
 
 
 def _findings(request: DeploymentRequest) -> dict[str, Any]:
@@ -231,8 +226,14 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
         "evals": [eval_progress(run) for run in request.eval_runs.all()],
         "usage_reports": list(request.usage_reports.order_by("-month", "-created_at")[:12]),
         "gate_decisions": gate_decisions(user, request),
-        "timeline": list(timeline.order_by("-seq").only("seq", "occurred_at", "actor_name", "action")[:50]),
+        "timeline": _timeline(timeline.order_by("-seq").values("seq", "occurred_at", "actor_name", "action")[:50]),
     }
+
+
+def _timeline(events: Any) -> list[dict[str, Any]]:
+    """The request's audit events as the timeline shows them, each action by its name."""
+    names = labels.audit_action_names()
+    return [{**event, "action_label": names.get(event["action"], event["action"])} for event in events]
 
 
 def deployment_page(user: Any, code: Any) -> DeploymentPage:

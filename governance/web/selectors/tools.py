@@ -37,7 +37,7 @@ def audit_page(filters: dict[str, Any]) -> QuerySet[AuditEvent]:
     return (
         audit_events_filter(**filters)
         .order_by("-seq")
-        .only("seq", "occurred_at", "actor_name", "action", "object_type", "object_id", "data", "hash")
+        .only("seq", "occurred_at", "actor_name", "action", "object_type", "object_id")  # what a row shows
     )
 
 
@@ -54,7 +54,7 @@ def token_teams(user: Any) -> list[Team]:
 def ci_tokens(user: Any) -> list[dict[str, Any]]:
     """The team CI tokens the user may see (one query), newest first, with what a row shows."""
     now = timezone.now()
-    tokens = ci_tokens_visible_to(user).select_related("team", "created_by").order_by("-created_at")
+    tokens = ci_tokens_visible_to(user).order_by("-created_at")  # with its team: what a row shows
     return [
         {
             "token": token,

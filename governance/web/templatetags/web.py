@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 from django import forms, template
 from django.forms import BoundField
 from django.urls import get_script_prefix, get_urlconf, reverse
-from django.utils.formats import date_format
+from django.utils import dateformat
+from django.utils.formats import get_format
 from django.utils.html import format_html, format_html_join
 from django.utils.http import RFC3986_SUBDELIMS
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
-from django.utils.timezone import is_aware, localtime
+from django.utils.timezone import get_current_timezone, is_aware
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -22,9 +24,23 @@ from governance.web import labels
 register = template.Library()
 
 
-def _when(value: Any) -> str:
-    """`{{ value|date:"SHORT_DATETIME_FORMAT" }}`: in the current time zone and language."""
-    return date_format(localtime(value) if is_aware(value) else value, "SHORT_DATETIME_FORMAT")
+def _when_formatter() -> Callable[[Any], str]:
+    """`{{ value|date:"SHORT_DATETIME_FORMAT" }}` (in the current time zone and language) for many
+    rows: the format and the time zone looked up once (each look-up reads thread-local state, and
+    per row would cost more than the formatting)."""
+    pattern = get_format("SHORT_DATETIME_FORMAT")
+    zone = get_current_timezone()
+
+    def when(value: Any) -> str:
+        return dateformat.format(value.astimezone(zone) if is_aware(value) else value, pattern)
+
+    return when
+
+
+def _url_maker(name: str) -> Callable[[Any], str]:
+    """code_url for many rows: the URL's parts looked up once."""
+    before, after = _parts(name)
+    return lambda code: f"{before}{quote(str(code), safe=_SAFE)}{after}"
 
 
 @register.filter
@@ -42,16 +58,23 @@ _PLACEHOLDER = "00000000-0000-0000-0000-000000000000"
 _url_parts: dict[tuple[Any, str, str], tuple[str, str]] = {}
 
 
-@register.filter
-def code_url(code: Any, name: str) -> str:
-    """The URL named `name` for one object's code, reversed once per URL name, URLconf and script
-    prefix (a reverse() per table row costs more than the rest of the row)."""
+_SAFE = RFC3986_SUBDELIMS + "/~:@"  # as reverse() quotes
+
+
+def _parts(name: str) -> tuple[str, str]:
     key = (get_urlconf(), get_script_prefix(), name)
     if key not in _url_parts:
         before, _sep, after = reverse(name, args=[_PLACEHOLDER]).partition(_PLACEHOLDER)
         _url_parts[key] = (before, after)
-    before, after = _url_parts[key]
-    return f"{before}{quote(str(code), safe=RFC3986_SUBDELIMS + '/~:@')}{after}"  # as reverse() quotes
+    return _url_parts[key]
+
+
+@register.filter
+def code_url(code: Any, name: str) -> str:
+    """The URL named `name` for one object's code, reversed once per URL name, URLconf and script
+    prefix (a reverse() per table row costs more than the rest of the row)."""
+    before, after = _parts(name)
+    return f"{before}{quote(str(code), safe=_SAFE)}{after}"
 
 
 @register.filter
@@ -66,17 +89,21 @@ def request_rows(rows: Any, caption: str, empty: str) -> SafeString:
     rendered by the template engine costs several times more."""
     if not rows:
         return format_html('<p class="muted">{}</p>', empty)
+    url, when, badges = _url_maker("web:deployment"), _when_formatter(), {}
+    for r in rows:
+        if r["status"] not in badges:
+            badges[r["status"]] = status_badge(r["status"])
     body = format_html_join(
         "\n",
         '<tr><td><a href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
         (
             (
-                request_url(r["code"]),
+                url(r["code"]),
                 r["product_name"],
                 r["artifact__name"],
                 r["team__name"],
-                status_badge(r["status"]),
-                _when(r["updated_at"]),
+                badges[r["status"]],
+                when(r["updated_at"]),
             )
             for r in rows
         ),
@@ -217,15 +244,17 @@ def _attrs(attrs: dict[str, Any]) -> str:
 @register.simple_tag
 def audit_rows(events: Any) -> SafeString:
     """The audit page's rows (50 a page): sequence number, time, actor, action, object."""
+    when = _when_formatter()
+    actions = labels.audit_action_names()
     rows = format_html_join(
         "\n",
         '<tr><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} <code>{}</code></td></tr>',
         (
             (
                 e.seq,
-                _when(e.occurred_at),
+                when(e.occurred_at),
                 e.actor_name,
-                e.get_action_display(),
+                actions.get(e.action, e.action),
                 e.object_type,
                 Truncator(e.object_id).chars(14),
             )
@@ -239,10 +268,13 @@ def audit_rows(events: Any) -> SafeString:
 def token_rows(context: Any, rows: list[dict[str, Any]]) -> SafeString:
     """The CI tokens table's rows (governance.web.selectors.ci_tokens), each with its revoke form."""
     csrf = context.get("csrf_token", "")
-    return format_html_join("\n", "{}", ((_token_row(row, csrf),) for row in rows))
+    when, revoke_url = _when_formatter(), _url_maker("web:token-revoke")
+    return format_html_join("\n", "{}", ((_token_row(row, csrf, when, revoke_url),) for row in rows))
 
 
-def _token_row(row: dict[str, Any], csrf: Any) -> SafeString:
+def _token_row(
+    row: dict[str, Any], csrf: Any, when: Callable[[Any], str], revoke_url: Callable[[Any], str]
+) -> SafeString:
     t = row["token"]
     name = format_html("{}", t.name)
     if t.deployment_codes:
@@ -253,15 +285,15 @@ def _token_row(row: dict[str, Any], csrf: Any) -> SafeString:
     expires = mark_safe("—")
     if t.expires_at:
         expired = format_html(' <span class="badge bad">{}</span>', _("expired")) if row["expired"] else ""
-        expires = format_html("{}{}", _when(t.expires_at), expired)
-    used = _when(t.last_used_at) if t.last_used_at else _("never")
-    revoked = format_html('<span class="bad">{}</span>', _when(t.revoked_at)) if t.revoked_at else "—"
+        expires = format_html("{}{}", when(t.expires_at), expired)
+    used = when(t.last_used_at) if t.last_used_at else _("never")
+    revoked = format_html('<span class="bad">{}</span>', when(t.revoked_at)) if t.revoked_at else "—"
     revoke = ""
     if not t.revoked_at:
         revoke = format_html(
             '<form method="post" action="{}"><input type="hidden" name="csrfmiddlewaretoken" value="{}">'
             '<button type="submit" class="danger">{} <span class="visually-hidden">{}</span></button></form>',
-            code_url(t.code, "web:token-revoke"),
+            revoke_url(t.code),
             csrf,
             _("Revoke"),
             t.name,

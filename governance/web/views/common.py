@@ -9,7 +9,10 @@ from typing import Any, TypeVar
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.functional import cached_property
 from rest_framework import serializers
 
 from governance.core.errors import ApplicationError, NotFoundError, PermissionDeniedError
@@ -17,6 +20,19 @@ from governance.core.roles import has_role
 from governance.web import access
 
 View = TypeVar("View", bound=Callable[..., HttpResponse])
+
+
+class CountedPaginator(Paginator):
+    """A Paginator that counts a query of its own: the same rows, without what only their display
+    needs (joins for names), so the count does not join them too."""
+
+    def __init__(self, object_list: Any, per_page: int, counted: QuerySet[Any]) -> None:
+        super().__init__(object_list, per_page)
+        self._counted = counted
+
+    @cached_property
+    def count(self) -> int:
+        return self._counted.count()
 
 
 def roles_required(*roles: str) -> Callable[[View], View]:

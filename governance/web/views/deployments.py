@@ -77,9 +77,9 @@ def _wizard_form(request: HttpRequest, data: Any = None) -> WizardForm:
     return WizardForm(data, artifacts=choices["artifacts"], licenses=choices["licenses"], initial=initial)
 
 
-def _preview(form: WizardForm) -> dict[str, Any] | None:
+def _preview(request: HttpRequest, form: WizardForm) -> dict[str, Any] | None:
     form.is_valid()  # the preview uses whatever is valid so far
-    artifact = form.selected_artifact()
+    artifact = selectors.wizard_artifact(request.user, form.selected_artifact_code())
     return selectors.license_preview(artifact, form.cleaned_data.get("new_license") or "", form.facts())
 
 
@@ -89,13 +89,13 @@ def wizard(request: HttpRequest) -> HttpResponse:
         return render(request, "web/wizard.html", {"form": _wizard_form(request)})
     form = _wizard_form(request, request.POST)
     if "preview" in request.POST or not form.is_valid():  # the no-JavaScript preview, or errors to show
-        return render(request, "web/wizard.html", {"form": form, "preview": _preview(form)})
+        return render(request, "web/wizard.html", {"form": form, "preview": _preview(request, form)})
     try:
         with transaction.atomic():
             deployment = _create(request, form)
     except ApplicationError as exc:
         apply_error(form, exc, WIZARD_FIELDS)
-        return render(request, "web/wizard.html", {"form": form, "preview": _preview(form)}, status=400)
+        return render(request, "web/wizard.html", {"form": form, "preview": _preview(request, form)}, status=400)
     return HttpResponseRedirect(reverse("web:deployment", args=[deployment.code]))
 
 
@@ -105,7 +105,7 @@ def _create(request: HttpRequest, form: WizardForm) -> Any:
     if not teams:
         raise ApplicationError(_("You are not a member of any team; ask an administrator."))
     team = teams[0]
-    artifact = form.selected_artifact()
+    artifact = selectors.wizard_artifact(user, form.selected_artifact_code())
     if artifact is None:
         data = validated(ArtifactInputSerializer(data=form.artifact_payload(), context={"user": user}))
         artifact = artifact_register(actor=user, team=team, data=data)
@@ -127,7 +127,7 @@ def _create(request: HttpRequest, form: WizardForm) -> Any:
 def wizard_preview(request: HttpRequest) -> HttpResponse:
     """htmx: the license decision for the facts as typed so far."""
     form = _wizard_form(request, request.POST)
-    return render(request, "web/partials/preview.html", {"preview": _preview(form), "form": form})
+    return render(request, "web/partials/preview.html", {"preview": _preview(request, form), "form": form})
 
 
 # --- the request page -------------------------------------------------------------------------
@@ -137,13 +137,15 @@ def wizard_preview(request: HttpRequest) -> HttpResponse:
 def deployment(request: HttpRequest, code: str) -> HttpResponse:
     page = selectors.deployment_page(request.user, code)
     context: dict[str, Any] = {"page": page, "d": page.request}
-    context["ack_form"] = ObligationAckForm()
-    context["obligation_review_form"] = ObligationReviewForm()
-    context["waiver_form"] = WaiverForm(findings=page.findings_waivable)
-    context["review_form"] = ReviewForm(
-        roles=page.actions["review_roles"], initial={"evidence_digest": page.request.evidence_digest}
-    )
-    context["usage_form"] = UsageForm()
+    # Only the forms the page shows (the template's conditions): each form copies its fields.
+    if page.actions["waive"] and page.findings_waivable:
+        context["waiver_form"] = WaiverForm(findings=page.findings_waivable)
+    if page.actions["review_roles"]:
+        context["review_form"] = ReviewForm(
+            roles=page.actions["review_roles"], initial={"evidence_digest": page.request.evidence_digest}
+        )
+    if page.actions["usage"]:
+        context["usage_form"] = UsageForm()
     if page.actions["run_eval"] and page.request.status != Status.DRAFT:  # the eval form is shown
         context["eval_form"] = EvalRunForm(
             clusters=list(Cluster.objects.order_by("name").values_list("name", flat=True))

@@ -19,7 +19,7 @@ from governance.evaluations.models import Cluster
 from governance.evaluations.services import cluster_discover, cluster_test_connection
 from governance.web import labels, selectors
 from governance.web.forms import AuditFilterForm
-from governance.web.views.common import act, roles_required
+from governance.web.views.common import CountedPaginator, act, roles_required
 
 PAGE_SIZE = 50
 
@@ -32,7 +32,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @roles_required()
 def deployment_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or None
-    page = Paginator(selectors.deployments_page(request.user, status), PAGE_SIZE).get_page(request.GET.get("page"))
+    rows, counted = selectors.deployments_page(request.user, status)
+    page = CountedPaginator(rows, PAGE_SIZE, counted).get_page(request.GET.get("page"))
     statuses = [{"value": s, "label": labels.label("status", s)} for s in Status.values]
     return render(request, "web/deployment_list.html", {"page": page, "status": status, "statuses": statuses})
 

@@ -1,0 +1,46 @@
+"""The per-GPU memory chart: a bar per GPU (up to 16), each stacking weights, KV cache, activations
+and reserve left to right at the plan's scale, with a named legend."""
+
+from __future__ import annotations
+
+from django.utils import translation
+
+from governance.web.selectors import memory_chart
+from governance.web.templatetags.web import memory_chart_svg
+
+GIB = 1024**3
+RESULT = {
+    "memory_per_gpu": {
+        "capacity": 141 * GIB,
+        "total": 120 * GIB,
+        "weights": 70 * GIB,
+        "kv_cache": 40 * GIB,
+        "activations": 6 * GIB,
+        "overhead": 4 * GIB,
+    },
+    "parallel": {"gpus": 20},
+}
+
+
+def test_a_bar_per_gpu_each_stacking_the_four_parts() -> None:
+    chart = memory_chart(RESULT)
+    assert chart is not None
+    assert chart.gpus == 20
+    assert len(chart.bars) == 16
+    scale = 480 / (141 * GIB)
+    for index, bar in enumerate(chart.bars):
+        assert bar["y"] == index * 28
+        assert bar["label"] == f"GPU {index}"
+        x = 56.0
+        for part, size in zip(bar["parts"], (70, 40, 6, 4), strict=True):
+            assert part["x"] == f"{x:.1f}"
+            assert part["width"] == f"{size * GIB * scale:.1f}"
+            x += size * GIB * scale
+    with translation.override("en"):
+        chart = memory_chart(RESULT)
+        assert chart is not None
+        assert [item["label"] for item in chart.legend] == ["Weights", "KV cache", "Activations", "Reserve"]
+        assert [round(item["gib"]) for item in chart.legend] == [70, 40, 6, 4]
+        svg = memory_chart_svg(chart)
+    assert svg.count("<rect ") == 16 * 4
+    assert memory_chart({"memory_per_gpu": {"capacity": 0}}) is None
