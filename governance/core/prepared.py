@@ -22,6 +22,16 @@ from django.db import connection
 def fetch_one_prepared(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> dict[str, Any] | None:
     """The first row of `sql` (`%s` or `%(name)s` placeholders) as a dict of column name to the
     driver's value (JSON columns may arrive as text: parse them), or None."""
+    rows = _run(sql, params, many=False)
+    return rows[0] if rows else None
+
+
+def fetch_all_prepared(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every row of `sql`, as fetch_one_prepared gives one."""
+    return _run(sql, params, many=True)
+
+
+def _run(sql: str, params: Sequence[Any] | Mapping[str, Any], *, many: bool) -> list[dict[str, Any]]:
     connection.ensure_connection()
     started = time.monotonic()
     with connection.wrap_database_errors:
@@ -30,15 +40,17 @@ def fetch_one_prepared(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> d
 
             with psycopg.Cursor(connection.connection) as cursor:  # server-side binding: can prepare
                 cursor.execute(sql, params, prepare=True)
-                row = cursor.fetchone() if cursor.description else None
-                names = [column.name for column in cursor.description or ()]
+                description = cursor.description  # built on each access: once
+                rows = (cursor.fetchall() if many else cursor.fetchmany(1)) if description else []
+                names = [column.name for column in description or ()]
         else:
             with connection.cursor() as django_cursor:
                 django_cursor.execute(sql, params)
-                row = django_cursor.fetchone() if django_cursor.description else None
-                names = [column[0] for column in django_cursor.description or ()]
+                description = django_cursor.description
+                rows = (django_cursor.fetchall() if many else django_cursor.fetchmany(1)) if description else []
+                names = [column[0] for column in description or ()]
     if connection.queries_logged:
         connection.queries_log.append(
             {"sql": f"{sql} -- prepared, params {params!r}", "time": f"{time.monotonic() - started:.3f}"}
         )
-    return None if row is None else dict(zip(names, row, strict=True))
+    return [dict(zip(names, row, strict=True)) for row in rows]

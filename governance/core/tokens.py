@@ -110,11 +110,24 @@ def api_token_revoke(*, token: ApiToken, actor: User | str) -> ApiToken:
 
 def api_token_resolve(clear_text: str) -> ApiToken | None:
     """The live token matching `clear_text`, or None (unknown, revoked or expired)."""
-    if not clear_text.startswith(TOKEN_PREFIX) or len(clear_text) > 128:
+    if not api_token_well_formed(clear_text):
         return None
+    return api_token_accept(
+        ApiToken.objects.select_related("user").filter(prefix=clear_text[:PREFIX_LENGTH]), clear_text
+    )
+
+
+def api_token_well_formed(clear_text: str) -> bool:
+    return clear_text.startswith(TOKEN_PREFIX) and len(clear_text) <= 128
+
+
+def api_token_accept(candidates: Iterable[ApiToken], clear_text: str) -> ApiToken | None:
+    """The live token among `candidates` (the rows with `clear_text`'s prefix, each with its
+    user loaded), or None. The one check every reader of tokens goes through (api_token_resolve,
+    and the gate's combined read)."""
     digest = _digest(clear_text)
     now = timezone.now()
-    for candidate in ApiToken.objects.select_related("user").filter(prefix=clear_text[:PREFIX_LENGTH]):
+    for candidate in candidates:
         if not hmac.compare_digest(candidate.digest, digest):
             continue
         if candidate.revoked_at is not None or (candidate.expires_at and candidate.expires_at <= now):
