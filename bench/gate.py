@@ -254,11 +254,6 @@ def main() -> int:
             .stdout.strip()
             .splitlines()[-1]
         )
-        if os.environ.get("BENCH_EXTRA_SQL"):  # EXPERIMENT, not to commit
-            with psycopg.connect(bench_url, autocommit=True) as c:
-                for stmt in os.environ["BENCH_EXTRA_SQL"].split(";"):
-                    if stmt.strip():
-                        c.execute(stmt)
         port = _free_port()
         gunicorn = subprocess.Popen(
             [

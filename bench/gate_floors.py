@@ -24,7 +24,7 @@ TABLE = "bench_floor_write"
 class FloorWrite(APIView):
     def post(self, request: Request) -> Response:
         with connection.cursor() as cursor:
-            cursor.execute(f"INSERT INTO {TABLE} (body) VALUES (%s::jsonb) RETURNING id", [request.body.decode()])  # noqa: S608
+            cursor.execute(f"INSERT INTO {TABLE} (body) VALUES (%s::jsonb) RETURNING id", [request.body.decode()])
             (row_id,) = cursor.fetchone()
         return Response({"id": row_id})
 

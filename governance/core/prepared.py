@@ -12,6 +12,7 @@ backends (SQLite) use an ordinary cursor."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -54,3 +55,31 @@ def _run(sql: str, params: Sequence[Any] | Mapping[str, Any], *, many: bool) -> 
             {"sql": f"{sql} -- prepared, params {params!r}", "time": f"{time.monotonic() - started:.3f}"}
         )
     return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def instance_from_row(model: Any, row: dict[str, Any], prefix: str = "") -> Any:
+    """`model`'s instance from the read's columns named `prefix` + column (the others deferred),
+    through the converters the ORM's compiler applies (JSON from text, SQLite's UUIDs and dates)."""
+    names, values = [], []
+    for key, attname, column, converters in _columns(model, prefix, connection.vendor):
+        if key not in row:
+            continue
+        value = row[key]
+        for convert in converters:
+            value = convert(value, column, connection)
+        names.append(attname)
+        values.append(value)
+    return model.from_db(connection.alias, names, values)
+
+
+@functools.cache
+def _columns(model: Any, prefix: str, vendor: str) -> tuple[tuple[str, str, Any, tuple[Any, ...]], ...]:
+    """Per model: each concrete field's (row key, attname, column expression, converters), in the
+    model's field order (as from_db takes them); worked out once per process, not per check."""
+    table = model._meta.db_table
+    plan = []
+    for field in model._meta.concrete_fields:
+        column = field.get_col(table)
+        converters = tuple(connection.ops.get_db_converters(column) + column.get_db_converters(connection))
+        plan.append((prefix + field.column, field.attname, column, converters))
+    return tuple(plan)

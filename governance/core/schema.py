@@ -8,7 +8,6 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 class BearerTokenScheme(OpenApiAuthenticationExtension):
     target_class = "governance.core.authentication.BearerTokenAuthentication"
     name = "bearerAuth"
-    match_subclasses = True  # the gate's own (GateTokenAuthentication) is the same scheme
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
         return {

@@ -26,7 +26,7 @@ from governance.core.logging import current_request_id
 from governance.core.models import ApiToken
 from governance.core.selectors import team_by_name
 from governance.core.serializers import PrebuiltFieldsSerializer, StrictSerializer
-from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope, api_token_well_formed
+from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope, api_token_resolve, api_token_well_formed
 from governance.deployments.choices import SERVING_PRECISIONS, Engine
 from governance.deployments.selectors import deployment_get
 from governance.gate import services
@@ -113,23 +113,6 @@ class TokenRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": token.pk}
 
 
-class GateTokenAuthentication(BearerTokenAuthentication):
-    """The gate's bearer token, checked in the same statement that reads the state of the request
-    the body names (gate.selectors.gate_token_and_state): a check costs two round trips, this read
-    and the decision's write. The token rules are core.tokens' (api_token_accept); scope and
-    coverage are checked as for any token. A body without a readable request code (malformed JSON
-    included: the view reports it) and other databases take the ordinary resolution."""
-
-    def resolve(self, request: Request, credentials: str) -> Any:
-        code = _deployment_code(request)
-        if code is None or connection.vendor != "postgresql" or not api_token_well_formed(credentials):
-            return super().resolve(request, credentials)
-        token, deployment = gate_token_and_state(credentials, code)
-        if token is not None:
-            request._request.gate_preloaded = deployment  # type: ignore[attr-defined]
-        return token
-
-
 def _deployment_code(request: Request) -> uuid.UUID | None:
     """The `deployment` of a JSON body, read without DRF's parser (whose errors the view reports)."""
     if not (request.content_type or "").startswith("application/json"):
@@ -146,9 +129,23 @@ def _deployment_code(request: Request) -> uuid.UUID | None:
 
 
 class GateCheckApi(APIView):
-    authentication_classes = [GateTokenAuthentication]  # CI only: no session, so no CSRF surface
+    authentication_classes = [BearerTokenAuthentication]  # CI only: no session, so no CSRF surface
     permission_classes = [HasGateScope]
     throttle_classes = [TokenRateThrottle]
+
+    def resolve_token(self, request: Request, credentials: str) -> Any:
+        """The bearer token, checked in the same statement that reads the state of the request the
+        body names (gate.selectors.gate_token_and_state): a check costs two round trips, this read
+        and the decision's write. The token rules are core.tokens' (api_token_accept); scope and
+        coverage are checked as for any token. A body without a readable request code (malformed
+        JSON included: the view reports it) and other databases take the ordinary resolution."""
+        code = _deployment_code(request)
+        if code is None or connection.vendor != "postgresql" or not api_token_well_formed(credentials):
+            return api_token_resolve(credentials)
+        token, deployment = gate_token_and_state(credentials, code)
+        if token is not None:
+            request._request.gate_preloaded = deployment  # type: ignore[attr-defined]
+        return token
 
     @extend_schema(
         request=GateCheckInputSerializer,

@@ -3,13 +3,11 @@ decision log as each user may see it."""
 
 from __future__ import annotations
 
-import functools
 import json
 import uuid
 from typing import Any
 
 import django_filters
-from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import QuerySet
 
@@ -17,9 +15,18 @@ from governance.approvals.selectors import APPROVAL_STATE_COLUMNS, APPROVAL_STAT
 from governance.core.errors import PermissionDeniedError
 from governance.core.filters import UtcIsoDateTimeFilter
 from governance.core.models import ApiToken
-from governance.core.prepared import fetch_all_prepared, fetch_one_prepared
+from governance.core.prepared import fetch_all_prepared, fetch_one_prepared, instance_from_row
 from governance.core.roles import Role, has_role
-from governance.core.tokens import PREFIX_LENGTH, api_token_accept, token_covers_deployment, token_covers_environment
+from governance.core.tokens import (
+    PREFIX_LENGTH,
+    TOKEN_FROM,
+    TOKEN_ROW_PREFIXES,
+    TOKEN_SELECT,
+    api_token_accept,
+    token_covers_deployment,
+    token_covers_environment,
+    token_from_row,
+)
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import deployments_visible_to
 from governance.gate.choices import Decision
@@ -90,12 +97,9 @@ def gate_deployment_for_token(
 # token's prefix, its user, and the state of the request the body names (LATERAL: NULLs when there
 # is no such request). The token is then checked by core.tokens.api_token_accept like any other;
 # coverage (team, requests, environments) by gate_deployment_for_token.
-_TOKEN_FIELDS = [field.column for field in ApiToken._meta.concrete_fields]
-_USER_FIELDS = [field.column for field in User._meta.concrete_fields]
 _GATE_TOKEN_SQL = f"""
-SELECT {", ".join(f"t.{column} AS tok_{column}" for column in _TOKEN_FIELDS)},
-       {", ".join(f"u.{column} AS usr_{column}" for column in _USER_FIELDS)}, g.*
-FROM core_apitoken t JOIN auth_user u ON u.id = t.user_id
+SELECT {TOKEN_SELECT}, g.*
+FROM {TOKEN_FROM}
 LEFT JOIN LATERAL ({_GATE_SQL.replace("%s", "%(code)s")}) g ON TRUE
 WHERE t.prefix = %(prefix)s
 """  # noqa: S608 (model columns only; values are parameters)
@@ -105,55 +109,24 @@ def gate_token_and_state(clear_text: str, code: uuid.UUID) -> tuple[ApiToken | N
     """The live token for `clear_text` (None: unknown, revoked, expired or its user inactive) and
     the request `code` with the gate's state (None: no such request), in one round trip. Only
     for PostgreSQL (LATERAL); the token is not yet checked for scope or coverage."""
-    candidates: list[tuple[ApiToken, dict[str, Any]]] = []
-    for row in fetch_all_prepared(_GATE_TOKEN_SQL, {"prefix": clear_text[:PREFIX_LENGTH], "code": code}):
-        token = _instance_from_row(ApiToken, row, "tok_")
-        token.user = _instance_from_row(User, row, "usr_")
-        candidates.append((token, row))
+    candidates = [
+        (token_from_row(row), row)
+        for row in fetch_all_prepared(_GATE_TOKEN_SQL, {"prefix": clear_text[:PREFIX_LENGTH], "code": code})
+    ]
     token = api_token_accept([token for token, _ in candidates], clear_text)
     if token is None:
         return None, None
     row = next(row for candidate, row in candidates if candidate is token)
     if row["id"] is None:
         return token, None
-    return token, _deployment_from_row({key: value for key, value in row.items() if not key.startswith(_PREFIXES)})
-
-
-_PREFIXES = ("tok_", "usr_")
-
-
-def _instance_from_row(model: Any, row: dict[str, Any], prefix: str = "") -> Any:
-    """`model`'s instance from the read's columns named `prefix` + column (the others deferred),
-    through the converters the ORM's compiler applies (JSON from text, SQLite's UUIDs and dates)."""
-    names, values = [], []
-    for key, attname, column, converters in _columns(model, prefix, connection.vendor):
-        if key not in row:
-            continue
-        value = row[key]
-        for convert in converters:
-            value = convert(value, column, connection)
-        names.append(attname)
-        values.append(value)
-    return model.from_db(connection.alias, names, values)
-
-
-@functools.cache
-def _columns(model: Any, prefix: str, vendor: str) -> tuple[tuple[str, str, Any, tuple[Any, ...]], ...]:
-    """Per model: each concrete field's (row key, attname, column expression, converters), in the
-    model's field order (as from_db takes them); worked out once per process, not per check."""
-    table = model._meta.db_table
-    plan = []
-    for field in model._meta.concrete_fields:
-        column = field.get_col(table)
-        converters = tuple(connection.ops.get_db_converters(column) + column.get_db_converters(connection))
-        plan.append((prefix + field.column, field.attname, column, converters))
-    return tuple(plan)
+    state = {key: value for key, value in row.items() if not key.startswith(TOKEN_ROW_PREFIXES)}
+    return token, _deployment_from_row(state)
 
 
 def _deployment_from_row(row: dict[str, Any]) -> DeploymentRequest:
     """The request's model instance from the read's columns (the others deferred); the gate's
     extra columns become attributes, as a raw queryset would set them."""
-    deployment = _instance_from_row(DeploymentRequest, row)
+    deployment = instance_from_row(DeploymentRequest, row)
     columns = {field.column for field in DeploymentRequest._meta.concrete_fields}
     for name, value in row.items():
         if name not in columns:
