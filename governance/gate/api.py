@@ -114,18 +114,22 @@ class TokenRateThrottle(SimpleRateThrottle):
 
 
 def _deployment_code(request: Request) -> uuid.UUID | None:
-    """The `deployment` of a JSON body, read without DRF's parser (whose errors the view reports)."""
+    """The `deployment` of a small JSON body, read without DRF's parser (whose errors the view
+    reports: anything odd here is left to it)."""
     if not (request.content_type or "").startswith("application/json"):
         return None
     try:
-        data = json.loads(request._request.body)
-        return (
-            uuid.UUID(data["deployment"])
-            if isinstance(data, dict) and isinstance(data.get("deployment"), str)
-            else None
-        )
-    except (ValueError, TypeError, KeyError, RequestDataTooBig):
+        body = request._request.body
+        if len(body) > _PEEK_LIMIT:
+            return None
+        data = json.loads(body)
+        code = data.get("deployment") if isinstance(data, dict) else None
+        return uuid.UUID(code) if isinstance(code, str) else None
+    except (ValueError, TypeError, RecursionError, RequestDataTooBig):
         return None
+
+
+_PEEK_LIMIT = 16 * 1024  # a check's body is under 1 KiB
 
 
 class GateCheckApi(APIView):
@@ -144,7 +148,7 @@ class GateCheckApi(APIView):
             return api_token_resolve(credentials)
         token, deployment = gate_token_and_state(credentials, code)
         if token is not None:
-            request._request.gate_preloaded = deployment  # type: ignore[attr-defined]
+            request._request.gate_preloaded = (code, deployment)  # type: ignore[attr-defined]
         return token
 
     @extend_schema(
@@ -165,7 +169,7 @@ class GateCheckApi(APIView):
         data = serializer.validated_data
         token = cast(ApiToken, request.auth)
         deployment = gate_deployment_for_token(
-            token, data["deployment"], data["environment"], getattr(request._request, "gate_preloaded", False)
+            token, data["deployment"], data["environment"], getattr(request._request, "gate_preloaded", None)
         )
         check = GateCheck(
             environment=data["environment"], artifact_digest=data["artifact_digest"], serving=dict(data["serving"])

@@ -66,17 +66,18 @@ _ROLES = ("legal", "engineering")
 
 
 def gate_deployment_for_token(
-    token: ApiToken, code: Any, environment: str, preloaded: DeploymentRequest | bool | None = False
+    token: ApiToken, code: Any, environment: str, preloaded: tuple[Any, DeploymentRequest | None] | None = None
 ) -> DeploymentRequest:
     """The request a gate token asks about, with the state the gate reads (one query, or none when
-    `preloaded` by gate_token_and_state: the request or None); 403 when the token was not issued
-    for it (or it does not exist: a token learns nothing about requests outside its scope)."""
+    gate_token_and_state read it with the token: `preloaded` is (its code, the request or None));
+    403 when the token was not issued for it (or it does not exist: a token learns nothing about
+    requests outside its scope)."""
     try:
         code = uuid.UUID(str(code))
     except ValueError:
         code = None
-    if preloaded is not False:
-        deployment = preloaded if isinstance(preloaded, DeploymentRequest) and preloaded.code == code else None
+    if preloaded is not None and code is not None and preloaded[0] == code:
+        deployment = preloaded[1]
     else:
         row = (
             None
