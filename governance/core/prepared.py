@@ -12,6 +12,7 @@ backends (SQLite) use an ordinary cursor."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -25,14 +26,28 @@ def fetch_one_prepared(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> d
     driver's value (JSON columns may arrive as text: parse them), or None. On PostgreSQL the
     statement passes through the connection's execute wrappers (connection.execute_wrapper), as
     Django's own cursors do, so whatever counts or times queries sees it too."""
+    rows = _run(sql, params, many=False)
+    return rows[0] if rows else None
+
+
+def fetch_all_prepared(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every row of `sql`, as fetch_one_prepared gives one."""
+    return _run(sql, params, many=True)
+
+
+def _run(sql: str, params: Sequence[Any] | Mapping[str, Any], *, many: bool) -> list[dict[str, Any]]:
     connection.ensure_connection()
     started = time.monotonic()
-    found: dict[str, Any] = {}
+    found: dict[str, Any] = {"rows": [], "names": []}
 
-    def execute(cursor: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> None:
+    def fetch(cursor: Any, description: Any, name: Any) -> None:
+        if description:  # built on each access: read once
+            found["rows"] = cursor.fetchall() if many else cursor.fetchmany(1)
+            found["names"] = [name(column) for column in description]
+
+    def execute(cursor: Any, sql: str, params: Any, many_: bool, context: dict[str, Any]) -> None:
         cursor.execute(sql, params, prepare=True)
-        found["row"] = cursor.fetchone() if cursor.description else None
-        found["names"] = [column.name for column in cursor.description or ()]
+        fetch(cursor, cursor.description, lambda column: column.name)
 
     with connection.wrap_database_errors:
         if connection.vendor == "postgresql":
@@ -46,11 +61,37 @@ def fetch_one_prepared(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> d
         else:
             with connection.cursor() as django_cursor:
                 django_cursor.execute(sql, params)
-                found["row"] = django_cursor.fetchone() if django_cursor.description else None
-                found["names"] = [column[0] for column in django_cursor.description or ()]
+                fetch(django_cursor, django_cursor.description, lambda column: column[0])
     if connection.queries_logged:
         connection.queries_log.append(
             {"sql": f"{sql} -- prepared, params {params!r}", "time": f"{time.monotonic() - started:.3f}"}
         )
-    row = found.get("row")
-    return None if row is None else dict(zip(found["names"], row, strict=True))
+    return [dict(zip(found["names"], row, strict=True)) for row in found["rows"]]
+
+
+def instance_from_row(model: Any, row: dict[str, Any], prefix: str = "") -> Any:
+    """`model`'s instance from the read's columns named `prefix` + column (the others deferred),
+    through the converters the ORM's compiler applies (JSON from text, SQLite's UUIDs and dates)."""
+    names, values = [], []
+    for key, attname, column, converters in _columns(model, prefix, connection.vendor):
+        if key not in row:
+            continue
+        value = row[key]
+        for convert in converters:
+            value = convert(value, column, connection)
+        names.append(attname)
+        values.append(value)
+    return model.from_db(connection.alias, names, values)
+
+
+@functools.cache
+def _columns(model: Any, prefix: str, vendor: str) -> tuple[tuple[str, str, Any, tuple[Any, ...]], ...]:
+    """Per model: each concrete field's (row key, attname, column expression, converters), in the
+    model's field order (as from_db takes them); worked out once per process, not per check."""
+    table = model._meta.db_table
+    plan = []
+    for field in model._meta.concrete_fields:
+        column = field.get_col(table)
+        converters = tuple(connection.ops.get_db_converters(column) + column.get_db_converters(connection))
+        plan.append((prefix + field.column, field.attname, column, converters))
+    return tuple(plan)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, cast
 
 from django.http import QueryDict
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.utils.serializer_helpers import BindingDict
 
 
 def _type_error(field: serializers.Field, value: Any) -> str | None:
@@ -55,3 +56,38 @@ class JsonObjectField(serializers.JSONField):
 @extend_schema_field({"oneOf": [{"type": "string"}, {"type": "object", "additionalProperties": True}]})
 class KeyOrObjectField(serializers.JSONField):
     """A catalog key (string) or an inline object, documented as exactly that."""
+
+
+class PrebuiltFieldsSerializer(StrictSerializer):
+    """An input serializer whose fields are built and bound once per class, not per request.
+
+    Why: DRF deep-copies every declared field (and, lazily, every nested serializer's fields) for
+    each new serializer instance; for a small body that copy is most of the validation time (the
+    gate's check: 0.26 ms of CPU, 0.06 ms without it). Validation keeps no state on the fields, so
+    one bound set serves every request and thread. Only for inputs whose fields read neither
+    `context` nor `partial` (they see the prototype's: none and False): no HiddenField, no
+    CurrentUserDefault, no partial updates, no `instance`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("partial") or kwargs.get("context") or (args and args[0] is not None):
+            raise TypeError(f"{type(self).__name__} validates new input only (no instance, context or partial)")
+        super().__init__(*args, **kwargs)
+
+    _prototype: ClassVar[Any]
+
+    @property
+    def fields(self) -> BindingDict:
+        cls = type(self)
+        prototype = cls.__dict__.get("_prototype")
+        if prototype is None:
+            # What DRF's `fields` does, once, for a prototype the fields stay bound to.
+            prototype = serializers.Serializer.__new__(cls)
+            serializers.Serializer.__init__(prototype)
+            bound = BindingDict(prototype)
+            for name, field in prototype.get_fields().items():
+                bound[name] = field
+                if isinstance(field, serializers.Serializer):
+                    field.fields  # noqa: B018 (a nested serializer's fields: bound once too)
+            prototype.__dict__["fields"] = bound
+            cls._prototype = prototype
+        return cast(BindingDict, prototype.__dict__["fields"])

@@ -15,9 +15,18 @@ from governance.approvals.selectors import APPROVAL_STATE_COLUMNS, APPROVAL_STAT
 from governance.core.errors import PermissionDeniedError
 from governance.core.filters import UtcIsoDateTimeFilter
 from governance.core.models import ApiToken
-from governance.core.prepared import fetch_one_prepared
+from governance.core.prepared import fetch_all_prepared, fetch_one_prepared, instance_from_row
 from governance.core.roles import Role, has_role
-from governance.core.tokens import token_covers_deployment, token_covers_environment
+from governance.core.tokens import (
+    PREFIX_LENGTH,
+    TOKEN_FROM,
+    TOKEN_ROW_PREFIXES,
+    TOKEN_SELECT,
+    api_token_accept,
+    token_covers_deployment,
+    token_covers_environment,
+    token_from_row,
+)
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import deployments_visible_to
 from governance.gate.choices import Decision
@@ -56,20 +65,26 @@ WHERE d.code = %s
 _ROLES = ("legal", "engineering")
 
 
-def gate_deployment_for_token(token: ApiToken, code: Any, environment: str) -> DeploymentRequest:
-    """The request a gate token asks about, with the state the gate reads (one query); 403 when
-    the token was not issued for it (or it does not exist: a token learns nothing about
+def gate_deployment_for_token(
+    token: ApiToken, code: Any, environment: str, preloaded: tuple[Any, DeploymentRequest | None] | None = None
+) -> DeploymentRequest:
+    """The request a gate token asks about, with the state the gate reads (one query, or none when
+    gate_token_and_state read it with the token: `preloaded` is (its code, the request or None));
+    403 when the token was not issued for it (or it does not exist: a token learns nothing about
     requests outside its scope)."""
     try:
         code = uuid.UUID(str(code))
     except ValueError:
         code = None
-    row = (
-        None
-        if code is None
-        else fetch_one_prepared(_GATE_SQL, [code if connection.vendor == "postgresql" else code.hex])
-    )
-    deployment = None if row is None else _deployment_from_row(row)
+    if preloaded is not None and code is not None and preloaded[0] == code:
+        deployment = preloaded[1]
+    else:
+        row = (
+            None
+            if code is None
+            else fetch_one_prepared(_GATE_SQL, [code if connection.vendor == "postgresql" else code.hex])
+        )
+        deployment = None if row is None else _deployment_from_row(row)
     if deployment is None or not token_covers_deployment(token, deployment):
         raise PermissionDeniedError(f"this token is not issued for deployment request {code}")
     if not token_covers_environment(token, environment):
@@ -79,22 +94,43 @@ def gate_deployment_for_token(token: ApiToken, code: Any, environment: str) -> D
     return deployment
 
 
+# The gate's token and its read in ONE statement (PostgreSQL): each token row with the clear
+# token's prefix, its user, and the state of the request the body names (LATERAL: NULLs when there
+# is no such request). The token is then checked by core.tokens.api_token_accept like any other;
+# coverage (team, requests, environments) by gate_deployment_for_token.
+_GATE_TOKEN_SQL = f"""
+SELECT {TOKEN_SELECT}, g.*
+FROM {TOKEN_FROM}
+LEFT JOIN LATERAL ({_GATE_SQL.replace("%s", "%(code)s")}) g ON TRUE
+WHERE t.prefix = %(prefix)s
+"""  # noqa: S608 (model columns only; values are parameters)
+
+
+def gate_token_and_state(clear_text: str, code: uuid.UUID) -> tuple[ApiToken | None, DeploymentRequest | None]:
+    """The live token for `clear_text` (None: unknown, revoked, expired or its user inactive) and
+    the request `code` with the gate's state (None: no such request), in one round trip. Only
+    for PostgreSQL (LATERAL); the token is not yet checked for scope or coverage."""
+    candidates = [
+        (token_from_row(row), row)
+        for row in fetch_all_prepared(_GATE_TOKEN_SQL, {"prefix": clear_text[:PREFIX_LENGTH], "code": code})
+    ]
+    token = api_token_accept([token for token, _ in candidates], clear_text)
+    if token is None:
+        return None, None
+    row = next(row for candidate, row in candidates if candidate is token)
+    if row["id"] is None:
+        return token, None
+    state = {key: value for key, value in row.items() if not key.startswith(TOKEN_ROW_PREFIXES)}
+    return token, _deployment_from_row(state)
+
+
 def _deployment_from_row(row: dict[str, Any]) -> DeploymentRequest:
     """The request's model instance from the read's columns (the others deferred); the gate's
     extra columns become attributes, as a raw queryset would set them."""
-    fields = {field.attname: field for field in DeploymentRequest._meta.concrete_fields}
-    names = [name for name in fields if name in row]  # from_db takes them in the model's field order
-    values = []
-    table = DeploymentRequest._meta.db_table
-    for name in names:
-        value, column = row[name], fields[name].get_col(table)
-        # the converters the ORM's compiler applies (JSON from text, SQLite's UUIDs and datetimes)
-        for convert in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
-            value = convert(value, column, connection)
-        values.append(value)
-    deployment = DeploymentRequest.from_db(connection.alias, names, values)
+    deployment = instance_from_row(DeploymentRequest, row)
+    columns = {field.column for field in DeploymentRequest._meta.concrete_fields}
     for name, value in row.items():
-        if name not in fields:
+        if name not in columns:
             setattr(deployment, name, value)
     return deployment
 

@@ -1,9 +1,11 @@
-"""The gate's hot path in few round trips (issue 12's speed): one statement reads the request, its
-sign-offs, the latest usage report and the stored packet verification; one statement writes the
-decision and its audit event. The folded read must say what approvals' own selector says."""
+"""The gate's hot path in two round trips (issue 12's speed): one statement reads the token, the
+request, its sign-offs, the latest usage report and the stored packet verification; one statement
+writes the decision and its audit event. The folded read must say what approvals' own selector
+says, and the token read with it must obey every rule the ordinary token check does."""
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -11,7 +13,7 @@ from django.utils import timezone
 from governance.approvals.models import ApprovalPacket, PacketVerification
 from governance.approvals.selectors import approval_state, approval_state_from_row
 from governance.core.models import ApiToken
-from governance.core.tokens import api_token_resolve
+from governance.core.tokens import PREFIX_LENGTH, api_token_resolve
 from governance.deployments.models import DeploymentRequest
 from governance.gate.selectors import gate_deployment_for_token
 from tests.gate.conftest import Gate
@@ -39,7 +41,7 @@ def test_the_folded_read_matches_the_approvals_selector(gate: Gate) -> None:
     assert _both(gate) == (None, None)
 
 
-def test_a_check_is_three_statements_after_authentication(gate: Gate) -> None:
+def test_a_check_is_two_statements(gate: Gate) -> None:
     from tests.gate.conftest import bearer
 
     gate.check()  # warm: the chain head exists, the token's last use is recorded
@@ -49,11 +51,77 @@ def test_a_check_is_three_statements_after_authentication(gate: Gate) -> None:
     assert response.status_code == 200
     assert response.json()["decision"] == "allow"
     statements = [q["sql"] for q in queries.captured_queries]
-    # token lookup, the one read, and the one write (inside the test's transaction: a savepoint
-    # around the write so that a refused write leaves the transaction usable)
+    # the one read (token and state), and the one write (inside the test's transaction: a
+    # savepoint around the write so that a refused write leaves the transaction usable)
     writes = [s for s in statements if "INSERT INTO" in s]
     assert len(writes) == 1
     assert "gate_gatedecision" in writes[0]
     assert "audit_auditevent" in writes[0]
     reads = [s for s in statements if s.lstrip().startswith("SELECT")]
-    assert len(reads) == 2, reads
+    assert len(reads) == 1, reads
+    assert "core_apitoken" in reads[0]
+    assert "deployments_deploymentrequest" in reads[0]
+
+
+def _same_prefix(gate: Gate, secret: str, **fields: object) -> str:
+    """Another token row with the gate token's prefix (a collision the lookup must survive)."""
+    import hashlib
+
+    original = ApiToken.objects.get(prefix=gate.token[:PREFIX_LENGTH])
+    clear = gate.token[:PREFIX_LENGTH] + secret
+    ApiToken.objects.create(
+        user=original.user,
+        name="twin",
+        prefix=original.prefix,
+        digest=hashlib.sha256(clear.encode()).hexdigest(),
+        scopes=original.scopes,
+        team=original.team,
+        expires_at=original.expires_at,
+        **fields,
+    )
+    return clear
+
+
+def test_the_combined_read_applies_every_token_rule(gate: Gate) -> None:
+    assert gate.check().json()["decision"] == "allow"
+    twin = _same_prefix(gate, "x" * 30)
+    assert gate.check().json()["decision"] == "allow"  # two rows share the prefix: the digest picks
+    assert gate.check(token=twin).json()["decision"] == "allow"
+    assert gate.check(token=gate.token[:PREFIX_LENGTH] + "y" * 30).status_code == 401  # wrong secret
+    ApiToken.objects.filter(name="twin").update(revoked_at=timezone.now())
+    assert gate.check(token=twin).status_code == 401
+    assert gate.check().json()["decision"] == "allow"  # the other row is untouched
+    ApiToken.objects.filter(name="twin").update(revoked_at=None, expires_at=timezone.now())
+    assert gate.check(token=twin).status_code == 401
+    original = ApiToken.objects.exclude(name="twin").get(prefix=gate.token[:PREFIX_LENGTH])
+    User.objects.filter(pk=original.user_id).update(is_active=False)
+    assert gate.check().status_code == 401
+
+
+def test_the_combined_read_checks_scope_and_coverage(gate: Gate) -> None:
+    import uuid
+
+    # a request that does not exist: 403, as one of another team (the token learns nothing)
+    missing = gate.check(deployment=str(uuid.uuid4()))
+    assert missing.status_code == 403
+    ApiToken.objects.filter(prefix=gate.token[:PREFIX_LENGTH]).update(environments=["staging"])
+    assert gate.check().status_code == 403
+    ApiToken.objects.filter(prefix=gate.token[:PREFIX_LENGTH]).update(environments=[], scopes=["usage:write"])
+    assert gate.check().status_code == 403  # the scope does not reach the gate
+
+
+def test_a_body_without_a_readable_request_takes_the_ordinary_path(gate: Gate) -> None:
+    from tests.gate.conftest import bearer
+
+    client = bearer(gate.token)
+    broken = client.post("/api/v1/gate/check", "{not json", content_type="application/json")
+    assert broken.status_code == 400
+    assert "JSON" in broken.json()["message"]
+    body = gate.body()
+    del body["deployment"]
+    assert "deployment" in str(client.post("/api/v1/gate/check", body, format="json").json())
+    assert client.post("/api/v1/gate/check", gate.body(deployment="nope"), format="json").status_code == 400
+    assert (
+        bearer("gov_unknown").post("/api/v1/gate/check", "{not json", content_type="application/json").status_code
+        == 401
+    )
