@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -137,8 +138,13 @@ def token_from_row(row: dict[str, Any]) -> ApiToken:
     return token
 
 
+# What api_token_issue makes: the marker and URL-safe base64 (secrets.token_urlsafe). Anything else
+# is nobody's token and never reaches the database (a NUL there would be a database error, a 500).
+_WELL_FORMED = re.compile(rf"{TOKEN_PREFIX}[A-Za-z0-9_-]{{1,{128 - len(TOKEN_PREFIX)}}}")
+
+
 def api_token_well_formed(clear_text: str) -> bool:
-    return clear_text.startswith(TOKEN_PREFIX) and len(clear_text) <= 128
+    return _WELL_FORMED.fullmatch(clear_text) is not None
 
 
 def api_token_accept(candidates: Iterable[ApiToken], clear_text: str) -> ApiToken | None:
