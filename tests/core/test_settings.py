@@ -11,19 +11,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load_settings(**env: str) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=environ, capture_output=True, text=True, check=False)
+
+
+def _load_settings(code: str = "import governance.settings", **env: str) -> subprocess.CompletedProcess[str]:
+    """Run `code` with the settings' own variables unset but for `env`."""
     environ = {
-        k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY", "DEBUG"}
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "SECRET_KEY", "DEBUG"}
     }
     environ.update(env)
-    return subprocess.run(
-        [sys.executable, "-c", "import governance.settings"],
-        cwd=ROOT,
-        env=environ,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return _run("-c", code, environ=environ)
 
 
 @pytest.mark.parametrize(
@@ -49,14 +49,7 @@ def test_production_settings_pass_deploy_checks(tmp_path: Path) -> None:
         DEBUG="0",
         DJANGO_SETTINGS_MODULE="governance.settings",
     )
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT,
-        env=environ,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = _run("manage.py", "check", "--deploy", "--fail-level", "WARNING", environ=environ)
     assert result.returncode == 0, result.stderr
     assert "no issues" in result.stdout
 
@@ -71,15 +64,6 @@ def test_production_settings_pass_deploy_checks(tmp_path: Path) -> None:
 def test_sessions_read_from_the_cache_only_when_it_is_shared(cache_url: str, engine: str) -> None:
     """A per-process cache would keep a session another worker ended (logout): sessions are read
     from the cache only when CACHE_URL names a shared one, and written through to the database."""
-    environ = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CACHE_URL"}}
-    environ.update(DEBUG="1", CACHE_URL=cache_url)
-    result = subprocess.run(
-        [sys.executable, "-c", "import governance.settings as s; print(s.SESSION_ENGINE)"],
-        cwd=ROOT,
-        env=environ,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = _load_settings("import governance.settings as s; print(s.SESSION_ENGINE)", DEBUG="1", CACHE_URL=cache_url)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == engine
