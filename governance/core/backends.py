@@ -10,13 +10,12 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import connection
 
-from governance.core.prepared import fetch_one_prepared
+from governance.core.prepared import fetch_one_prepared, instance_from_row
 from governance.core.roles import ROLES_CACHE, Role
 
 # Whether the user leads a team (they manage its CI tokens); read by governance.web.access.
 LEADS_CACHE = "_web_leads_a_team"
 
-_FIELDS = [field.attname for field in User._meta.concrete_fields]
 _COLUMNS = [field.column for field in User._meta.concrete_fields]
 _ROLE = (
     "EXISTS(SELECT 1 FROM auth_user_groups m INNER JOIN auth_group g ON g.id = m.group_id"
@@ -49,7 +48,7 @@ class RoleModelBackend(ModelBackend):
         row = fetch_one_prepared(_USER_SQL, [*Role.values, pk])
         if row is None:
             return None
-        user = User.from_db(connection.alias, _FIELDS, [row[column] for column in _COLUMNS])
+        user = instance_from_row(User, row)
         if not self.user_can_authenticate(user):
             return None
         setattr(user, ROLES_CACHE, {role for index, role in enumerate(Role.values) if row[f"role_{index}"]})

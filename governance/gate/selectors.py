@@ -128,11 +128,13 @@ def _deployment_from_row(row: dict[str, Any]) -> DeploymentRequest:
     """The request's model instance from the read's columns (the others deferred); the gate's
     extra columns become attributes, as a raw queryset would set them."""
     deployment = instance_from_row(DeploymentRequest, row)
-    columns = {field.column for field in DeploymentRequest._meta.concrete_fields}
     for name, value in row.items():
-        if name not in columns:
+        if name not in _REQUEST_COLUMNS:
             setattr(deployment, name, value)
     return deployment
+
+
+_REQUEST_COLUMNS = frozenset(field.column for field in DeploymentRequest._meta.concrete_fields)
 
 
 def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str | None]]:
