@@ -267,6 +267,19 @@ class CiTokenInputSerializer(StrictSerializer):
     expires_at = serializers.DateTimeField()
 
 
+def ci_token_issue_from_input(actor: User, team: Any, data: dict[str, Any]) -> tuple[ApiToken, str]:
+    """ci_token_issue for CiTokenInputSerializer's validated data (the API and the web form)."""
+    return services.ci_token_issue(
+        actor=actor,
+        team=team,
+        name=data["name"],
+        expires_at=data["expires_at"],
+        scopes=data["scopes"],
+        deployment_codes=data["deployments"],
+        environments=data["environments"],
+    )
+
+
 class CiTokenOutputSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team.name")
     deployments = serializers.ListField(source="deployment_codes", child=serializers.UUIDField())
@@ -324,15 +337,7 @@ class CiTokenListCreateApi(ListAPIView):
         team = team_by_name(data["team"])
         if team is None:
             raise invalid_input("team", f"no team named {data['team']!r}")
-        token, clear_text = services.ci_token_issue(
-            actor=cast(User, request.user),
-            team=team,
-            name=data["name"],
-            expires_at=data["expires_at"],
-            scopes=data["scopes"],
-            deployment_codes=data["deployments"],
-            environments=data["environments"],
-        )
+        token, clear_text = ci_token_issue_from_input(cast(User, request.user), team, data)
         return Response({**CiTokenOutputSerializer(token).data, "token": clear_text}, status=status.HTTP_201_CREATED)
 
 

@@ -21,8 +21,8 @@ from django.views.decorators.http import require_POST
 from governance.approvals.services import packet_verify
 from governance.core.errors import ApplicationError, NotFoundError, PermissionDeniedError
 from governance.core.models import Team
-from governance.gate.api import CiTokenInputSerializer
-from governance.gate.services import CI_SCOPES, ci_token_issue, ci_token_revoke
+from governance.gate.api import CiTokenInputSerializer, ci_token_issue_from_input
+from governance.gate.services import CI_SCOPES, ci_token_revoke
 from governance.web import labels, selectors
 from governance.web.forms import CiTokenForm, VerifyForm, apply_error
 from governance.web.views.common import act, roles_required, validated
@@ -62,15 +62,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
         try:
             data = validated(CiTokenInputSerializer(data=form.payload()))
             team = next(t for t in teams if t.name == data["team"])
-            token, secret = ci_token_issue(
-                actor=cast(User, request.user),
-                team=team,
-                name=data["name"],
-                expires_at=data["expires_at"],
-                scopes=data["scopes"],
-                deployment_codes=data["deployments"],
-                environments=data["environments"],
-            )
+            token, secret = ci_token_issue_from_input(cast(User, request.user), team, data)
         except (NotFoundError, PermissionDeniedError):
             raise
         except ApplicationError as exc:
