@@ -10,7 +10,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from governance.deployments.choices import Engine
-from governance.licenses.facts import AUP_CATEGORIES, DERIVATIVE_KINDS, DISTRIBUTIONS
+from governance.licenses.facts import AUP_CATEGORIES, BOOLEAN_FACTS, DERIVATIVE_KINDS, DISTRIBUTIONS
 from governance.web import labels
 from planner.specs import gpus, precisions
 
@@ -167,18 +167,7 @@ class WizardForm(forms.Form):
         data = self.cleaned_data
         facts: dict[str, Any] = {
             name: data[name]
-            for name in (
-                "use_case",
-                "commercial_entity",
-                "hosted_service",
-                "production",
-                "multimodal",
-                "outputs_used_to_train_other_models",
-                "redistributes_original_weights",
-                "guardrails_removed",
-                "monthly_active_users",
-                "monthly_active_users_at_model_release",
-            )
+            for name in ("use_case", *BOOLEAN_FACTS, "monthly_active_users", "monthly_active_users_at_model_release")
             if data.get(name) is not None
         }
         if data.get("revenue_amount") is not None:
