@@ -93,6 +93,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
                 "governance.web.context.navigation",
+                # After Django's own: a cached page renders its CSRF token as a marker.
+                "governance.web.pagecache.csrf_token",
             ],
         },
     },
@@ -232,6 +234,10 @@ CACHES = {
 # page's session costs no query; without one, a per-process cache would serve stale sessions (a
 # logout in one worker, still signed in in another): the database alone.
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db" if _CACHE_URL else "django.contrib.sessions.backends.db"
+# Read pages of the web UI kept in the default cache while nothing they show changes
+# (governance/web/pagecache.py); also how long a clock-dependent label may lag. 0 turns it off.
+# Safe with a per-process cache too: a page's key names the database snapshot it was rendered at.
+WEB_PAGE_CACHE_SECONDS = env_int("WEB_PAGE_CACHE_SECONDS", 60, minimum=0)
 
 if SECURE_HSTS_SECONDS == 0 and not DEBUG:
     SILENCED_SYSTEM_CHECKS = ["security.W004"]

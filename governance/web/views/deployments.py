@@ -39,6 +39,7 @@ from governance.web.forms import (
     WizardForm,
     apply_error,
 )
+from governance.web.pagecache import cached_page
 from governance.web.views.common import act, roles_required, validated
 
 # Where the API's field names land on the wizard form.
@@ -84,6 +85,7 @@ def _preview(request: HttpRequest, form: WizardForm) -> dict[str, Any] | None:
 
 
 @roles_required(Role.REQUESTER)
+@cached_page
 def wizard(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return render(request, "web/wizard.html", {"form": _wizard_form(request)})
@@ -134,6 +136,7 @@ def wizard_preview(request: HttpRequest) -> HttpResponse:
 
 
 @roles_required()
+@cached_page
 def deployment(request: HttpRequest, code: str) -> HttpResponse:
     page = selectors.deployment_page(request.user, code)
     context: dict[str, Any] = {"page": page, "d": page.request}
@@ -154,6 +157,7 @@ def deployment(request: HttpRequest, code: str) -> HttpResponse:
 
 
 @roles_required()
+@cached_page
 def deployment_evals(request: HttpRequest, code: str) -> HttpResponse:
     """htmx: the eval-run panel, polled while a run is active."""
     runs = selectors.deployment_evals(request.user, code)

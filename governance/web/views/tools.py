@@ -25,6 +25,7 @@ from governance.gate.api import CiTokenInputSerializer, ci_token_issue_from_inpu
 from governance.gate.services import CI_SCOPES, ci_token_revoke
 from governance.web import labels, selectors
 from governance.web.forms import CiTokenForm, VerifyForm, apply_error
+from governance.web.pagecache import cached_page
 from governance.web.views.common import act, roles_required, validated
 
 DEFAULT_LIFETIME = timedelta(days=90)
@@ -49,6 +50,7 @@ def _manager_teams(request: HttpRequest) -> list[Team]:
 
 @never_cache
 @roles_required()
+@cached_page
 def tokens(request: HttpRequest) -> HttpResponse:
     teams = _manager_teams(request)
     if request.method != "POST":
@@ -89,6 +91,7 @@ def token_revoke(request: HttpRequest, code: str) -> HttpResponse:
 
 
 @roles_required()
+@cached_page
 def verify(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return render(request, "web/verify.html", {"form": VerifyForm()})
