@@ -86,6 +86,10 @@ class PlanRequest:
                 raise ValueError(f"{name}: must be >= 1")
         if self.cached_prefix_len < 0:
             raise ValueError("cached_prefix_len: must be >= 0")
+        if self.cached_prefix_len and self.input_len is None:
+            raise ValueError("cached_prefix_len: needs input_len (the prompt it is a prefix of)")
+        if self.input_len is not None and self.cached_prefix_len >= self.input_len:
+            raise ValueError(f"cached_prefix_len: must be below input_len ({self.input_len})")
         engine_settings(self.engine, self.max_num_batched_tokens, self.scheduler_recv_interval)
         if self.calibration is not None and self.calibration.gpu_key not in (None, self.gpu):
             raise ValueError(f"calibration: profile was measured on {self.calibration.gpu_key}, not {self.gpu}")
@@ -280,8 +284,13 @@ def plan(request: PlanRequest) -> PlanResult:
         else "default efficiencies of catalog/efficiency.yaml (no calibration profile)"
     )
     notes.append(
-        f"Throughput (estimate): {throughput.batch} sequences per replica of {throughput.input_len}-token prompts and "
-        f"{throughput.output_len} generated tokens on {throughput.engine} (chunked prefill, "
+        f"Throughput (estimate): {throughput.batch} sequences per replica of {throughput.input_len}-token prompts"
+        + (
+            f" (their first {throughput.cached_prefix_len} tokens in the prefix cache)"
+            if throughput.cached_prefix_len
+            else ""
+        )
+        + f" and {throughput.output_len} generated tokens on {throughput.engine} (chunked prefill, "
         f"{throughput.max_num_batched_tokens} tokens a step); per-layer rooflines plus kernel and collective "
         f"overheads, other requests' prefill inside decode steps, {throughput.delivered_fraction:.2f} of "
         f"concurrency / TPOT delivered; basis: {basis}. Batch-1 upper bound "
