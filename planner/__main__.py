@@ -15,7 +15,7 @@ from planner import __version__
 from planner.checklog import EngineLog, compare, format_checks, parse_log
 from planner.engines import ENGINES, engine_profile
 from planner.params import count_params
-from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, plan
+from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cached_prefix, plan
 from planner.specs import GpuSpec, gpu_from_file, gpus, models, precisions
 
 GIB = 1 << 30
@@ -175,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "check-log":
             return _check_log(args)
+        check_cached_prefix(args.cached_prefix_len, args.input_len)
         chosen_model = _model_argument(args.model)
         request = PlanRequest(
             model=chosen_model,

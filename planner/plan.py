@@ -86,16 +86,24 @@ class PlanRequest:
                 raise ValueError(f"{name}: must be >= 1")
         if self.cached_prefix_len < 0:
             raise ValueError("cached_prefix_len: must be >= 0")
-        if self.cached_prefix_len and self.input_len is None:
-            raise ValueError("cached_prefix_len: needs input_len (the prompt it is a prefix of)")
-        if self.input_len is not None and self.cached_prefix_len >= self.input_len:
-            raise ValueError(f"cached_prefix_len: must be below input_len ({self.input_len})")
         engine_settings(self.engine, self.max_num_batched_tokens, self.scheduler_recv_interval)
         if self.calibration is not None and self.calibration.gpu_key not in (None, self.gpu):
             raise ValueError(f"calibration: profile was measured on {self.calibration.gpu_key}, not {self.gpu}")
         for part in self.keep_bf16:
             if part not in KEEP_BF16_PARTS:
                 raise ValueError(f"keep_bf16: unknown part {part!r}; known: {', '.join(KEEP_BF16_PARTS)}")
+
+
+def check_cached_prefix(cached_prefix_len: int, input_len: int | None) -> None:
+    """What the CLI and the plan APIs hold a user's cached prefix to: 0 <= cached < input_len, and an
+    input_len to be a prefix of. (The library itself caps the prefix at the prompt less one token: an
+    engine recomputes at least the last one.)"""
+    if cached_prefix_len < 0:
+        raise ValueError("cached_prefix_len: must be >= 0")
+    if cached_prefix_len and input_len is None:
+        raise ValueError("cached_prefix_len: needs input_len (the prompt it is a prefix of)")
+    if input_len is not None and cached_prefix_len >= input_len:
+        raise ValueError(f"cached_prefix_len: must be below input_len ({input_len})")
 
 
 @dataclass(frozen=True, slots=True)

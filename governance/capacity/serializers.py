@@ -11,7 +11,7 @@ from governance.core.serializers import KeyOrObjectField, StrictSerializer
 from planner.calibrate.profile import CalibrationProfile
 from planner.engines import ENGINES
 from planner.hf_config import parse_config
-from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest
+from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cached_prefix
 from planner.specs import gpus, precisions
 
 # Bounds of the planner's inputs (issue 18): beyond them a request is a mistake or an attack, and
@@ -91,11 +91,11 @@ class PlanInputSerializer(StrictSerializer):
         # Here rather than in validate_model: the errors are named by config field at the top level.
         if isinstance(attrs.get("model"), dict) and (errors := config_errors(attrs["model"])):
             raise serializers.ValidationError(errors)
-        cached, prompt = attrs.get("cached_prefix_len") or 0, attrs.get("input_len")
-        if cached and prompt is None:
-            raise serializers.ValidationError({"cached_prefix_len": ["needs input_len (the prompt it is a prefix of)"]})
-        if prompt is not None and cached >= prompt:
-            raise serializers.ValidationError({"cached_prefix_len": [f"must be below input_len ({prompt})"]})
+        try:
+            check_cached_prefix(attrs.get("cached_prefix_len") or 0, attrs.get("input_len"))
+        except ValueError as exc:
+            field, _, message = str(exc).partition(": ")
+            raise serializers.ValidationError({field: [message]}) from None
         return attrs
 
 
