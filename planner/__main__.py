@@ -15,7 +15,7 @@ from planner import __version__
 from planner.checklog import EngineLog, compare, format_checks, parse_log
 from planner.engines import ENGINES, engine_profile
 from planner.params import count_params
-from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, plan
+from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cached_prefix, plan
 from planner.specs import GpuSpec, gpu_from_file, gpus, models, precisions
 
 GIB = 1 << 30
@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-bf16", action="append", default=[], choices=KEEP_BF16_PARTS)
     p.add_argument("--input-len", type=int, help="prompt tokens per request (default 1024)")
     p.add_argument("--output-len", type=int, help="generated tokens per request (default 1024)")
+    p.add_argument(
+        "--cached-prefix-len",
+        type=int,
+        default=0,
+        help="leading prompt tokens already in the engine's prefix cache, not prefilled again (below --input-len)",
+    )
     p.add_argument("--calibration", help="calibration profile JSON (python -m planner.calibrate run)")
     c = commands.add_parser("check-log", help="hold the plan for a startup log's settings against the log")
     c.add_argument("log", metavar="FILE", help="an engine startup log (vLLM, SGLang)")
@@ -169,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "check-log":
             return _check_log(args)
+        check_cached_prefix(args.cached_prefix_len, args.input_len)
         chosen_model = _model_argument(args.model)
         request = PlanRequest(
             model=chosen_model,
@@ -194,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             scheduler_recv_interval=args.scheduler_recv_interval,
             input_len=args.input_len,
             output_len=args.output_len,
+            cached_prefix_len=args.cached_prefix_len,
             calibration=_calibration(args.calibration),
         )
         contract = plan(request).as_contract()

@@ -94,6 +94,18 @@ class PlanRequest:
                 raise ValueError(f"keep_bf16: unknown part {part!r}; known: {', '.join(KEEP_BF16_PARTS)}")
 
 
+def check_cached_prefix(cached_prefix_len: int, input_len: int | None) -> None:
+    """What the CLI and the plan APIs hold a user's cached prefix to: 0 <= cached < input_len, and an
+    input_len to be a prefix of. (The library itself caps the prefix at the prompt less one token: an
+    engine recomputes at least the last one.)"""
+    if cached_prefix_len < 0:
+        raise ValueError("cached_prefix_len: must be >= 0")
+    if cached_prefix_len and input_len is None:
+        raise ValueError("cached_prefix_len: needs input_len (the prompt it is a prefix of)")
+    if input_len is not None and cached_prefix_len >= input_len:
+        raise ValueError(f"cached_prefix_len: must be below input_len ({input_len})")
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     layout: Layout
@@ -280,8 +292,13 @@ def plan(request: PlanRequest) -> PlanResult:
         else "default efficiencies of catalog/efficiency.yaml (no calibration profile)"
     )
     notes.append(
-        f"Throughput (estimate): {throughput.batch} sequences per replica of {throughput.input_len}-token prompts and "
-        f"{throughput.output_len} generated tokens on {throughput.engine} (chunked prefill, "
+        f"Throughput (estimate): {throughput.batch} sequences per replica of {throughput.input_len}-token prompts"
+        + (
+            f" (their first {throughput.cached_prefix_len} tokens in the prefix cache)"
+            if throughput.cached_prefix_len
+            else ""
+        )
+        + f" and {throughput.output_len} generated tokens on {throughput.engine} (chunked prefill, "
         f"{throughput.max_num_batched_tokens} tokens a step); per-layer rooflines plus kernel and collective "
         f"overheads, other requests' prefill inside decode steps, {throughput.delivered_fraction:.2f} of "
         f"concurrency / TPOT delivered; basis: {basis}. Batch-1 upper bound "

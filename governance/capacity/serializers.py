@@ -11,7 +11,7 @@ from governance.core.serializers import KeyOrObjectField, StrictSerializer
 from planner.calibrate.profile import CalibrationProfile
 from planner.engines import ENGINES
 from planner.hf_config import parse_config
-from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest
+from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cached_prefix
 from planner.specs import gpus, precisions
 
 # Bounds of the planner's inputs (issue 18): beyond them a request is a mistake or an attack, and
@@ -60,6 +60,13 @@ class PlanInputSerializer(StrictSerializer):
     # Throughput estimate inputs (issue 17): the workload, and whose calibration profile to use.
     input_len = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000)
     output_len = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000)
+    cached_prefix_len = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=10_000_000,
+        help_text="leading prompt tokens already in the engine's prefix cache (not prefilled again); "
+        "below input_len, which it needs",
+    )
     cluster = serializers.CharField(
         required=False,
         allow_null=True,
@@ -84,6 +91,11 @@ class PlanInputSerializer(StrictSerializer):
         # Here rather than in validate_model: the errors are named by config field at the top level.
         if isinstance(attrs.get("model"), dict) and (errors := config_errors(attrs["model"])):
             raise serializers.ValidationError(errors)
+        try:
+            check_cached_prefix(attrs.get("cached_prefix_len") or 0, attrs.get("input_len"))
+        except ValueError as exc:
+            field, _, message = str(exc).partition(": ")
+            raise serializers.ValidationError({field: [message]}) from None
         return attrs
 
 
@@ -110,5 +122,6 @@ def plan_request_from(data: dict[str, Any], calibration: CalibrationProfile | No
         max_num_seqs=data.get("max_num_seqs"),
         input_len=data.get("input_len"),
         output_len=data.get("output_len"),
+        cached_prefix_len=data.get("cached_prefix_len") or 0,
         calibration=calibration,
     )

@@ -46,12 +46,37 @@ def test_plan_endpoint_accepts_an_inline_config(personas: Personas) -> None:
             "gpu_memory_utilization",
         ),
         ({"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "group_size": 64}, "group_size"),
+        (
+            {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "input_len": 2048, "cached_prefix_len": 2048},
+            "cached_prefix_len",
+        ),
+        (
+            {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "input_len": 2048, "cached_prefix_len": -1},
+            "cached_prefix_len",
+        ),
+        ({"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "cached_prefix_len": 512}, "cached_prefix_len"),
     ],
 )
 def test_bad_input_is_400_naming_the_field(personas: Personas, body: dict, field: str) -> None:
     response = personas.client(personas.engineer).post("/api/v1/planner/plan", body, format="json")
     assert response.status_code == 400
     assert field in response.json()["extra"]["fields"], response.json()
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
+def test_plan_apis_take_a_cached_prefix(personas: Personas, endpoint: str) -> None:
+    """cached_prefix_len: prompt tokens already in the engine's prefix cache (below input_len)."""
+    body = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "tp": 1, "input_len": 4096}
+    response = personas.client(personas.engineer).post(endpoint, {**body, "cached_prefix_len": 3072}, format="json")
+    assert response.status_code in (200, 202), response.json()
+    if endpoint == "/api/v1/planner/plan":
+        request = PlanRequest(
+            model="qwen3-30b-a3b", precision="fp8", gpu="h200", tp=1, input_len=4096, cached_prefix_len=3072
+        )
+        assert response.json() == json.loads(json.dumps(plan(request).as_contract()))
+        assert response.json()["throughput_estimate"]["inputs"]["cached_prefix_len"] == 3072
+    else:
+        assert CapacityPlan.objects.get(code=response.json()["code"]).inputs["cached_prefix_len"] == 3072
 
 
 def test_outsider_is_refused(personas: Personas) -> None:

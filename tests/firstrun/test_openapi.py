@@ -54,3 +54,11 @@ def test_facts_are_a_typed_object(schema: dict[str, Any]) -> None:
     assert set(_resolve(schema, facts["properties"]["use_case"])["enum"]) >= {"research", "external_commercial"}
     create = schema["paths"]["/api/v1/deployments/"]["post"]["requestBody"]["content"]["application/json"]
     assert _resolve(schema, _resolve(schema, create["schema"])["properties"]["facts"]) == facts
+
+
+def test_plan_request_body_names_the_workload(schema: dict[str, Any]) -> None:
+    for path in ("/api/v1/planner/plan", "/api/v1/capacity/plans"):
+        body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+        properties = _resolve(schema, body["schema"])["properties"]
+        assert {"input_len", "output_len", "cached_prefix_len"} <= set(properties), path
+        assert properties["cached_prefix_len"]["minimum"] == 0

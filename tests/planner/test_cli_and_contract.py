@@ -1,5 +1,6 @@
 """The CLI and the JSON contract of docs/contracts.md (field names and integer byte figures)."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -93,11 +94,27 @@ def test_cli_json_matches_the_library() -> None:
     assert printed == direct
 
 
+def test_cli_takes_a_cached_prefix_as_the_library_does() -> None:
+    """--cached-prefix-len: prompt tokens already in the engine's prefix cache, not prefilled again."""
+    args = ["--model", "qwen3-30b-a3b", "--precision", "fp8", "--gpu", "h200", "--tp", "1", "--input-len", "4096"]
+    completed = planner_cli("plan", *args, "--cached-prefix-len", "3072", "--format", "json")
+    assert completed.returncode == 0, completed.stderr
+    printed = json.loads(completed.stdout)
+    request = PlanRequest(model="qwen3-30b-a3b", precision="fp8", gpu="h200", tp=1, input_len=4096)
+    cached = plan(dataclasses.replace(request, cached_prefix_len=3072)).as_contract()
+    assert printed == json.loads(json.dumps(cached))
+    assert printed["throughput_estimate"]["inputs"]["cached_prefix_len"] == 3072
+    assert printed["throughput_estimate"]["ttft_ms"] < plan(request).as_contract()["throughput_estimate"]["ttft_ms"]
+
+
 def test_cli_accepts_a_config_json(tmp_path: Path) -> None:
     config = Path(__file__).parent / "configs" / "qwen3-30b-a3b.json"
     completed = planner_cli("plan", "--model", str(config), "--precision", "fp8", "--gpu", "l40s", "--format", "table")
     assert completed.returncode == 0, completed.stderr
     assert "30.5B params" in completed.stdout
+
+
+KIMI_FP8 = ["--model", "kimi-k2", "--precision", "fp8", "--gpu", "h200"]
 
 
 @pytest.mark.parametrize(
@@ -112,6 +129,9 @@ def test_cli_accepts_a_config_json(tmp_path: Path) -> None:
             "--gpu-memory-utilization",
         ),
         (["--model", "kimi-k2", "--precision", "fp8", "--gpu", "h200", "--group-size", "64"], "--group-size"),
+        ([*KIMI_FP8, "--input-len", "2048", "--cached-prefix-len", "2048"], "--cached-prefix-len"),
+        ([*KIMI_FP8, "--input-len", "2048", "--cached-prefix-len", "-1"], "--cached-prefix-len"),
+        ([*KIMI_FP8, "--cached-prefix-len", "512"], "--cached-prefix-len"),  # needs --input-len
     ],
 )
 def test_cli_bad_input_is_one_line_naming_the_option(args: list[str], option: str) -> None:
