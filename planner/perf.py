@@ -265,27 +265,38 @@ def estimate(
     )
     share = min(1.0, prefill_per_step / chunk) if chunk else 0.0
     tpot_s = (1 - share) * decode_s + share * (mixed_s + host_s)
-    # TTFT: wait for the step in flight, then prefill in chunks of the step budget. At a fixed
-    # concurrency, requests of equal length start and finish together, so a prompt queues behind,
-    # on average, half of the other prompts of its wave; the decode batch shares those steps.
-    queued = (batch - 1) / 2 * new + new
-    chunks = math.ceil(queued / budget)
-    own_s = 0.0
-    for index in range(chunks):
-        size = min(budget, queued - index * budget)
-        step, _ = step_s(
-            **common,
-            decode_tokens=max(micro - 1, 0.0) / 2,
-            decode_context=context,
-            prefill_tokens=size / layout.pp,
-            prefill_context=prefill_context,
-        )
-        own_s += step + host_s
+    # TTFT. At a fixed concurrency (a closed loop: each finished request is replaced at once), the
+    # prompts that share one prefill step also finish together and come back together: they arrive
+    # in groups of as many prompts as one step's budget holds (all of them when the whole batch
+    # fits). Prompts that do not fit spread the group's completions by a step or more, so the next
+    # prompts arrive apart. A prompt queues behind, on average, half of the rest of its group, and
+    # behind the other groups' prefills still waiting when it arrives.
+    group = max(1, min(batch, int(budget // new)))
+
+    def prefill_s(tokens: float) -> float:
+        """Steps prefilling `tokens` in chunks of the step budget, the decode batch sharing them."""
+        total = 0.0
+        for index in range(math.ceil(tokens / budget)):
+            size = min(budget, tokens - index * budget)
+            step, _ = step_s(
+                **common,
+                decode_tokens=max(micro - 1, 0.0) / 2,
+                decode_context=context,
+                prefill_tokens=size / layout.pp,
+                prefill_context=prefill_context,
+            )
+            total += step + host_s
+        return total
+
+    own_s = prefill_s((group - 1) / 2 * new + new)
     # A request waits for the step in flight only when other sequences are decoding: at one
     # sequence per replica (closed loop) it arrives at an idle engine. An engine that takes in new
     # requests once every N decode steps (SGLang --scheduler-recv-interval) makes it wait N/2 steps.
     in_flight_s = engine.scheduler_recv_interval * tpot_s / 2 if batch > 1 else 0.0
-    ttft_s = in_flight_s + own_s + engine.request_overhead_ms / 1e3
+    overhead_s = engine.request_overhead_ms / 1e3
+    decoding_s = in_flight_s + (output - 1) * tpot_s + 2 * overhead_s
+    wait_s = _closed_loop_wait_s(math.ceil(batch / group), prefill_s(group * new), decoding_s)
+    ttft_s = in_flight_s + own_s + wait_s + overhead_s
     cycle_s = ttft_s + (output - 1) * tpot_s + engine.request_overhead_ms / 1e3
     delivered = output * tpot_s / cycle_s
     tokens_per_s = batch * layout.dp * output / cycle_s
@@ -317,3 +328,17 @@ def estimate(
         fallbacks=tuple(sorted(rates.fallbacks)),
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
     )
+
+
+def _closed_loop_wait_s(groups: int, service_s: float, decoding_s: float) -> float:
+    """Mean time a group of prompts waits for the other groups' prefills: mean value analysis of a
+    closed loop of `groups` customers, each prefilled (a fixed `service_s`, so one found in service
+    has half of it left) and then decoding for `decoding_s` before it comes back. Exact for one
+    group (no wait); from light load (waits rare) to saturation (each waits for nearly all others)."""
+    queue = busy = 0.0
+    response = service_s
+    for customers in range(1, groups + 1):
+        response = service_s + service_s * (queue - busy) + busy * service_s / 2
+        rate = customers / (response + decoding_s)
+        queue, busy = rate * response, rate * service_s
+    return response - service_s

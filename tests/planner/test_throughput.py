@@ -32,8 +32,29 @@ def test_ttft_counts_the_whole_prompt_and_the_queue() -> None:
     ttft = {n: _throughput(concurrency=1, input_len=n, output_len=64).ttft_ms for n in (1024, 4096, 12000)}
     assert ttft[4096] > 1.5 * ttft[1024]
     assert ttft[12000] > 3 * ttft[4096]  # the whole prompt: no 2048-token cap
+    # A closed loop of 32 prompts of 4096 tokens, two to an 8192-token step: each waits for its
+    # group's other prompt and for the other groups' prefills still queued when it arrives.
     crowded = _throughput(concurrency=32, input_len=4096, output_len=64).ttft_ms
-    assert crowded > 3 * ttft[4096]  # queued behind the prompts of the same wave
+    assert crowded > 1.5 * ttft[4096]
+    # The shorter the request cycle, the more prefills are queued ahead; near saturation a prompt
+    # waits for most of the other groups.
+    saturated = _throughput(concurrency=32, input_len=4096, output_len=16).ttft_ms
+    assert saturated > 5 * crowded
+    # Prompts that all fit in one step come back together and share that step.
+    together = _throughput(concurrency=8, input_len=1024, output_len=512).ttft_ms
+    assert together > 1.5 * _throughput(concurrency=1, input_len=1024, output_len=512).ttft_ms
+
+
+def test_closed_loop_wait() -> None:
+    """Mean value analysis of the prefill queue: no wait for a lone group, a small one under light
+    load, and at saturation a wait for every other group (the one in service half done)."""
+    from planner.perf import _closed_loop_wait_s
+
+    assert _closed_loop_wait_s(1, 1.0, 0.0) == 0.0
+    assert _closed_loop_wait_s(10, 1.0, 1000.0) < 0.01
+    assert _closed_loop_wait_s(10, 1.0, 0.0) == pytest.approx(8.5, abs=0.1)
+    light, heavy = _closed_loop_wait_s(10, 1.0, 20.0), _closed_loop_wait_s(10, 1.0, 5.0)
+    assert 0 < light < heavy
 
 
 def test_tokens_per_second_carry_the_delivered_fraction() -> None:
@@ -137,8 +158,9 @@ def test_one_sequence_arrives_at_an_idle_engine() -> None:
     short, long = (_throughput(concurrency=1, input_len=2048, output_len=n) for n in (64, 14000))
     assert long.tpot_ms > short.tpot_ms + 0.1
     assert long.ttft_ms == pytest.approx(short.ttft_ms, rel=1e-6)
-    busy_short, busy_long = (_throughput(concurrency=8, input_len=2048, output_len=n) for n in (64, 14000))
-    assert busy_long.ttft_ms > busy_short.ttft_ms  # the step in flight is waited for
+    # Long outputs: few prefills queue ahead; the slower step in flight is waited for.
+    busy_short, busy_long = (_throughput(concurrency=8, input_len=2048, output_len=n) for n in (4000, 14000))
+    assert busy_long.ttft_ms > busy_short.ttft_ms
 
 
 def test_a_gemm_at_the_ridge_point_reaches_neither_peak() -> None:
