@@ -1,6 +1,9 @@
 """Planner against the published-benchmark corpus: the error table (markdown) and its summary.
 
-.venv/bin/python bench/corpus.py [--calibration planner/catalog/calibration/FILE.json]
+.venv/bin/python bench/corpus.py [--calibration planner/catalog/calibration/FILE.json] [--update-docs]
+
+--update-docs rewrites the table (and, in docs/planner.md, the causes and the summary) in README.md
+and docs/planner.md with this output (tests/planner/test_benchmark_corpus.py checks they match).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from planner import corpus
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calibration")
+    parser.add_argument("--update-docs", action="store_true")
     args = parser.parse_args()
     profile = None
     if args.calibration:
@@ -24,19 +28,43 @@ def main() -> None:
 
         profile = load(args.calibration)
     results = [corpus.run_case(case, profile) for case in corpus.cases()]
-    print(corpus.markdown(results))
+    table, summary = corpus.markdown(results), _summary(results)
+    print(table)
     print()
+    print("\n".join(summary))
+    if args.update_docs:
+        _update_docs(table.splitlines(), summary)
+
+
+def _summary(results: list[corpus.CaseResult]) -> list[str]:
+    lines = []
     for label, table in (
         ("all cases", corpus.summary(results)),
         ("without the † figures", corpus.summary(results, with_outside=False)),
     ):
         for metric, figures in table.items():
-            print(
+            lines.append(
                 f"{label}: {metric}: n={figures['n']:.0f} median |err| {figures['median']:.1%} "
                 f"max |err| {figures['max']:.1%}"
             )
     refused = [r.case["id"] for r in results if r.refused]
-    print(f"refused: {len(refused)} {refused}")
+    lines.append(f"refused: {len(refused)} {refused}")
+    return lines
+
+
+def _update_docs(output: list[str], summary: list[str]) -> None:
+    """Replace, in each document, the block from the table's header row to the fence closing the
+    summary that follows it."""
+    root = Path(__file__).resolve().parent.parent
+    table = [line for line in output if line.startswith("|")]
+    causes = [line for line in output if not line.startswith("|")]
+    for name, with_causes in (("README.md", False), ("docs/planner.md", True)):
+        lines = (root / name).read_text(encoding="utf-8").split("\n")
+        start = next(i for i, line in enumerate(lines) if line.startswith("| case |"))
+        opening = lines.index("```", start)
+        closing = lines.index("```", opening + 1)
+        block = table + ([*causes, ""] if with_causes else [""]) + ["```", *summary, "```"]
+        (root / name).write_text("\n".join(lines[:start] + block + lines[closing + 1 :]), encoding="utf-8")
 
 
 if __name__ == "__main__":

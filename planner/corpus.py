@@ -49,7 +49,7 @@ _FIELDS = {
     "cached_prefix_len",
 }
 # Engine flags of the source's launch command that the throughput model reads.
-ENGINE_ARGS = ("scheduler_recv_interval", "max_num_batched_tokens")
+ENGINE_ARGS = ("scheduler_recv_interval", "max_num_batched_tokens", "kv_dtype")
 
 
 @dataclass(frozen=True, slots=True)
