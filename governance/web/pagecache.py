@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.contrib import messages
 from django.core.cache import caches
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.utils.connection import ConnectionProxy
@@ -102,17 +102,20 @@ def code_version() -> str:
 
 
 def database_identity() -> str:
-    """The database the snapshot is read in: the server's system identifier and the database's
-    name, read once per process and connection settings."""
+    """The database the snapshot is read in: its server's system identifier (unique to a server,
+    even where two have the same address) and its name, read once per process and settings."""
     config = connection.settings_dict
     return _database_identity(connection.alias, str(config["NAME"]), str(config["HOST"]), str(config["PORT"]))
 
 
 @functools.cache
 def _database_identity(*configured: str) -> str:  # the arguments: what the answer is cached by
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT system_identifier::text || '/' || current_database() FROM pg_control_system()")
-        return str(cursor.fetchone()[0])
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT system_identifier::text || '/' || current_database() FROM pg_control_system()")
+            return str(cursor.fetchone()[0])
+    except DatabaseError:  # a hosted server may refuse pg_control_system(): the settings name it
+        return "/".join(configured)
 
 
 def _bucket(seconds: int) -> str:

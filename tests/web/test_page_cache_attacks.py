@@ -81,6 +81,15 @@ def test_logging_out_and_another_person_signing_in_on_the_same_browser(
     assert personas.legal.username not in re.findall(r'<span class="who">([^<]+)</span>', theirs)
 
 
+def test_the_accept_language_header_alone_picks_the_page_s_language(transactional_db: None, personas: Personas) -> None:
+    client = _browser(personas.requester)
+    english, _ = _get(client, "/licenses/")
+    assert '<html lang="en">' in english
+    response = client.get("/licenses/", HTTP_ACCEPT_LANGUAGE="zh-Hans,zh;q=0.9")
+    assert '<html lang="zh-hans">' in response.content.decode()
+    assert "Accept-Language" in response["Vary"]
+
+
 # --- CSRF -------------------------------------------------------------------------------------
 
 
