@@ -227,7 +227,15 @@ CACHES = {
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
         if _CACHE_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    )
+    ),
+    # The web UI's rendered pages (governance/web/pagecache.py), apart from the throttle counters:
+    # in memory, a flood of distinct URLs would otherwise push the counters out of LocMemCache's
+    # bounded entries (and so reset them). With Redis, the same server.
+    "pages": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
+        if _CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "web-pages"}
+    ),
 }
 
 # Sessions: with a shared cache, read from it and written through to the database (cached_db), so a

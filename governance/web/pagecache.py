@@ -14,6 +14,10 @@ What a page's key holds, and why each part keeps a cached page from going stale:
   queries run after that read, so what it shows is never older than its key (at worst newer, and
   a newer snapshot never equals the older key). Only read outside a transaction (autocommit):
   inside one, the transaction's own writes do not change the snapshot.
+  The snapshot is the server's, not the database's (transaction ids are shared by all databases
+  of a PostgreSQL server), so the key also names the database (`database_identity`): two
+  deployments on one server sharing a cache (staging and production) would otherwise serve each
+  other's pages to the same user id.
 - The user (roles, teams and names live in the database, so the snapshot covers their changes),
   the language, the full path with its query string and whether htmx asked.
 - The minute (`WEB_PAGE_CACHE_SECONDS`): some labels depend on the clock (a waiver that expired,
@@ -24,6 +28,13 @@ What a page's key holds, and why each part keeps a cached page from going stale:
 What is never cached: anything but a GET, a page with messages waiting to be shown (they are
 rendered into it), a response that is not a plain 200 HTML page or that sets a cookie, and any
 page on SQLite (no snapshot to key on).
+
+Bounds: every distinct query string is a page of its own, so a person could fill the cache with
+`?n=1`, `?n=2`, ... Pages live in a cache of their own (the `pages` alias: without CACHE_URL a
+per-process memory cache apart from the throttle counters, which pages would otherwise push out
+of LocMemCache's 300 entries), a page larger than MAX_PAGE_BYTES is not kept, and one person's
+pages kept per `WEB_PAGE_CACHE_SECONDS` stop at PAGES_PER_PERSON (the rest are rendered, as with
+the cache off).
 
 The CSRF token: a page is rendered with a random marker where its CSRF token goes (the
 `csrf_token` context processor below), stored with that marker, and each response gets the
@@ -43,9 +54,11 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.cache import cache
+from django.core.cache import caches
+from django.db import DatabaseError, connection, transaction
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
+from django.utils.connection import ConnectionProxy
 from django.utils.translation import get_language
 
 from governance.core.backends import SNAPSHOT_ATTR  # the database snapshot the user query saw
@@ -53,6 +66,13 @@ from governance.core.backends import SNAPSHOT_ATTR  # the database snapshot the 
 # Set on the request while a cacheable page renders: the marker the CSRF token is rendered as.
 _MARKER_ATTR = "_web_csrf_marker"
 _PREFIX = "web:page:"
+# The pages' own cache (settings.CACHES), looked up per use as django.core.cache.cache is.
+cache: Any = ConnectionProxy(caches, "pages")
+# A larger page is rendered each time (a license diff of two long texts, say), not kept.
+MAX_PAGE_BYTES = 256 * 1024
+# Pages one person may add to the cache per WEB_PAGE_CACHE_SECONDS (a reload found in the cache
+# adds none; a page polled every 2 seconds adds one per write anywhere); past that, rendered.
+PAGES_PER_PERSON = 120
 
 View = TypeVar("View", bound=Callable[..., HttpResponse])
 
@@ -81,6 +101,27 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
+def database_identity() -> str:
+    """The database the snapshot is read in: its server's system identifier (unique to a server,
+    even where two have the same address) and its name, read once per process and settings."""
+    config = connection.settings_dict
+    return _database_identity(connection.alias, str(config["NAME"]), str(config["HOST"]), str(config["PORT"]))
+
+
+@functools.cache
+def _database_identity(*configured: str) -> str:  # the arguments: what the answer is cached by
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT system_identifier::text || '/' || current_database() FROM pg_control_system()")
+            return str(cursor.fetchone()[0])
+    except DatabaseError:  # a hosted server may refuse pg_control_system(): the settings name it
+        return "/".join(configured)
+
+
+def _bucket(seconds: int) -> str:
+    return str(int(time.time() // seconds))
+
+
 def page_key(request: HttpRequest, view_name: str) -> str | None:
     """The page's cache key, or None when this request's page may not be cached."""
     seconds = settings.WEB_PAGE_CACHE_SECONDS
@@ -91,13 +132,14 @@ def page_key(request: HttpRequest, view_name: str) -> str | None:
         return None
     parts = [
         code_version(),
+        database_identity(),
         view_name,
         str(request.user.pk),
         get_language() or "",
         "htmx" if request.headers.get("HX-Request") else "",
         request.get_full_path(),
         snapshot,
-        str(int(time.time() // seconds)),
+        _bucket(seconds),
     ]
     return _PREFIX + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
@@ -108,7 +150,19 @@ def _cacheable(response: HttpResponse) -> bool:
         and not response.streaming
         and not response.cookies
         and response.get("Content-Type", "").startswith("text/html")
+        and len(response.content) <= MAX_PAGE_BYTES
     )
+
+
+def _within_budget(request: HttpRequest) -> bool:
+    """Whether this person may add one more page in this WEB_PAGE_CACHE_SECONDS (counted)."""
+    seconds = settings.WEB_PAGE_CACHE_SECONDS
+    counter = f"{_PREFIX}count:{request.user.pk}:{_bucket(seconds)}"
+    cache.add(counter, 0, seconds)
+    try:
+        return int(cache.incr(counter)) <= PAGES_PER_PERSON
+    except ValueError:  # expired between the two calls: keep nothing this time
+        return False
 
 
 def cached_page(view: View) -> View:
@@ -135,7 +189,7 @@ def cached_page(view: View) -> View:
         if response.streaming:
             return response
         body = response.content.decode(response.charset)
-        if _cacheable(response):
+        if _cacheable(response) and _within_budget(request):
             cache.set(key, (marker, body), settings.WEB_PAGE_CACHE_SECONDS)
         response.content = body.replace(marker, get_token(request)).encode(response.charset)
         return response

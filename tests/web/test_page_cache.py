@@ -32,9 +32,7 @@ CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 @pytest.fixture(autouse=True)
 def _empty_cache() -> None:
-    from django.core.cache import cache
-
-    cache.clear()
+    pagecache.cache.clear()
 
 
 def _get(client: Client, url: str) -> tuple[str, int]:
