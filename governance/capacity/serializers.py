@@ -20,6 +20,7 @@ MAX_MODEL_LEN = 1 << 28  # tokens (the longest published context is 10M)
 MAX_GROUP_SIZE = 4096
 MAX_TP, MAX_PP, MAX_EP, MAX_DP = 64, 256, 1024, 4096
 MAX_NUM_SEQS = 100_000
+MAX_SCHEDULER_RECV_INTERVAL = 10_000  # decode steps (InferenceX's SGLang scripts use 10 and 30)
 
 
 def config_errors(config: dict[str, Any]) -> dict[str, list[str]] | None:
@@ -57,6 +58,13 @@ class PlanInputSerializer(StrictSerializer):
         required=False, allow_null=True, min_value=1, max_value=MAX_MODEL_LEN
     )
     max_num_seqs = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_NUM_SEQS)
+    scheduler_recv_interval = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_SCHEDULER_RECV_INTERVAL,
+        help_text="SGLang --scheduler-recv-interval: new requests are taken in once every N decode steps (default 1)",
+    )
     # Throughput estimate inputs (issue 17): the workload, and whose calibration profile to use.
     input_len = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000)
     output_len = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=10_000_000)
@@ -91,6 +99,12 @@ class PlanInputSerializer(StrictSerializer):
         # Here rather than in validate_model: the errors are named by config field at the top level.
         if isinstance(attrs.get("model"), dict) and (errors := config_errors(attrs["model"])):
             raise serializers.ValidationError(errors)
+        interval = attrs.get("scheduler_recv_interval")
+        if interval is not None and interval > 1 and attrs.get("engine", "vllm") != "sglang":
+            # Here, not only in the planner: a stored plan would otherwise fail in the worker.
+            raise serializers.ValidationError(
+                {"scheduler_recv_interval": ["an SGLang option (--scheduler-recv-interval): set engine to sglang"]}
+            )
         try:
             check_cached_prefix(attrs.get("cached_prefix_len") or 0, attrs.get("input_len"))
         except ValueError as exc:
@@ -120,6 +134,7 @@ def plan_request_from(data: dict[str, Any], calibration: CalibrationProfile | No
         engine_version=data.get("engine_version"),
         max_num_batched_tokens=data.get("max_num_batched_tokens"),
         max_num_seqs=data.get("max_num_seqs"),
+        scheduler_recv_interval=data.get("scheduler_recv_interval"),
         input_len=data.get("input_len"),
         output_len=data.get("output_len"),
         cached_prefix_len=data.get("cached_prefix_len") or 0,

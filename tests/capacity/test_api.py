@@ -1,6 +1,7 @@
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,24 @@ def test_plan_endpoint_accepts_an_inline_config(personas: Personas) -> None:
             "cached_prefix_len",
         ),
         ({"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "cached_prefix_len": 512}, "cached_prefix_len"),
+        (
+            {
+                "model": "deepseek-v3",
+                "precision": "fp8",
+                "gpu": "h200",
+                "engine": "sglang",
+                "scheduler_recv_interval": 0,
+            },
+            "scheduler_recv_interval",
+        ),
+        (
+            {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "scheduler_recv_interval": "ten"},
+            "scheduler_recv_interval",
+        ),
+        (  # an SGLang option: a vLLM plan does not take it
+            {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "scheduler_recv_interval": 10},
+            "scheduler_recv_interval",
+        ),
     ],
 )
 def test_bad_input_is_400_naming_the_field(personas: Personas, body: dict, field: str) -> None:
@@ -77,6 +96,23 @@ def test_plan_apis_take_a_cached_prefix(personas: Personas, endpoint: str) -> No
         assert response.json()["throughput_estimate"]["inputs"]["cached_prefix_len"] == 3072
     else:
         assert CapacityPlan.objects.get(code=response.json()["code"]).inputs["cached_prefix_len"] == 3072
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
+def test_plan_apis_take_a_scheduler_recv_interval(personas: Personas, endpoint: str) -> None:
+    """scheduler_recv_interval: SGLang's --scheduler-recv-interval, as the CLI takes it."""
+    body: dict[str, Any] = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "tp": 1, "engine": "sglang"}
+    body |= {"concurrency": 8, "input_len": 1024, "output_len": 1024, "scheduler_recv_interval": 10}
+    response = personas.client(personas.engineer).post(endpoint, body, format="json")
+    assert response.status_code in (200, 202), response.json()
+    if endpoint == "/api/v1/planner/plan":
+        request = PlanRequest(**body)
+        assert response.json() == json.loads(json.dumps(plan(request).as_contract()))
+        assert response.json()["throughput_estimate"]["inputs"]["scheduler_recv_interval"] == 10
+        every_step = plan(PlanRequest(**{**body, "scheduler_recv_interval": 1})).as_contract()
+        assert response.json()["throughput_estimate"]["ttft_ms"] > every_step["throughput_estimate"]["ttft_ms"]
+    else:
+        assert CapacityPlan.objects.get(code=response.json()["code"]).inputs["scheduler_recv_interval"] == 10
 
 
 def test_outsider_is_refused(personas: Personas) -> None:

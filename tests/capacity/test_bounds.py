@@ -45,6 +45,7 @@ REQUEST_CASES = [
     ({"model": "qwen3-30b-a3b", "group_size": 10**9}, "group_size"),
     ({"model": "qwen3-30b-a3b", "max_num_seqs": 10**9}, "max_num_seqs"),
     ({"model": "qwen3-30b-a3b", "max_num_batched_tokens": 10**12}, "max_num_batched_tokens"),
+    ({"model": "qwen3-30b-a3b", "engine": "sglang", "scheduler_recv_interval": 10**12}, "scheduler_recv_interval"),
 ]
 
 

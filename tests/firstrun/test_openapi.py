@@ -62,3 +62,13 @@ def test_plan_request_body_names_the_workload(schema: dict[str, Any]) -> None:
         properties = _resolve(schema, body["schema"])["properties"]
         assert {"input_len", "output_len", "cached_prefix_len"} <= set(properties), path
         assert properties["cached_prefix_len"]["minimum"] == 0
+
+
+def test_plan_request_body_takes_the_engine_options(schema: dict[str, Any]) -> None:
+    for path in ("/api/v1/planner/plan", "/api/v1/capacity/plans"):
+        body = schema["paths"][path]["post"]["requestBody"]["content"]["application/json"]
+        properties = _resolve(schema, body["schema"])["properties"]
+        assert {"engine", "max_num_batched_tokens", "scheduler_recv_interval"} <= set(properties), path
+        assert properties["max_num_batched_tokens"]["minimum"] == 1
+        assert properties["scheduler_recv_interval"]["type"] == "integer"
+        assert properties["scheduler_recv_interval"]["minimum"] == 1
