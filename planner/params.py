@@ -2,7 +2,8 @@
 
 Counts are elements (parameters). Conventions: norms and biases counted; the MoE router
 (and DeepSeek's routing bias) counted; MTP layers not counted (not served by default);
-`active_per_token` excludes the input embedding (a lookup, no matmul) and includes lm_head.
+`active_per_token` excludes the input embedding (a lookup, no matmul) and includes lm_head (the
+embedding again when the two are tied: the output projection still reads it).
 """
 
 from __future__ import annotations
@@ -48,8 +49,14 @@ class ParamBreakdown:
         return max(self.layers, key=lambda layer: layer.total)
 
     @functools.cached_property
+    def output_projection(self) -> int:
+        """The weights the LM head's matmul reads for every token: its own, or the input embedding
+        when the two are tied (stored once, read by both)."""
+        return self.lm_head or self.embedding
+
+    @functools.cached_property
     def active_per_token(self) -> int:
-        active = self.lm_head + self.final_norm
+        active = self.output_projection + self.final_norm
         for layer in self.layers:
             active += layer.attention + layer.attention_replicated + layer.norms + layer.dense_mlp
             active += (

@@ -195,7 +195,7 @@ def step_s(
                 message = routed_tokens / layout.dp * model.experts_per_token * h
                 parts["collectives"] += count * 2 * rates.collective_s("all_to_all", message * act_bits / 8, layout.ep)
     lm_rows = decode_tokens + (1 if prefill_tokens else 0)
-    parts["lm_head"] = rates.gemm_s(params.lm_head / tp * BF16, lm_rows, model.vocab_size // tp, h, bf16=True)
+    parts["lm_head"] = rates.gemm_s(params.output_projection / tp * BF16, lm_rows, model.vocab_size // tp, h, bf16=True)
     if layout.pp > 1:
         parts["collectives"] += (layout.pp - 1) * rates.collective_s("all_reduce", tokens * h * BF16, 2)
     return sum(parts.values()), parts

@@ -53,7 +53,7 @@ def test_tokens_per_second_median(results: list[corpus.CaseResult]) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 17, not met: TTFT over every case (listed ones too) is 27.1% median; NIM's short prompts at "
+    reason="issue 17, not met: TTFT over every case (listed ones too) is 26.6% median; NIM's short prompts at "
     "concurrency 5 to 250 sit between the grouped and the staggered closed loop (docs/planner.md)",
 )
 def test_ttft_median_over_every_case(results: list[corpus.CaseResult]) -> None:

@@ -256,3 +256,36 @@ def test_the_recv_interval_reaches_the_sglang_command_and_the_cli() -> None:
     )
     assert run.returncode == 0, run.stderr
     assert '"scheduler_recv_interval": 10' in run.stdout
+
+
+def test_tied_embeddings_still_read_the_output_projection() -> None:
+    """A model whose LM head shares the input embedding (Qwen3-0.6B) still multiplies every decoded
+    token by that vocab x hidden matrix: the step reads it whether or not the weights are tied."""
+    config: dict[str, Any] = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 151936,
+        "max_position_embeddings": 40960,
+    }
+    figures = {
+        tied: plan(
+            PlanRequest(
+                model={**config, "tie_word_embeddings": tied},
+                precision="bf16",
+                gpu="a100-80g",
+                tp=1,
+                max_model_len=4096,
+                input_len=128,
+                output_len=128,
+            )
+        ).throughput
+        for tied in (True, False)
+    }
+    assert figures[True].breakdown_ms["lm_head"] > 0.1  # 311 MB of BF16 weights at ~1.5 TB/s
+    assert figures[True].breakdown_ms["lm_head"] == pytest.approx(figures[False].breakdown_ms["lm_head"])
+    assert figures[True].tpot_ms == pytest.approx(figures[False].tpot_ms)
