@@ -26,6 +26,16 @@ def test_compose_services_share_the_app_environment() -> None:
     assert {"postgres-data", "redis-data", "governance-data"} <= set(compose["volumes"])
 
 
+def test_compose_workers_share_one_cache() -> None:
+    """gunicorn runs several workers: without a shared cache each keeps its own throttle counters
+    (a rate limit multiplied by the worker count), its own sessions cache and its own pages."""
+    compose = yaml.safe_load((ROOT / "docker/compose.yaml").read_text())
+    for name in ("web", "worker", "beat"):
+        environment = compose["services"][name]["environment"]
+        assert environment["CACHE_URL"].startswith("redis://redis:6379/"), name
+        assert environment["CACHE_URL"] != environment["CELERY_BROKER_URL"], name  # not the broker's database
+
+
 def test_dockerfile_is_multi_stage_and_non_root() -> None:
     dockerfile = (ROOT / "docker/Dockerfile").read_text()
     assert dockerfile.count("FROM ") >= 2
