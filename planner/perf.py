@@ -295,9 +295,10 @@ def estimate(
     in_flight_s = engine.scheduler_recv_interval * tpot_s / 2 if batch > 1 else 0.0
     overhead_s = engine.request_overhead_ms / 1e3
     decoding_s = in_flight_s + (output - 1) * tpot_s + 2 * overhead_s
-    wait_s = _closed_loop_wait_s(math.ceil(batch / group), prefill_s(group * new), decoding_s)
+    group_s = prefill_s(group * new) if group > 1 else own_s  # a group of one is the prompt itself
+    wait_s = _closed_loop_wait_s(math.ceil(batch / group), group_s, decoding_s)
     ttft_s = in_flight_s + own_s + wait_s + overhead_s
-    cycle_s = ttft_s + (output - 1) * tpot_s + engine.request_overhead_ms / 1e3
+    cycle_s = ttft_s + (output - 1) * tpot_s + overhead_s
     delivered = output * tpot_s / cycle_s
     tokens_per_s = batch * layout.dp * output / cycle_s
     # A true upper bound: one sequence, this GPU's share of the weights streamed at the HBM peak.
