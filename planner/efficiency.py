@@ -22,6 +22,13 @@ ENGINES = ("vllm", "sglang", "trtllm")
 # together). The default path combines the two times as a p-norm instead of their max; p = 1.5 puts
 # that point within 10% and leaves GEMMs far from the ridge at their bound.
 ROOFLINE_P = 1.5
+# A compute-bound GEMM reaches its large-GEMM efficiency only when it is large: the H200 profile's
+# dense and expert shapes (BF16 and FP8, M = 256 ... 16384) fit e x M / (M + M0) with M0 x n x k of
+# 1.6-2.3e9 multiply-adds in BF16 and about twice that in FP8 (the same few microseconds at each
+# precision's peak: pipeline fill and the last partial wave). At M = 1024 a 2048 x 2048 projection
+# runs at 0.70 of the rate of a 16384-row one. Applied to dense GEMMs on the default path; the
+# grouped MoE kernel runs every expert in one launch, and a calibration profile measures its shapes.
+RAMP_MACS_BF16 = 1.9e9
 
 
 def _roofline(compute_s: float, memory_s: float) -> float:
@@ -151,7 +158,14 @@ class Rates:
             # bandwidth of 32 or more on the H200 (planner.calibrate's grouped points).
             memory = factors.moe_memory * min(1.0, 0.6 + 0.4 * touched / 32)
         compute = factors.moe_compute if experts else factors.compute
-        return _roofline(flops / (peak * compute), (weight_bytes + act) / (self.bandwidth * memory))
+        compute_s, memory_s = flops / (peak * compute), (weight_bytes + act) / (self.bandwidth * memory)
+        if not experts and compute_s > 0:
+            # Below the ridge point the GEMM is bandwidth-bound and the ramp stops there, so the time
+            # stays continuous in M.
+            rows = max(tokens, tokens * memory_s / compute_s)
+            ramp = RAMP_MACS_BF16 * peak / self.peak_bf16 / (n * k)
+            compute_s *= (rows + ramp) / rows
+        return _roofline(compute_s, memory_s)
 
     def attention_s(self, kv_bytes: float, flops: float) -> float:
         efficiency = self._kv_efficiency

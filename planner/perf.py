@@ -176,8 +176,16 @@ def step_s(
                 total -= all_local
             router = (layer.norms + layer.router) * BF16
             dense = max(total - router, 0.0)
+            # Attention, dense MLP and shared experts all kept in BF16 (MXFP4 checkpoints quantize the
+            # routed experts only) run BF16 GEMMs: their FLOPs follow BF16 bytes, not the scheme's bits.
+            present = (
+                "attention",
+                *(("dense_mlp",) if layer.dense_mlp else ()),
+                *(("shared_experts",) if layer.shared_experts else ()),
+            )
+            dense_bf16 = all(part in keep for part in present)
             parts["dense_gemm"] += count * (
-                rates.gemm_s(dense, tokens, *attn_shape)
+                rates.gemm_s(dense, tokens, *attn_shape, bf16=dense_bf16)
                 + rates.gemm_s(layer.router * BF16, tokens, model.n_routed_experts or 1, h, bf16=True)
             )
             decode_ctx = min(decode_context, window) if window else decode_context

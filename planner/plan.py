@@ -377,7 +377,11 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
         ),
         kv_dtype=request.kv_dtype,
         keep=keep,
-        engine=engine_settings(request.engine, request.max_num_batched_tokens, request.scheduler_recv_interval),
+        # The step budget the memory model reserved activations for: the engine's own default for
+        # this GPU when the request does not set one (vLLM V1 takes 2048 on an A100, 8192 on an H100).
+        engine=engine_settings(
+            request.engine, candidate.memory.max_num_batched_tokens, request.scheduler_recv_interval
+        ),
         profile=request.calibration,
         quick=quick,
     )

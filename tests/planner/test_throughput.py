@@ -1,6 +1,7 @@
 """The throughput model's behaviour (issue 17): prefill inside decode steps, whole-prompt TTFT, per-model
 overheads, the delivered fraction, a batch-1 bound that is one, and every figure labelled an estimate."""
 
+import itertools
 from typing import Any
 
 import pytest
@@ -289,3 +290,69 @@ def test_tied_embeddings_still_read_the_output_projection() -> None:
     assert figures[True].breakdown_ms["lm_head"] > 0.1  # 311 MB of BF16 weights at ~1.5 TB/s
     assert figures[True].breakdown_ms["lm_head"] == pytest.approx(figures[False].breakdown_ms["lm_head"])
     assert figures[True].tpot_ms == pytest.approx(figures[False].tpot_ms)
+
+
+def test_the_step_budget_is_the_one_the_engine_takes_on_that_gpu() -> None:
+    """vLLM V1 serves with max_num_batched_tokens 2048 on an A100 (8192 on an H100): the memory model
+    reserved activations for that budget, and the throughput model must prefill in steps of it too."""
+    base: dict[str, Any] = {"model": "qwen3-30b-a3b", "precision": "bf16", "tp": 1, "max_model_len": 9216}
+    a100 = plan(PlanRequest(gpu="a100-80g", input_len=8192, output_len=128, **base))
+    h100 = plan(PlanRequest(gpu="h100-80g", input_len=8192, output_len=128, **base))
+    assert a100.chosen.memory.max_num_batched_tokens == 2048
+    assert a100.throughput.max_num_batched_tokens == 2048
+    assert h100.throughput.max_num_batched_tokens == 8192
+    # Four chunks each stream every expert again: the whole prompt costs more than in one step.
+    one_step = plan(PlanRequest(gpu="a100-80g", input_len=8192, output_len=128, max_num_batched_tokens=8192, **base))
+    assert a100.throughput.ttft_ms > 1.1 * one_step.throughput.ttft_ms
+    assert "2048 tokens a step" in " ".join(a100.notes)
+
+
+def test_bf16_attention_of_an_mxfp4_checkpoint_costs_bf16_flops() -> None:
+    """gpt-oss quantizes only its routed experts: its attention GEMMs multiply BF16 weights, and their
+    FLOPs are those of the BF16 weights, not of 4.25-bit ones (which would count 3.8x the math)."""
+    from planner.efficiency import Rates
+    from planner.memory import Layout
+    from planner.perf import step_s
+    from planner.plan import PlanSetup
+
+    def dense_prefill_ms(precision: str) -> float:
+        setup = PlanSetup.resolve(PlanRequest(model="gpt-oss-120b", precision=precision, gpu="h100-80g"))
+        _, parts = step_s(
+            model=setup.model,
+            params=setup.params,
+            precision=setup.precision,
+            layout=Layout(tp=4, pp=1, ep=1, dp=1),
+            rates=Rates(setup.gpu, setup.precision, None),
+            keep=setup.keep_bf16,
+            kv_dtype="bf16",
+            decode_tokens=0,
+            decode_context=0,
+            prefill_tokens=8192,
+            prefill_context=4096,
+        )
+        return parts["dense_gemm"]
+
+    assert dense_prefill_ms("mxfp4") == pytest.approx(dense_prefill_ms("bf16"), rel=1e-6)
+
+
+def test_a_compute_bound_gemm_ramps_up_with_its_rows() -> None:
+    """The H200 profile: a BF16 GEMM reaches its large-M efficiency only from a few thousand rows
+    (attn_o 2048 x 4096: 0.68 of peak at M = 1024, 0.81 at 16384); small shapes need more rows.
+    Below the ridge point a GEMM streams its weights, and the ramp leaves that time alone."""
+    from planner.efficiency import Rates
+    from planner.specs import gpu, precision
+
+    rates = Rates(gpu("h200"), precision("bf16"), None)
+
+    def rate(rows: int, n: int, k: int) -> float:  # FLOP/s
+        return 2.0 * rows * n * k / rates.gemm_s(n * k * 2.0, rows, n, k)
+
+    assert 0.75 < rate(1024, 2048, 4096) / rate(16384, 2048, 4096) < 0.92
+    assert rate(1024, 768, 2048) / rate(16384, 768, 2048) < rate(1024, 2048, 4096) / rate(16384, 2048, 4096)
+    assert rate(16384, 8192, 8192) / rate(65536, 8192, 8192) > 0.98
+    # Decode: one row streams the weights; the time is the bandwidth-bound one, continuous in M.
+    one = rates.gemm_s(2048 * 4096 * 2.0, 1, 2048, 4096)
+    assert one == pytest.approx(2048 * 4096 * 2.0 / (rates.bandwidth * rates.factors.memory), rel=0.02)
+    times = [rates.gemm_s(2048 * 4096 * 2.0, m, 2048, 4096) for m in range(1, 4097)]
+    assert all(b >= a for a, b in itertools.pairwise(times))
+    assert max(b / a for a, b in itertools.pairwise(times)) < 1.01
