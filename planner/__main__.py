@@ -143,7 +143,7 @@ def _table(contract: dict[str, Any]) -> str:
         f"TTFT {contract['throughput']['ttft_ms']} ms",
         f"{contract['engine']['name']} {contract['engine']['version']} accounting: "
         + ", ".join(
-            f"{name} {value / GIB:.2f} GiB" if not name.endswith("tokens") else f"{name} {value:,}"
+            f"{name} {value:,}" if "tokens" in name else f"{name} {value / GIB:.2f} GiB"
             for name, value in contract["engine"]["memory_per_gpu"].items()
         ),
         f"vllm: {contract['serving']['vllm']}",

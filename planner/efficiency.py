@@ -93,7 +93,7 @@ def engine_settings(
     budget = max_num_batched_tokens or int(entry["max_num_batched_tokens"])
     if budget < 16:
         raise ValueError("max_num_batched_tokens: must be >= 16")
-    interval = scheduler_recv_interval or 1
+    interval = 1 if scheduler_recv_interval is None else scheduler_recv_interval
     if interval < 1:
         raise ValueError("scheduler_recv_interval: must be >= 1")
     if interval > 1 and name != "sglang":

@@ -232,7 +232,9 @@ def estimate(
     # A cached prefix is not prefilled again (an engine recomputes at least the prompt's last token).
     cached = min(max(workload.cached_prefix_len, 0), prompt - 1)
     new = prompt - cached
-    budget = max(engine.max_num_batched_tokens - batch, 16)
+    # The other sequences' decode tokens share each step's token budget (a lone one is not decoding
+    # while its own prompt is prefilled).
+    budget = max(engine.max_num_batched_tokens - (batch - 1), 16)
     chunk = float(min(new, budget))
     context = prompt + output / 2
     common: dict[str, Any] = {

@@ -98,12 +98,25 @@ def check_cached_prefix(cached_prefix_len: int, input_len: int | None) -> None:
     """What the CLI and the plan APIs hold a user's cached prefix to: 0 <= cached < input_len, and an
     input_len to be a prefix of. (The library itself caps the prefix at the prompt less one token: an
     engine recomputes at least the last one.)"""
+    if input_len is not None and input_len < 1:
+        raise ValueError("input_len: must be >= 1")
     if cached_prefix_len < 0:
         raise ValueError("cached_prefix_len: must be >= 0")
     if cached_prefix_len and input_len is None:
         raise ValueError("cached_prefix_len: needs input_len (the prompt it is a prefix of)")
     if input_len is not None and cached_prefix_len >= input_len:
         raise ValueError(f"cached_prefix_len: must be below input_len ({input_len})")
+
+
+def _check_fits_context(request: PlanRequest, max_model_len: int) -> None:
+    """An engine refuses a request whose prompt plus generated tokens exceed max_model_len."""
+    prompt, output = request.input_len, request.output_len
+    if prompt is not None and prompt >= max_model_len:
+        raise ValueError(f"input_len: a {prompt}-token prompt does not fit max_model_len {max_model_len}")
+    if prompt is not None and output is not None and prompt + output > max_model_len:
+        raise ValueError(
+            f"output_len: {prompt} prompt + {output} generated tokens exceed max_model_len {max_model_len}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +250,7 @@ def _resolve_precision(request: PlanRequest, spec: ModelSpec) -> tuple[Precision
 def plan(request: PlanRequest) -> PlanResult:
     request.validate()
     setup = PlanSetup.resolve(request)
+    _check_fits_context(request, setup.max_model_len)
     spec, scheme, device, engine = setup.model, setup.precision, setup.gpu, setup.engine
     max_len, keep = setup.max_model_len, setup.keep_bf16
     evaluate = functools.partial(_evaluate, setup)

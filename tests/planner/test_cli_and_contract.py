@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,8 @@ KIMI_FP8 = ["--model", "kimi-k2", "--precision", "fp8", "--gpu", "h200"]
         ([*KIMI_FP8, "--input-len", "2048", "--cached-prefix-len", "2048"], "--cached-prefix-len"),
         ([*KIMI_FP8, "--input-len", "2048", "--cached-prefix-len", "-1"], "--cached-prefix-len"),
         ([*KIMI_FP8, "--cached-prefix-len", "512"], "--cached-prefix-len"),  # needs --input-len
+        ([*KIMI_FP8, "--input-len", "0"], "--input-len"),  # not its (absent) cached prefix
+        ([*KIMI_FP8, "--max-model-len", "4096", "--input-len", "8000"], "--input-len"),
     ],
 )
 def test_cli_bad_input_is_one_line_naming_the_option(args: list[str], option: str) -> None:
@@ -190,3 +193,13 @@ def test_gpu_spec_file_plans_on_a_gpu_outside_the_catalog(tmp_path: Path) -> Non
     bad = planner_cli("plan", "--model", "llama-3.1-8b", "--gpu-spec", str(spec))
     assert bad.returncode == 2
     assert "memory_mib must be a positive number" in bad.stderr
+
+
+def test_cli_prints_the_trtllm_token_capacity_as_tokens() -> None:
+    completed = planner_cli(
+        "plan", "--model", "llama-3.1-8b", "--precision", "fp8", "--gpu", "h100-80g", "--engine", "trtllm"
+    )
+    assert completed.returncode == 0, completed.stderr
+    line = next(line for line in completed.stdout.splitlines() if "max_tokens_in_paged_kv_cache" in line)
+    assert "max_tokens_in_paged_kv_cache 0.00 GiB" not in line
+    assert re.search(r"max_tokens_in_paged_kv_cache [0-9,]{5,}", line), line

@@ -356,3 +356,34 @@ def test_a_compute_bound_gemm_ramps_up_with_its_rows() -> None:
     times = [rates.gemm_s(2048 * 4096 * 2.0, m, 2048, 4096) for m in range(1, 4097)]
     assert all(b >= a for a, b in itertools.pairwise(times))
     assert max(b / a for a, b in itertools.pairwise(times)) < 1.01
+
+
+def test_a_lone_prompt_of_the_whole_budget_is_one_step() -> None:
+    """At one sequence nobody else decodes while the prompt is prefilled: a prompt of exactly
+    max_num_batched_tokens is one step (the budget reserves no decode slot for it)."""
+    ttft = {
+        n: _throughput(concurrency=1, input_len=n, output_len=64, max_num_batched_tokens=2048).ttft_ms
+        for n in (2047, 2048, 2049)
+    }
+    assert ttft[2048] < 1.01 * ttft[2047]
+    assert ttft[2049] > 1.03 * ttft[2048]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"scheduler_recv_interval": 0, "engine": "sglang"}, "scheduler_recv_interval: must be >= 1"),
+        ({"input_len": 8000, "output_len": 128, "max_model_len": 4096}, "input_len"),
+        ({"input_len": 4000, "output_len": 200, "max_model_len": 4096}, "output_len"),
+    ],
+)
+def test_workloads_the_engine_would_refuse_name_the_field(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _throughput(**fields)
+
+
+def test_a_zero_prompt_is_named_before_its_cached_prefix() -> None:
+    from planner.plan import check_cached_prefix
+
+    with pytest.raises(ValueError, match=r"^input_len: must be >= 1"):
+        check_cached_prefix(0, 0)
