@@ -7,7 +7,7 @@ from typing import Any
 from django.apps import apps
 from django.db.models import Q, QuerySet
 
-from governance.capacity.models import CapacityPlan, CapacityPlanStatus
+from governance.capacity.models import CapacityPlan
 from governance.core.errors import NotFoundError
 from governance.core.roles import Role, has_role
 
@@ -46,26 +46,3 @@ def capacity_plan_get(user: Any, code: Any) -> CapacityPlan:
     if found is None:
         raise NotFoundError("no such capacity plan")
     return found
-
-
-def capacity_findings(stored: CapacityPlan) -> list[dict[str, Any]]:
-    """What the gate and reviewers see: a plan that does not fit (or failed) blocks the deployment."""
-    if stored.status == CapacityPlanStatus.PENDING:
-        return [{"code": "capacity.pending", "severity": "blocker", "message": "The capacity plan is still computing."}]
-    if stored.status == CapacityPlanStatus.FAILED:
-        return [
-            {"code": "capacity.failed", "severity": "blocker", "message": f"The capacity plan failed: {stored.error}"}
-        ]
-    if not stored.fits:
-        reasons = [
-            note for note in (stored.result or {}).get("notes", []) if note.startswith(("Rejected", "No layout"))
-        ]
-        return [
-            {
-                "code": "capacity.does_not_fit",
-                "severity": "blocker",
-                "message": "The serving plan does not fit the target GPUs.",
-                "params": {"reasons": reasons[:3]},
-            }
-        ]
-    return []

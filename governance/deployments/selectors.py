@@ -11,19 +11,14 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from governance.capacity.models import CapacityPlan
-from governance.capacity.selectors import capacity_findings
 from governance.core.errors import NotFoundError
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role
 from governance.core.tokens import token_covers_deployment
-from governance.deployments.choices import ObligationStatus, ReviewRole, Status
-from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, Waiver
-from governance.evaluations.evals import eval_findings
+from governance.deployments.choices import ReviewVerdict, Status
+from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, UsageReport, Waiver
+from governance.deployments.readiness import ReadinessState, Reason, Signature, readiness
 from governance.evaluations.models import EvalRun
-from governance.licenses.choices import Severity
-
-# Severities of a license finding that stand in the way of approval unless waived.
-BLOCKING_SEVERITIES = (Severity.BLOCKER, Severity.APPROVAL)
 
 
 def deployments_visible_condition(user: Any) -> Q:
@@ -75,6 +70,7 @@ def deployments_list(user: Any) -> QuerySet[DeploymentRequest]:
             Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by")),
             Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer")),
             Prefetch("eval_runs", queryset=EvalRun.objects.order_by("created_at")),
+            Prefetch("usage_reports", queryset=UsageReport.objects.order_by("created_at")),
         )
         .order_by("-created_at")
     )
@@ -205,52 +201,46 @@ def waiver_get(deployment: DeploymentRequest, code: Any) -> Waiver:
     return found
 
 
-def finding_is_waived(license_key: str, finding: dict[str, Any], waivers: list[Waiver]) -> bool:
-    """A waiver names the license and finding code, and optionally the clause."""
-    return any(
-        w.license_key == license_key and w.finding_code == finding["code"] and w.clause in ("", finding["clause"])
-        for w in waivers
+def deployment_readiness_state(deployment: DeploymentRequest) -> ReadinessState:
+    """What the readiness rule reads, with the ORM: the stored evidence, each role's approving
+    sign-off (the live one, else the latest voided one) and the latest usage report. The gate reads
+    the same in its own single statement (gate.selectors); a parity test runs both."""
+    decisions = sorted(
+        (d for d in deployment_decisions(deployment) if d.verdict == ReviewVerdict.APPROVE),
+        key=lambda d: (d.voided_at is None, d.created_at),  # live last, newest last
+    )
+    signatures: dict[str, Signature] = {}
+    for decision in decisions:
+        signatures[decision.role] = Signature(
+            role=decision.role, evidence_digest=decision.evidence_digest, voided=decision.voided_at is not None
+        )
+    prefetched = _prefetched(deployment, "usage_reports")
+    latest = (
+        max(prefetched, key=lambda r: r.created_at, default=None)
+        if prefetched is not None
+        else deployment.usage_reports.order_by("-created_at").first()
+    )
+    after_approval = latest is not None and (
+        deployment.approved_at is None or latest.created_at >= deployment.approved_at
+    )
+    return ReadinessState(
+        evidence=deployment.evidence or {},
+        evidence_digest=deployment.evidence_digest,
+        signatures=signatures,
+        flagged=deployment.flagged,
+        flag_reason=deployment.flag_reason,
+        usage_crossed=tuple(latest.crossed or ()) if latest is not None else (),
+        usage_month=latest.month if latest is not None else "",
+        usage_after_approval=after_approval,
     )
 
 
-def deployment_blockers(deployment: DeploymentRequest, role: str | None = None) -> list[dict[str, Any]]:
-    """What stands between this request and approval (the gate uses the same list)."""
-    blockers: list[dict[str, Any]] = []
-    if role in (None, ReviewRole.LEGAL):
-        waivers = active_waivers(deployment)
-        for evaluation in (deployment.evidence or {}).get("licenses", []):
-            for finding in evaluation["findings"]:
-                if finding["severity"] not in BLOCKING_SEVERITIES:
-                    continue
-                if finding_is_waived(evaluation["license"], finding, waivers):
-                    continue
-                blockers.append(
-                    {
-                        "code": finding["code"],
-                        "license": evaluation["license"],
-                        "message": finding["message"],
-                        "severity": finding["severity"],
-                    }
-                )
-        settled = [ObligationStatus.ACCEPTED, ObligationStatus.SUPERSEDED]
-        for item in deployment_obligations(deployment):
-            if item.status in settled:
-                continue
-            blockers.append(
-                {
-                    "code": "obligation.not_accepted",
-                    "license": item.license_key,
-                    "message": f"{item.finding_code} ({item.clause}) is {item.status}",
-                    "severity": Severity.BLOCKER.value,
-                }
-            )
-    if role in (None, ReviewRole.ENGINEERING):
-        stored = latest_capacity_plan(deployment)
-        if stored is None:
-            blockers.append(
-                {"code": "capacity.missing", "message": "no capacity plan yet", "severity": Severity.BLOCKER.value}
-            )
-        else:
-            blockers.extend(capacity_findings(stored))
-        blockers.extend(eval_findings(deployment))
-    return blockers
+def deployment_readiness(deployment: DeploymentRequest, now: datetime | None = None) -> list[Reason]:
+    """The readiness rule's reasons for this request (deployments.readiness)."""
+    return readiness(deployment_readiness_state(deployment), now or timezone.now())
+
+
+def deployment_blockers(deployment: DeploymentRequest) -> list[dict[str, Any]]:
+    """What stands between this request and approval, as the page and the API show it: the
+    readiness rule's reasons, each with who must act (the gate's reasons less its deploy-time ones)."""
+    return [reason.as_blocker() for reason in deployment_readiness(deployment)]

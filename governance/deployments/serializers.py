@@ -13,13 +13,12 @@ from governance.capacity.serializers import MAX_MODEL_LEN
 from governance.core.serializers import StrictSerializer
 from governance.deployments.choices import SERVING_PRECISIONS, Engine, Status
 from governance.deployments.models import DeploymentRequest
+from governance.deployments.readiness import finding_waived
 from governance.deployments.selectors import (
-    active_waivers,
     deployment_blockers,
     deployment_decisions,
     deployment_obligations,
     deployment_waivers,
-    finding_is_waived,
     latest_capacity_plan,
 )
 from governance.licenses.schema import FactsField
@@ -112,11 +111,12 @@ class DeploymentOutputSerializer(serializers.ModelSerializer):
         ]
 
     def get_licenses(self, obj: DeploymentRequest) -> list[dict[str, Any]]:
-        waivers = active_waivers(obj)
+        # "waived" as the readiness rule decides it: the evidence's waivers in force now.
+        waivers, now = (obj.evidence or {}).get("waivers", []), timezone.now()
         result = []
         for evaluation in (obj.evidence or {}).get("licenses", []):
             findings = [
-                {**finding, "waived": finding_is_waived(evaluation["license"], finding, waivers)}
+                {**finding, "waived": finding_waived(waivers, evaluation["license"], finding, now)}
                 for finding in evaluation["findings"]
             ]
             result.append({**evaluation, "findings": findings})

@@ -215,23 +215,3 @@ def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
         }
         for e in sorted(latest.values(), key=lambda e: e.scheme)
     ]
-
-
-def eval_findings(deployment: Any) -> list[dict[str, Any]]:
-    """A failing or unfinished eval run blocks engineering approval (and the gate)."""
-    findings = []
-    for item in eval_evidence(deployment):
-        if item["status"] == EvalStatus.RUNNING:
-            findings.append(
-                {"code": "eval.pending", "severity": "blocker", "message": f"{item['scheme']} eval still running"}
-            )
-        elif item["status"] != EvalStatus.PASSED:
-            bound = (item["overall"] or {}).get("upper_bound_95")
-            findings.append(
-                {
-                    "code": "eval.failed",
-                    "severity": "blocker",
-                    "message": f"{item['scheme']} eval {item['status']} (95% upper bound {bound})",
-                }
-            )
-    return findings

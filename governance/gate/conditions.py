@@ -1,39 +1,49 @@
-"""The gate's conditions as one pure function of stored state: no query, no PDF parsing, no
-license evaluation, no planner run. Each failed condition is a reason naming who must act."""
+"""The gate's conditions: the readiness rule (deployments.readiness, the same function the sign-off
+service, the request page and the packet read) plus the gate's own deploy-time checks — the
+request's status and expiry, the environment, the signed packet verifying, the artifact digest and
+the serving envelope. A pure function of stored state: no query, no PDF parsing, no license
+evaluation, no planner run. Each failed condition is a reason naming who must act."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from governance.deployments.choices import Status
-from governance.gate.choices import UNQUANTIZED_PRECISIONS, ReasonCode
+from governance.deployments.readiness import (
+    ENGINEERING,
+    LEGAL,
+    PIPELINE,
+    REQUESTER,
+    SIGNING_ROLES,
+    Actor,
+    ReadinessState,
+    Reason,
+    ReasonCode,
+    readiness,
+)
 
-REQUESTER = "the requester"
-LEGAL = "a legal reviewer"
-ENGINEERING = "an engineering reviewer"
-PIPELINE = "the pipeline owner"
-
-
-@dataclass(frozen=True, slots=True)
-class Reason:
-    code: str
-    message: str
-    fix: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message, "fix": self.fix}
-
-
-@dataclass(frozen=True, slots=True)
-class Signature:
-    """One role's signature as stored: valid (verified, or a live sign-off) for `evidence_digest`."""
-
-    role: str
-    valid: bool
-    evidence_digest: str
-    voided: bool = False  # a sign-off voided by a later change covers no current evidence
+# The reasons only the gate gives: everything else comes from the readiness rule, so a request's
+# page lists exactly the gate's reasons less these.
+DEPLOY_TIME_CODES = frozenset(
+    {
+        ReasonCode.NOT_APPROVED,
+        ReasonCode.REVOKED,
+        ReasonCode.EXPIRED,
+        ReasonCode.ENVIRONMENT_NOT_APPROVED,
+        ReasonCode.SIGNATURE_INVALID,
+        ReasonCode.ARTIFACT_DIGEST_MISMATCH,
+        ReasonCode.SERVING_ENGINE,
+        ReasonCode.SERVING_PRECISION,
+        ReasonCode.SERVING_KV_DTYPE,
+        ReasonCode.SERVING_GPU,
+        ReasonCode.SERVING_PARALLELISM,
+        ReasonCode.SERVING_MAX_MODEL_LEN,
+        ReasonCode.SERVING_MEMORY_UTILIZATION,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,15 +54,14 @@ class GateState:
     approval_expires_at: datetime | None
     approved_at: datetime | None
     environments: list[str]
-    evidence: dict[str, Any]
-    evidence_digest: str
-    flagged: bool
-    flag_reason: str
-    signatures: dict[str, Signature]  # by role: legal, engineering
-    signature_source: str  # how the answer names a signature ("signature")
-    latest_usage_crossed: list[str] = field(default_factory=list)
-    latest_usage_month: str = ""
-    latest_usage_after_approval: bool = False  # the latest report came after the approval
+    readiness: ReadinessState
+    # Per role: does the stored verification of the completed packet say its PAdES signature is
+    # valid over the signed evidence? None while no completed packet was verified.
+    packet_valid: Mapping[str, bool] | None = None
+
+    @property
+    def evidence(self) -> Mapping[str, Any]:
+        return self.readiness.evidence
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +81,11 @@ def evaluate(state: GateState, check: GateCheck, now: datetime) -> list[Reason]:
                 ReasonCode.ENVIRONMENT_NOT_APPROVED,
                 f"environment {check.environment!r} is not among the approved ones ({', '.join(state.environments) or 'none'})",
                 f"{REQUESTER} adds the environment to the request and the reviewers approve it again",
+                Actor.REQUESTER,
             )
         )
-    reasons += _signatures(state)
-    reasons += _license(state, now)
-    reasons += _usage(state)
-    reasons += _capacity(state)
-    reasons += _eval(state, check)
+    reasons += readiness(state.readiness, now)
+    reasons += _packet(state)
     reasons += _artifact(state, check)
     reasons += _serving(state, check)
     return reasons
@@ -92,6 +99,7 @@ def _status(state: GateState, now: datetime) -> list[Reason]:
                     ReasonCode.EXPIRED,
                     f"the approval expired at {state.approval_expires_at.isoformat()}",
                     f"{REQUESTER} opens a new deployment request for review",
+                    Actor.REQUESTER,
                 )
             ]
         return []
@@ -101,173 +109,54 @@ def _status(state: GateState, now: datetime) -> list[Reason]:
                 ReasonCode.REVOKED,
                 "the approval was revoked",
                 f"{REQUESTER} opens a new deployment request; {LEGAL} reviews it",
+                Actor.REQUESTER,
             )
         ]
     if state.status == Status.EXPIRED:
         return [
-            Reason(ReasonCode.EXPIRED, "the approval expired", f"{REQUESTER} opens a new deployment request for review")
+            Reason(
+                ReasonCode.EXPIRED,
+                "the approval expired",
+                f"{REQUESTER} opens a new deployment request for review",
+                Actor.REQUESTER,
+            )
         ]
     return [
         Reason(
             ReasonCode.NOT_APPROVED,
             f"the deployment request is {state.status}, not approved",
             f"{LEGAL} and {ENGINEERING} review and approve the current evidence",
+            Actor.LEGAL,
         )
     ]
 
 
-def _signatures(state: GateState) -> list[Reason]:
+def _packet(state: GateState) -> list[Reason]:
+    """A current signature counts only when the verification of the completed PDF packet says that
+    role's PAdES signature is valid over the same evidence (a sign-off row without a verified
+    packet, or a packet whose signature no longer verifies, is `signature.invalid`)."""
+    current = {
+        role
+        for role in SIGNING_ROLES
+        if (signature := state.readiness.signatures.get(role)) is not None
+        and not signature.voided
+        and signature.evidence_digest == state.readiness.evidence_digest
+    }
+    if not current or (state.status != Status.APPROVED and state.packet_valid is None):
+        return []  # nothing signed yet, or the packet is still being signed (no completed file)
     reasons = []
-    for role, who in (("legal", LEGAL), ("engineering", ENGINEERING)):
-        signature = state.signatures.get(role)
-        if signature is None:
-            reasons.append(
-                Reason(
-                    ReasonCode.SIGNATURE_MISSING,
-                    f"no {role} {state.signature_source} is on record",
-                    f"{who} signs the approval packet",
-                )
-            )
-        elif not signature.valid:
+    for role in SIGNING_ROLES:
+        if role in current and not (state.packet_valid or {}).get(role, False):
+            who = LEGAL if role == "legal" else ENGINEERING
             reasons.append(
                 Reason(
                     ReasonCode.SIGNATURE_INVALID,
                     f"the {role} signature of the approval packet does not verify",
                     f"{who} signs the approval packet again; an admin investigates the tampering",
-                )
-            )
-        elif signature.voided or signature.evidence_digest != state.evidence_digest:
-            reasons.append(
-                Reason(
-                    ReasonCode.SIGNATURE_STALE,
-                    f"the {role} {state.signature_source} covers evidence {signature.evidence_digest[:12]}…, "
-                    f"not the current {state.evidence_digest[:12]}…",
-                    f"{who} reviews and signs the current evidence",
+                    Actor.LEGAL if role == "legal" else Actor.ENGINEERING,
                 )
             )
     return reasons
-
-
-def _waived(waivers: list[dict[str, Any]], license_key: str, finding: dict[str, Any], now: datetime) -> bool:
-    return any(
-        w["license"] == license_key
-        and w["code"] == finding["code"]
-        and w.get("clause", "") in ("", finding["clause"])
-        and datetime.fromisoformat(w["expires_at"]) > now
-        # a blocker is waived only with the licensor's permission and a second legal reviewer
-        and (finding["severity"] != "blocker" or (bool(w.get("permission")) and bool(w.get("confirmed_by"))))
-        for w in waivers
-    )
-
-
-def _license(state: GateState, now: datetime) -> list[Reason]:
-    reasons = []
-    waivers = state.evidence.get("waivers", [])
-    for evaluation in state.evidence.get("licenses", []):
-        for finding in evaluation.get("findings", []):
-            if finding["severity"] not in ("blocker", "approval") or _waived(
-                waivers, evaluation["license"], finding, now
-            ):
-                continue
-            if finding["severity"] == "blocker":
-                reasons.append(
-                    Reason(
-                        ReasonCode.LICENSE_BLOCKER,
-                        f"{evaluation['license']}: {finding['code']} ({finding['clause']}): {finding['message']}",
-                        f"{REQUESTER} changes the facts so the term no longer applies, or {LEGAL} proposes a waiver "
-                        "with the licensor's written permission and a second legal reviewer confirms it",
-                    )
-                )
-            else:
-                reasons.append(
-                    Reason(
-                        ReasonCode.LICENSE_APPROVAL_REQUIRED,
-                        f"{evaluation['license']}: {finding['code']} ({finding['clause']}): {finding['message']}",
-                        f"{LEGAL} records the licensor's approval as a waiver",
-                    )
-                )
-    for item in state.evidence.get("obligations", []):
-        if item["status"] != "accepted":
-            reasons.append(
-                Reason(
-                    ReasonCode.OBLIGATION_NOT_ACCEPTED,
-                    f"{item['license']}: obligation {item['code']} ({item['clause']}) is {item['status']}",
-                    f"{REQUESTER} says how it is met; {LEGAL} accepts it",
-                )
-            )
-    return reasons
-
-
-def _usage(state: GateState) -> list[Reason]:
-    if state.latest_usage_crossed and state.latest_usage_after_approval:
-        return [
-            Reason(
-                ReasonCode.USAGE_THRESHOLD_CROSSED,
-                f"the usage report of {state.latest_usage_month} crossed license terms: "
-                f"{', '.join(state.latest_usage_crossed)}",
-                f"{LEGAL} reviews the new findings and the request is approved again",
-            )
-        ]
-    if state.flagged:
-        return [
-            Reason(
-                ReasonCode.USAGE_THRESHOLD_CROSSED,
-                state.flag_reason or "the request is flagged",
-                f"{LEGAL} reviews the new findings and the request is approved again",
-            )
-        ]
-    return []
-
-
-def _capacity(state: GateState) -> list[Reason]:
-    plan = state.evidence.get("capacity_plan")
-    if plan is None:
-        return [
-            Reason(
-                ReasonCode.CAPACITY_MISSING,
-                "no capacity plan is in the evidence",
-                f"{REQUESTER} requests a capacity plan; {ENGINEERING} approves it",
-            )
-        ]
-    if plan.get("status") != "done" or not plan.get("fits"):
-        return [
-            Reason(
-                ReasonCode.CAPACITY_DOES_NOT_FIT,
-                f"the capacity plan is {plan.get('status')} and {'fits' if plan.get('fits') else 'does not fit'}",
-                f"{REQUESTER} changes the serving plan (GPUs, parallelism, precision) until it fits; "
-                f"{ENGINEERING} approves it",
-            )
-        ]
-    return []
-
-
-def _eval(state: GateState, check: GateCheck) -> list[Reason]:
-    precision = check.serving["precision"]
-    if precision in UNQUANTIZED_PRECISIONS:
-        return []
-    runs = [
-        r
-        for r in state.evidence.get("eval_results", [])
-        if r["scheme"] == precision or r["scheme"].startswith(precision + "-")
-    ]
-    if any(r["status"] == "passed" for r in runs):
-        return []
-    if not runs:
-        return [
-            Reason(
-                ReasonCode.EVAL_MISSING,
-                f"no quantization eval run for precision {precision}",
-                f"{ENGINEERING} runs the {precision} eval on the cluster",
-            )
-        ]
-    statuses = ", ".join(f"{r['scheme']} {r['status']}" for r in runs)
-    return [
-        Reason(
-            ReasonCode.EVAL_FAILED,
-            f"the {precision} eval did not pass ({statuses})",
-            f"{ENGINEERING} fixes the quantization and runs the eval again, or {REQUESTER} serves another precision",
-        )
-    ]
 
 
 def _artifact(state: GateState, check: GateCheck) -> list[Reason]:
@@ -278,6 +167,7 @@ def _artifact(state: GateState, check: GateCheck) -> list[Reason]:
                 ReasonCode.ARTIFACT_DIGEST_MISMATCH,
                 f"artifact_digest {check.artifact_digest} is not the approved weights {approved}",
                 f"{PIPELINE} deploys the approved weights, or {REQUESTER} registers these weights in a new request",
+                Actor.PIPELINE,
             )
         ]
     return []
@@ -301,19 +191,26 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
         ("gpu", ReasonCode.SERVING_GPU),
     ):
         if serving[name] != envelope.get(name, "vllm" if name == "engine" else None):
-            reasons.append(Reason(code, f"{name} {serving[name]!r} is not the approved {envelope.get(name)!r}", fix))
+            reasons.append(
+                Reason(
+                    code, f"{name} {serving[name]!r} is not the approved {envelope.get(name)!r}", fix, Actor.PIPELINE
+                )
+            )
     if serving.get("kv_dtype") is not None and serving["kv_dtype"] != envelope.get("kv_dtype", "bf16"):
         reasons.append(
             Reason(
                 ReasonCode.SERVING_KV_DTYPE,
                 f"kv_dtype {serving['kv_dtype']!r} is not the approved {envelope.get('kv_dtype', 'bf16')!r}",
                 fix,
+                Actor.PIPELINE,
             )
         )
     approved = approved_parallelism(state)
     differing = [f"{n}={serving[n]} (approved {approved[n]})" for n in ("tp", "pp", "ep") if serving[n] != approved[n]]
     if differing:
-        reasons.append(Reason(ReasonCode.SERVING_PARALLELISM, "parallelism differs: " + ", ".join(differing), fix))
+        reasons.append(
+            Reason(ReasonCode.SERVING_PARALLELISM, "parallelism differs: " + ", ".join(differing), fix, Actor.PIPELINE)
+        )
     max_len = envelope.get("max_model_len")
     if max_len is None or serving["max_model_len"] > max_len:
         reasons.append(
@@ -321,6 +218,7 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
                 ReasonCode.SERVING_MAX_MODEL_LEN,
                 f"max_model_len {serving['max_model_len']} is above the approved {max_len}",
                 fix,
+                Actor.PIPELINE,
             )
         )
     utilization = float(envelope.get("gpu_memory_utilization", 0.9))
@@ -330,6 +228,7 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
                 ReasonCode.SERVING_MEMORY_UTILIZATION,
                 f"gpu_memory_utilization {serving['gpu_memory_utilization']} is above the approved {utilization}",
                 fix,
+                Actor.PIPELINE,
             )
         )
     return reasons

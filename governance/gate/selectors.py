@@ -28,9 +28,10 @@ from governance.core.tokens import (
     token_from_row,
 )
 from governance.deployments.models import DeploymentRequest
+from governance.deployments.readiness import SIGNING_ROLES, ReadinessState, Signature
 from governance.deployments.selectors import deployments_visible_to
 from governance.gate.choices import Decision
-from governance.gate.conditions import GateState, Signature
+from governance.gate.conditions import GateState
 from governance.gate.models import GateDecision
 
 # The gate's read: the request's columns the conditions need, each role's approving sign-off
@@ -62,7 +63,6 @@ LEFT JOIN deployments_usagereport latest_usage ON latest_usage.id = (
     SELECT u.id FROM deployments_usagereport u WHERE u.request_id = d.id ORDER BY u.created_at DESC LIMIT 1){APPROVAL_STATE_JOINS}
 WHERE d.code = %s
 """  # noqa: S608 (code constants only; values are parameters)
-_ROLES = ("legal", "engineering")
 
 
 def gate_deployment_for_token(
@@ -140,25 +140,25 @@ _REQUEST_COLUMNS = frozenset(field.column for field in DeploymentRequest._meta.c
 def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str | None]]:
     """The state the conditions read (all loaded by gate_deployment_for_token's one statement, the
     stored verification of the signed approval packet included: the PDF is not parsed), and the
-    packet reference for the answer.
-
-    A role's signature counts only when both records agree: its sign-off is live and covers the
-    current evidence, AND the verification of the completed PDF packet says that role's PAdES
-    signature is valid over the same evidence digest. A sign-off row without a verified packet
-    (or a packet whose signature no longer verifies) is `signature.invalid`."""
+    packet reference for the answer. The readiness part is what deployments.selectors'
+    deployment_readiness_state builds with the ORM (a parity test runs both on the same data)."""
     verified = approval_state_from_row(deployment)
     signatures: dict[str, Signature] = {}
-    for role in _ROLES:
+    for role in SIGNING_ROLES:
         digest = getattr(deployment, f"gate_{role}_digest", None)
-        if digest is None:
-            continue
-        voided = bool(getattr(deployment, f"gate_{role}_voided", 0))
-        # A sign-off over other evidence is reported stale (the reviewer re-signs), not invalid.
-        stale = voided or digest != deployment.evidence_digest
-        valid = stale or (
-            verified is not None and bool(getattr(verified, f"{role}_valid")) and verified.evidence_digest == digest
-        )
-        signatures[role] = Signature(role=role, valid=valid, evidence_digest=digest, voided=voided)
+        if digest is not None:
+            voided = bool(getattr(deployment, f"gate_{role}_voided", 0))
+            signatures[role] = Signature(role=role, evidence_digest=digest, voided=voided)
+    packet_valid = (
+        None
+        if verified is None
+        else {
+            role: bool(getattr(verified, f"{role}_valid"))
+            and role in signatures
+            and verified.evidence_digest == signatures[role].evidence_digest
+            for role in SIGNING_ROLES
+        }
+    )
     approval: dict[str, str | None] = {
         "pdf_url": verified.pdf_url if verified else None,
         "sha256": verified.pdf_sha256 if verified else None,
@@ -171,15 +171,17 @@ def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str 
         approval_expires_at=deployment.approval_expires_at,
         approved_at=deployment.approved_at,
         environments=list(deployment.environments or []),
-        evidence=deployment.evidence or {},
-        evidence_digest=deployment.evidence_digest,
-        flagged=deployment.flagged,
-        flag_reason=deployment.flag_reason,
-        signatures=signatures,
-        signature_source="signature",
-        latest_usage_month=getattr(deployment, "gate_usage_month", None) or "",
-        latest_usage_crossed=list(crossed or []),
-        latest_usage_after_approval=bool(getattr(deployment, "gate_usage_after_approval", 0)),
+        readiness=ReadinessState(
+            evidence=deployment.evidence or {},
+            evidence_digest=deployment.evidence_digest,
+            signatures=signatures,
+            flagged=deployment.flagged,
+            flag_reason=deployment.flag_reason,
+            usage_month=getattr(deployment, "gate_usage_month", None) or "",
+            usage_crossed=tuple(crossed or ()),
+            usage_after_approval=bool(getattr(deployment, "gate_usage_after_approval", 0)),
+        ),
+        packet_valid=packet_valid,
     )
     return state, approval
 

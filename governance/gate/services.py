@@ -128,7 +128,7 @@ def gate_decide(
         reasons=reasons,
         artifact_digest=check.artifact_digest,
         serving=check.serving,
-        evidence_digest=state.evidence_digest,
+        evidence_digest=state.readiness.evidence_digest,
         approval_pdf_sha256=approval["sha256"] or "",
     )
     # The decision row and its audit event in one statement (one round trip, its own transaction):
@@ -145,7 +145,7 @@ def gate_decide(
             "reasons": [r["code"] for r in reasons],
             "artifact_digest": check.artifact_digest,
             "serving": check.serving,
-            "evidence_digest": state.evidence_digest,
+            "evidence_digest": state.readiness.evidence_digest,
             "token": {"name": token.name, "prefix": token.prefix},
         },
     )

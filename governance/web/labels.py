@@ -140,48 +140,45 @@ def choices(kind: str, codes: Iterable[str] | None = None) -> list[tuple[str, An
     return [(code, table[code]) for code in (table if codes is None else codes)]
 
 
-def blocker_guidance(blocker: dict[str, Any], request: Any) -> dict[str, Any]:
-    """Who must act on a blocker, what to do, and the anchor of the form that does it."""
-    code, sev = blocker["code"], blocker.get("severity", "blocker")
+def _guidance(code: str, role: str) -> tuple[str, str]:
+    """What to do about one readiness reason and the anchor of the form that does it (the reason's
+    own `fix` is English; these are translated)."""
     if code == "obligation.not_accepted":
-        if "acknowledged" in blocker["message"]:
-            who, todo = gettext("Legal reviewer"), gettext("Accept or reject how the requester meets this obligation.")
-        else:
-            who, todo = gettext("Requester"), gettext("Say how this obligation is met.")
-        anchor = "obligations"
-    elif code.startswith("capacity."):
-        if code == "capacity.pending":
-            who, todo = (
-                gettext("Nobody (wait)"),
-                gettext("The capacity plan is computing; this page updates when it is done."),
-            )
-        else:
-            who, todo = (
-                gettext("Requester"),
-                gettext("Change the serving plan (GPUs, precision, parallel layout) so that it fits."),
-            )
-        anchor = "capacity"
-    elif code == "eval.pending":
-        who, todo, anchor = gettext("Nobody (wait)"), gettext("The eval run is in progress."), "evals"
-    elif code.startswith("eval."):
-        who, todo, anchor = (
-            gettext("Engineering reviewer"),
-            gettext("Run the eval again, or the requester changes the precision."),
-            "evals",
-        )
-    elif sev == "approval":
-        who, todo, anchor = (
-            gettext("Legal reviewer"),
-            gettext("Obtain the licensor's approval, then record it as a waiver with its reference."),
-            "waivers",
-        )
-    else:
-        who, todo, anchor = (
-            gettext("Requester or legal reviewer"),
-            gettext("Change the deployment so the term no longer applies, or legal records a waiver."),
-            "waivers",
-        )
-    return {**blocker, "severity_label": label("severity", sev), "who": who, "todo": todo, "anchor": anchor}
+        if role == "legal":
+            return gettext("Accept or reject how the requester meets this obligation."), "obligations"
+        return gettext("Say how this obligation is met."), "obligations"
+    if code == "capacity.pending":
+        return gettext("The capacity plan is computing; this page updates when it is done."), "capacity"
+    if code.startswith("capacity."):
+        return gettext("Change the serving plan (GPUs, precision, parallel layout) so that it fits."), "capacity"
+    if code == "eval.pending":
+        return gettext("The eval run is in progress."), "evals"
+    if code == "eval.missing":
+        return gettext("Run the eval of the served precision on the cluster."), "evals"
+    if code.startswith("eval."):
+        return gettext("Run the eval again, or the requester changes the precision."), "evals"
+    if code == "license.licensor_approval_required":
+        return gettext("Obtain the licensor's approval, then record it as a waiver with its reference."), "waivers"
+    if code == "license.blocker":
+        return gettext("Change the deployment so the term no longer applies, or legal records a waiver."), "waivers"
+    if code.startswith("usage."):
+        return gettext("Review the new findings; the request is approved again by signing."), "signoff"
+    return gettext("Review the current evidence and sign the approval packet."), "signoff"
+
+
+def blocker_guidance(blocker: dict[str, Any], request: Any) -> dict[str, Any]:
+    """Who must act on a readiness reason (its `role`), what to do, and the anchor of the form."""
+    code, role = blocker["code"], blocker.get("role", "")
+    who = {
+        "requester": gettext("Requester"),
+        "legal": gettext("Legal reviewer"),
+        "engineering": gettext("Engineering reviewer"),
+        "nobody": gettext("Nobody (wait)"),
+        "pipeline": gettext("Pipeline owner"),
+    }.get(role, role)
+    todo, anchor = _guidance(code, role)
+    severity = blocker.get("severity", "blocker")
+    return {**blocker, "severity_label": label("severity", severity), "who": who, "todo": todo, "anchor": anchor}
 
 
 def audit_action_names() -> dict[int, str]:

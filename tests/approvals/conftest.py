@@ -14,7 +14,7 @@ import pytest
 from governance.approvals.models import Authority
 from governance.deployments.models import DeploymentRequest
 from tests.conftest import Personas
-from tests.deployments.conftest import FACTS, Flow, artifacts, catalog, flow  # noqa: F401
+from tests.deployments.conftest import FACTS, Flow, artifacts, catalog, ensure_passed_eval, flow  # noqa: F401
 
 KIMI_SERVING = {
     "engine": "vllm",
@@ -33,13 +33,16 @@ class SignFlow(Flow):
         super().__init__(personas)
         self.capture_on_commit = capture_on_commit
 
-    def ready(self, artifact: Any, **extra: Any) -> str:
-        """A request in review with capacity computed and obligations accepted."""
+    def ready(self, artifact: Any, *, with_eval: bool = True, **extra: Any) -> str:
+        """A request in review with capacity computed, obligations accepted and (unless told
+        otherwise) a passed eval of its precision when that precision is quantized."""
         code = self.create(artifact, **extra)["code"]
         assert self.post(self.p.requester, code, "submit").status_code == 200
         assert self.post(self.p.legal, code, "start-review").status_code == 200
         with self.capture_on_commit(execute=True):  # the computed plan becomes evidence after commit
             self.compute_capacity(code)
+        if with_eval:
+            ensure_passed_eval(code)
         self.meet_obligations(code)
         assert DeploymentRequest.objects.get(code=code).evidence["capacity_plan"]["fits"]
         return code

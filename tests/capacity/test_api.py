@@ -4,12 +4,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
-from governance.capacity.selectors import capacity_findings
 from governance.capacity.services import capacity_plan_compute
+from governance.deployments.readiness import ReadinessState, readiness
 from planner.plan import PlanRequest, plan
 from tests.conftest import Personas
 
@@ -127,9 +128,9 @@ def test_compute_is_idempotent_and_audited(personas: Personas) -> None:
     done = capacity_plan_compute(plan_id=stored.pk)
     assert done.status == CapacityPlanStatus.DONE
     assert done.fits is False
-    findings = capacity_findings(done)
-    assert findings[0]["code"] == "capacity.does_not_fit"
-    assert findings[0]["severity"] == "blocker"
+    evidence = {"capacity_plan": {"status": done.status, "fits": done.fits, "result": done.result}}
+    reasons = readiness(ReadinessState(evidence=evidence, evidence_digest="d", signatures={}), timezone.now())
+    assert [r.code for r in reasons if r.code.startswith("capacity.")] == ["capacity.does_not_fit"]
     assert capacity_plan_compute(plan_id=stored.pk).computed_at == done.computed_at  # not recomputed
     assert AuditEvent.objects.filter(action=AuditAction.CAPACITY_PLAN_COMPUTED).count() == 1
 

@@ -12,8 +12,10 @@ from rest_framework.test import APIClient
 from governance.artifacts.models import ModelArtifact
 from governance.artifacts.services import artifact_register
 from governance.capacity.services import capacity_plan_compute
+from governance.deployments import services as deployment_services
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import latest_capacity_plan
+from governance.evaluations.models import Cluster, EvalRun, EvalStatus, ExecutorKind
 from governance.licenses.services import license_catalog_load
 from tests.conftest import Personas
 from tests.licenses.helpers import BASE_FACTS
@@ -26,6 +28,37 @@ FACTS: dict[str, Any] = {
     "monthly_revenue": {"amount": 1_000_000, "currency": "USD"},
 }
 SERVING = {"engine": "vllm", "precision": "fp8", "gpu": "h200", "max_model_len": 32768, "concurrency": 4}
+# Served without quantizing the weights: no quantization eval is needed (the readiness rule's list).
+UNQUANTIZED = ("bf16",)
+
+
+def record_eval(code: str, scheme: str, status: str = EvalStatus.PASSED) -> EvalRun:
+    """A finished eval run as the cluster job leaves it (the job itself is covered by the eval
+    tests); the deployments hook then makes it evidence, as after a real run."""
+    cluster, _ = Cluster.objects.get_or_create(
+        name="local", defaults={"executor": ExecutorKind.LOCAL, "remote_root": "/tmp/governance-test-runs"}
+    )
+    bound = 0.02 if status == EvalStatus.PASSED else 0.31
+    evaluation = EvalRun.objects.create(
+        request=DeploymentRequest.objects.get(code=code),
+        cluster=cluster,
+        scheme=scheme,
+        status=status,
+        summary={"pass": status == EvalStatus.PASSED, "overall": {"n": 400, "upper_bound_95": bound}},
+        eval_set_sha256="e" * 64,
+    )
+    deployment_services.on_eval_finished(evaluation=evaluation)
+    return evaluation
+
+
+def ensure_passed_eval(code: str) -> None:
+    """A quantized serving plan needs a passed eval of its precision before anyone may sign."""
+    deployment = DeploymentRequest.objects.get(code=code)
+    precision = deployment.serving_plan["precision"]
+    if precision in UNQUANTIZED:
+        return
+    if not EvalRun.objects.filter(request=deployment, scheme=precision, status=EvalStatus.PASSED).exists():
+        record_eval(code, precision)
 
 
 def digest_of(name: str) -> str:
@@ -117,6 +150,7 @@ class Flow:
 
     def approve(self, code: str) -> dict[str, Any]:
         self.compute_capacity(code)
+        ensure_passed_eval(code)
         self.meet_obligations(code)
         digest = self.get(self.p.legal, code)["evidence_digest"]
         for user in (self.p.legal, self.p.engineer):

@@ -15,10 +15,11 @@ from governance.core.tokens import TokenScope, api_token_issue
 from governance.deployments import services as deployment_services
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import latest_capacity_plan
-from governance.evaluations.models import Cluster, EvalRun, EvalStatus, ExecutorKind
+from governance.evaluations.models import EvalRun, EvalStatus
 from governance.gate.services import ci_token_issue
 from tests.conftest import Personas, make_user
 from tests.deployments.conftest import Flow, artifacts, catalog, digest_of, flow  # noqa: F401
+from tests.deployments.conftest import record_eval as shared_record_eval
 
 __all__ = ["artifacts", "catalog", "flow"]
 
@@ -29,23 +30,9 @@ def bearer(clear_text: str) -> APIClient:
     return client
 
 
-def record_eval(code: str, scheme: str, status: str, tmp_path: Path) -> EvalRun:
-    """A finished eval run as the cluster job leaves it (the job itself is covered by the eval
-    tests); the deployments hook then makes it evidence, as after a real run."""
-    cluster, _ = Cluster.objects.get_or_create(
-        name="local", defaults={"executor": ExecutorKind.LOCAL, "remote_root": str(tmp_path / "runs")}
-    )
-    bound = 0.02 if status == EvalStatus.PASSED else 0.31
-    evaluation = EvalRun.objects.create(
-        request=DeploymentRequest.objects.get(code=code),
-        cluster=cluster,
-        scheme=scheme,
-        status=status,
-        summary={"pass": status == EvalStatus.PASSED, "overall": {"n": 400, "upper_bound_95": bound}},
-        eval_set_sha256="e" * 64,
-    )
-    deployment_services.on_eval_finished(evaluation=evaluation)
-    return evaluation
+def record_eval(code: str, scheme: str, status: str, tmp_path: Path | None = None) -> EvalRun:
+    """A finished eval run (tests.deployments.conftest.record_eval); `tmp_path` is unused."""
+    return shared_record_eval(code, scheme, status)
 
 
 class Gate:

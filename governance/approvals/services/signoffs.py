@@ -40,7 +40,8 @@ from governance.core.errors import ApplicationError, ConflictError, PermissionDe
 from governance.core.roles import has_role
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest, ReviewDecision
-from governance.deployments.selectors import deployment_blockers
+from governance.deployments.readiness import blocks_signing
+from governance.deployments.selectors import deployment_readiness
 from governance.deployments.services import deployment_lock, deployment_transition
 
 # signing (pyHanko) is imported where it is used: it takes seconds to import, and every request
@@ -154,10 +155,13 @@ def _sign_off(
             status=403,
         )
     if decision == Decision.APPROVE:
-        blockers = deployment_blockers(deployment, role)
-        if blockers:
+        # The readiness rule: anything but the signatures still to be given refuses the sign-off.
+        blocking = blocks_signing(deployment_readiness(deployment))
+        if blocking:
             raise _refuse(
-                RefusalCode.BLOCKERS, f"{len(blockers)} blocker(s) stand in the way", extra={"blockers": blockers}
+                RefusalCode.BLOCKERS,
+                f"{len(blocking)} blocker(s) stand in the way: " + "; ".join(r.code for r in blocking),
+                extra={"blockers": [reason.as_blocker() for reason in blocking]},
             )
     if (
         decision == Decision.APPROVE

@@ -18,6 +18,7 @@ from governance.core.models import Team
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, Waiver
+from governance.deployments.readiness import finding_waived
 from governance.deployments.selectors import (
     deployment_attach_capacity_plan,
     deployment_blockers,
@@ -145,7 +146,7 @@ class DeploymentPage:
 
 def _deployment(user: Any, code: Any) -> DeploymentRequest:
     """The request (as deployment_get finds it) with the collections the page shows prefetched,
-    in the order it shows them; deployment_blockers and eval_findings read the same prefetched
+    in the order it shows them; the readiness rule reads the same prefetched
     rows instead of querying each again. It also says whether the viewer is in the request's team
     (deployment_actions)."""
     found = (
@@ -171,17 +172,12 @@ def _deployment(user: Any, code: Any) -> DeploymentRequest:
 def _findings(request: DeploymentRequest) -> dict[str, Any]:
     """The license findings per license, each marked waived or not, and those a waiver may cover."""
     now = timezone.now()
-    active = [w for w in request.waivers.all() if w.expires_at > now]
+    waivers = (request.evidence or {}).get("waivers", [])  # as the readiness rule reads them
     licenses, waivable = [], []
     for evaluation in (request.evidence or {}).get("licenses", []):
         findings = []
         for finding in evaluation["findings"]:
-            waived = any(
-                w.license_key == evaluation["license"]
-                and w.finding_code == finding["code"]
-                and w.clause in ("", finding["clause"])
-                for w in active
-            )
+            waived = finding_waived(waivers, evaluation["license"], finding, now)
             findings.append(
                 {
                     **finding,

@@ -1,0 +1,336 @@
+"""Approval readiness: the ONE rule that decides what stands between a request and approval.
+
+`readiness` is a pure function of (the evidence document, the sign-offs on record, the usage
+state, the clock): no query, no PDF, no license evaluation. Every reader calls it:
+
+- the sign-off service refuses to sign while anything but a signature still to be given blocks
+  (`blocks_signing`);
+- the request page, the API's `blockers` and the approval packet show its list as it is;
+- the gate calls it and adds only its deploy-time checks (status and expiry, environment,
+  artifact digest, serving envelope, the signed packet verifying, the token's scope).
+
+Waivers are part of the evidence (the document carries the waivers in force when it was built,
+with their expiry); the clock decides whether each is still in force.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import models
+
+REQUESTER = "the requester"
+LEGAL = "a legal reviewer"
+ENGINEERING = "an engineering reviewer"
+PIPELINE = "the pipeline owner"
+
+
+class Actor(models.TextChoices):
+    """Who must act to clear a reason."""
+
+    REQUESTER = "requester"
+    LEGAL = "legal"
+    ENGINEERING = "engineering"
+    NOBODY = "nobody"  # wait: a plan or an eval is still computing
+    PIPELINE = "pipeline"  # the deploying pipeline (gate-only reasons)
+
+
+class ReasonCode(models.TextChoices):
+    """Every reason approval is blocked or a gate check denies; docs/gate.md lists the same."""
+
+    NOT_APPROVED = "deployment.not_approved"
+    REVOKED = "approval.revoked"
+    EXPIRED = "approval.expired"
+    ENVIRONMENT_NOT_APPROVED = "environment.not_approved"
+    SIGNATURE_MISSING = "signature.missing"
+    SIGNATURE_STALE = "signature.stale"
+    SIGNATURE_INVALID = "signature.invalid"
+    LICENSE_BLOCKER = "license.blocker"
+    LICENSE_APPROVAL_REQUIRED = "license.licensor_approval_required"
+    OBLIGATION_NOT_ACCEPTED = "obligation.not_accepted"
+    USAGE_THRESHOLD_CROSSED = "usage.threshold_crossed"
+    CAPACITY_MISSING = "capacity.missing"
+    CAPACITY_PENDING = "capacity.pending"
+    CAPACITY_FAILED = "capacity.failed"
+    CAPACITY_DOES_NOT_FIT = "capacity.does_not_fit"
+    EVAL_MISSING = "eval.missing"
+    EVAL_PENDING = "eval.pending"
+    EVAL_FAILED = "eval.failed"
+    ARTIFACT_DIGEST_MISMATCH = "artifact.digest_mismatch"
+    SERVING_ENGINE = "serving.engine_mismatch"
+    SERVING_PRECISION = "serving.precision_mismatch"
+    SERVING_KV_DTYPE = "serving.kv_dtype_mismatch"
+    SERVING_GPU = "serving.gpu_mismatch"
+    SERVING_PARALLELISM = "serving.parallelism_mismatch"
+    SERVING_MAX_MODEL_LEN = "serving.max_model_len_exceeded"
+    SERVING_MEMORY_UTILIZATION = "serving.gpu_memory_utilization_exceeded"
+
+
+# Reasons that signing itself clears: a reviewer may sign while only these remain.
+CLEARED_BY_SIGNING = frozenset(
+    {ReasonCode.SIGNATURE_MISSING, ReasonCode.SIGNATURE_STALE, ReasonCode.USAGE_THRESHOLD_CROSSED}
+)
+
+# Precisions served without quantizing the weights: no quantization eval is needed for them.
+UNQUANTIZED_PRECISIONS = frozenset({"bf16"})
+
+SIGNING_ROLES = ("legal", "engineering")
+_ROLE_ACTOR = {"legal": (Actor.LEGAL, LEGAL), "engineering": (Actor.ENGINEERING, ENGINEERING)}
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    code: str
+    message: str
+    fix: str
+    role: str  # an Actor: who must act
+    license: str = ""  # the license a license reason is about
+
+    def as_dict(self) -> dict[str, str]:
+        """The gate's contract (DESIGN.md): code, message, fix."""
+        return {"code": self.code, "message": self.message, "fix": self.fix}
+
+    def as_blocker(self) -> dict[str, str]:
+        """The request page's and the API's row: the gate's fields, who acts, and the license."""
+        row = {"code": self.code, "message": self.message, "fix": self.fix, "role": self.role, "severity": "blocker"}
+        if self.license:
+            row["license"] = self.license
+        return row
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """One role's approving sign-off as recorded: the live one, else the latest voided one."""
+
+    role: str
+    evidence_digest: str
+    voided: bool = False  # voided by a later change of evidence: it covers no current evidence
+
+
+@dataclass(frozen=True, slots=True)
+class ReadinessState:
+    """Everything the rule reads: the stored evidence and the records beside it."""
+
+    evidence: Mapping[str, Any]
+    evidence_digest: str
+    signatures: Mapping[str, Signature]  # by role: legal, engineering
+    flagged: bool = False
+    flag_reason: str = ""
+    usage_crossed: tuple[str, ...] = ()
+    usage_month: str = ""
+    usage_after_approval: bool = False  # the latest usage report came after the approval
+
+
+def readiness(state: ReadinessState, now: datetime) -> list[Reason]:
+    """Every reason the request may not be approved (an empty list: it is approved, or may be)."""
+    return [
+        *_signatures(state),
+        *_license(state.evidence, now),
+        *_usage(state),
+        *_capacity(state.evidence),
+        *_eval(state.evidence),
+    ]
+
+
+def blocks_signing(reasons: list[Reason]) -> list[Reason]:
+    """What a sign-off must refuse on: everything but the signatures (and the re-approval a usage
+    report asks for) that signing gives."""
+    return [reason for reason in reasons if reason.code not in CLEARED_BY_SIGNING]
+
+
+def _signatures(state: ReadinessState) -> list[Reason]:
+    reasons = []
+    for role in SIGNING_ROLES:
+        actor, who = _ROLE_ACTOR[role]
+        signature = state.signatures.get(role)
+        if signature is None:
+            reasons.append(
+                Reason(
+                    ReasonCode.SIGNATURE_MISSING,
+                    f"no {role} signature is on record",
+                    f"{who} signs the approval packet",
+                    actor,
+                )
+            )
+        elif signature.voided or signature.evidence_digest != state.evidence_digest:
+            reasons.append(
+                Reason(
+                    ReasonCode.SIGNATURE_STALE,
+                    f"the {role} signature covers evidence {signature.evidence_digest[:12]}…, "
+                    f"not the current {state.evidence_digest[:12]}…",
+                    f"{who} reviews and signs the current evidence",
+                    actor,
+                )
+            )
+    return reasons
+
+
+def waiver_in_force(waiver: Mapping[str, Any], license_key: str, finding: Mapping[str, Any], now: datetime) -> bool:
+    """A waiver names the license and finding code (and optionally the clause), is unexpired, and
+    waives a blocker only with the licensor's permission and a second legal reviewer's confirmation."""
+    return (
+        waiver.get("license") == license_key
+        and waiver.get("code") == finding["code"]
+        and waiver.get("clause", "") in ("", finding.get("clause", ""))
+        and datetime.fromisoformat(str(waiver["expires_at"])) > now
+        and (finding["severity"] != "blocker" or (bool(waiver.get("permission")) and bool(waiver.get("confirmed_by"))))
+    )
+
+
+def finding_waived(
+    waivers: list[Mapping[str, Any]], license_key: str, finding: Mapping[str, Any], now: datetime
+) -> bool:
+    return any(waiver_in_force(w, license_key, finding, now) for w in waivers)
+
+
+def _license(evidence: Mapping[str, Any], now: datetime) -> list[Reason]:
+    reasons = []
+    waivers = list(evidence.get("waivers") or [])
+    for evaluation in evidence.get("licenses") or []:
+        license_key = evaluation["license"]
+        for finding in evaluation.get("findings", []):
+            if finding["severity"] not in ("blocker", "approval") or finding_waived(waivers, license_key, finding, now):
+                continue
+            message = f"{license_key}: {finding['code']} ({finding['clause']}): {finding['message']}"
+            if finding["severity"] == "blocker":
+                reasons.append(
+                    Reason(
+                        ReasonCode.LICENSE_BLOCKER,
+                        message,
+                        f"{REQUESTER} changes the facts so the term no longer applies, or {LEGAL} proposes a waiver "
+                        "with the licensor's written permission and a second legal reviewer confirms it",
+                        Actor.REQUESTER,
+                        license_key,
+                    )
+                )
+            else:
+                reasons.append(
+                    Reason(
+                        ReasonCode.LICENSE_APPROVAL_REQUIRED,
+                        message,
+                        f"{LEGAL} records the licensor's approval as a waiver",
+                        Actor.LEGAL,
+                        license_key,
+                    )
+                )
+    for item in evidence.get("obligations") or []:
+        if item["status"] in ("accepted", "superseded"):
+            continue
+        # Acknowledged: the requester said how it is met and a legal reviewer decides; otherwise
+        # (open, rejected) the requester says how it is met.
+        acknowledged = item["status"] == "acknowledged"
+        reasons.append(
+            Reason(
+                ReasonCode.OBLIGATION_NOT_ACCEPTED,
+                f"{item['license']}: obligation {item['code']} ({item['clause']}) is {item['status']}",
+                f"{LEGAL} accepts or rejects how it is met"
+                if acknowledged
+                else f"{REQUESTER} says how it is met; {LEGAL} accepts it",
+                Actor.LEGAL if acknowledged else Actor.REQUESTER,
+                item["license"],
+            )
+        )
+    return reasons
+
+
+def _usage(state: ReadinessState) -> list[Reason]:
+    fix = f"{LEGAL} reviews the new findings and the request is approved again"
+    if state.usage_crossed and state.usage_after_approval:
+        crossed = ", ".join(state.usage_crossed)
+        message = f"the usage report of {state.usage_month} crossed license terms: {crossed}"
+        return [Reason(ReasonCode.USAGE_THRESHOLD_CROSSED, message, fix, Actor.LEGAL)]
+    if state.flagged:
+        return [
+            Reason(ReasonCode.USAGE_THRESHOLD_CROSSED, state.flag_reason or "the request is flagged", fix, Actor.LEGAL)
+        ]
+    return []
+
+
+def _capacity(evidence: Mapping[str, Any]) -> list[Reason]:
+    plan = evidence.get("capacity_plan")
+    change = f"{REQUESTER} changes the serving plan (GPUs, parallelism, precision) until it fits"
+    if plan is None:
+        return [
+            Reason(
+                ReasonCode.CAPACITY_MISSING,
+                "no capacity plan is in the evidence",
+                f"{REQUESTER} requests a capacity plan",
+                Actor.REQUESTER,
+            )
+        ]
+    status = plan.get("status")
+    if status == "pending":
+        return [
+            Reason(
+                ReasonCode.CAPACITY_PENDING,
+                "the capacity plan is still computing",
+                "nobody: the evidence updates when it is done",
+                Actor.NOBODY,
+            )
+        ]
+    if status == "failed":
+        return [Reason(ReasonCode.CAPACITY_FAILED, "the capacity plan failed", change, Actor.REQUESTER)]
+    if status != "done" or not plan.get("fits"):
+        notes = [
+            note
+            for note in ((plan.get("result") or {}).get("notes") or [])
+            if isinstance(note, str) and note.startswith(("Rejected", "No layout"))
+        ]
+        detail = f": {notes[0]}" if notes else ""
+        return [
+            Reason(
+                ReasonCode.CAPACITY_DOES_NOT_FIT,
+                f"the serving plan does not fit the target GPUs{detail}",
+                change,
+                Actor.REQUESTER,
+            )
+        ]
+    return []
+
+
+def scheme_matches(scheme: str, precision: str) -> bool:
+    """An eval scheme covers a precision when it is that precision or a variant of it (w4a16-awq)."""
+    return scheme == precision or scheme.startswith(precision + "-")
+
+
+def _eval(evidence: Mapping[str, Any]) -> list[Reason]:
+    """A quantized serving precision needs a passed eval of that precision (the latest run of each
+    matching scheme is in the evidence); evals of other precisions are what-ifs and block nothing."""
+    precision = str((evidence.get("serving_envelope") or {}).get("precision") or "")
+    if not precision or precision in UNQUANTIZED_PRECISIONS:
+        return []
+    runs = [r for r in evidence.get("eval_results") or [] if scheme_matches(str(r.get("scheme", "")), precision)]
+    if any(r.get("status") == "passed" for r in runs):
+        return []
+    if not runs:
+        return [
+            Reason(
+                ReasonCode.EVAL_MISSING,
+                f"no quantization eval run for precision {precision}",
+                f"{ENGINEERING} runs the {precision} eval on the cluster",
+                Actor.ENGINEERING,
+            )
+        ]
+    if all(r.get("status") == "running" for r in runs):
+        return [
+            Reason(
+                ReasonCode.EVAL_PENDING,
+                f"the {precision} eval is still running",
+                "nobody: the evidence updates when it finishes",
+                Actor.NOBODY,
+            )
+        ]
+    statuses = ", ".join(
+        f"{r['scheme']} {r['status']} (95% upper bound {(r.get('overall') or {}).get('upper_bound_95')})" for r in runs
+    )
+    return [
+        Reason(
+            ReasonCode.EVAL_FAILED,
+            f"the {precision} eval did not pass: {statuses}",
+            f"{ENGINEERING} fixes the quantization and runs the eval again, or {REQUESTER} serves another precision",
+            Actor.ENGINEERING,
+        )
+    ]
