@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from governance.audit.models import AuditCheckpoint, AuditEvent
-from governance.core.signals import audit_objects_hidden
+from governance.core.visibility import hidden_objects
 
 
 def audit_events_filter(
@@ -37,18 +37,17 @@ def audit_events_filter(
 
 
 def audit_events_visible_to(user: Any, events: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
-    """Auditors and admins see every event; anyone else never sees the events of an object they
-    would get 404 for (a reviewer and another team's draft). The apps owning those objects answer
-    the `audit_objects_hidden` signal (they sit above this app)."""
+    """The one restriction of audit events, for the API and the web pages alike: auditors and
+    admins see every event; anyone else never sees the events of an object they would get 404 for
+    (a reviewer and another team's draft). The apps owning those objects registered their
+    visibility selectors with core.visibility (they sit above this app); that read fails closed."""
     from governance.core.roles import Role, has_role
 
     if has_role(user, Role.AUDITOR, Role.ADMIN):
         return events
-    for _receiver, hidden in audit_objects_hidden.send(sender=AuditEvent, user=user):
-        if not isinstance(hidden, dict):
-            continue
-        for object_type, object_ids in hidden.items():
-            events = events.exclude(object_type=object_type, object_id__in=list(object_ids))
+    for object_type, object_ids in hidden_objects(user).items():
+        if object_ids:
+            events = events.exclude(object_type=object_type, object_id__in=object_ids)
     return events
 
 

@@ -12,5 +12,3 @@ api_token_revoked = Signal()
 admin_object_saved = Signal()
 # `obj=`, `actor=`, `bulk=`: an admin is deleting a record (sent before the delete).
 admin_object_deleted = Signal()
-# `user=`: who is seeing the audit trail; receivers answer {object_type: [object ids hidden from user]}.
-audit_objects_hidden = Signal()

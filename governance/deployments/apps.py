@@ -22,7 +22,8 @@ class DeploymentsConfig(AppConfig):
         eval_finished.connect(on_eval_finished, dispatch_uid="deployments.eval_finished")
         version_published.connect(on_license_version_published, dispatch_uid="deployments.version_published")
 
-        from governance.core.signals import audit_objects_hidden
+        from governance.core.visibility import register_hidden
+        from governance.deployments.models import DeploymentRequest
         from governance.deployments.selectors import deployments_hidden_from
 
-        audit_objects_hidden.connect(deployments_hidden_from, dispatch_uid="deployments.audit_objects_hidden")
+        register_hidden(DeploymentRequest._meta.label_lower, deployments_hidden_from)

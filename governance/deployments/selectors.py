@@ -102,10 +102,10 @@ def _prefetched(deployment: DeploymentRequest, name: str) -> list[Any] | None:
     return list(cache[name]) if name in cache else None
 
 
-def deployments_hidden_from(sender: Any, user: Any, **kwargs: Any) -> dict[str, list[str]]:
-    """Answers the audit trail's `audit_objects_hidden`: requests this user would get 404 for."""
-    hidden = DeploymentRequest.objects.exclude(pk__in=deployments_visible_to(user).values("pk"))
-    return {DeploymentRequest._meta.label_lower: [str(code) for code in hidden.values_list("code", flat=True)]}
+def deployments_hidden_from(user: Any) -> list[str]:
+    """The codes of the requests this user would get 404 for (core.visibility, for the audit trail)."""
+    hidden = DeploymentRequest.objects.exclude(deployments_visible_condition(user))
+    return [str(code) for code in hidden.values_list("code", flat=True)]
 
 
 def deployment_get(user: Any, code: Any) -> DeploymentRequest:

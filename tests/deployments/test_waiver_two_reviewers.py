@@ -17,7 +17,7 @@ from governance.artifacts.services import artifact_register
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.deployments.models import DeploymentRequest
-from governance.gate.conditions import _license
+from governance.deployments.readiness import ReadinessState, readiness
 from tests.conftest import Personas, make_user
 from tests.deployments.conftest import FACTS, Flow, digest_of
 
@@ -158,10 +158,8 @@ def test_a_changed_permission_document_is_another_evidence_digest(
 
 
 def test_gate_keeps_a_blocker_whose_waiver_lacks_permission_or_second_reviewer() -> None:
-    """The gate reads stored evidence; an evidence document with a one-reviewer waiver (written
+    """The readiness rule (the gate's too) reads stored evidence; an evidence document with a one-reviewer waiver (written
     before this rule, or forged) does not clear a blocker."""
-    from governance.gate.conditions import GateState
-
     finding = {"code": "aup.prohibited_use", "severity": "blocker", "clause": "PUP 2", "message": "m"}
     waiver = {
         "license": "gemma",
@@ -173,12 +171,11 @@ def test_gate_keeps_a_blocker_whose_waiver_lacks_permission_or_second_reviewer()
         "confirmed_by": None,
         "permission": None,
     }
-    fields = {name: None for name in GateState.__dataclass_fields__}
 
     def reasons(w: dict[str, Any]) -> list[str]:
         evidence = {"licenses": [{"license": "gemma", "findings": [finding]}], "waivers": [w], "obligations": []}
-        state = GateState(**{**fields, "evidence": evidence})  # type: ignore[arg-type]
-        return [r.code for r in _license(state, timezone.now())]
+        state = ReadinessState(evidence=evidence, evidence_digest="d", signatures={})
+        return [r.code for r in readiness(state, timezone.now()) if r.code.startswith("license.")]
 
     assert reasons(waiver) == ["license.blocker"]
     assert reasons({**waiver, "confirmed_by": "legal2"}) == ["license.blocker"]

@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from governance.audit.models import AuditEvent
-from governance.audit.selectors import audit_events_filter
+from governance.audit.selectors import audit_events_filter, audit_events_visible_to
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role
 from governance.evaluations.models import Cluster
@@ -33,9 +33,10 @@ def clusters() -> list[dict[str, Any]]:
     return result
 
 
-def audit_page(filters: dict[str, Any]) -> QuerySet[AuditEvent]:
+def audit_page(user: Any, filters: dict[str, Any]) -> QuerySet[AuditEvent]:
+    """The events the user may see (the API's restriction), newest first."""
     return (
-        audit_events_filter(**filters)
+        audit_events_visible_to(user, audit_events_filter(**filters))
         .order_by("-seq")
         .only("seq", "occurred_at", "actor_name", "action", "object_type", "object_id")  # what a row shows
     )

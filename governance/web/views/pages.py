@@ -106,7 +106,7 @@ def cluster_discover_view(request: HttpRequest, code: str) -> HttpResponse:
 def audit(request: HttpRequest) -> HttpResponse:
     form = AuditFilterForm(request.GET or None)
     filters = form.filters() if form.is_valid() else {}
-    page = Paginator(selectors.audit_page(filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(selectors.audit_page(request.user, filters), PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     can_export = has_role(request.user, Role.AUDITOR, Role.ADMIN)
