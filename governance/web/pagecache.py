@@ -91,12 +91,14 @@ def code_version() -> str:
     base = Path(settings.BASE_DIR)
     digest = hashlib.sha256()
     roots = [(base / "governance", "*.py"), (base / "templates", "*.html"), (base / "locale", "*.mo")]
-    files = [path for root, pattern in roots for path in root.rglob(pattern)]
-    manifest = Path(settings.STATIC_ROOT) / "staticfiles.json"
-    if manifest.exists():
-        files.append(manifest)
-    for path in sorted(files):
-        digest.update(str(path.relative_to(base)).encode())
+    # Each file is named relative to its own root: the static manifest lives in the var directory,
+    # which production keeps outside the code (the image: /var/lib/governance vs /app).
+    files = [(root, path) for root, pattern in roots for path in root.rglob(pattern)]
+    static_root = Path(settings.STATIC_ROOT)
+    if (static_root / "staticfiles.json").exists():
+        files.append((static_root, static_root / "staticfiles.json"))
+    for root, path in sorted(files):
+        digest.update(f"{root.name}/{path.relative_to(root)}".encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:16]
 
