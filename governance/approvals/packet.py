@@ -34,6 +34,9 @@ class PacketInput:
     audit_checkpoint: dict[str, Any] | None
     signatures: list[dict[str, str]]  # role, field, meaning of an approval, meaning of a rejection
     organisation: str
+    # The readiness rule's reasons other than the signatures this packet collects: empty for any
+    # packet a reviewer could sign (the sign-off service refuses otherwise); a preview shows them.
+    blockers: tuple[dict[str, str], ...] = ()
 
 
 def attachment_document(data: PacketInput) -> dict[str, Any]:
@@ -134,6 +137,7 @@ def render_html(data: PacketInput) -> str:
             "plan": plan,
             "chart_svg": memory_chart_svg(plan),
             "evals": evals,
+            "blockers": data.blockers,
             "checkpoint": data.audit_checkpoint,
             "signatures": data.signatures,
         },

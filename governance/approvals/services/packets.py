@@ -22,6 +22,8 @@ from governance.core.errors import ConflictError, PermissionDeniedError
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest
+from governance.deployments.readiness import blocks_signing
+from governance.deployments.selectors import deployment_readiness
 from governance.deployments.services import deployment_lock
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ def packet_input(deployment: DeploymentRequest) -> PacketInput:
         audit_checkpoint=_checkpoint_dict(_latest_checkpoint()),
         signatures=meaning_templates(),
         organisation=settings.APPROVALS_ORGANISATION,
+        blockers=tuple(reason.as_blocker() for reason in blocks_signing(deployment_readiness(deployment))),
     )
 
 

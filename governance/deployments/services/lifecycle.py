@@ -22,7 +22,6 @@ from governance.deployments.services.transitions import (
     require_reviewer,
     require_team_requester,
 )
-from governance.deployments.signals import deployment_submitted
 
 EVIDENCE_FIELDS = ("facts", "serving_plan", "artifact", "product_name", "environments", "target_cluster")
 
@@ -83,7 +82,6 @@ def deployment_update(*, deployment: DeploymentRequest, actor: User, changes: di
         deployment_evidence_refresh(deployment, actor, reason)
         if deployment.status != Status.DRAFT and {"serving_plan", "artifact"} & set(changed):
             capacity_plan_queue(deployment, actor)
-            deployment_submitted.send(sender=DeploymentRequest, deployment=deployment, actor=actor)
     return DeploymentRequest.objects.get(pk=deployment.pk)
 
 
@@ -95,7 +93,6 @@ def deployment_submit(*, deployment: DeploymentRequest, actor: User) -> Deployme
         deployment_transition(deployment, Status.SUBMITTED, actor, "submitted for review")
         deployment_evidence_refresh(deployment, actor, "submitted")
         capacity_plan_queue(deployment, actor)
-        deployment_submitted.send(sender=DeploymentRequest, deployment=deployment, actor=actor)
     return DeploymentRequest.objects.get(pk=deployment.pk)
 
 
