@@ -297,10 +297,11 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
 @require_POST
 @roles_required(Role.REQUESTER)
 def usage_report(request: HttpRequest, code: str) -> HttpResponse:
+    # The request first: someone outside its team gets 404, not a form error about a page they cannot see.
+    target = deployment_get_for_usage(request.user, code, token=None)  # a requester of the owning team
     form = UsageForm(request.POST)
     if not form.is_valid():
         return act(request, lambda: _raise_form(form), "", _page(code, "usage"))
-    target = deployment_get_for_usage(request.user, code, token=None)  # a requester of the owning team
 
     def record() -> None:
         revenue = form.revenue()

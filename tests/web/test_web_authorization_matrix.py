@@ -1,0 +1,158 @@
+"""Authorization matrix of the web UI: every web URL x every persona x own / other team, from one
+table, with the API matrix's world (tests/test_authorization_matrix.py). A persona outside
+`allowed` is refused (a redirect to the login page when anonymous, else 403 or 404); one inside
+gets past authorization. Nothing answers 5xx. A row may also name objects whose ids a page must
+not show to some personas (`hidden`): the same restriction the API applies to the same person.
+`test_every_web_url_has_a_row` fails when a page is added without rows."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from tests.test_authorization_matrix import (
+    ADMIN,
+    ANON,
+    AUDITOR,
+    ENG,
+    LEGAL,
+    OTHER_REQ,
+    PERSONAS,
+    REQ,
+    ROLES,
+    World,
+    _ci_token,
+    artifacts,
+    catalog,
+    flow,
+    world,
+)
+
+__all__ = ["artifacts", "catalog", "flow", "world"]
+
+REQUESTERS = frozenset({REQ, OTHER_REQ})
+REVIEWERS = frozenset({LEGAL, ENG})
+# Who may see a submitted request of the requester's team: that team, reviewers, auditors, admins.
+SEES_OWN_REVIEW = frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN})
+# A draft is its team's alone (and auditors' and admins').
+SEES_OWN_DRAFT = frozenset({REQ, AUDITOR, ADMIN})
+
+
+@dataclass(frozen=True)
+class WebRow:
+    name: str  # URL name in the web namespace
+    method: str
+    path: str  # with {placeholders} from World.ids
+    allowed: frozenset[str]
+    data: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+    prepare: Callable[[World], None] | None = None
+    # {id placeholder: personas who may see that object}: everyone else must not find it on the page
+    hidden: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.method} {self.name} {self.note}".strip()
+
+
+ROWS: list[WebRow] = [
+    WebRow("dashboard", "GET", "/", ROLES, hidden={"own_draft": SEES_OWN_DRAFT}),
+    WebRow("requests", "GET", "/requests/", ROLES, hidden={"own_draft": SEES_OWN_DRAFT, "own_review": SEES_OWN_REVIEW}),
+    WebRow("wizard", "GET", "/requests/new", REQUESTERS),
+    WebRow("wizard", "POST", "/requests/new", REQUESTERS, {"step": "x"}, note="invalid form"),
+    WebRow("wizard-preview", "POST", "/requests/new/preview", REQUESTERS, {"step": "x"}),
+    WebRow("deployment", "GET", "/requests/{own_review}/", SEES_OWN_REVIEW),
+    WebRow("deployment", "GET", "/requests/{own_draft}/", SEES_OWN_DRAFT, note="draft"),
+    WebRow("deployment-evals", "GET", "/requests/{own_review}/evals", SEES_OWN_REVIEW),
+    WebRow("deployment-evals", "GET", "/requests/{own_draft}/evals", SEES_OWN_DRAFT, note="draft"),
+    WebRow("eval-create", "POST", "/requests/{own_review}/evals/new", frozenset({ENG, ADMIN}), {"scheme": "fp8"}),
+    WebRow("deployment-submit", "POST", "/requests/{own_draft}/submit", frozenset({REQ})),
+    WebRow("deployment-start-review", "POST", "/requests/{own_submitted}/start-review", REVIEWERS),
+    WebRow("deployment-review", "POST", "/requests/{own_review}/review", REVIEWERS,
+           {"verdict": "reject", "comment": "matrix", "password": "wrong"}),
+    WebRow("waiver-grant", "POST", "/requests/{own_review}/waivers", frozenset({LEGAL}), {"finding": "x"}),
+    WebRow("usage-report", "POST", "/requests/{own_review}/usage", frozenset({REQ}), {"month": "2026-11"}),
+    WebRow("obligation-acknowledge", "POST", "/requests/{own_review}/obligations/{obligation}/acknowledge",
+           frozenset({REQ}), {"how_met": "footer"}),
+    WebRow("obligation-review", "POST", "/requests/{own_review}/obligations/{obligation}/review",
+           frozenset({LEGAL}), {"accept": "1"}),
+    WebRow("licenses", "GET", "/licenses/", ROLES),
+    WebRow("license", "GET", "/licenses/llama-3.1/", ROLES),
+    WebRow("license-diff", "GET", "/licenses/llama-3.1/diff", ROLES),
+    WebRow("clusters", "GET", "/clusters/", ROLES),
+    WebRow("cluster-test", "POST", "/clusters/{cluster}/test", frozenset({ENG, ADMIN})),
+    WebRow("cluster-discover", "POST", "/clusters/{cluster}/discover", frozenset({ENG, ADMIN})),
+    WebRow("audit", "GET", "/audit/", frozenset({AUDITOR, ADMIN, LEGAL, ENG}),
+           hidden={"own_draft": SEES_OWN_DRAFT}),
+    WebRow("audit", "GET", "/audit/?object_id={own_draft}", frozenset({AUDITOR, ADMIN, LEGAL, ENG}),
+           note="filtered by a draft", hidden={"own_draft": SEES_OWN_DRAFT}),
+    WebRow("tokens", "GET", "/tokens/", frozenset({ADMIN}), note="team leads too"),
+    WebRow("token-revoke", "POST", "/tokens/{ci_token}/revoke", frozenset({ADMIN}), prepare=_ci_token),
+    WebRow("verify", "GET", "/verify/", ROLES),
+    WebRow("verify", "POST", "/verify/", ROLES, note="no file"),
+]  # fmt: skip
+
+
+def _shown(html: str) -> str:
+    """What a page shows of its records: its main part less the forms (a filter form and the
+    language switcher echo the query string, which names the object asked for)."""
+    start = html.find("<main")
+    return re.sub(r"<form\b.*?</form>", "", html[start:] if start >= 0 else html, flags=re.S)
+
+
+def _call(world: World, row: WebRow, persona: str) -> tuple[int, str, str]:
+    client = Client(raise_request_exception=False)
+    user = world.user(persona)
+    if user is not None:
+        client.force_login(user)
+    path = row.path.format(**world.ids)
+    response = client.get(path) if row.method == "GET" else client.post(path, row.data)
+    body = response.content.decode(errors="replace") if not getattr(response, "streaming", False) else ""
+    return response.status_code, response.get("Location", ""), body
+
+
+def _refused(status: int, location: str) -> bool:
+    return status in (403, 404) or (status == 302 and location.startswith("/accounts/login"))
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+def test_web_authorization_matrix(world: World, row: WebRow) -> None:
+    order = sorted(PERSONAS, key=lambda persona: persona in row.allowed)  # refused first: allowed ones may change state
+    if row.prepare is not None:
+        row.prepare(world)
+    wrong: list[str] = []
+    for persona in order:
+        status, location, body = _call(world, row, persona)
+        assert status < 500, f"{persona}: {status}"
+        if _refused(status, location) == (persona in row.allowed):
+            wrong.append(
+                f"{persona} got {status} {location} ({'allowed' if persona in row.allowed else 'must be refused'})"
+            )
+        if persona in row.allowed and status == 200:
+            shown = _shown(body)
+            for key, may_see in row.hidden.items():
+                object_id = world.ids[key]
+                if persona not in may_see and object_id[:8] in shown:
+                    wrong.append(f"{persona} sees {key} {object_id}")
+    assert wrong == []
+
+
+def _web_names(patterns: list[URLPattern | URLResolver], namespace: str = "") -> set[str]:
+    names: set[str] = set()
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            names |= _web_names(pattern.url_patterns, pattern.namespace or namespace)
+        elif namespace == "web" and pattern.name:
+            names.add(pattern.name)
+    return names
+
+
+def test_every_web_url_has_a_row() -> None:
+    assert _web_names(get_resolver().url_patterns) - {row.name for row in ROWS} == set()
+    assert ANON in PERSONAS
