@@ -1,6 +1,7 @@
 """`python -m planner …`: plan a deployment, check a plan against an engine's startup log, list models and GPUs.
 
-Bad input prints one line naming the option and exits with status 2.
+Bad input prints one line naming the option and exits with status 2. A plan that does not fit is
+printed, and the command exits with status 3 saying by how much.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cac
 from planner.specs import GpuSpec, gpu_from_file, gpus, models, precisions
 
 GIB = 1 << 30
+EXIT_DOES_NOT_FIT = 3  # 2 is bad input
 
 
 class _Parser(argparse.ArgumentParser):
@@ -148,6 +150,7 @@ def _table(contract: dict[str, Any]) -> str:
         ),
         f"vllm: {contract['serving']['vllm']}",
         f"sglang: {contract['serving']['sglang']}",
+        f"tensorrt_llm: {contract['serving']['tensorrt_llm']}",
     ]
     lines += [f"note: {note}" for note in contract["notes"]]
     return "\n".join(lines)
@@ -208,7 +211,21 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         return _usage_error(args.command, exc)
     print(json.dumps(contract, indent=2) if args.format == "json" else _table(contract))
+    if not contract["fits"]:  # the plan is printed for its figures, and the exit status says it fails
+        print(f"python -m planner plan: {_shortfall(contract)}", file=sys.stderr)
+        return EXIT_DOES_NOT_FIT
     return 0
+
+
+def _shortfall(contract: dict[str, Any]) -> str:
+    margin, layout = contract["fit_margin"], contract["parallel"]
+    short = f"does not fit: the KV cache is {-margin['kv_bytes_per_gpu'] / GIB:.1f} GiB per GPU short"
+    if margin["sequences"] < 0:
+        short += f", {-margin['sequences']} sequences short of the concurrency"
+    return short + (
+        f" (tp={layout['tp']} pp={layout['pp']} ep={layout['ep']} dp={layout['dp']}, "
+        f"{contract['max_concurrency']} full-length sequences held)"
+    )
 
 
 def _usage_error(command: str, exc: ValueError) -> int:

@@ -16,6 +16,16 @@ from planner.specs import GpuSpec, ModelSpec
 GIB = 1 << 30
 ENGINES = ("vllm", "sglang", "trtllm")
 DEFAULT_VERSION = {"vllm": "0.11", "sglang": "0.5", "trtllm": "1.0"}
+# The release lines (major, minor) each engine's profiles below were built for, oldest and newest. A
+# version outside them is refused: an older vLLM reserved far more per GPU than the V0 profile's 0.6.4
+# log, and a newer one may change its accounting, so planning it under a neighbour's profile would be a
+# silent guess. vLLM 0.5-0.7: V0 (profile from a 0.6.4 log); 0.8-0.17: V1 (logs of 0.9.2 to 0.17.0).
+# SGLang 0.4-0.5 (logs of 0.4.9 to 0.5.7). TensorRT-LLM 0.17 (the first with trtllm-serve) to 1.2.
+KNOWN_RELEASES: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    "vllm": ((0, 5), (0, 17)),
+    "sglang": ((0, 4), (0, 5)),
+    "trtllm": ((0, 17), (1, 2)),
+}
 FP32_BYTES = 4
 BF16_BYTES = 2
 
@@ -67,6 +77,12 @@ def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProf
         raise ValueError(f"engine: must be one of {', '.join(ENGINES)}")
     version = version or DEFAULT_VERSION[name]
     parsed = _version_tuple(version)
+    oldest, newest = KNOWN_RELEASES[name]
+    if not oldest <= parsed[:2] <= newest:
+        span = f"{oldest[0]}.{oldest[1]} to {newest[0]}.{newest[1]}"
+        raise ValueError(
+            f"engine_version: {name} {version} is not a release the planner has a memory profile for ({span})"
+        )
     if name == "vllm":
         if parsed < (0, 8):
             return EngineProfile(

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planner import __version__
 from planner.engines import ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
-from planner.layouts import MAX_GPUS, candidate_layouts, no_layout
+from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
 from planner.memory import KV_BYTES, Layout, MemoryBreakdown, memory_breakdown
 from planner.params import ParamBreakdown, count_params
 from planner.perf import Throughput, Workload, engine_settings, estimate
@@ -68,14 +69,17 @@ class PlanRequest:
             raise ValueError("concurrency: must be >= 1")
         if self.max_model_len is not None and self.max_model_len < 16:
             raise ValueError("max_model_len: must be >= 16")
-        for name in ("tp", "pp", "ep", "dp"):
+        for name in ("tp", "pp", "ep"):
             value = getattr(self, name)
             if value is not None and (value < 1 or value & (value - 1)):
                 raise ValueError(f"{name}: must be a power of two >= 1")
+        if self.dp is not None and self.dp < 1:  # replicas: any number (3 is as good as 4)
+            raise ValueError("dp: must be >= 1")
         if self.tp is not None and self.tp > self.gpus_per_node:
             raise ValueError("tp: tensor parallelism stays inside a node (tp <= gpus_per_node)")
         if self.engine not in ENGINES:
             raise ValueError(f"engine: must be one of {', '.join(ENGINES)}")
+        engine_profile(self.engine, self.engine_version)  # an unknown release is refused, naming the field
         for name in ("max_num_batched_tokens", "max_num_seqs"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -165,6 +169,19 @@ class PlanResult(PlanSetup):
     serving: dict[str, str]
     notes: tuple[str, ...] = field(default=())
 
+    def fit_margin(self) -> dict[str, int]:
+        """How far the plan is from the edge: positive is room to spare, negative is what it lacks.
+
+        `kv_bytes_per_gpu`: the KV pool less what the requested concurrency needs at max_model_len
+        (at least one sequence per replica, as the engine needs to start); `sequences`: full-length
+        sequences held less those requested."""
+        memory, layout = self.chosen.memory, self.chosen.layout
+        needed = max(1, -(-self.request.concurrency // layout.dp)) * memory.kv_bytes_per_sequence_per_gpu
+        return {
+            "kv_bytes_per_gpu": memory.kv_pool_bytes - needed,
+            "sequences": self.chosen.max_concurrency - self.request.concurrency,
+        }
+
     def as_contract(self) -> dict[str, Any]:
         memory, layout = self.chosen.memory, self.chosen.layout
         return {
@@ -195,6 +212,7 @@ class PlanResult(PlanSetup):
             },
             "fits": self.chosen.fits,
             "max_concurrency": self.chosen.max_concurrency,
+            "fit_margin": self.fit_margin(),
             "throughput": {
                 "decode_tokens_per_s": round(self.throughput.decode_tokens_per_s, 1),
                 "tpot_ms": round(self.throughput.tpot_ms, 2),
@@ -267,6 +285,8 @@ def plan(request: PlanRequest) -> PlanResult:
         candidates += [evaluate(layout) for layout in by_count[count]]
         if any(c.fits for c in candidates):
             break
+    if request.dp is None:
+        candidates += _fewer_replicas(evaluate, candidates, request.concurrency)
     fitting = [c for c in candidates if c.fits]
     notes = [
         *spec.notes,
@@ -283,8 +303,13 @@ def plan(request: PlanRequest) -> PlanResult:
     if spec.attention == "mla":
         notes.append("MLA: every TP rank holds the whole latent KV cache (it is not divided by TP).")
     if fitting:
-        fitting = [dataclasses.replace(c, throughput=_throughput(setup, c, quick=True)) for c in fitting]
-        chosen = min(fitting, key=_fewest_gpus_then_fastest)
+        fewest = min(c.layout.gpus for c in fitting)  # only the fewest GPUs can win: rank those on speed
+        ranked = [
+            dataclasses.replace(c, throughput=_throughput(setup, c, quick=True))
+            for c in fitting
+            if c.layout.gpus == fewest
+        ]
+        chosen = min(ranked, key=_fewest_gpus_then_fastest)
         notes.append(
             f"Chosen: tp={chosen.layout.tp} pp={chosen.layout.pp} ep={chosen.layout.ep} dp={chosen.layout.dp} "
             f"({chosen.layout.gpus} GPUs): objective = fewest GPUs that fit, then highest decode throughput; "
@@ -292,7 +317,7 @@ def plan(request: PlanRequest) -> PlanResult:
         )
     else:
         chosen = max(candidates, key=lambda c: (c.memory.kv_pool_bytes, -c.layout.gpus))
-        notes.append(f"No layout of up to {MAX_GPUS} GPUs fits; showing the one closest to fitting.")
+        notes.append(_no_fit_note(request, candidates, chosen))
     rejected = sorted((c for c in candidates if not c.fits), key=lambda c: c.layout.gpus)[:5]
     for candidate in rejected:
         shape = candidate.layout
@@ -326,8 +351,10 @@ def plan(request: PlanRequest) -> PlanResult:
         max_model_len=max_len,
         gpu_memory_utilization=request.gpu_memory_utilization,
         kv_dtype=request.kv_dtype,
-        max_num_seqs=max(request.concurrency, 1),
+        # What the memory model reserved for: the asked --max-num-seqs, else the concurrency.
+        max_num_seqs=chosen.memory.max_num_seqs,
         scheduler_recv_interval=request.scheduler_recv_interval or 1,
+        max_num_batched_tokens=chosen.memory.max_num_batched_tokens,
     )
     setup_fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(PlanSetup)}
     return PlanResult(
@@ -365,6 +392,43 @@ def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
     else:
         reason = ""
     return Candidate(layout=layout, memory=memory, max_concurrency=max_concurrency, fits=not reason, reason=reason)
+
+
+def _no_fit_note(request: PlanRequest, candidates: list[Candidate], chosen: Candidate) -> str:
+    """Why nothing fits, naming what the user pinned: a pinned layout is the only one tried."""
+    shape = chosen.layout
+    if len(candidates) == 1:
+        return (
+            f"The pinned layout tp={shape.tp} pp={shape.pp} ep={shape.ep} dp={shape.dp} does not fit: {chosen.reason}."
+        )
+    pinned = " ".join(f"{name}={getattr(request, name)}" for name in ("tp", "pp", "ep", "dp") if getattr(request, name))
+    scope = f"with {pinned} (as pinned) " if pinned else ""
+    return f"No layout {scope}of up to {MAX_GPUS} GPUs fits; showing the one closest to fitting."
+
+
+def _fewer_replicas(
+    evaluate: Callable[[Layout], Candidate], candidates: list[Candidate], concurrency: int
+) -> list[Candidate]:
+    """Replica counts between the powers of two the search tried: a replica that holds some sequences
+    but too few, repeated as often as the concurrency needs (3 replicas where 2 hold too few and 4 are
+    a GPU more than needed). Only where experts stay inside a replica: its memory then does not depend
+    on how many replicas there are."""
+    fewest = min((c.layout.gpus for c in candidates if c.fits), default=MAX_GPUS + 1)
+    if fewest > MAX_GPUS:
+        # Nothing fits: the next power of two of replicas of any shape was tried (tp x pp is a power of
+        # two, so it stays within MAX_GPUS when fewer replicas do) and failed on memory, not replicas.
+        return []
+    seen = {c.layout for c in candidates}
+    extra = []
+    for candidate in candidates:
+        shape, held = candidate.layout, candidate.memory.sequences_per_replica
+        if candidate.fits or held < 1 or shape.ep > shape.tp:
+            continue
+        layout = dataclasses.replace(shape, dp=-(-concurrency // held))
+        if layout.dp <= MAX_DP and layout.gpus < fewest and layout not in seen:
+            seen.add(layout)
+            extra.append(evaluate(layout))
+    return extra
 
 
 def _fewest_gpus_then_fastest(candidate: Candidate) -> tuple[int, float]:

@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from governance.core.serializers import KeyOrObjectField, StrictSerializer
 from planner.calibrate.profile import CalibrationProfile
-from planner.engines import ENGINES
+from planner.engines import ENGINES, engine_profile
 from planner.hf_config import parse_config
 from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cached_prefix
 from planner.specs import gpus, precisions
@@ -107,6 +107,8 @@ class PlanInputSerializer(StrictSerializer):
             )
         try:
             check_cached_prefix(attrs.get("cached_prefix_len") or 0, attrs.get("input_len"))
+            # An engine release the planner has no profile for: refused here, not in the worker.
+            engine_profile(attrs.get("engine", "vllm"), attrs.get("engine_version"))
         except ValueError as exc:
             field, _, message = str(exc).partition(": ")
             raise serializers.ValidationError({field: [message]}) from None

@@ -171,3 +171,13 @@ def _run_stored_plan_through_worker() -> None:
     expected = plan(PlanRequest(model="qwen3-235b-a22b", precision="fp8", gpu="h200", max_model_len=32768))
     assert detail["result"]["parallel"] == expected.as_contract()["parallel"]
     assert AuditEvent.objects.filter(action=AuditAction.CAPACITY_PLAN_COMPUTED).count() == 1
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
+def test_an_unknown_engine_release_is_400_naming_the_field(personas: Personas, endpoint: str) -> None:
+    """Refused when asked, not in the worker: the planner has no memory profile for vLLM 0.1.0."""
+    body = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "engine_version": "0.1.0"}
+    response = personas.client(personas.engineer).post(endpoint, body, format="json")
+    assert response.status_code == 400, response.json()
+    assert "engine_version" in response.json()["extra"]["fields"], response.json()
+    assert not CapacityPlan.objects.exists()
