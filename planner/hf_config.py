@@ -8,6 +8,7 @@ for the count raises one ValueError line naming it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from planner.specs import ModelSpec, VisionSpec
@@ -106,20 +107,58 @@ def checkpoint_quantization(config: dict[str, Any]) -> dict[str, Any] | None:
     return summary
 
 
-def _kept_bf16(ignored: Any) -> tuple[str, ...]:
-    """Map a scheme's ignore list (module names or `re:` patterns) to the planner's parts."""
+_LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
+_DENSE_MLP = re.compile(r"mlp\.(?:gate|up|down|gate_up)_proj|mlp\.\((?:gate|up|down|gate_up)")
+
+
+def _part_of(module: str) -> str | None:
+    """The planner part a quantization ignore-list entry (a module name or `re:` pattern) names."""
+    name = module.replace("\\", "")
+    if "shared_expert" in name:
+        return "shared_experts"
+    if "attn" in name or "attention" in name:
+        return "attention"
+    if "expert" not in name and (_DENSE_MLP.search(name) or name.endswith(".mlp")):
+        return "dense_mlp"  # not the router (`mlp.gate`), not the routed experts
+    return None
+
+
+def _kept_bf16(ignored: Any, layers: int) -> tuple[tuple[str, ...], str]:
+    """Map a scheme's ignore list to the planner's parts kept in BF16, and a note on what was not.
+
+    A part counts as BF16 when the list names it for every layer (a pattern, or each layer by index);
+    a part named for a few layers only (FP8 checkpoints that keep the first and last layers) stays
+    quantized, with a note: the memory model sizes parts, not single layers, and calling the whole part
+    BF16 would overstate it by far more than the few layers understate it."""
     if not isinstance(ignored, list):
-        return ()
-    text = " ".join(str(item) for item in ignored)
-    parts = []
-    if "attn" in text or "attention" in text:
-        parts.append("attention")
-    if "shared_expert" in text:
-        parts.append("shared_experts")
-    return tuple(parts)
+        return (), ""
+    everywhere: set[str] = set()
+    some: dict[str, set[int]] = {}
+    for item in map(str, ignored):
+        part = _part_of(item)
+        if part is None:
+            continue
+        index = _LAYER_INDEX.search(item)
+        if index is None:
+            everywhere.add(part)
+        else:
+            some.setdefault(part, set()).add(int(index.group(1)))
+    partial = []
+    for part, indices in sorted(some.items()):
+        if layers and indices >= set(range(layers)):
+            everywhere.add(part)
+        elif part not in everywhere:
+            named = ", ".join(map(str, sorted(indices)[:8])) + (", …" if len(indices) > 8 else "")
+            partial.append(f"{part} of layers {named}")
+    note = (
+        f"the ignore list keeps {'; '.join(partial)} in BF16: planned at the checkpoint's precision (part sizes)"
+        if partial
+        else ""
+    )
+    return tuple(p for p in ("attention", "dense_mlp", "shared_experts") if p in everywhere), note
 
 
-def infer_precision(config: dict[str, Any]) -> dict[str, Any] | None:
+def infer_precision(config: dict[str, Any], layers: int = 0) -> dict[str, Any] | None:
     """The planner precision a checkpoint's quantization_config implies, or None for BF16/FP16.
 
     Returns {"precision", "group_size", "keep_bf16", "zero_point", "note"}.
@@ -130,9 +169,8 @@ def infer_precision(config: dict[str, Any]) -> dict[str, Any] | None:
     method = str(qc.get("quant_method", "")).lower()
     result: dict[str, Any] = {"precision": None, "group_size": None, "keep_bf16": (), "zero_point": False, "note": ""}
     if method == "fp8":
-        result.update(
-            precision="fp8", keep_bf16=_kept_bf16(qc.get("modules_to_not_convert") or qc.get("ignored_layers"))
-        )
+        result["precision"] = "fp8"
+        _ignore_list(result, qc.get("modules_to_not_convert") or qc.get("ignored_layers"), layers)
     elif method == "mxfp4":
         result.update(precision="mxfp4")
     elif method in ("awq", "gptq"):
@@ -149,7 +187,7 @@ def infer_precision(config: dict[str, Any]) -> dict[str, Any] | None:
         algo = str(qc.get("quant_algo", "")).upper()
         result.update(precision="nvfp4" if "FP4" in algo else "fp8")
     elif method == "compressed-tensors":
-        _compressed_tensors(qc, result)
+        _compressed_tensors(qc, result, layers)
     elif method == "bitsandbytes":
         result.update(precision="w4a16", group_size=64, note="bitsandbytes 4-bit planned as INT4 group 64")
     else:
@@ -158,14 +196,24 @@ def infer_precision(config: dict[str, Any]) -> dict[str, Any] | None:
     return result
 
 
-def _compressed_tensors(qc: dict[str, Any], result: dict[str, Any]) -> None:
+def _ignore_list(result: dict[str, Any], ignored: Any, layers: int) -> None:
+    result["keep_bf16"], note = _kept_bf16(ignored, layers)
+    if note:
+        result["note"] = "; ".join(filter(None, (result["note"], note)))
+
+
+def _compressed_tensors(qc: dict[str, Any], result: dict[str, Any], layers: int) -> None:
     fmt = str(qc.get("format", ""))
     groups = qc.get("config_groups") or {}
     scheme = next((g for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)), None)
-    result["keep_bf16"] = _kept_bf16(qc.get("ignore"))
     if scheme is None:
         result["note"] = "compressed-tensors config without weight groups: planned as BF16"
         return
+    _precision_of_group(scheme, fmt, result)
+    _ignore_list(result, qc.get("ignore"), layers)  # after: its note joins the scheme's
+
+
+def _precision_of_group(scheme: dict[str, Any], fmt: str, result: dict[str, Any]) -> None:
     weights, inputs = scheme["weights"], scheme.get("input_activations") or {}
     bits, kind = weights.get("num_bits"), weights.get("type", "int")
     if "nvfp4" in fmt or (bits == 4 and kind == "float"):
@@ -335,7 +383,7 @@ def parse_config(config: Any, key: str = "custom") -> ModelSpec:
             num_layers=_int(vision, "num_hidden_layers"),
             intermediate_size=_int(vision, "intermediate_size"),
         )
-    quant = infer_precision(config)
+    quant = infer_precision(config, layers)
     if quant:
         fields["checkpoint_precision"] = quant["precision"]
         fields["checkpoint_group_size"] = quant["group_size"]

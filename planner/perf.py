@@ -67,6 +67,7 @@ class Throughput:
     scheduler_recv_interval: int = 1
     calibration: str | None = None
     fallbacks: tuple[str, ...] = ()
+    keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
     breakdown_ms: dict[str, float] = field(default_factory=dict)
 
     def as_estimate(self) -> dict[str, Any]:
@@ -80,6 +81,7 @@ class Throughput:
                 "sequences_per_replica": self.batch,
                 "engine": self.engine,
                 "max_num_batched_tokens": self.max_num_batched_tokens,
+                "keep_bf16": list(self.keep_bf16),
                 **(
                     {"scheduler_recv_interval": self.scheduler_recv_interval}
                     if self.scheduler_recv_interval > 1
@@ -337,6 +339,7 @@ def estimate(
         scheduler_recv_interval=engine.scheduler_recv_interval,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
+        keep_bf16=tuple(sorted(keep)),
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
     )
 

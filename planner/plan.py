@@ -256,6 +256,7 @@ def _resolve_precision(request: PlanRequest, spec: ModelSpec) -> tuple[Precision
     group_size = request.group_size
     if key == AUTO_PRECISION:
         key = spec.checkpoint_precision or "bf16"
+    if key == spec.checkpoint_precision:  # the checkpoint served as it is: its ignore list holds
         keep |= frozenset(spec.checkpoint_keep_bf16)
         if key in ("w4a16", "w4a8"):
             group_size = group_size or spec.checkpoint_group_size
@@ -440,7 +441,6 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
     request, max_len, scheme = setup.request, setup.max_model_len, setup.precision
     output = request.output_len or min(1024, max(1, max_len // 2))
     prompt = request.input_len or min(1024, max(1, max_len - output))
-    keep = frozenset(request.keep_bf16) | DEFAULT_KEEP_BF16.get(scheme.key, frozenset())
     return estimate(
         model=setup.model,
         params=setup.params,
@@ -454,7 +454,9 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
             cached_prefix_len=request.cached_prefix_len,
         ),
         kv_dtype=request.kv_dtype,
-        keep=keep,
+        # The one list of BF16 parts the memory model sized (asked, the checkpoint's own, the
+        # scheme's default): recomputing it here left out the checkpoint's (issue 27).
+        keep=setup.keep_bf16,
         # The step budget the memory model reserved activations for: the engine's own default for
         # this GPU when the request does not set one (vLLM V1 takes 2048 on an A100, 8192 on an H100).
         engine=engine_settings(
