@@ -24,6 +24,7 @@ TESTED_ARCHITECTURES = frozenset(
         "Qwen2MoeForCausalLM",
         "Qwen3ForCausalLM",
         "Qwen3MoeForCausalLM",
+        "Qwen3NextForCausalLM",
         "Gemma2ForCausalLM",
         "Gemma3ForCausalLM",
         "Gemma3ForConditionalGeneration",
@@ -233,12 +234,37 @@ def _precision_of_group(scheme: dict[str, Any], fmt: str, result: dict[str, Any]
         result["note"] = f"compressed-tensors {bits}-bit weights are not modelled: planned as BF16"
 
 
-def _layer_windows(text: dict[str, Any], arch: str, layers: int) -> tuple[int, ...]:
+def _linear_fields(text: dict[str, Any], layers: int) -> dict[str, Any]:
+    """Gated DeltaNet (linear attention) layers of a hybrid model (Qwen3-Next), from layer_types or
+    full_attention_interval (every Nth layer full attention, the rest linear), with their state sizes.
+    A `linear_attention` layer without these fields is another kind (MiniMax, Kimi): refused later."""
+    types = text.get("layer_types")
+    if isinstance(types, list) and types:
+        if "linear_attention" not in types or text.get("linear_num_value_heads") is None:
+            return {}
+        indices = tuple(i for i, kind in enumerate(types) if kind == "linear_attention")
+    else:
+        interval = _int(text, "full_attention_interval", default=0)
+        if interval < 2:
+            return {}
+        indices = tuple(i for i in range(layers) if (i + 1) % interval)
+    return {
+        "linear_layers": indices,
+        "linear_value_heads": _int(text, "linear_num_value_heads"),
+        "linear_key_heads": _int(text, "linear_num_key_heads"),
+        "linear_key_head_dim": _int(text, "linear_key_head_dim"),
+        "linear_value_head_dim": _int(text, "linear_value_head_dim"),
+        "linear_conv_kernel": _int(text, "linear_conv_kernel_dim", default=4),
+    }
+
+
+def _layer_windows(text: dict[str, Any], arch: str, layers: int, linear: bool = False) -> tuple[int, ...]:
     """Per-layer KV window (0: full attention), from layer_types or the family's interleave rule."""
     window = text.get("sliding_window") or 0
     types = text.get("layer_types")
     if isinstance(types, list) and types:
-        unmodelled = sorted(set(map(str, types)) & UNMODELLED_LAYER_TYPES)
+        modelled = {"linear_attention"} if linear else set()
+        unmodelled = sorted(set(map(str, types)) & (UNMODELLED_LAYER_TYPES - modelled))
         if unmodelled:
             raise ValueError(f"config.layer_types: {', '.join(unmodelled)} layers are not modelled by the planner")
         if len(types) != layers:
@@ -370,7 +396,12 @@ def parse_config(config: Any, key: str = "custom") -> ModelSpec:
         fields["dense_intermediate_size"] = _int(text, "intermediate_size", "ffn_hidden_size", "n_inner")
     if arch.startswith("GptOss"):
         fields.update(attention_bias=True, attention_sinks=True, expert_bias=True)
-    windows = _layer_windows(text, arch, layers)
+    linear = _linear_fields(text, layers)
+    if linear:
+        fields.update(linear)
+        # Qwen3-Next's full-attention q_proj also yields an output gate (Qwen3.5 states it in its config).
+        fields["attention_output_gate"] = bool(text.get("attn_output_gate", arch.startswith("Qwen3Next")))
+    windows = _layer_windows(text, arch, layers, linear=bool(linear))
     if any(windows):
         fields["layer_windows"] = windows
         fields["sliding_window"] = max(windows)

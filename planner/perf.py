@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from planner.efficiency import ENGINES, EngineSettings, Factors, Rates, default_factors, engine_settings
 from planner.memory import Layout, kv_bytes_per_token_layer, layer_weight_bytes, stage_groups
 from planner.params import LayerParams, ParamBreakdown
-from planner.specs import GpuSpec, ModelSpec, PrecisionSpec
+from planner.specs import LINEAR_STATE, GpuSpec, ModelSpec, PrecisionSpec
 
 if TYPE_CHECKING:
     from planner.calibrate.profile import CalibrationProfile
@@ -190,10 +190,21 @@ def step_s(
                 rates.gemm_s(dense, tokens, *attn_shape, bf16=dense_bf16)
                 + rates.gemm_s(layer.router * BF16, tokens, model.n_routed_experts or 1, h, bf16=True)
             )
-            decode_ctx = min(decode_context, window) if window else decode_context
-            prefill_ctx = min(prefill_context, window) if window else prefill_context
-            kv_read = decode_tokens * decode_ctx * kv_layer + (kv_layer * prefill_ctx * 2 if prefill_tokens else 0.0)
-            flops = heads * (decode_width * decode_tokens * decode_ctx + prefill_width * prefill_tokens * prefill_ctx)
+            if window == LINEAR_STATE:
+                # Linear attention reads and writes each sequence's fixed state once a step, whatever the
+                # context; its math is a state update and a readout per token and value head.
+                state = model.linear_state_elements(tp) * BF16
+                kv_read = 2 * state * (decode_tokens + (1 if prefill_tokens else 0))
+                flops = 4 * tokens * model.linear_state_elements(tp)
+            else:
+                decode_ctx = min(decode_context, window) if window else decode_context
+                prefill_ctx = min(prefill_context, window) if window else prefill_context
+                kv_read = decode_tokens * decode_ctx * kv_layer + (
+                    kv_layer * prefill_ctx * 2 if prefill_tokens else 0.0
+                )
+                flops = heads * (
+                    decode_width * decode_tokens * decode_ctx + prefill_width * prefill_tokens * prefill_ctx
+                )
             parts["attention"] += count * rates.attention_s(kv_read, flops)
             parts["kernels"] += count * _kernels(model, layer, layout) * rates.kernel_s()
             if tp > 1:
