@@ -47,6 +47,9 @@ class Workload:
     # enables it by default, SGLang's radix cache): they are not prefilled again, but the new tokens
     # still attend to them.
     cached_prefix_len: int = 0
+    # The engine's cap on running sequences per replica (--max-num-seqs, --max-running-requests); a
+    # closed loop's other requests wait in its queue. None: no cap below the concurrency.
+    max_num_seqs: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,7 @@ class Throughput:
     engine: str = "vllm"
     max_num_batched_tokens: int = 0
     scheduler_recv_interval: int = 1
+    queued: int = 0  # requests per replica waiting for a slot (concurrency above max_num_seqs)
     calibration: str | None = None
     fallbacks: tuple[str, ...] = ()
     keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
@@ -82,6 +86,7 @@ class Throughput:
                 "engine": self.engine,
                 "max_num_batched_tokens": self.max_num_batched_tokens,
                 "keep_bf16": list(self.keep_bf16),
+                **({"queued_per_replica": self.queued} if self.queued else {}),
                 **(
                     {"scheduler_recv_interval": self.scheduler_recv_interval}
                     if self.scheduler_recv_interval > 1
@@ -240,7 +245,8 @@ def estimate(
     input_len tokens and output_len generated tokens, on an engine with chunked prefill."""
     engine = engine or engine_settings("vllm")
     rates = Rates(gpu, precision, profile)
-    batch = max(1, -(-workload.concurrency // layout.dp))
+    clients = max(1, -(-workload.concurrency // layout.dp))
+    batch = min(clients, workload.max_num_seqs) if workload.max_num_seqs else clients
     prompt, output = max(1, workload.input_len), max(1, workload.output_len)
     # A cached prefix is not prefilled again (an engine recomputes at least the prompt's last token).
     cached = min(max(workload.cached_prefix_len, 0), prompt - 1)
@@ -322,8 +328,13 @@ def estimate(
     wait_s = _closed_loop_wait_s(math.ceil(batch / group), group_s, decoding_s)
     ttft_s = in_flight_s + own_s + wait_s + overhead_s
     cycle_s = ttft_s + (output - 1) * tpot_s + overhead_s
-    delivered = output * tpot_s / cycle_s
     tokens_per_s = batch * layout.dp * output / cycle_s
+    # Clients beyond the engine's running cap wait in its queue: the slots stay full, so a request's
+    # whole latency is clients / batch service cycles (Little's law) and the wait is the excess, which
+    # a client sees in its time to first token. TPOT and tokens/s are the running batch's.
+    queue_s = (clients / batch - 1) * cycle_s
+    ttft_s += queue_s
+    delivered = output * tpot_s / (cycle_s + queue_s)
     # A true upper bound: one sequence, this GPU's share of the weights streamed at the HBM peak.
     weights = sum(
         layer_weight_bytes(layer, model, precision, layout, keep) * count
@@ -348,6 +359,7 @@ def estimate(
         engine=engine.name,
         max_num_batched_tokens=engine.max_num_batched_tokens,
         scheduler_recv_interval=engine.scheduler_recv_interval,
+        queued=clients - batch,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
         keep_bf16=tuple(sorted(keep)),

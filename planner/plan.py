@@ -176,10 +176,11 @@ class PlanResult(PlanSetup):
         (at least one sequence per replica, as the engine needs to start); `sequences`: full-length
         sequences held less those requested."""
         memory, layout = self.chosen.memory, self.chosen.layout
-        needed = max(1, -(-self.request.concurrency // layout.dp)) * memory.kv_bytes_per_sequence_per_gpu
+        running = running_sequences(self.request, layout)
+        needed = max(1, -(-running // layout.dp)) * memory.kv_bytes_per_sequence_per_gpu
         return {
             "kv_bytes_per_gpu": memory.kv_pool_bytes - needed,
-            "sequences": self.chosen.max_concurrency - self.request.concurrency,
+            "sequences": self.chosen.max_concurrency - running,
         }
 
     def as_contract(self) -> dict[str, Any]:
@@ -363,6 +364,14 @@ def plan(request: PlanRequest) -> PlanResult:
     )
 
 
+def running_sequences(request: PlanRequest, layout: Layout) -> int:
+    """Sequences the engine runs at once over all replicas: the concurrency, capped per replica by an
+    asked max_num_seqs (the rest wait in the engine's queue, holding no KV cache)."""
+    if request.max_num_seqs is None:
+        return request.concurrency
+    return min(request.concurrency, request.max_num_seqs * layout.dp)
+
+
 def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
     request, max_len = setup.request, setup.max_model_len
     memory = memory_breakdown(
@@ -380,6 +389,7 @@ def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
         max_num_seqs=request.max_num_seqs or request.concurrency,
     )
     max_concurrency = memory.sequences_per_replica * layout.dp
+    needed = running_sequences(request, layout)
     gib = 1 << 30
     if memory.kv_pool_bytes <= 0:
         reason = (
@@ -388,8 +398,8 @@ def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
         )
     elif memory.sequences_per_replica < 1:
         reason = f"KV pool {memory.kv_pool_bytes / gib:.1f} GiB cannot hold one {max_len}-token sequence per replica"
-    elif max_concurrency < request.concurrency:
-        reason = f"holds {max_concurrency} full-length sequences, fewer than the {request.concurrency} requested"
+    elif max_concurrency < needed:
+        reason = f"holds {max_concurrency} full-length sequences, fewer than the {needed} requested"
     else:
         reason = ""
     return Candidate(layout=layout, memory=memory, max_concurrency=max_concurrency, fits=not reason, reason=reason)
@@ -452,6 +462,7 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
             output_len=output,
             concurrency=request.concurrency,
             cached_prefix_len=request.cached_prefix_len,
+            max_num_seqs=request.max_num_seqs,
         ),
         kv_dtype=request.kv_dtype,
         # The one list of BF16 parts the memory model sized (asked, the checkpoint's own, the

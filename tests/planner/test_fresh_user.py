@@ -102,3 +102,29 @@ def test_a_plan_short_of_the_concurrency_says_by_how_many_sequences() -> None:
     )  # fmt: skip
     assert done.returncode == 3
     assert "5 sequences short" in done.stderr
+
+
+QUEUED = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "tp": 1, "dp": 1, "max_model_len": 4096}
+SERVICE = {"input_len": 1024, "output_len": 256}
+
+
+def test_max_num_seqs_below_the_concurrency_queues_the_rest() -> None:
+    """vLLM and SGLang run at most --max-num-seqs / --max-running-requests sequences; the other
+    requests of a closed loop wait in the engine's queue. TPOT and tokens/s are those of the running
+    batch; the wait lands in TTFT (Little's law: 64 clients over 16 slots wait 3 service cycles)."""
+    capped = plan(PlanRequest(**QUEUED, **SERVICE, concurrency=64, max_num_seqs=16))
+    running = plan(PlanRequest(**QUEUED, **SERVICE, concurrency=16, max_num_seqs=16))
+    assert capped.throughput.batch == 16
+    assert capped.throughput.tpot_ms == pytest.approx(running.throughput.tpot_ms, rel=1e-9)
+    assert capped.throughput.decode_tokens_per_s == pytest.approx(running.throughput.decode_tokens_per_s, rel=1e-9)
+    cycle_ms = running.throughput.ttft_ms + 255 * running.throughput.tpot_ms
+    assert capped.throughput.ttft_ms == pytest.approx(running.throughput.ttft_ms + 3 * cycle_ms, rel=0.02)
+    assert capped.as_contract()["throughput_estimate"]["inputs"]["queued_per_replica"] == 48
+
+
+def test_a_capped_engine_needs_room_for_its_running_sequences_only() -> None:
+    """The engine never holds more than max_num_seqs sequences per replica: those are what must fit."""
+    held = plan(PlanRequest(**{**QUEUED, "max_model_len": 131072})).chosen.max_concurrency
+    result = plan(PlanRequest(**{**QUEUED, "max_model_len": 131072}, concurrency=held + 8, max_num_seqs=held))
+    assert result.chosen.fits
+    assert result.as_contract()["fit_margin"]["sequences"] == 0
