@@ -47,6 +47,9 @@ class EngineProfile:
     # MXFP4 expert weights are padded by the loader: the hidden size to this multiple.
     mxfp4_pad_to: int
     note: str
+    # Where each reserve comes from, when it is weaker than the engine's own code: a figure read off a
+    # single startup log (it may be that run's, not the engine's), or one no log has checked yet.
+    provenance: tuple[str, ...] = ()
 
     def defaults(self, gpu: GpuSpec, max_model_len: int) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) the engine picks for `serve` when the user does not."""
@@ -97,6 +100,10 @@ def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProf
                 mxfp4_pad_to=0,
                 note="vLLM V0: pool = total_gpu_memory x gpu_memory_utilization - weights - peak activations "
                 "(a max_num_batched_tokens prefill) - non-torch memory; CUDA graphs come out of the headroom",
+                provenance=(
+                    "non-torch memory on one GPU 0.35 GiB: fitted to a single log (RTX 3090, vLLM 0.6.4)",
+                    "non-torch memory on several GPUs 2.0 GiB: assumed, not checked against a log",
+                ),
             )
         return EngineProfile(
             name="vllm",
@@ -111,6 +118,11 @@ def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProf
             note="vLLM V1: Available KV cache memory = total_gpu_memory x gpu_memory_utilization - weights - "
             "torch peak increase (max of a max_num_batched_tokens forward and the dummy sampler over "
             "max_num_seqs rows) - non-torch memory; CUDA graphs are captured after the pool, from the headroom",
+            provenance=(
+                "non-torch memory on several GPUs 2.04 GiB (NCCL and custom all-reduce buffers): fitted to a "
+                "single log (H200 TP4 over NVLink, vLLM 0.10); PCIe and other TP sizes not checked",
+                "non-torch memory on one GPU 0.15 GiB: assumed, not checked against a log",
+            ),
         )
     if name == "sglang":
         return EngineProfile(
@@ -125,6 +137,10 @@ def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProf
             mxfp4_pad_to=256,
             note="SGLang: KV pool = total x mem_fraction_static - weights - memory in use before the pool "
             "(context, NCCL); activations and CUDA graphs live in the remaining 1 - mem_fraction_static",
+            provenance=(
+                "memory before the pool on several GPUs 2.06 GiB: fitted to a single log (H100 TP4, Qwen3-235B-FP8)",
+                "memory before the pool on one GPU 1.0 GiB: assumed, not checked against a log",
+            ),
         )
     return EngineProfile(
         name="trtllm",
@@ -138,6 +154,7 @@ def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProf
         mxfp4_pad_to=256,
         note="TensorRT-LLM: KV pool = kv_cache_free_gpu_memory_fraction x (memory free after weights, "
         "activations and runtime buffers); not validated against logs here",
+        provenance=("runtime buffers 1.0 GiB on one GPU, 2.0 GiB on several: assumed, not checked against a log",),
     )
 
 

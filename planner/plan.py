@@ -297,6 +297,12 @@ def plan(request: PlanRequest) -> PlanResult:
         f"Weights at {scheme.bits_per_weight:.3f} bits/weight ({scheme.key}); embeddings, lm_head, router and norms "
         f"stay BF16{'; also BF16: ' + ', '.join(sorted(keep)) if keep else ''}.",
     ]
+    if engine.provenance:
+        notes.append(
+            f"Reserves of the {engine.name} {engine.version} profile weaker than its code: "
+            + "; ".join(engine.provenance)
+            + "."
+        )
     if spec.max_position_embeddings and max_len > spec.max_position_embeddings:
         notes.append(
             f"max_model_len {max_len} exceeds the model's native {spec.max_position_embeddings} positions: "
