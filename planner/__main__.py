@@ -16,6 +16,7 @@ from planner import __version__
 from planner.checklog import EngineLog, compare, format_checks, parse_log
 from planner.engines import ENGINES, engine_profile
 from planner.params import count_params
+from planner.perf import ARRIVALS
 from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cached_prefix, plan
 from planner.specs import GpuSpec, gpu_from_file, gpus, models, precisions
 
@@ -47,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="leading prompt tokens already in the engine's prefix cache, not prefilled again (below --input-len)",
+    )
+    p.add_argument(
+        "--arrival",
+        choices=ARRIVALS,
+        default="burst",
+        help="burst: the closed loop's requests sent at once, waves aligned (vllm bench serve's default); "
+        "spread: one at a time",
     )
     p.add_argument("--calibration", help="calibration profile JSON (python -m planner.calibrate run)")
     c = commands.add_parser("check-log", help="hold the plan for a startup log's settings against the log")
@@ -206,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             output_len=args.output_len,
             cached_prefix_len=args.cached_prefix_len,
             calibration=_calibration(args.calibration),
+            arrival=args.arrival,
         )
         contract = plan(request).as_contract()
     except ValueError as exc:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from planner.calibrate.profile import CalibrationProfile
 
 __all__ = [
+    "ARRIVALS",
     "ENGINES",
     "EngineSettings",
     "Factors",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 BF16 = 2
+ARRIVALS = ("burst", "spread")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,11 @@ class Workload:
     # The engine's cap on running sequences per replica (--max-num-seqs, --max-running-requests); a
     # closed loop's other requests wait in its queue. None: no cap below the concurrency.
     max_num_seqs: int | None = None
+    # How the clients' requests arrive (ARRIVALS): "burst", fixed lengths all sent at once, as
+    # `vllm bench serve` and `sglang.bench_serving` do by default with --max-concurrency (the prompts one
+    # prefill step holds finish together and come back together: the waves stay aligned); "spread",
+    # clients whose requests arrive one at a time.
+    arrival: str = "burst"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +76,7 @@ class Throughput:
     max_num_batched_tokens: int = 0
     scheduler_recv_interval: int = 1
     queued: int = 0  # requests per replica waiting for a slot (concurrency above max_num_seqs)
+    arrival: str = "burst"
     calibration: str | None = None
     fallbacks: tuple[str, ...] = ()
     keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
@@ -86,6 +94,7 @@ class Throughput:
                 "engine": self.engine,
                 "max_num_batched_tokens": self.max_num_batched_tokens,
                 "keep_bf16": list(self.keep_bf16),
+                "arrival": self.arrival,
                 **({"queued_per_replica": self.queued} if self.queued else {}),
                 **(
                     {"scheduler_recv_interval": self.scheduler_recv_interval}
@@ -300,7 +309,7 @@ def estimate(
     # fits). Prompts that do not fit spread the group's completions by a step or more, so the next
     # prompts arrive apart. A prompt queues behind, on average, half of the rest of its group, and
     # behind the other groups' prefills still waiting when it arrives.
-    group = max(1, min(batch, int(budget // new)))
+    group = max(1, min(batch, int(budget // new))) if workload.arrival == "burst" else 1
 
     def prefill_s(tokens: float) -> float:
         """Steps prefilling `tokens` in chunks of the step budget, the decode batch sharing them."""
@@ -360,6 +369,7 @@ def estimate(
         max_num_batched_tokens=engine.max_num_batched_tokens,
         scheduler_recv_interval=engine.scheduler_recv_interval,
         queued=clients - batch,
+        arrival=workload.arrival,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
         keep_bf16=tuple(sorted(keep)),

@@ -18,7 +18,7 @@ from planner.hf_config import parse_config
 from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
 from planner.memory import KV_BYTES, Layout, MemoryBreakdown, memory_breakdown
 from planner.params import ParamBreakdown, count_params
-from planner.perf import Throughput, Workload, engine_settings, estimate
+from planner.perf import ARRIVALS, Throughput, Workload, engine_settings, estimate
 from planner.serving import Launch, serving_commands
 from planner.specs import GpuSpec, ModelSpec, PrecisionSpec, gpu, model, precision
 
@@ -57,6 +57,7 @@ class PlanRequest:
     output_len: int | None = None
     cached_prefix_len: int = 0  # leading prompt tokens already in the engine's prefix cache
     calibration: CalibrationProfile | None = None  # measured efficiencies (planner.calibrate)
+    arrival: str = "burst"  # how the closed loop's requests arrive (planner.perf.ARRIVALS)
 
     def validate(self) -> None:
         if self.kv_dtype not in KV_BYTES:
@@ -90,6 +91,8 @@ class PlanRequest:
                 raise ValueError(f"{name}: must be >= 1")
         if self.cached_prefix_len < 0:
             raise ValueError("cached_prefix_len: must be >= 0")
+        if self.arrival not in ARRIVALS:
+            raise ValueError(f"arrival: must be one of {', '.join(ARRIVALS)}")
         engine_settings(self.engine, self.max_num_batched_tokens, self.scheduler_recv_interval)
         if self.calibration is not None and self.calibration.gpu_key not in (None, self.gpu):
             raise ValueError(f"calibration: profile was measured on {self.calibration.gpu_key}, not {self.gpu}")
@@ -469,6 +472,7 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
             concurrency=request.concurrency,
             cached_prefix_len=request.cached_prefix_len,
             max_num_seqs=request.max_num_seqs,
+            arrival=request.arrival,
         ),
         kv_dtype=request.kv_dtype,
         # The one list of BF16 parts the memory model sized (asked, the checkpoint's own, the

@@ -11,6 +11,7 @@ from governance.core.serializers import KeyOrObjectField, StrictSerializer
 from planner.calibrate.profile import CalibrationProfile
 from planner.engines import ENGINES, engine_profile
 from planner.hf_config import parse_config
+from planner.perf import ARRIVALS
 from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cached_prefix
 from planner.specs import gpus, precisions
 
@@ -74,6 +75,12 @@ class PlanInputSerializer(StrictSerializer):
         max_value=10_000_000,
         help_text="leading prompt tokens already in the engine's prefix cache (not prefilled again); "
         "below input_len, which it needs",
+    )
+    arrival = serializers.ChoiceField(
+        choices=ARRIVALS,
+        default="burst",
+        help_text="how the closed loop's requests arrive: burst (sent at once, waves aligned: vllm bench "
+        "serve's default) or spread (one at a time)",
     )
     cluster = serializers.CharField(
         required=False,
@@ -140,5 +147,6 @@ def plan_request_from(data: dict[str, Any], calibration: CalibrationProfile | No
         input_len=data.get("input_len"),
         output_len=data.get("output_len"),
         cached_prefix_len=data.get("cached_prefix_len") or 0,
+        arrival=data.get("arrival") or "burst",
         calibration=calibration,
     )

@@ -181,3 +181,18 @@ def test_an_unknown_engine_release_is_400_naming_the_field(personas: Personas, e
     assert response.status_code == 400, response.json()
     assert "engine_version" in response.json()["extra"]["fields"], response.json()
     assert not CapacityPlan.objects.exists()
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
+def test_plan_apis_take_the_arrival_pattern(personas: Personas, endpoint: str) -> None:
+    body = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 32, "arrival": "spread"}
+    response = personas.client(personas.engineer).post(endpoint, body, format="json")
+    assert response.status_code in (200, 202), response.json()
+    if endpoint == "/api/v1/planner/plan":
+        assert response.json() == json.loads(json.dumps(plan(PlanRequest(**body)).as_contract()))
+        assert response.json()["throughput_estimate"]["inputs"]["arrival"] == "spread"
+    else:
+        assert CapacityPlan.objects.get(code=response.json()["code"]).inputs["arrival"] == "spread"
+    bad = personas.client(personas.engineer).post(endpoint, {**body, "arrival": "uniform"}, format="json")
+    assert bad.status_code == 400
+    assert "arrival" in bad.json()["extra"]["fields"]
