@@ -231,6 +231,10 @@ def _shortfall(contract: dict[str, Any]) -> str:
     short = f"does not fit: the KV cache is {-margin['kv_bytes_per_gpu'] / GIB:.1f} GiB per GPU short"
     if margin["sequences"] < 0:
         short += f", {-margin['sequences']} sequences short of the concurrency"
+    if contract["starts"]:
+        short += "; the engine starts, and the requests beyond what it holds wait"
+    else:
+        short += "; the engine does not start (not one max_model_len sequence per replica)"
     return short + (
         f" (tp={layout['tp']} pp={layout['pp']} ep={layout['ep']} dp={layout['dp']}, "
         f"{contract['max_concurrency']} full-length sequences held)"

@@ -215,6 +215,9 @@ class PlanResult(PlanSetup):
                 "capacity": memory.capacity_bytes,
             },
             "fits": self.chosen.fits,
+            # Whether the engine starts at all: one max_model_len sequence per replica after weights and
+            # reserves (vLLM refuses to start otherwise). `fits` also asks for the concurrency.
+            "starts": self.chosen.memory.sequences_per_replica >= 1,
             "max_concurrency": self.chosen.max_concurrency,
             "fit_margin": self.fit_margin(),
             "throughput": {

@@ -128,3 +128,20 @@ def test_a_capped_engine_needs_room_for_its_running_sequences_only() -> None:
     result = plan(PlanRequest(**{**QUEUED, "max_model_len": 131072}, concurrency=held + 8, max_num_seqs=held))
     assert result.chosen.fits
     assert result.as_contract()["fit_margin"]["sequences"] == 0
+
+
+def test_the_verdict_says_whether_the_engine_starts_apart_from_the_concurrency() -> None:
+    """vLLM starts when its pool holds one max_model_len sequence per replica (it refuses to start
+    otherwise); holding fewer sequences than the concurrency only makes requests wait. `starts` says
+    the first, `fits` the second, and the CLI's message tells them apart."""
+    one = plan(PlanRequest(**LLAMA_A100, tp=1, dp=1)).chosen.max_concurrency
+    short = plan(PlanRequest(**LLAMA_A100, tp=1, dp=1, concurrency=one + 5)).as_contract()
+    assert short["starts"] is True
+    assert short["fits"] is False
+    heavy = plan(PlanRequest(model="kimi-k2", precision="bf16", gpu="a100-80g", tp=8, pp=1, dp=1, ep=8))
+    assert heavy.as_contract()["starts"] is False
+    done = planner_cli(
+        "plan", "--model", "llama-3.1-8b", "--gpu", "a100-80g", "--max-model-len", "32768", "--tp", "1", "--dp", "1",
+        "--concurrency", str(one + 5),
+    )  # fmt: skip
+    assert "the engine starts" in done.stderr
