@@ -53,3 +53,17 @@ def test_every_case_is_scored_once_without_its_own_source() -> None:
     held_out = corpus.summary([result for one in held for result in one.results])
     # Honest validation is no better than in-sample on the figure the factors were set against.
     assert held_out["tpot_ms"]["median"] >= in_sample["tpot_ms"]["median"]
+
+
+def test_each_engines_fitted_overheads_name_the_sources_they_stand_on() -> None:
+    """A constant backed by one source says so: the catalog's `fitted_on` is the set of corpus sources
+    whose cases read the engine's overheads (a new source must be added to it)."""
+    catalog = efficiency_catalog()
+    for engine, entry in catalog["engines"].items():
+        readers = {
+            case["source"].removeprefix("https://")
+            for case in corpus.cases()
+            if corpus.reads(catalog, ("engines", engine, "request_overhead_ms"), case)
+        }
+        assert set(entry["fitted_on"]) == readers, engine
+    assert len(catalog["engines"]["trtllm"]["fitted_on"]) == 1
