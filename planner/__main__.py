@@ -54,7 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=ARRIVALS,
         default="burst",
         help="burst: the closed loop's requests sent at once, waves aligned (vllm bench serve's default); "
-        "spread: one at a time",
+        "spread: one at a time; poisson: an open loop at --request-rate",
+    )
+    p.add_argument(
+        "--request-rate",
+        type=float,
+        help="with --arrival poisson: requests/s over all replicas (--concurrency: the most in flight)",
     )
     p.add_argument("--calibration", help="calibration profile JSON (python -m planner.calibrate run)")
     c = commands.add_parser("check-log", help="hold the plan for a startup log's settings against the log")
@@ -215,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             cached_prefix_len=args.cached_prefix_len,
             calibration=_calibration(args.calibration),
             arrival=args.arrival,
+            request_rate=args.request_rate,
         )
         contract = plan(request).as_contract()
     except ValueError as exc:

@@ -10,6 +10,7 @@ says which. Every figure is an estimate and carries the inputs it used.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 BF16 = 2
-ARRIVALS = ("burst", "spread")
+ARRIVALS = ("burst", "spread", "poisson")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,7 @@ class Workload:
     # prefill step holds finish together and come back together: the waves stay aligned); "spread",
     # clients whose requests arrive one at a time.
     arrival: str = "burst"
+    request_rate: float | None = None  # requests/s over all replicas, with arrival "poisson" (an open loop)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,8 @@ class Throughput:
     scheduler_recv_interval: int = 1
     queued: int = 0  # requests per replica waiting for a slot (concurrency above max_num_seqs)
     arrival: str = "burst"
+    request_rate: float | None = None
+    prefill_ms: float = 0.0  # a prompt's own prefill, arriving alone
     calibration: str | None = None
     fallbacks: tuple[str, ...] = ()
     keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
@@ -95,6 +99,7 @@ class Throughput:
                 "max_num_batched_tokens": self.max_num_batched_tokens,
                 "keep_bf16": list(self.keep_bf16),
                 "arrival": self.arrival,
+                **({"request_rate": self.request_rate} if self.request_rate is not None else {}),
                 **({"queued_per_replica": self.queued} if self.queued else {}),
                 **(
                     {"scheduler_recv_interval": self.scheduler_recv_interval}
@@ -253,6 +258,19 @@ def estimate(
     """Steady state of `workload.concurrency` requests (spread over DP replicas), each a prompt of
     input_len tokens and output_len generated tokens, on an engine with chunked prefill."""
     engine = engine or engine_settings("vllm")
+    if workload.arrival == "poisson" and not quick:
+        return _open_loop(
+            model=model,
+            params=params,
+            precision=precision,
+            gpu=gpu,
+            layout=layout,
+            workload=workload,
+            kv_dtype=kv_dtype,
+            keep=keep,
+            engine=engine,
+            profile=profile,
+        )
     rates = Rates(gpu, precision, profile)
     clients = max(1, -(-workload.concurrency // layout.dp))
     batch = min(clients, workload.max_num_seqs) if workload.max_num_seqs else clients
@@ -370,10 +388,64 @@ def estimate(
         scheduler_recv_interval=engine.scheduler_recv_interval,
         queued=clients - batch,
         arrival=workload.arrival,
+        prefill_ms=own_s * 1e3,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
         keep_bf16=tuple(sorted(keep)),
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
+    )
+
+
+def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **rest: Any) -> Throughput:
+    """A Poisson stream of `request_rate` requests/s (`vllm bench serve --request-rate`, its default
+    burstiness 1): the sequences in flight are the rate times a request's latency (Little's law),
+    found by fixed-point iteration; a prompt waits for the step in flight when the engine is busy and
+    for the prompts ahead of it (M/D/1: Poisson arrivals at a server of the prompt's prefill time).
+    The concurrency is the most sequences per replica the plan holds: a rate needing more is refused."""
+    rate = float(workload.request_rate or 0.0) / layout.dp  # per replica
+    cap = max(1, -(-workload.concurrency // layout.dp))
+    output = max(1, workload.output_len)
+    overhead_s = engine.request_overhead_ms / 1e3
+
+    def closed(running: int) -> Throughput:
+        alone = dataclasses.replace(
+            workload, concurrency=running * layout.dp, arrival="spread", request_rate=None, max_num_seqs=None
+        )
+        return estimate(workload=alone, layout=layout, engine=engine, **rest)
+
+    def refuse(served: Throughput) -> ValueError:
+        cycle_s = (served.prefill_ms + (output - 1) * served.tpot_ms) / 1e3 + 2 * overhead_s
+        most = cap * layout.dp / cycle_s
+        return ValueError(
+            f"request_rate: {workload.request_rate:g} requests/s exceeds what {cap * layout.dp} sequences in "
+            f"flight serve (about {most:.2f} requests/s); raise the concurrency or the replicas"
+        )
+
+    in_flight = 0.0
+    for _ in range(60):
+        running = max(1, min(cap, round(in_flight)))
+        served = closed(running)
+        prefill_s, tpot_s = served.prefill_ms / 1e3, served.tpot_ms / 1e3
+        load = rate * prefill_s
+        if load >= 1:
+            raise refuse(served)
+        queue_s = load * prefill_s / (2 * (1 - load))
+        busy = min(1.0, in_flight)
+        ttft_s = busy * engine.scheduler_recv_interval * tpot_s / 2 + prefill_s + queue_s + overhead_s
+        latency_s = ttft_s + (output - 1) * tpot_s + overhead_s
+        settled = rate * latency_s
+        if settled > cap + 0.5:
+            raise refuse(closed(cap))
+        if abs(settled - in_flight) < 0.01:
+            break
+        in_flight = (in_flight + settled) / 2
+    return dataclasses.replace(
+        served,
+        ttft_ms=ttft_s * 1e3,
+        decode_tokens_per_s=rate * layout.dp * output,
+        delivered_fraction=rate * output * tpot_s / max(in_flight, 1e-9) if in_flight else 1.0,
+        arrival="poisson",
+        request_rate=workload.request_rate,
     )
 
 

@@ -57,7 +57,8 @@ class PlanRequest:
     output_len: int | None = None
     cached_prefix_len: int = 0  # leading prompt tokens already in the engine's prefix cache
     calibration: CalibrationProfile | None = None  # measured efficiencies (planner.calibrate)
-    arrival: str = "burst"  # how the closed loop's requests arrive (planner.perf.ARRIVALS)
+    arrival: str = "burst"  # how the requests arrive (planner.perf.ARRIVALS)
+    request_rate: float | None = None  # requests/s over all replicas, with arrival "poisson"
 
     def validate(self) -> None:
         if self.kv_dtype not in KV_BYTES:
@@ -93,6 +94,10 @@ class PlanRequest:
             raise ValueError("cached_prefix_len: must be >= 0")
         if self.arrival not in ARRIVALS:
             raise ValueError(f"arrival: must be one of {', '.join(ARRIVALS)}")
+        if self.arrival == "poisson" and not (self.request_rate and self.request_rate > 0):
+            raise ValueError("request_rate: a Poisson stream needs its rate, in requests/s (> 0)")
+        if self.arrival != "poisson" and self.request_rate is not None:
+            raise ValueError("request_rate: only with arrival poisson (a closed loop is set by its concurrency)")
         engine_settings(self.engine, self.max_num_batched_tokens, self.scheduler_recv_interval)
         if self.calibration is not None and self.calibration.gpu_key not in (None, self.gpu):
             raise ValueError(f"calibration: profile was measured on {self.calibration.gpu_key}, not {self.gpu}")
@@ -476,6 +481,7 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
             cached_prefix_len=request.cached_prefix_len,
             max_num_seqs=request.max_num_seqs,
             arrival=request.arrival,
+            request_rate=request.request_rate,
         ),
         kv_dtype=request.kv_dtype,
         # The one list of BF16 parts the memory model sized (asked, the checkpoint's own, the

@@ -79,8 +79,15 @@ class PlanInputSerializer(StrictSerializer):
     arrival = serializers.ChoiceField(
         choices=ARRIVALS,
         default="burst",
-        help_text="how the closed loop's requests arrive: burst (sent at once, waves aligned: vllm bench "
-        "serve's default) or spread (one at a time)",
+        help_text="how the requests arrive: burst (a closed loop sent at once, waves aligned: vllm bench "
+        "serve's default), spread (one at a time) or poisson (an open loop at request_rate)",
+    )
+    request_rate = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=1e-6,
+        max_value=1e6,
+        help_text="with arrival poisson: requests/s over all replicas (concurrency: the most in flight)",
     )
     cluster = serializers.CharField(
         required=False,
@@ -106,6 +113,11 @@ class PlanInputSerializer(StrictSerializer):
         # Here rather than in validate_model: the errors are named by config field at the top level.
         if isinstance(attrs.get("model"), dict) and (errors := config_errors(attrs["model"])):
             raise serializers.ValidationError(errors)
+        poisson, rate = attrs.get("arrival") == "poisson", attrs.get("request_rate")
+        if poisson != (rate is not None):  # here, not only in the planner: a stored plan would fail in the worker
+            raise serializers.ValidationError(
+                {"request_rate": ["needed with arrival poisson, and only with it (requests/s)"]}
+            )
         interval = attrs.get("scheduler_recv_interval")
         if interval is not None and interval > 1 and attrs.get("engine", "vllm") != "sglang":
             # Here, not only in the planner: a stored plan would otherwise fail in the worker.
@@ -148,5 +160,6 @@ def plan_request_from(data: dict[str, Any], calibration: CalibrationProfile | No
         output_len=data.get("output_len"),
         cached_prefix_len=data.get("cached_prefix_len") or 0,
         arrival=data.get("arrival") or "burst",
+        request_rate=data.get("request_rate"),
         calibration=calibration,
     )

@@ -196,3 +196,17 @@ def test_plan_apis_take_the_arrival_pattern(personas: Personas, endpoint: str) -
     bad = personas.client(personas.engineer).post(endpoint, {**body, "arrival": "uniform"}, format="json")
     assert bad.status_code == 400
     assert "arrival" in bad.json()["extra"]["fields"]
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
+def test_plan_apis_take_a_poisson_rate_and_refuse_it_without_poisson(personas: Personas, endpoint: str) -> None:
+    body = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 64}
+    client = personas.client(personas.engineer)
+    good = client.post(endpoint, {**body, "arrival": "poisson", "request_rate": 4.0}, format="json")
+    assert good.status_code in (200, 202), good.json()
+    if endpoint == "/api/v1/planner/plan":
+        assert good.json()["throughput_estimate"]["inputs"]["request_rate"] == 4.0
+    for bad_body in ({**body, "request_rate": 4.0}, {**body, "arrival": "poisson"}):
+        bad = client.post(endpoint, bad_body, format="json")
+        assert bad.status_code == 400, bad.json()
+        assert "request_rate" in bad.json()["extra"]["fields"]
