@@ -124,7 +124,7 @@ def _part_of(module: str) -> str | None:
     return None
 
 
-def _kept_bf16(ignored: Any, layers: int) -> tuple[tuple[str, ...], str]:
+def _kept_bf16(ignored: Any, layers: int, dense: frozenset[int] | None = None) -> tuple[tuple[str, ...], str]:
     """Map a scheme's ignore list to the planner's parts kept in BF16, and a note on what was not.
 
     A part counts as BF16 when the list names it for every layer (a pattern, or each layer by index);
@@ -146,7 +146,8 @@ def _kept_bf16(ignored: Any, layers: int) -> tuple[tuple[str, ...], str]:
             some.setdefault(part, set()).add(int(index.group(1)))
     partial = []
     for part, indices in sorted(some.items()):
-        if layers and indices >= set(range(layers)):
+        present = dense if part == "dense_mlp" and dense is not None else frozenset(range(layers))
+        if present and indices >= present:
             everywhere.add(part)
         elif part not in everywhere:
             named = ", ".join(map(str, sorted(indices)[:8])) + (", …" if len(indices) > 8 else "")
@@ -159,7 +160,9 @@ def _kept_bf16(ignored: Any, layers: int) -> tuple[tuple[str, ...], str]:
     return tuple(p for p in ("attention", "dense_mlp", "shared_experts") if p in everywhere), note
 
 
-def infer_precision(config: dict[str, Any], layers: int = 0) -> dict[str, Any] | None:
+def infer_precision(
+    config: dict[str, Any], layers: int = 0, dense: frozenset[int] | None = None
+) -> dict[str, Any] | None:
     """The planner precision a checkpoint's quantization_config implies, or None for BF16/FP16.
 
     Returns {"precision", "group_size", "keep_bf16", "zero_point", "note"}.
@@ -171,7 +174,7 @@ def infer_precision(config: dict[str, Any], layers: int = 0) -> dict[str, Any] |
     result: dict[str, Any] = {"precision": None, "group_size": None, "keep_bf16": (), "zero_point": False, "note": ""}
     if method == "fp8":
         result["precision"] = "fp8"
-        _ignore_list(result, qc.get("modules_to_not_convert") or qc.get("ignored_layers"), layers)
+        _ignore_list(result, qc.get("modules_to_not_convert") or qc.get("ignored_layers"), layers, dense)
     elif method == "mxfp4":
         result.update(precision="mxfp4")
     elif method in ("awq", "gptq"):
@@ -188,7 +191,7 @@ def infer_precision(config: dict[str, Any], layers: int = 0) -> dict[str, Any] |
         algo = str(qc.get("quant_algo", "")).upper()
         result.update(precision="nvfp4" if "FP4" in algo else "fp8")
     elif method == "compressed-tensors":
-        _compressed_tensors(qc, result, layers)
+        _compressed_tensors(qc, result, layers, dense)
     elif method == "bitsandbytes":
         result.update(precision="w4a16", group_size=64, note="bitsandbytes 4-bit planned as INT4 group 64")
     else:
@@ -197,13 +200,15 @@ def infer_precision(config: dict[str, Any], layers: int = 0) -> dict[str, Any] |
     return result
 
 
-def _ignore_list(result: dict[str, Any], ignored: Any, layers: int) -> None:
-    result["keep_bf16"], note = _kept_bf16(ignored, layers)
+def _ignore_list(result: dict[str, Any], ignored: Any, layers: int, dense: frozenset[int] | None = None) -> None:
+    result["keep_bf16"], note = _kept_bf16(ignored, layers, dense)
     if note:
         result["note"] = "; ".join(filter(None, (result["note"], note)))
 
 
-def _compressed_tensors(qc: dict[str, Any], result: dict[str, Any], layers: int) -> None:
+def _compressed_tensors(
+    qc: dict[str, Any], result: dict[str, Any], layers: int, dense: frozenset[int] | None = None
+) -> None:
     fmt = str(qc.get("format", ""))
     groups = qc.get("config_groups") or {}
     scheme = next((g for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)), None)
@@ -211,7 +216,7 @@ def _compressed_tensors(qc: dict[str, Any], result: dict[str, Any], layers: int)
         result["note"] = "compressed-tensors config without weight groups: planned as BF16"
         return
     _precision_of_group(scheme, fmt, result)
-    _ignore_list(result, qc.get("ignore"), layers)  # after: its note joins the scheme's
+    _ignore_list(result, qc.get("ignore"), layers, dense)  # after: its note joins the scheme's
 
 
 def _precision_of_group(scheme: dict[str, Any], fmt: str, result: dict[str, Any]) -> None:
@@ -347,6 +352,16 @@ def _mla_fields(text: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _dense_mlp_layers(fields: dict[str, Any], layers: int) -> frozenset[int]:
+    """The layers with a dense MLP (ModelSpec.is_moe_layer's rule): an ignore list naming each of them
+    keeps the whole dense MLP in BF16 (DeepSeek's first three layers)."""
+    if not fields.get("n_routed_experts"):
+        return frozenset(range(layers))
+    first, step = fields["first_k_dense_layers"], fields["moe_layer_step"]
+    listed = set(fields["dense_layers"])
+    return frozenset(i for i in range(layers) if i < first or i in listed or (i - first + 1) % step)
+
+
 def parse_config(config: Any, key: str = "custom") -> ModelSpec:
     if not isinstance(config, dict):
         raise ValueError("model: an inline config must be a JSON object (a config.json)")
@@ -414,7 +429,7 @@ def parse_config(config: Any, key: str = "custom") -> ModelSpec:
             num_layers=_int(vision, "num_hidden_layers"),
             intermediate_size=_int(vision, "intermediate_size"),
         )
-    quant = infer_precision(config, layers)
+    quant = infer_precision(config, layers, _dense_mlp_layers(fields, layers))
     if quant:
         fields["checkpoint_precision"] = quant["precision"]
         fields["checkpoint_group_size"] = quant["group_size"]

@@ -79,3 +79,13 @@ def test_a_few_layers_left_out_do_not_make_the_whole_part_bf16() -> None:
     spec = parse_config(config)
     assert spec.checkpoint_keep_bf16 == ()
     assert any("layers 0, 35" in note for note in spec.notes)
+
+
+def test_the_dense_mlps_of_the_dense_layers_named_one_by_one_are_the_whole_part() -> None:
+    """DeepSeek-V3 has a dense MLP in its first three layers only: naming those three is naming all."""
+    ignore = ["lm_head", "model.layers.0.mlp", "model.layers.1.mlp", "model.layers.2.mlp"]
+    spec = parse_config(_config("deepseek-v3.json", quantization_config=_fp8(ignore)))
+    assert spec.checkpoint_keep_bf16 == ("dense_mlp",)
+    two = parse_config(_config("deepseek-v3.json", quantization_config=_fp8(ignore[:3])))
+    assert two.checkpoint_keep_bf16 == ()
+    assert any("dense_mlp of layers 0, 1" in note for note in two.notes)
