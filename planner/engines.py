@@ -7,9 +7,13 @@ which real logs they were read from (planner/validation/README.md lists them).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from planner.specs import GpuSpec, ModelSpec
 
@@ -74,8 +78,40 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in match.groups(default="0"))
 
 
-@functools.lru_cache(maxsize=64)
+# Reserves standing in for a profile's while the validation corpus is scored without the log they
+# were read from (planner.validation.leave_one_source_out): {(engine, generation): {field: value}}.
+_substitutes: dict[tuple[str, str], dict[str, Any]] = {}
+_substituted: dict[tuple[int, str], EngineProfile] = {}  # one object per profile: it keys the memory caches
+
+
+@contextlib.contextmanager
+def substituted(overrides: dict[tuple[str, str], dict[str, Any]]) -> Iterator[None]:
+    """Plan with these profile fields replaced (keyed by engine and generation), in this block."""
+    previous = dict(_substitutes)
+    _substitutes.clear()
+    _substitutes.update(overrides)
+    _substituted.clear()
+    try:
+        yield
+    finally:
+        _substitutes.clear()
+        _substitutes.update(previous)
+        _substituted.clear()
+
+
 def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProfile:
+    profile = _engine_profile(name, version)
+    fields = _substitutes.get((profile.name, profile.generation))
+    if not fields:
+        return profile
+    key = (id(profile), repr(sorted(fields.items())))
+    if key not in _substituted:
+        _substituted[key] = dataclasses.replace(profile, **fields)
+    return _substituted[key]
+
+
+@functools.lru_cache(maxsize=64)
+def _engine_profile(name: str = "vllm", version: str | None = None) -> EngineProfile:
     if name not in ENGINES:
         raise ValueError(f"engine: must be one of {', '.join(ENGINES)}")
     version = version or DEFAULT_VERSION[name]
