@@ -1,6 +1,11 @@
 """Planner against the published-benchmark corpus: the error table (markdown) and its summary.
 
-.venv/bin/python bench/corpus.py [--calibration planner/catalog/calibration/FILE.json] [--update-docs]
+.venv/bin/python bench/corpus.py [--calibration planner/catalog/calibration/FILE.json] [--update-docs] [--in-sample-only]
+
+Beside the in-sample figures (every case scored with the factors set against all of them) it prints
+the leave-one-source-out ones: each source's cases scored with the efficiency factors fitted without
+that source (planner.corpus.leave_one_source_out: a factor only that source backs falls back, one
+other sources back too is refitted on them), and which factors only one source backs.
 
 --update-docs rewrites the table (and, in docs/planner.md, the causes and the summary) in README.md
 and docs/planner.md with this output (tests/planner/test_benchmark_corpus.py checks they match).
@@ -21,6 +26,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calibration")
     parser.add_argument("--update-docs", action="store_true")
+    parser.add_argument("--in-sample-only", action="store_true", help="skip the leave-one-source-out refits")
     args = parser.parse_args()
     profile = None
     if args.calibration:
@@ -29,6 +35,8 @@ def main() -> None:
         profile = load(args.calibration)
     results = [corpus.run_case(case, profile) for case in corpus.cases()]
     table, summary = corpus.markdown(results), _summary(results)
+    if not args.in_sample_only and profile is None:
+        summary += _held_out_summary(corpus.leave_one_source_out())
     print(table)
     print()
     print("\n".join(summary))
@@ -49,6 +57,21 @@ def _summary(results: list[corpus.CaseResult]) -> list[str]:
             )
     refused = [r.case["id"] for r in results if r.refused]
     lines.append(f"refused: {len(refused)} {refused}")
+    return lines
+
+
+def _held_out_summary(held: list[corpus.HeldOut]) -> list[str]:
+    results = [result for one in held for result in one.results]
+    lines = [
+        f"leave one source out: {metric}: n={figures['n']:.0f} median |err| {figures['median']:.1%} "
+        f"max |err| {figures['max']:.1%}"
+        for metric, figures in corpus.summary(results).items()
+    ]
+    for one in held:
+        figures = corpus.summary(list(one.results))
+        errors = ", ".join(f"{m} {f['median']:.1%}/{f['max']:.1%}" for m, f in figures.items())
+        backed = "; only it backs: " + ", ".join(one.fallen_back) if one.fallen_back else ""
+        lines.append(f"  without {one.source} ({len(one.results)} cases): median/max {errors}{backed}")
     return lines
 
 

@@ -1,6 +1,7 @@
 """`python -m planner …`: plan a deployment, check a plan against an engine's startup log, list models and GPUs.
 
-Bad input prints one line naming the option and exits with status 2.
+Bad input prints one line naming the option and exits with status 2. A plan that does not fit is
+printed, and the command exits with status 3 saying by how much.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from planner import __version__
 from planner.checklog import EngineLog, compare, format_checks, parse_log
 from planner.engines import ENGINES, engine_profile
 from planner.params import count_params
+from planner.perf import ARRIVALS
 from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cached_prefix, plan
 from planner.specs import GpuSpec, gpu_from_file, gpus, models, precisions
 
 GIB = 1 << 30
+EXIT_DOES_NOT_FIT = 3  # 2 is bad input
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,6 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="leading prompt tokens already in the engine's prefix cache, not prefilled again (below --input-len)",
+    )
+    p.add_argument(
+        "--arrival",
+        choices=ARRIVALS,
+        default="burst",
+        help="burst: the closed loop's requests sent at once, waves aligned (vllm bench serve's default); "
+        "spread: one at a time; poisson: an open loop at --request-rate",
+    )
+    p.add_argument(
+        "--request-rate",
+        type=float,
+        help="with --arrival poisson: requests/s over all replicas (--concurrency: the most in flight)",
     )
     p.add_argument("--calibration", help="calibration profile JSON (python -m planner.calibrate run)")
     c = commands.add_parser("check-log", help="hold the plan for a startup log's settings against the log")
@@ -148,6 +163,7 @@ def _table(contract: dict[str, Any]) -> str:
         ),
         f"vllm: {contract['serving']['vllm']}",
         f"sglang: {contract['serving']['sglang']}",
+        f"tensorrt_llm: {contract['serving']['tensorrt_llm']}",
     ]
     lines += [f"note: {note}" for note in contract["notes"]]
     return "\n".join(lines)
@@ -203,12 +219,32 @@ def main(argv: list[str] | None = None) -> int:
             output_len=args.output_len,
             cached_prefix_len=args.cached_prefix_len,
             calibration=_calibration(args.calibration),
+            arrival=args.arrival,
+            request_rate=args.request_rate,
         )
         contract = plan(request).as_contract()
     except ValueError as exc:
         return _usage_error(args.command, exc)
     print(json.dumps(contract, indent=2) if args.format == "json" else _table(contract))
+    if not contract["fits"]:  # the plan is printed for its figures, and the exit status says it fails
+        print(f"python -m planner plan: {_shortfall(contract)}", file=sys.stderr)
+        return EXIT_DOES_NOT_FIT
     return 0
+
+
+def _shortfall(contract: dict[str, Any]) -> str:
+    margin, layout = contract["fit_margin"], contract["parallel"]
+    short = f"does not fit: the KV cache is {-margin['kv_bytes_per_gpu'] / GIB:.1f} GiB per GPU short"
+    if margin["sequences"] < 0:
+        short += f", {-margin['sequences']} sequences short of the concurrency"
+    if contract["starts"]:
+        short += "; the engine starts, and the requests beyond what it holds wait"
+    else:
+        short += "; the engine does not start (not one max_model_len sequence per replica)"
+    return short + (
+        f" (tp={layout['tp']} pp={layout['pp']} ep={layout['ep']} dp={layout['dp']}, "
+        f"{contract['max_concurrency']} full-length sequences held)"
+    )
 
 
 def _usage_error(command: str, exc: ValueError) -> int:

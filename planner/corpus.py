@@ -176,3 +176,130 @@ def markdown(results: list[CaseResult]) -> str:
         if outside(r.case, metric)
     ]
     return "\n".join([*lines, "", "Outside the model, with cause:", *causes])
+
+
+# Leave-one-source-out (issue 31): the in-sample figures above score the planner on the very cases its
+# efficiency factors were set against. Here each source's cases are scored with factors fitted without
+# that source: a factor only that source's cases read falls back to what it refines (a GPU's own figure
+# to the default, a weight format's multiplier to none, an engine's overheads to the other engines'
+# median), and a factor other sources read too is refitted on those sources' cases alone.
+REFIT_GRID = (1.0, 0.7, 0.85, 1.15, 1.3)  # multipliers of the committed value (kept on a tie: tried first)
+ENGINE_FITTED = ("request_overhead_ms", "step_overhead_ms")  # the engines' fitted figures (the budget is a default)
+FactorPath = tuple[str, ...]  # a factor's place in efficiency.yaml: ("default", "memory"), ("h200", "memory"), …
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOut:
+    """One source left out: its cases scored with the factors fitted without it."""
+
+    source: str
+    results: tuple[CaseResult, ...]
+    fallen_back: tuple[str, ...]  # factors only this source backed, and what they fell back to
+    refitted: tuple[str, ...]  # factors refitted on the other sources (old -> new)
+    unrefittable: tuple[str, ...]  # defaults no other source reads: kept as committed
+
+
+def _get(catalog: dict[str, Any], path: FactorPath) -> Any:
+    node: Any = catalog
+    for step in path:
+        node = node[step]
+    return node
+
+
+def fitted_factors(catalog: dict[str, Any]) -> list[FactorPath]:
+    """Every factor of efficiency.yaml that was set against the corpus (the engines' step budgets are
+    the engines' own defaults, not fitted)."""
+    paths: list[FactorPath] = [("default", name) for name in catalog["default"]]
+    for key, entry in catalog.items():
+        if key in ("default", "engines", "precisions", "measured"):
+            continue
+        paths += [(key, name) for name in entry]
+    for key, entry in catalog.get("precisions", {}).items():
+        paths += [("precisions", key, name) for name in entry]
+    for key, entry in catalog.get("engines", {}).items():
+        paths += [("engines", key, name) for name in ENGINE_FITTED if name in entry]
+    measured = set(catalog.get("measured") or ())
+    return [path for path in paths if ".".join(path) not in measured]
+
+
+def reads(catalog: dict[str, Any], path: FactorPath, case: dict[str, Any]) -> bool:
+    """Whether planning `case` reads the factor at `path`."""
+    if path[0] == "default":
+        return path[1] not in catalog.get(case["gpu"], {})
+    if path[0] == "precisions":
+        return bool(case["precision"] == path[1])
+    if path[0] == "engines":
+        return bool(case["engine"] == path[1])
+    return bool(case["gpu"] == path[0])
+
+
+def _objective(cases_: list[dict[str, Any]], catalog: dict[str, Any]) -> float:
+    """Sum over metrics of the median |error| of these cases under `catalog`."""
+    from planner.efficiency import substituted
+
+    with substituted(catalog):
+        results = [run_case(case) for case in cases_]
+    return sum(figures["median"] for figures in summary(results).values())
+
+
+def held_out_catalog(
+    source: str, catalog: dict[str, Any], *, refit: bool = True
+) -> tuple[dict[str, Any], list[str], list[str], list[str]]:
+    """The factors fitted without `source`: (catalog, fallen back, refitted, unrefittable)."""
+    import copy
+
+    own = [c for c in cases() if c["source"] == source]
+    others = [c for c in cases() if c["source"] != source]
+    fitted = copy.deepcopy(catalog)
+    fallen, refitted, unrefittable = [], [], []
+    for path in fitted_factors(catalog):
+        if not any(reads(catalog, path, case) for case in own):
+            continue
+        rest = [case for case in others if reads(catalog, path, case)]
+        name = ".".join(path)
+        if not rest:
+            if path[0] == "default":
+                unrefittable.append(name)
+                continue
+            parent = _get(fitted, path[:-1])
+            if path[0] == "engines":
+                values = [e[path[2]] for k, e in catalog["engines"].items() if k != path[1] and path[2] in e]
+                parent[path[-1]] = statistics.median(values)
+                fallen.append(f"{name} -> {parent[path[-1]]:g} (the other engines' median)")
+            else:
+                del parent[path[-1]]
+                fallen.append(
+                    f"{name} -> " + ("none" if path[0] == "precisions" else f"default {fitted['default'][path[1]]:g}")
+                )
+            continue
+        if not refit:
+            continue
+        committed = float(_get(catalog, path))
+        parent = _get(fitted, path[:-1])
+        best_value, best_score = committed, None
+        for scale in REFIT_GRID:
+            value = committed * scale
+            if not path[-1].endswith("_us") and not path[-1].endswith("_ms") and path[0] != "precisions":
+                value = min(value, 1.0)  # a fraction of a peak
+            parent[path[-1]] = value
+            score = _objective(rest, fitted)
+            if best_score is None or score < best_score - 1e-9:
+                best_value, best_score = value, score
+        parent[path[-1]] = best_value
+        if best_value != committed:
+            refitted.append(f"{name} {committed:g} -> {best_value:.3g}")
+    return fitted, fallen, refitted, unrefittable
+
+
+def leave_one_source_out(*, refit: bool = True) -> list[HeldOut]:
+    """Each source's cases scored with the factors fitted without it (see held_out_catalog)."""
+    from planner.efficiency import efficiency_catalog, substituted
+
+    catalog = efficiency_catalog()
+    held = []
+    for source in sorted({c["source"] for c in cases()}):
+        fitted, fallen, refitted, unrefittable = held_out_catalog(source, catalog, refit=refit)
+        with substituted(fitted):
+            results = tuple(run_case(case) for case in cases() if case["source"] == source)
+        held.append(HeldOut(source, results, tuple(fallen), tuple(refitted), tuple(unrefittable)))
+    return held

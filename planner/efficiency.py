@@ -5,7 +5,9 @@ measured figures and remember which ones fell back to the defaults.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,12 +60,33 @@ class EngineSettings:
     scheduler_recv_interval: int = 1
 
 
+# Factors standing in for the catalog's while a leave-one-source-out score refits them without one
+# source (planner.corpus.leave_one_source_out); None: the catalog's own.
+_substitute: dict[str, Any] | None = None
+
+
+@contextlib.contextmanager
+def substituted(catalog: dict[str, Any]) -> Iterator[None]:
+    """Plan with `catalog` (efficiency.yaml's shape) in place of the committed factors, in this block."""
+    global _substitute
+    previous, _substitute = _substitute, catalog
+    try:
+        yield
+    finally:
+        _substitute = previous
+
+
+def efficiency_catalog() -> dict[str, Any]:
+    """The factors in force: the committed catalog, or a substitute (see `substituted`)."""
+    return _substitute if _substitute is not None else _efficiency_catalog()
+
+
 @functools.cache
 def _efficiency_catalog() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((CATALOG_DIR / "efficiency.yaml").read_text(encoding="utf-8"))
     names = set(Factors.__slots__)
     for key, entry in data.items():
-        if key in ("engines", "precisions"):
+        if key in ("engines", "precisions", "measured"):
             continue
         unknown = set(entry) - names
         if unknown:
@@ -76,7 +99,7 @@ def _efficiency_catalog() -> dict[str, Any]:
 
 def default_factors(gpu_key: str, precision_key: str = "bf16") -> Factors:
     """The GPU's factors, with the weight-streaming ones scaled for the precision's kernel path."""
-    catalog = _efficiency_catalog()
+    catalog = efficiency_catalog()
     factors = {**catalog["default"], **catalog.get(gpu_key, {})}
     for name, scale in catalog.get("precisions", {}).get(precision_key, {}).items():
         factors[name] = factors[name] * float(scale)
@@ -86,7 +109,7 @@ def default_factors(gpu_key: str, precision_key: str = "bf16") -> Factors:
 def engine_settings(
     name: str, max_num_batched_tokens: int | None = None, scheduler_recv_interval: int | None = None
 ) -> EngineSettings:
-    engines = _efficiency_catalog()["engines"]
+    engines = efficiency_catalog()["engines"]
     if name not in engines:
         raise ValueError(f"engine: must be one of {', '.join(sorted(engines))}")
     entry = engines[name]

@@ -7,15 +7,29 @@ which real logs they were read from (planner/validation/README.md lists them).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from planner.specs import GpuSpec, ModelSpec
 
 GIB = 1 << 30
 ENGINES = ("vllm", "sglang", "trtllm")
 DEFAULT_VERSION = {"vllm": "0.11", "sglang": "0.5", "trtllm": "1.0"}
+# The release lines (major, minor) each engine's profiles below were built for, oldest and newest. A
+# version outside them is refused: an older vLLM reserved far more per GPU than the V0 profile's 0.6.4
+# log, and a newer one may change its accounting, so planning it under a neighbour's profile would be a
+# silent guess. vLLM 0.5-0.7: V0 (profile from a 0.6.4 log); 0.8-0.17: V1 (logs of 0.9.2 to 0.17.0).
+# SGLang 0.4-0.5 (logs of 0.4.9 to 0.5.7). TensorRT-LLM 0.17 (the first with trtllm-serve) to 1.2.
+KNOWN_RELEASES: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    "vllm": ((0, 5), (0, 17)),
+    "sglang": ((0, 4), (0, 5)),
+    "trtllm": ((0, 17), (1, 2)),
+}
 FP32_BYTES = 4
 BF16_BYTES = 2
 
@@ -37,6 +51,9 @@ class EngineProfile:
     # MXFP4 expert weights are padded by the loader: the hidden size to this multiple.
     mxfp4_pad_to: int
     note: str
+    # Where each reserve comes from, when it is weaker than the engine's own code: a figure read off a
+    # single startup log (it may be that run's, not the engine's), or one no log has checked yet.
+    provenance: tuple[str, ...] = ()
 
     def defaults(self, gpu: GpuSpec, max_model_len: int) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) the engine picks for `serve` when the user does not."""
@@ -61,12 +78,50 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in match.groups(default="0"))
 
 
-@functools.lru_cache(maxsize=64)
+# Reserves standing in for a profile's while the validation corpus is scored without the log they
+# were read from (planner.validation.leave_one_source_out): {(engine, generation): {field: value}}.
+_substitutes: dict[tuple[str, str], dict[str, Any]] = {}
+_substituted: dict[tuple[int, str], EngineProfile] = {}  # one object per profile: it keys the memory caches
+
+
+@contextlib.contextmanager
+def substituted(overrides: dict[tuple[str, str], dict[str, Any]]) -> Iterator[None]:
+    """Plan with these profile fields replaced (keyed by engine and generation), in this block."""
+    previous = dict(_substitutes)
+    _substitutes.clear()
+    _substitutes.update(overrides)
+    _substituted.clear()
+    try:
+        yield
+    finally:
+        _substitutes.clear()
+        _substitutes.update(previous)
+        _substituted.clear()
+
+
 def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProfile:
+    profile = _engine_profile(name, version)
+    fields = _substitutes.get((profile.name, profile.generation))
+    if not fields:
+        return profile
+    key = (id(profile), repr(sorted(fields.items())))
+    if key not in _substituted:
+        _substituted[key] = dataclasses.replace(profile, **fields)
+    return _substituted[key]
+
+
+@functools.lru_cache(maxsize=64)
+def _engine_profile(name: str = "vllm", version: str | None = None) -> EngineProfile:
     if name not in ENGINES:
         raise ValueError(f"engine: must be one of {', '.join(ENGINES)}")
     version = version or DEFAULT_VERSION[name]
     parsed = _version_tuple(version)
+    oldest, newest = KNOWN_RELEASES[name]
+    if not oldest <= parsed[:2] <= newest:
+        span = f"{oldest[0]}.{oldest[1]} to {newest[0]}.{newest[1]}"
+        raise ValueError(
+            f"engine_version: {name} {version} is not a release the planner has a memory profile for ({span})"
+        )
     if name == "vllm":
         if parsed < (0, 8):
             return EngineProfile(
@@ -81,6 +136,10 @@ def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProf
                 mxfp4_pad_to=0,
                 note="vLLM V0: pool = total_gpu_memory x gpu_memory_utilization - weights - peak activations "
                 "(a max_num_batched_tokens prefill) - non-torch memory; CUDA graphs come out of the headroom",
+                provenance=(
+                    "non-torch memory on one GPU 0.35 GiB: fitted to a single log (RTX 3090, vLLM 0.6.4)",
+                    "non-torch memory on several GPUs 2.0 GiB: assumed, not checked against a log",
+                ),
             )
         return EngineProfile(
             name="vllm",
@@ -95,6 +154,11 @@ def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProf
             note="vLLM V1: Available KV cache memory = total_gpu_memory x gpu_memory_utilization - weights - "
             "torch peak increase (max of a max_num_batched_tokens forward and the dummy sampler over "
             "max_num_seqs rows) - non-torch memory; CUDA graphs are captured after the pool, from the headroom",
+            provenance=(
+                "non-torch memory on several GPUs 2.04 GiB (NCCL and custom all-reduce buffers): fitted to a "
+                "single log (H200 TP4 over NVLink, vLLM 0.10); PCIe and other TP sizes not checked",
+                "non-torch memory on one GPU 0.15 GiB: assumed, not checked against a log",
+            ),
         )
     if name == "sglang":
         return EngineProfile(
@@ -109,6 +173,10 @@ def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProf
             mxfp4_pad_to=256,
             note="SGLang: KV pool = total x mem_fraction_static - weights - memory in use before the pool "
             "(context, NCCL); activations and CUDA graphs live in the remaining 1 - mem_fraction_static",
+            provenance=(
+                "memory before the pool on several GPUs 2.06 GiB: fitted to a single log (H100 TP4, Qwen3-235B-FP8)",
+                "memory before the pool on one GPU 1.0 GiB: assumed, not checked against a log",
+            ),
         )
     return EngineProfile(
         name="trtllm",
@@ -122,6 +190,7 @@ def engine_profile(name: str = "vllm", version: str | None = None) -> EngineProf
         mxfp4_pad_to=256,
         note="TensorRT-LLM: KV pool = kv_cache_free_gpu_memory_fraction x (memory free after weights, "
         "activations and runtime buffers); not validated against logs here",
+        provenance=("runtime buffers 1.0 GiB on one GPU, 2.0 GiB on several: assumed, not checked against a log",),
     )
 
 

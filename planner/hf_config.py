@@ -8,6 +8,7 @@ for the count raises one ValueError line naming it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from planner.specs import ModelSpec, VisionSpec
@@ -23,6 +24,7 @@ TESTED_ARCHITECTURES = frozenset(
         "Qwen2MoeForCausalLM",
         "Qwen3ForCausalLM",
         "Qwen3MoeForCausalLM",
+        "Qwen3NextForCausalLM",
         "Gemma2ForCausalLM",
         "Gemma3ForCausalLM",
         "Gemma3ForConditionalGeneration",
@@ -106,20 +108,61 @@ def checkpoint_quantization(config: dict[str, Any]) -> dict[str, Any] | None:
     return summary
 
 
-def _kept_bf16(ignored: Any) -> tuple[str, ...]:
-    """Map a scheme's ignore list (module names or `re:` patterns) to the planner's parts."""
+_LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
+_DENSE_MLP = re.compile(r"mlp\.(?:gate|up|down|gate_up)_proj|mlp\.\((?:gate|up|down|gate_up)")
+
+
+def _part_of(module: str) -> str | None:
+    """The planner part a quantization ignore-list entry (a module name or `re:` pattern) names."""
+    name = module.replace("\\", "")
+    if "shared_expert" in name:
+        return "shared_experts"
+    if "attn" in name or "attention" in name:
+        return "attention"
+    if "expert" not in name and (_DENSE_MLP.search(name) or name.endswith(".mlp")):
+        return "dense_mlp"  # not the router (`mlp.gate`), not the routed experts
+    return None
+
+
+def _kept_bf16(ignored: Any, layers: int, dense: frozenset[int] | None = None) -> tuple[tuple[str, ...], str]:
+    """Map a scheme's ignore list to the planner's parts kept in BF16, and a note on what was not.
+
+    A part counts as BF16 when the list names it for every layer (a pattern, or each layer by index);
+    a part named for a few layers only (FP8 checkpoints that keep the first and last layers) stays
+    quantized, with a note: the memory model sizes parts, not single layers, and calling the whole part
+    BF16 would overstate it by far more than the few layers understate it."""
     if not isinstance(ignored, list):
-        return ()
-    text = " ".join(str(item) for item in ignored)
-    parts = []
-    if "attn" in text or "attention" in text:
-        parts.append("attention")
-    if "shared_expert" in text:
-        parts.append("shared_experts")
-    return tuple(parts)
+        return (), ""
+    everywhere: set[str] = set()
+    some: dict[str, set[int]] = {}
+    for item in map(str, ignored):
+        part = _part_of(item)
+        if part is None:
+            continue
+        index = _LAYER_INDEX.search(item)
+        if index is None:
+            everywhere.add(part)
+        else:
+            some.setdefault(part, set()).add(int(index.group(1)))
+    partial = []
+    for part, indices in sorted(some.items()):
+        present = dense if part == "dense_mlp" and dense is not None else frozenset(range(layers))
+        if present and indices >= present:
+            everywhere.add(part)
+        elif part not in everywhere:
+            named = ", ".join(map(str, sorted(indices)[:8])) + (", …" if len(indices) > 8 else "")
+            partial.append(f"{part} of layers {named}")
+    note = (
+        f"the ignore list keeps {'; '.join(partial)} in BF16: planned at the checkpoint's precision (part sizes)"
+        if partial
+        else ""
+    )
+    return tuple(p for p in ("attention", "dense_mlp", "shared_experts") if p in everywhere), note
 
 
-def infer_precision(config: dict[str, Any]) -> dict[str, Any] | None:
+def infer_precision(
+    config: dict[str, Any], layers: int = 0, dense: frozenset[int] | None = None
+) -> dict[str, Any] | None:
     """The planner precision a checkpoint's quantization_config implies, or None for BF16/FP16.
 
     Returns {"precision", "group_size", "keep_bf16", "zero_point", "note"}.
@@ -130,9 +173,8 @@ def infer_precision(config: dict[str, Any]) -> dict[str, Any] | None:
     method = str(qc.get("quant_method", "")).lower()
     result: dict[str, Any] = {"precision": None, "group_size": None, "keep_bf16": (), "zero_point": False, "note": ""}
     if method == "fp8":
-        result.update(
-            precision="fp8", keep_bf16=_kept_bf16(qc.get("modules_to_not_convert") or qc.get("ignored_layers"))
-        )
+        result["precision"] = "fp8"
+        _ignore_list(result, qc.get("modules_to_not_convert") or qc.get("ignored_layers"), layers, dense)
     elif method == "mxfp4":
         result.update(precision="mxfp4")
     elif method in ("awq", "gptq"):
@@ -149,7 +191,7 @@ def infer_precision(config: dict[str, Any]) -> dict[str, Any] | None:
         algo = str(qc.get("quant_algo", "")).upper()
         result.update(precision="nvfp4" if "FP4" in algo else "fp8")
     elif method == "compressed-tensors":
-        _compressed_tensors(qc, result)
+        _compressed_tensors(qc, result, layers, dense)
     elif method == "bitsandbytes":
         result.update(precision="w4a16", group_size=64, note="bitsandbytes 4-bit planned as INT4 group 64")
     else:
@@ -158,14 +200,26 @@ def infer_precision(config: dict[str, Any]) -> dict[str, Any] | None:
     return result
 
 
-def _compressed_tensors(qc: dict[str, Any], result: dict[str, Any]) -> None:
+def _ignore_list(result: dict[str, Any], ignored: Any, layers: int, dense: frozenset[int] | None = None) -> None:
+    result["keep_bf16"], note = _kept_bf16(ignored, layers, dense)
+    if note:
+        result["note"] = "; ".join(filter(None, (result["note"], note)))
+
+
+def _compressed_tensors(
+    qc: dict[str, Any], result: dict[str, Any], layers: int, dense: frozenset[int] | None = None
+) -> None:
     fmt = str(qc.get("format", ""))
     groups = qc.get("config_groups") or {}
     scheme = next((g for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)), None)
-    result["keep_bf16"] = _kept_bf16(qc.get("ignore"))
     if scheme is None:
         result["note"] = "compressed-tensors config without weight groups: planned as BF16"
         return
+    _precision_of_group(scheme, fmt, result)
+    _ignore_list(result, qc.get("ignore"), layers, dense)  # after: its note joins the scheme's
+
+
+def _precision_of_group(scheme: dict[str, Any], fmt: str, result: dict[str, Any]) -> None:
     weights, inputs = scheme["weights"], scheme.get("input_activations") or {}
     bits, kind = weights.get("num_bits"), weights.get("type", "int")
     if "nvfp4" in fmt or (bits == 4 and kind == "float"):
@@ -185,12 +239,37 @@ def _compressed_tensors(qc: dict[str, Any], result: dict[str, Any]) -> None:
         result["note"] = f"compressed-tensors {bits}-bit weights are not modelled: planned as BF16"
 
 
-def _layer_windows(text: dict[str, Any], arch: str, layers: int) -> tuple[int, ...]:
+def _linear_fields(text: dict[str, Any], layers: int) -> dict[str, Any]:
+    """Gated DeltaNet (linear attention) layers of a hybrid model (Qwen3-Next), from layer_types or
+    full_attention_interval (every Nth layer full attention, the rest linear), with their state sizes.
+    A `linear_attention` layer without these fields is another kind (MiniMax, Kimi): refused later."""
+    types = text.get("layer_types")
+    if isinstance(types, list) and types:
+        if "linear_attention" not in types or text.get("linear_num_value_heads") is None:
+            return {}
+        indices = tuple(i for i, kind in enumerate(types) if kind == "linear_attention")
+    else:
+        interval = _int(text, "full_attention_interval", default=0)
+        if interval < 2:
+            return {}
+        indices = tuple(i for i in range(layers) if (i + 1) % interval)
+    return {
+        "linear_layers": indices,
+        "linear_value_heads": _int(text, "linear_num_value_heads"),
+        "linear_key_heads": _int(text, "linear_num_key_heads"),
+        "linear_key_head_dim": _int(text, "linear_key_head_dim"),
+        "linear_value_head_dim": _int(text, "linear_value_head_dim"),
+        "linear_conv_kernel": _int(text, "linear_conv_kernel_dim", default=4),
+    }
+
+
+def _layer_windows(text: dict[str, Any], arch: str, layers: int, linear: bool = False) -> tuple[int, ...]:
     """Per-layer KV window (0: full attention), from layer_types or the family's interleave rule."""
     window = text.get("sliding_window") or 0
     types = text.get("layer_types")
     if isinstance(types, list) and types:
-        unmodelled = sorted(set(map(str, types)) & UNMODELLED_LAYER_TYPES)
+        modelled = {"linear_attention"} if linear else set()
+        unmodelled = sorted(set(map(str, types)) & (UNMODELLED_LAYER_TYPES - modelled))
         if unmodelled:
             raise ValueError(f"config.layer_types: {', '.join(unmodelled)} layers are not modelled by the planner")
         if len(types) != layers:
@@ -273,6 +352,16 @@ def _mla_fields(text: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _dense_mlp_layers(fields: dict[str, Any], layers: int) -> frozenset[int]:
+    """The layers with a dense MLP (ModelSpec.is_moe_layer's rule): an ignore list naming each of them
+    keeps the whole dense MLP in BF16 (DeepSeek's first three layers)."""
+    if not fields.get("n_routed_experts"):
+        return frozenset(range(layers))
+    first, step = fields["first_k_dense_layers"], fields["moe_layer_step"]
+    listed = set(fields["dense_layers"])
+    return frozenset(i for i in range(layers) if i < first or i in listed or (i - first + 1) % step)
+
+
 def parse_config(config: Any, key: str = "custom") -> ModelSpec:
     if not isinstance(config, dict):
         raise ValueError("model: an inline config must be a JSON object (a config.json)")
@@ -322,7 +411,12 @@ def parse_config(config: Any, key: str = "custom") -> ModelSpec:
         fields["dense_intermediate_size"] = _int(text, "intermediate_size", "ffn_hidden_size", "n_inner")
     if arch.startswith("GptOss"):
         fields.update(attention_bias=True, attention_sinks=True, expert_bias=True)
-    windows = _layer_windows(text, arch, layers)
+    linear = _linear_fields(text, layers)
+    if linear:
+        fields.update(linear)
+        # Qwen3-Next's full-attention q_proj also yields an output gate (Qwen3.5 states it in its config).
+        fields["attention_output_gate"] = bool(text.get("attn_output_gate", arch.startswith("Qwen3Next")))
+    windows = _layer_windows(text, arch, layers, linear=bool(linear))
     if any(windows):
         fields["layer_windows"] = windows
         fields["sliding_window"] = max(windows)
@@ -335,7 +429,7 @@ def parse_config(config: Any, key: str = "custom") -> ModelSpec:
             num_layers=_int(vision, "num_hidden_layers"),
             intermediate_size=_int(vision, "intermediate_size"),
         )
-    quant = infer_precision(config)
+    quant = infer_precision(config, layers, _dense_mlp_layers(fields, layers))
     if quant:
         fields["checkpoint_precision"] = quant["precision"]
         fields["checkpoint_group_size"] = quant["group_size"]

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from planner.plan import PlanRequest
 
 MAX_GPUS = 256
+MAX_DP = 32  # replicas the search considers (a fixed dp may be more)
 
 
 def _powers(limit: int) -> list[int]:
@@ -44,10 +45,14 @@ def _candidate_layouts(
         for pp in [fixed_pp] if fixed_pp else _powers(16):
             if pp > 1 and tp < gpus_per_node and fixed_pp is None:
                 continue  # PP carries the cross-node split: fill a node with TP first
-            for dp in [fixed_dp] if fixed_dp else _powers(32):
+            # Powers of two here; plan() adds the replica count between two of them that the
+            # concurrency needs (3 replicas when 2 hold too few sequences), and a fixed dp is any number.
+            for dp in [fixed_dp] if fixed_dp else _powers(MAX_DP):
                 if tp * pp * dp > MAX_GPUS or pp > spec.num_layers:
                     continue
                 ep_options = [1] if not spec.is_moe else sorted({1, tp, tp * dp})
+                if dp & (dp - 1) and spec.n_routed_experts % (tp * dp):
+                    ep_options.remove(tp * dp)  # experts shared across replicas only where they divide evenly
                 for ep in [fixed_ep] if fixed_ep else ep_options:
                     layout = Layout(tp=tp, pp=pp, ep=ep, dp=dp)
                     try:

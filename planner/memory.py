@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from planner.engines import EngineProfile, activation_bytes, engine_profile
 from planner.params import LayerParams, ParamBreakdown
-from planner.specs import GpuSpec, ModelSpec, PrecisionSpec
+from planner.specs import LINEAR_STATE, GpuSpec, ModelSpec, PrecisionSpec
 
 GIB = 1 << 30
 KV_BYTES = {"bf16": 2, "fp8": 1}
@@ -152,7 +152,7 @@ def layer_weight_bytes(
         return BF16_BYTES * 8 if _keep_bf16(part, keep) else bits
 
     attention = layer.attention
-    if model.attention == "gqa" and layout.tp > model.num_kv_heads:
+    if model.attention == "gqa" and layout.tp > model.num_kv_heads and not layer.linear_attention:
         # K/V heads replicate when TP exceeds them: each rank still holds one whole KV head.
         kv_per_rank = math.ceil(model.num_kv_heads / layout.tp) * model.head_dim * model.hidden_size * 2
         attention_per_gpu = (attention - 2 * model.num_kv_heads * model.head_dim * model.hidden_size) / layout.tp
@@ -265,11 +265,16 @@ def kv_per_stage(
     """(bytes per token over the stage's layers, bytes per full-length sequence) per stage."""
     engine = engine or engine_profile()
     per_layer = kv_bytes_per_token_layer(model, kv_dtype, layout.tp)
+    # A linear-attention layer's state, in the model's dtype whatever the KV dtype (vLLM's mamba cache
+    # dtype "auto"): charged once per sequence, nothing per token.
+    state = model.linear_state_elements(layout.tp) * BF16_BYTES if model.linear_layers else 0
     result = []
     for groups in stage_groups(params, model, layout.pp):
-        per_token = per_layer * sum(count for _layer, _window, count in groups)
+        per_token = per_layer * sum(count for _layer, window, count in groups if window != LINEAR_STATE)
         per_sequence = sum(
-            per_layer * count * window_charge_tokens(window, max_model_len, engine, batched_tokens)
+            count * state
+            if window == LINEAR_STATE
+            else per_layer * count * window_charge_tokens(window, max_model_len, engine, batched_tokens)
             for _layer, window, count in groups
         )
         result.append((per_token, per_sequence))
@@ -321,7 +326,7 @@ def memory_breakdown(
     pool = pool_for(weights)
     block = engine.block_size_tokens
     tokens = int(pool // kv_token) // block * block if pool > 0 and kv_token > 0 else 0
-    full_copy = kv_bytes_per_token_layer(model, kv_dtype, 1) * model.num_layers
+    full_copy = kv_bytes_per_token_layer(model, kv_dtype, 1) * (model.num_layers - len(model.linear_layers))
     return MemoryBreakdown(
         weights_total_bytes=weights_total_bytes(params, model, precision, keep_bf16),
         weights_per_gpu_bytes=int(weights),

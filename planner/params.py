@@ -24,6 +24,7 @@ class LayerParams:
     routed_expert_each: int
     shared_experts: int
     router: int
+    linear_attention: bool = False  # a Gated DeltaNet block in place of attention (no K/V heads to replicate)
 
     @property
     def total(self) -> int:
@@ -90,6 +91,8 @@ def _attention(spec: ModelSpec) -> tuple[int, int]:
     q = spec.num_attention_heads * spec.head_dim
     kv = spec.num_kv_heads * spec.head_dim
     sharded = h * q + 2 * h * kv + q * h
+    if spec.attention_output_gate:
+        sharded += h * q  # q_proj's second half: a sigmoid gate on the attention output
     if spec.attention_bias:
         sharded += q + 2 * kv + h
     if spec.attention_sinks:
@@ -99,14 +102,27 @@ def _attention(spec: ModelSpec) -> tuple[int, int]:
     return sharded, 0
 
 
+def _linear_attention(spec: ModelSpec) -> int:
+    """One Gated DeltaNet block: q/k/v/z and the b/a (beta, decay) projections, the causal conv over
+    q, k and v, per-head decay parameters (A_log, dt_bias), the gated output norm and out_proj."""
+    h = spec.hidden_size
+    keys = spec.linear_key_heads * spec.linear_key_head_dim
+    values = spec.linear_value_heads * spec.linear_value_head_dim
+    projections = h * (2 * keys + 2 * values) + h * 2 * spec.linear_value_heads
+    conv = (2 * keys + values) * spec.linear_conv_kernel
+    return projections + conv + 2 * spec.linear_value_heads + spec.linear_value_head_dim + values * h
+
+
 @functools.lru_cache(maxsize=256)
 def count_params(spec: ModelSpec) -> ParamBreakdown:
     h = spec.hidden_size
     attention, replicated = _attention(spec)
     shared_size = spec.shared_expert_intermediate_size or spec.moe_intermediate_size
+    linear = _linear_attention(spec) if spec.linear_layers else 0
     layers = []
     for index in range(spec.num_layers):
         moe = spec.is_moe_layer(index)
+        is_linear = index in spec.linear_layers
         expert = _swiglu(h, spec.moe_intermediate_size, spec.expert_bias) if moe else 0
         router = (
             (h * spec.n_routed_experts + (spec.n_routed_experts if spec.expert_bias or spec.attention == "mla" else 0))
@@ -115,14 +131,15 @@ def count_params(spec: ModelSpec) -> ParamBreakdown:
         )
         layers.append(
             LayerParams(
-                attention=attention,
-                attention_replicated=replicated,
+                attention=linear if is_linear else attention,
+                attention_replicated=0 if is_linear else replicated,
                 norms=spec.norms_per_layer * h,
                 dense_mlp=0 if moe else _swiglu(h, spec.dense_intermediate_size),
                 routed_experts=expert * spec.n_routed_experts,
                 routed_expert_each=expert,
                 shared_experts=_swiglu(h, shared_size) * spec.n_shared_experts if moe else 0,
                 router=router,
+                linear_attention=is_linear,
             )
         )
     vision = 0

@@ -10,6 +10,7 @@ says which. Every figure is an estimate and carries the inputs it used.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 from planner.efficiency import ENGINES, EngineSettings, Factors, Rates, default_factors, engine_settings
 from planner.memory import Layout, kv_bytes_per_token_layer, layer_weight_bytes, stage_groups
 from planner.params import LayerParams, ParamBreakdown
-from planner.specs import GpuSpec, ModelSpec, PrecisionSpec
+from planner.specs import LINEAR_STATE, GpuSpec, ModelSpec, PrecisionSpec
 
 if TYPE_CHECKING:
     from planner.calibrate.profile import CalibrationProfile
 
 __all__ = [
+    "ARRIVALS",
     "ENGINES",
     "EngineSettings",
     "Factors",
@@ -36,6 +38,7 @@ __all__ = [
 ]
 
 BF16 = 2
+ARRIVALS = ("burst", "spread", "poisson")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,15 @@ class Workload:
     # enables it by default, SGLang's radix cache): they are not prefilled again, but the new tokens
     # still attend to them.
     cached_prefix_len: int = 0
+    # The engine's cap on running sequences per replica (--max-num-seqs, --max-running-requests); a
+    # closed loop's other requests wait in its queue. None: no cap below the concurrency.
+    max_num_seqs: int | None = None
+    # How the clients' requests arrive (ARRIVALS): "burst", fixed lengths all sent at once, as
+    # `vllm bench serve` and `sglang.bench_serving` do by default with --max-concurrency (the prompts one
+    # prefill step holds finish together and come back together: the waves stay aligned); "spread",
+    # clients whose requests arrive one at a time.
+    arrival: str = "burst"
+    request_rate: float | None = None  # requests/s over all replicas, with arrival "poisson" (an open loop)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +77,13 @@ class Throughput:
     engine: str = "vllm"
     max_num_batched_tokens: int = 0
     scheduler_recv_interval: int = 1
+    queued: int = 0  # requests per replica waiting for a slot (concurrency above max_num_seqs)
+    arrival: str = "burst"
+    request_rate: float | None = None
+    prefill_ms: float = 0.0  # a prompt's own prefill, arriving alone
     calibration: str | None = None
     fallbacks: tuple[str, ...] = ()
+    keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
     breakdown_ms: dict[str, float] = field(default_factory=dict)
 
     def as_estimate(self) -> dict[str, Any]:
@@ -80,6 +97,10 @@ class Throughput:
                 "sequences_per_replica": self.batch,
                 "engine": self.engine,
                 "max_num_batched_tokens": self.max_num_batched_tokens,
+                "keep_bf16": list(self.keep_bf16),
+                "arrival": self.arrival,
+                **({"request_rate": self.request_rate} if self.request_rate is not None else {}),
+                **({"queued_per_replica": self.queued} if self.queued else {}),
                 **(
                     {"scheduler_recv_interval": self.scheduler_recv_interval}
                     if self.scheduler_recv_interval > 1
@@ -188,10 +209,21 @@ def step_s(
                 rates.gemm_s(dense, tokens, *attn_shape, bf16=dense_bf16)
                 + rates.gemm_s(layer.router * BF16, tokens, model.n_routed_experts or 1, h, bf16=True)
             )
-            decode_ctx = min(decode_context, window) if window else decode_context
-            prefill_ctx = min(prefill_context, window) if window else prefill_context
-            kv_read = decode_tokens * decode_ctx * kv_layer + (kv_layer * prefill_ctx * 2 if prefill_tokens else 0.0)
-            flops = heads * (decode_width * decode_tokens * decode_ctx + prefill_width * prefill_tokens * prefill_ctx)
+            if window == LINEAR_STATE:
+                # Linear attention reads and writes each sequence's fixed state once a step, whatever the
+                # context; its math is a state update and a readout per token and value head.
+                state = model.linear_state_elements(tp) * BF16
+                kv_read = 2 * state * (decode_tokens + (1 if prefill_tokens else 0))
+                flops = 4 * tokens * model.linear_state_elements(tp)
+            else:
+                decode_ctx = min(decode_context, window) if window else decode_context
+                prefill_ctx = min(prefill_context, window) if window else prefill_context
+                kv_read = decode_tokens * decode_ctx * kv_layer + (
+                    kv_layer * prefill_ctx * 2 if prefill_tokens else 0.0
+                )
+                flops = heads * (
+                    decode_width * decode_tokens * decode_ctx + prefill_width * prefill_tokens * prefill_ctx
+                )
             parts["attention"] += count * rates.attention_s(kv_read, flops)
             parts["kernels"] += count * _kernels(model, layer, layout) * rates.kernel_s()
             if tp > 1:
@@ -226,8 +258,22 @@ def estimate(
     """Steady state of `workload.concurrency` requests (spread over DP replicas), each a prompt of
     input_len tokens and output_len generated tokens, on an engine with chunked prefill."""
     engine = engine or engine_settings("vllm")
+    if workload.arrival == "poisson" and not quick:
+        return _open_loop(
+            model=model,
+            params=params,
+            precision=precision,
+            gpu=gpu,
+            layout=layout,
+            workload=workload,
+            kv_dtype=kv_dtype,
+            keep=keep,
+            engine=engine,
+            profile=profile,
+        )
     rates = Rates(gpu, precision, profile)
-    batch = max(1, -(-workload.concurrency // layout.dp))
+    clients = max(1, -(-workload.concurrency // layout.dp))
+    batch = min(clients, workload.max_num_seqs) if workload.max_num_seqs else clients
     prompt, output = max(1, workload.input_len), max(1, workload.output_len)
     # A cached prefix is not prefilled again (an engine recomputes at least the prompt's last token).
     cached = min(max(workload.cached_prefix_len, 0), prompt - 1)
@@ -281,7 +327,7 @@ def estimate(
     # fits). Prompts that do not fit spread the group's completions by a step or more, so the next
     # prompts arrive apart. A prompt queues behind, on average, half of the rest of its group, and
     # behind the other groups' prefills still waiting when it arrives.
-    group = max(1, min(batch, int(budget // new)))
+    group = max(1, min(batch, int(budget // new))) if workload.arrival == "burst" else 1
 
     def prefill_s(tokens: float) -> float:
         """Steps prefilling `tokens` in chunks of the step budget, the decode batch sharing them."""
@@ -309,8 +355,13 @@ def estimate(
     wait_s = _closed_loop_wait_s(math.ceil(batch / group), group_s, decoding_s)
     ttft_s = in_flight_s + own_s + wait_s + overhead_s
     cycle_s = ttft_s + (output - 1) * tpot_s + overhead_s
-    delivered = output * tpot_s / cycle_s
     tokens_per_s = batch * layout.dp * output / cycle_s
+    # Clients beyond the engine's running cap wait in its queue: the slots stay full, so a request's
+    # whole latency is clients / batch service cycles (Little's law) and the wait is the excess, which
+    # a client sees in its time to first token. TPOT and tokens/s are the running batch's.
+    queue_s = (clients / batch - 1) * cycle_s
+    ttft_s += queue_s
+    delivered = output * tpot_s / (cycle_s + queue_s)
     # A true upper bound: one sequence, this GPU's share of the weights streamed at the HBM peak.
     weights = sum(
         layer_weight_bytes(layer, model, precision, layout, keep) * count
@@ -335,9 +386,66 @@ def estimate(
         engine=engine.name,
         max_num_batched_tokens=engine.max_num_batched_tokens,
         scheduler_recv_interval=engine.scheduler_recv_interval,
+        queued=clients - batch,
+        arrival=workload.arrival,
+        prefill_ms=own_s * 1e3,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
+        keep_bf16=tuple(sorted(keep)),
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
+    )
+
+
+def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **rest: Any) -> Throughput:
+    """A Poisson stream of `request_rate` requests/s (`vllm bench serve --request-rate`, its default
+    burstiness 1): the sequences in flight are the rate times a request's latency (Little's law),
+    found by fixed-point iteration; a prompt waits for the step in flight when the engine is busy and
+    for the prompts ahead of it (M/D/1: Poisson arrivals at a server of the prompt's prefill time).
+    The concurrency is the most sequences per replica the plan holds: a rate needing more is refused."""
+    rate = float(workload.request_rate or 0.0) / layout.dp  # per replica
+    cap = max(1, -(-workload.concurrency // layout.dp))
+    output = max(1, workload.output_len)
+    overhead_s = engine.request_overhead_ms / 1e3
+
+    def closed(running: int) -> Throughput:
+        alone = dataclasses.replace(
+            workload, concurrency=running * layout.dp, arrival="spread", request_rate=None, max_num_seqs=None
+        )
+        return estimate(workload=alone, layout=layout, engine=engine, **rest)
+
+    def refuse(served: Throughput) -> ValueError:
+        cycle_s = (served.prefill_ms + (output - 1) * served.tpot_ms) / 1e3 + 2 * overhead_s
+        most = cap * layout.dp / cycle_s
+        return ValueError(
+            f"request_rate: {workload.request_rate:g} requests/s exceeds what {cap * layout.dp} sequences in "
+            f"flight serve (about {most:.2f} requests/s); raise the concurrency or the replicas"
+        )
+
+    in_flight = 0.0
+    for _ in range(60):
+        running = max(1, min(cap, round(in_flight)))
+        served = closed(running)
+        prefill_s, tpot_s = served.prefill_ms / 1e3, served.tpot_ms / 1e3
+        load = rate * prefill_s
+        if load >= 1:
+            raise refuse(served)
+        queue_s = load * prefill_s / (2 * (1 - load))
+        busy = min(1.0, in_flight)
+        ttft_s = busy * engine.scheduler_recv_interval * tpot_s / 2 + prefill_s + queue_s + overhead_s
+        latency_s = ttft_s + (output - 1) * tpot_s + overhead_s
+        settled = rate * latency_s
+        if settled > cap + 0.5:
+            raise refuse(closed(cap))
+        if abs(settled - in_flight) < 0.01:
+            break
+        in_flight = (in_flight + settled) / 2
+    return dataclasses.replace(
+        served,
+        ttft_ms=ttft_s * 1e3,
+        decode_tokens_per_s=rate * layout.dp * output,
+        delivered_fraction=rate * output * tpot_s / max(in_flight, 1e-9) if in_flight else 1.0,
+        arrival="poisson",
+        request_rate=workload.request_rate,
     )
 
 

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planner import __version__
 from planner.engines import ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
-from planner.layouts import MAX_GPUS, candidate_layouts, no_layout
+from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
 from planner.memory import KV_BYTES, Layout, MemoryBreakdown, memory_breakdown
 from planner.params import ParamBreakdown, count_params
-from planner.perf import Throughput, Workload, engine_settings, estimate
+from planner.perf import ARRIVALS, Throughput, Workload, engine_settings, estimate
 from planner.serving import Launch, serving_commands
 from planner.specs import GpuSpec, ModelSpec, PrecisionSpec, gpu, model, precision
 
@@ -56,6 +57,8 @@ class PlanRequest:
     output_len: int | None = None
     cached_prefix_len: int = 0  # leading prompt tokens already in the engine's prefix cache
     calibration: CalibrationProfile | None = None  # measured efficiencies (planner.calibrate)
+    arrival: str = "burst"  # how the requests arrive (planner.perf.ARRIVALS)
+    request_rate: float | None = None  # requests/s over all replicas, with arrival "poisson"
 
     def validate(self) -> None:
         if self.kv_dtype not in KV_BYTES:
@@ -68,14 +71,17 @@ class PlanRequest:
             raise ValueError("concurrency: must be >= 1")
         if self.max_model_len is not None and self.max_model_len < 16:
             raise ValueError("max_model_len: must be >= 16")
-        for name in ("tp", "pp", "ep", "dp"):
+        for name in ("tp", "pp", "ep"):
             value = getattr(self, name)
             if value is not None and (value < 1 or value & (value - 1)):
                 raise ValueError(f"{name}: must be a power of two >= 1")
+        if self.dp is not None and self.dp < 1:  # replicas: any number (3 is as good as 4)
+            raise ValueError("dp: must be >= 1")
         if self.tp is not None and self.tp > self.gpus_per_node:
             raise ValueError("tp: tensor parallelism stays inside a node (tp <= gpus_per_node)")
         if self.engine not in ENGINES:
             raise ValueError(f"engine: must be one of {', '.join(ENGINES)}")
+        engine_profile(self.engine, self.engine_version)  # an unknown release is refused, naming the field
         for name in ("max_num_batched_tokens", "max_num_seqs"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -86,6 +92,12 @@ class PlanRequest:
                 raise ValueError(f"{name}: must be >= 1")
         if self.cached_prefix_len < 0:
             raise ValueError("cached_prefix_len: must be >= 0")
+        if self.arrival not in ARRIVALS:
+            raise ValueError(f"arrival: must be one of {', '.join(ARRIVALS)}")
+        if self.arrival == "poisson" and not (self.request_rate and self.request_rate > 0):
+            raise ValueError("request_rate: a Poisson stream needs its rate, in requests/s (> 0)")
+        if self.arrival != "poisson" and self.request_rate is not None:
+            raise ValueError("request_rate: only with arrival poisson (a closed loop is set by its concurrency)")
         engine_settings(self.engine, self.max_num_batched_tokens, self.scheduler_recv_interval)
         if self.calibration is not None and self.calibration.gpu_key not in (None, self.gpu):
             raise ValueError(f"calibration: profile was measured on {self.calibration.gpu_key}, not {self.gpu}")
@@ -165,6 +177,20 @@ class PlanResult(PlanSetup):
     serving: dict[str, str]
     notes: tuple[str, ...] = field(default=())
 
+    def fit_margin(self) -> dict[str, int]:
+        """How far the plan is from the edge: positive is room to spare, negative is what it lacks.
+
+        `kv_bytes_per_gpu`: the KV pool less what the requested concurrency needs at max_model_len
+        (at least one sequence per replica, as the engine needs to start); `sequences`: full-length
+        sequences held less those requested."""
+        memory, layout = self.chosen.memory, self.chosen.layout
+        running = running_sequences(self.request, layout)
+        needed = max(1, -(-running // layout.dp)) * memory.kv_bytes_per_sequence_per_gpu
+        return {
+            "kv_bytes_per_gpu": memory.kv_pool_bytes - needed,
+            "sequences": self.chosen.max_concurrency - running,
+        }
+
     def as_contract(self) -> dict[str, Any]:
         memory, layout = self.chosen.memory, self.chosen.layout
         return {
@@ -194,7 +220,11 @@ class PlanResult(PlanSetup):
                 "capacity": memory.capacity_bytes,
             },
             "fits": self.chosen.fits,
+            # Whether the engine starts at all: one max_model_len sequence per replica after weights and
+            # reserves (vLLM refuses to start otherwise). `fits` also asks for the concurrency.
+            "starts": self.chosen.memory.sequences_per_replica >= 1,
             "max_concurrency": self.chosen.max_concurrency,
+            "fit_margin": self.fit_margin(),
             "throughput": {
                 "decode_tokens_per_s": round(self.throughput.decode_tokens_per_s, 1),
                 "tpot_ms": round(self.throughput.tpot_ms, 2),
@@ -238,6 +268,7 @@ def _resolve_precision(request: PlanRequest, spec: ModelSpec) -> tuple[Precision
     group_size = request.group_size
     if key == AUTO_PRECISION:
         key = spec.checkpoint_precision or "bf16"
+    if key == spec.checkpoint_precision:  # the checkpoint served as it is: its ignore list holds
         keep |= frozenset(spec.checkpoint_keep_bf16)
         if key in ("w4a16", "w4a8"):
             group_size = group_size or spec.checkpoint_group_size
@@ -267,6 +298,8 @@ def plan(request: PlanRequest) -> PlanResult:
         candidates += [evaluate(layout) for layout in by_count[count]]
         if any(c.fits for c in candidates):
             break
+    if request.dp is None:
+        candidates += _fewer_replicas(evaluate, candidates, request.concurrency)
     fitting = [c for c in candidates if c.fits]
     notes = [
         *spec.notes,
@@ -275,6 +308,12 @@ def plan(request: PlanRequest) -> PlanResult:
         f"Weights at {scheme.bits_per_weight:.3f} bits/weight ({scheme.key}); embeddings, lm_head, router and norms "
         f"stay BF16{'; also BF16: ' + ', '.join(sorted(keep)) if keep else ''}.",
     ]
+    if engine.provenance:
+        notes.append(
+            f"Reserves of the {engine.name} {engine.version} profile weaker than its code: "
+            + "; ".join(engine.provenance)
+            + "."
+        )
     if spec.max_position_embeddings and max_len > spec.max_position_embeddings:
         notes.append(
             f"max_model_len {max_len} exceeds the model's native {spec.max_position_embeddings} positions: "
@@ -283,8 +322,13 @@ def plan(request: PlanRequest) -> PlanResult:
     if spec.attention == "mla":
         notes.append("MLA: every TP rank holds the whole latent KV cache (it is not divided by TP).")
     if fitting:
-        fitting = [dataclasses.replace(c, throughput=_throughput(setup, c, quick=True)) for c in fitting]
-        chosen = min(fitting, key=_fewest_gpus_then_fastest)
+        fewest = min(c.layout.gpus for c in fitting)  # only the fewest GPUs can win: rank those on speed
+        ranked = [
+            dataclasses.replace(c, throughput=_throughput(setup, c, quick=True))
+            for c in fitting
+            if c.layout.gpus == fewest
+        ]
+        chosen = min(ranked, key=_fewest_gpus_then_fastest)
         notes.append(
             f"Chosen: tp={chosen.layout.tp} pp={chosen.layout.pp} ep={chosen.layout.ep} dp={chosen.layout.dp} "
             f"({chosen.layout.gpus} GPUs): objective = fewest GPUs that fit, then highest decode throughput; "
@@ -292,7 +336,7 @@ def plan(request: PlanRequest) -> PlanResult:
         )
     else:
         chosen = max(candidates, key=lambda c: (c.memory.kv_pool_bytes, -c.layout.gpus))
-        notes.append(f"No layout of up to {MAX_GPUS} GPUs fits; showing the one closest to fitting.")
+        notes.append(_no_fit_note(request, candidates, chosen))
     rejected = sorted((c for c in candidates if not c.fits), key=lambda c: c.layout.gpus)[:5]
     for candidate in rejected:
         shape = candidate.layout
@@ -326,13 +370,23 @@ def plan(request: PlanRequest) -> PlanResult:
         max_model_len=max_len,
         gpu_memory_utilization=request.gpu_memory_utilization,
         kv_dtype=request.kv_dtype,
-        max_num_seqs=max(request.concurrency, 1),
+        # What the memory model reserved for: the asked --max-num-seqs, else the concurrency.
+        max_num_seqs=chosen.memory.max_num_seqs,
         scheduler_recv_interval=request.scheduler_recv_interval or 1,
+        max_num_batched_tokens=chosen.memory.max_num_batched_tokens,
     )
     setup_fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(PlanSetup)}
     return PlanResult(
         **setup_fields, chosen=chosen, throughput=throughput, serving=serving_commands(launch), notes=tuple(notes)
     )
+
+
+def running_sequences(request: PlanRequest, layout: Layout) -> int:
+    """Sequences the engine runs at once over all replicas: the concurrency, capped per replica by an
+    asked max_num_seqs (the rest wait in the engine's queue, holding no KV cache)."""
+    if request.max_num_seqs is None:
+        return request.concurrency
+    return min(request.concurrency, request.max_num_seqs * layout.dp)
 
 
 def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
@@ -352,6 +406,7 @@ def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
         max_num_seqs=request.max_num_seqs or request.concurrency,
     )
     max_concurrency = memory.sequences_per_replica * layout.dp
+    needed = running_sequences(request, layout)
     gib = 1 << 30
     if memory.kv_pool_bytes <= 0:
         reason = (
@@ -360,11 +415,48 @@ def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
         )
     elif memory.sequences_per_replica < 1:
         reason = f"KV pool {memory.kv_pool_bytes / gib:.1f} GiB cannot hold one {max_len}-token sequence per replica"
-    elif max_concurrency < request.concurrency:
-        reason = f"holds {max_concurrency} full-length sequences, fewer than the {request.concurrency} requested"
+    elif max_concurrency < needed:
+        reason = f"holds {max_concurrency} full-length sequences, fewer than the {needed} requested"
     else:
         reason = ""
     return Candidate(layout=layout, memory=memory, max_concurrency=max_concurrency, fits=not reason, reason=reason)
+
+
+def _no_fit_note(request: PlanRequest, candidates: list[Candidate], chosen: Candidate) -> str:
+    """Why nothing fits, naming what the user pinned: a pinned layout is the only one tried."""
+    shape = chosen.layout
+    if len(candidates) == 1:
+        return (
+            f"The pinned layout tp={shape.tp} pp={shape.pp} ep={shape.ep} dp={shape.dp} does not fit: {chosen.reason}."
+        )
+    pinned = " ".join(f"{name}={getattr(request, name)}" for name in ("tp", "pp", "ep", "dp") if getattr(request, name))
+    scope = f"with {pinned} (as pinned) " if pinned else ""
+    return f"No layout {scope}of up to {MAX_GPUS} GPUs fits; showing the one closest to fitting."
+
+
+def _fewer_replicas(
+    evaluate: Callable[[Layout], Candidate], candidates: list[Candidate], concurrency: int
+) -> list[Candidate]:
+    """Replica counts between the powers of two the search tried: a replica that holds some sequences
+    but too few, repeated as often as the concurrency needs (3 replicas where 2 hold too few and 4 are
+    a GPU more than needed). Only where experts stay inside a replica: its memory then does not depend
+    on how many replicas there are."""
+    fewest = min((c.layout.gpus for c in candidates if c.fits), default=MAX_GPUS + 1)
+    if fewest > MAX_GPUS:
+        # Nothing fits: the next power of two of replicas of any shape was tried (tp x pp is a power of
+        # two, so it stays within MAX_GPUS when fewer replicas do) and failed on memory, not replicas.
+        return []
+    seen = {c.layout for c in candidates}
+    extra = []
+    for candidate in candidates:
+        shape, held = candidate.layout, candidate.memory.sequences_per_replica
+        if candidate.fits or held < 1 or shape.ep > shape.tp:
+            continue
+        layout = dataclasses.replace(shape, dp=-(-concurrency // held))
+        if layout.dp <= MAX_DP and layout.gpus < fewest and layout not in seen:
+            seen.add(layout)
+            extra.append(evaluate(layout))
+    return extra
 
 
 def _fewest_gpus_then_fastest(candidate: Candidate) -> tuple[int, float]:
@@ -376,7 +468,6 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
     request, max_len, scheme = setup.request, setup.max_model_len, setup.precision
     output = request.output_len or min(1024, max(1, max_len // 2))
     prompt = request.input_len or min(1024, max(1, max_len - output))
-    keep = frozenset(request.keep_bf16) | DEFAULT_KEEP_BF16.get(scheme.key, frozenset())
     return estimate(
         model=setup.model,
         params=setup.params,
@@ -388,9 +479,14 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
             output_len=output,
             concurrency=request.concurrency,
             cached_prefix_len=request.cached_prefix_len,
+            max_num_seqs=request.max_num_seqs,
+            arrival=request.arrival,
+            request_rate=request.request_rate,
         ),
         kv_dtype=request.kv_dtype,
-        keep=keep,
+        # The one list of BF16 parts the memory model sized (asked, the checkpoint's own, the
+        # scheme's default): recomputing it here left out the checkpoint's (issue 27).
+        keep=setup.keep_bf16,
         # The step budget the memory model reserved activations for: the engine's own default for
         # this GPU when the request does not set one (vLLM V1 takes 2048 on an A100, 8192 on an H100).
         engine=engine_settings(

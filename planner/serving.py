@@ -24,6 +24,10 @@ class Launch:
     kv_dtype: str
     max_num_seqs: int
     scheduler_recv_interval: int = 1  # SGLang only
+    # The prefill step budget the plan was computed with. Stated on every command: each engine's own
+    # default differs (vLLM 2048 on an A100, 8192 on Hopper; SGLang 8192), so leaving it out serves
+    # a different step than the one planned.
+    max_num_batched_tokens: int | None = None
 
     @property
     def online_fp8(self) -> bool:
@@ -43,6 +47,8 @@ def vllm_command(launch: Launch) -> str:
     argv += ["--max-model-len", str(launch.max_model_len)]
     argv += ["--gpu-memory-utilization", f"{launch.gpu_memory_utilization:g}"]
     argv += ["--max-num-seqs", str(launch.max_num_seqs)]
+    if launch.max_num_batched_tokens:
+        argv += ["--max-num-batched-tokens", str(launch.max_num_batched_tokens)]
     if launch.online_fp8:
         argv += ["--quantization", "fp8"]
     if launch.kv_dtype == "fp8":
@@ -64,6 +70,8 @@ def sglang_command(launch: Launch) -> str:
     argv += ["--context-length", str(launch.max_model_len)]
     argv += ["--mem-fraction-static", f"{launch.gpu_memory_utilization:g}"]
     argv += ["--max-running-requests", str(launch.max_num_seqs)]
+    if launch.max_num_batched_tokens:  # SGLang's chunk of prompt tokens per step
+        argv += ["--chunked-prefill-size", str(launch.max_num_batched_tokens)]
     if launch.online_fp8:
         argv += ["--quantization", "fp8"]
     if launch.kv_dtype in SGLANG_KV:
@@ -79,6 +87,8 @@ def trtllm_command(launch: Launch) -> str:
     if layout.ep > 1:
         argv += ["--ep_size", str(layout.ep)]
     argv += ["--max_seq_len", str(launch.max_model_len), "--max_batch_size", str(launch.max_num_seqs)]
+    if launch.max_num_batched_tokens:
+        argv += ["--max_num_tokens", str(launch.max_num_batched_tokens)]
     argv += ["--kv_cache_free_gpu_memory_fraction", f"{launch.gpu_memory_utilization:g}"]
     return shlex.join(argv)
 

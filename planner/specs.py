@@ -15,6 +15,7 @@ import yaml
 
 CATALOG_DIR = Path(__file__).resolve().parent / "catalog"
 MIB = 1 << 20
+LINEAR_STATE = -1  # kv_window of a linear-attention layer: no KV per token, a fixed state per sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,15 @@ class ModelSpec:
     chunked_attention_size: int = 0  # Llama 4 chunked (local) attention
     global_attention_every: int = 0  # with chunked attention: every Nth layer is global
     layer_windows: tuple[int, ...] = ()  # per layer: tokens it keeps (0: whole context); overrides the two above
+    # Hybrid attention (Qwen3-Next): these layers are Gated DeltaNet linear attention, a fixed state per
+    # sequence (a causal conv's last inputs and a heads x key dim x value dim recurrence) and no KV per token.
+    linear_layers: tuple[int, ...] = ()
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    attention_output_gate: bool = False  # Qwen3-Next: q_proj also yields a per-head output gate
     dense_intermediate_size: int = 0
     moe_intermediate_size: int = 0
     n_routed_experts: int = 0
@@ -87,7 +97,10 @@ class ModelSpec:
         return sum(1 for i in range(self.num_layers) if self.is_moe_layer(i))
 
     def kv_window(self, index: int) -> int | None:
-        """Tokens layer `index` keeps in its KV cache (None: the whole context)."""
+        """Tokens layer `index` keeps in its KV cache (None: the whole context; LINEAR_STATE: none, a
+        linear-attention layer keeps a fixed state per sequence instead)."""
+        if self.linear_layers and index in self.linear_layers:
+            return LINEAR_STATE
         if self.layer_windows:
             return self.layer_windows[index] or None
         if self.sliding_window and self.sliding_window_every and (index % self.sliding_window_every) == 0:
@@ -96,6 +109,17 @@ class ModelSpec:
         if chunked and (index + 1) % self.global_attention_every != 0:
             return self.chunked_attention_size
         return None
+
+    def linear_state_elements(self, tp: int) -> int:
+        """Elements of one linear-attention layer's state per sequence on one TP rank (heads split by
+        TP): the causal conv keeps its last kernel - 1 inputs of the q, k and v channels, the recurrence a
+        key dim x value dim matrix per value head."""
+        channels = (
+            2 * self.linear_key_heads * self.linear_key_head_dim + self.linear_value_heads * self.linear_value_head_dim
+        )
+        conv = -(-channels // tp) * max(self.linear_conv_kernel - 1, 0)
+        recurrent = -(-self.linear_value_heads // tp) * self.linear_key_head_dim * self.linear_value_head_dim
+        return conv + recurrent
 
     def validate(self) -> None:
         where = f"model {self.key!r}"
@@ -114,6 +138,12 @@ class ModelSpec:
             raise ValueError(f"{where}: moe_intermediate_size must be positive for an MoE model")
         if not self.is_moe and self.dense_intermediate_size <= 0:
             raise ValueError(f"{where}: dense_intermediate_size must be positive for a dense model")
+        if self.linear_layers:
+            for name in ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim"):
+                if getattr(self, name) <= 0:
+                    raise ValueError(f"{where}: {name} must be positive for linear-attention layers")
+            if not all(0 <= i < self.num_layers for i in self.linear_layers):
+                raise ValueError(f"{where}: linear_layers must be layer indices")
         if self.layer_windows and len(self.layer_windows) != self.num_layers:
             raise ValueError(f"{where}: layer_windows must list one window per layer")
         has_dense_layers = self.first_k_dense_layers or self.dense_layers or (self.is_moe and self.moe_layer_step > 1)
@@ -195,7 +225,7 @@ def models() -> dict[str, ModelSpec]:
         data = dict(data)
         if data.get("vision"):
             data["vision"] = VisionSpec(**data["vision"])
-        for name in ("layer_windows", "dense_layers", "checkpoint_keep_bf16", "notes"):
+        for name in ("layer_windows", "linear_layers", "dense_layers", "checkpoint_keep_bf16", "notes"):
             if name in data:
                 data[name] = tuple(data[name])
         spec = _build(ModelSpec, key, data, "model")

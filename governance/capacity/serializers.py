@@ -9,8 +9,9 @@ from rest_framework import serializers
 
 from governance.core.serializers import KeyOrObjectField, StrictSerializer
 from planner.calibrate.profile import CalibrationProfile
-from planner.engines import ENGINES
+from planner.engines import ENGINES, engine_profile
 from planner.hf_config import parse_config
+from planner.perf import ARRIVALS
 from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cached_prefix
 from planner.specs import gpus, precisions
 
@@ -75,6 +76,19 @@ class PlanInputSerializer(StrictSerializer):
         help_text="leading prompt tokens already in the engine's prefix cache (not prefilled again); "
         "below input_len, which it needs",
     )
+    arrival = serializers.ChoiceField(
+        choices=ARRIVALS,
+        default="burst",
+        help_text="how the requests arrive: burst (a closed loop sent at once, waves aligned: vllm bench "
+        "serve's default), spread (one at a time) or poisson (an open loop at request_rate)",
+    )
+    request_rate = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=1e-6,
+        max_value=1e6,
+        help_text="with arrival poisson: requests/s over all replicas (concurrency: the most in flight)",
+    )
     cluster = serializers.CharField(
         required=False,
         allow_null=True,
@@ -99,6 +113,11 @@ class PlanInputSerializer(StrictSerializer):
         # Here rather than in validate_model: the errors are named by config field at the top level.
         if isinstance(attrs.get("model"), dict) and (errors := config_errors(attrs["model"])):
             raise serializers.ValidationError(errors)
+        poisson, rate = attrs.get("arrival") == "poisson", attrs.get("request_rate")
+        if poisson != (rate is not None):  # here, not only in the planner: a stored plan would fail in the worker
+            raise serializers.ValidationError(
+                {"request_rate": ["needed with arrival poisson, and only with it (requests/s)"]}
+            )
         interval = attrs.get("scheduler_recv_interval")
         if interval is not None and interval > 1 and attrs.get("engine", "vllm") != "sglang":
             # Here, not only in the planner: a stored plan would otherwise fail in the worker.
@@ -107,6 +126,8 @@ class PlanInputSerializer(StrictSerializer):
             )
         try:
             check_cached_prefix(attrs.get("cached_prefix_len") or 0, attrs.get("input_len"))
+            # An engine release the planner has no profile for: refused here, not in the worker.
+            engine_profile(attrs.get("engine", "vllm"), attrs.get("engine_version"))
         except ValueError as exc:
             field, _, message = str(exc).partition(": ")
             raise serializers.ValidationError({field: [message]}) from None
@@ -138,5 +159,7 @@ def plan_request_from(data: dict[str, Any], calibration: CalibrationProfile | No
         input_len=data.get("input_len"),
         output_len=data.get("output_len"),
         cached_prefix_len=data.get("cached_prefix_len") or 0,
+        arrival=data.get("arrival") or "burst",
+        request_rate=data.get("request_rate"),
         calibration=calibration,
     )

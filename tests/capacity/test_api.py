@@ -172,3 +172,42 @@ def _run_stored_plan_through_worker() -> None:
     expected = plan(PlanRequest(model="qwen3-235b-a22b", precision="fp8", gpu="h200", max_model_len=32768))
     assert detail["result"]["parallel"] == expected.as_contract()["parallel"]
     assert AuditEvent.objects.filter(action=AuditAction.CAPACITY_PLAN_COMPUTED).count() == 1
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
+def test_an_unknown_engine_release_is_400_naming_the_field(personas: Personas, endpoint: str) -> None:
+    """Refused when asked, not in the worker: the planner has no memory profile for vLLM 0.1.0."""
+    body = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "engine_version": "0.1.0"}
+    response = personas.client(personas.engineer).post(endpoint, body, format="json")
+    assert response.status_code == 400, response.json()
+    assert "engine_version" in response.json()["extra"]["fields"], response.json()
+    assert not CapacityPlan.objects.exists()
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
+def test_plan_apis_take_the_arrival_pattern(personas: Personas, endpoint: str) -> None:
+    body = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 32, "arrival": "spread"}
+    response = personas.client(personas.engineer).post(endpoint, body, format="json")
+    assert response.status_code in (200, 202), response.json()
+    if endpoint == "/api/v1/planner/plan":
+        assert response.json() == json.loads(json.dumps(plan(PlanRequest(**body)).as_contract()))
+        assert response.json()["throughput_estimate"]["inputs"]["arrival"] == "spread"
+    else:
+        assert CapacityPlan.objects.get(code=response.json()["code"]).inputs["arrival"] == "spread"
+    bad = personas.client(personas.engineer).post(endpoint, {**body, "arrival": "uniform"}, format="json")
+    assert bad.status_code == 400
+    assert "arrival" in bad.json()["extra"]["fields"]
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
+def test_plan_apis_take_a_poisson_rate_and_refuse_it_without_poisson(personas: Personas, endpoint: str) -> None:
+    body = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 64}
+    client = personas.client(personas.engineer)
+    good = client.post(endpoint, {**body, "arrival": "poisson", "request_rate": 4.0}, format="json")
+    assert good.status_code in (200, 202), good.json()
+    if endpoint == "/api/v1/planner/plan":
+        assert good.json()["throughput_estimate"]["inputs"]["request_rate"] == 4.0
+    for bad_body in ({**body, "request_rate": 4.0}, {**body, "arrival": "poisson"}):
+        bad = client.post(endpoint, bad_body, format="json")
+        assert bad.status_code == 400, bad.json()
+        assert "request_rate" in bad.json()["extra"]["fields"]

@@ -170,3 +170,15 @@ def test_memory_is_monotone_in_concurrency_and_fits_only_within_capacity(concurr
     assert memory["weights"] + memory["kv_cache"] + memory["activations"] + memory["overhead"] == memory["total"]
     if contract["fits"]:
         assert contract["max_concurrency"] >= concurrency
+
+
+def test_a_reserve_fitted_to_a_single_log_says_so_in_the_plan() -> None:
+    """Issue 31: a reserve read off one startup log may be that run's, not the engine's; the plan says
+    which of its reserves stand on a single log and which on none."""
+    from planner.engines import engine_profile
+
+    for name in ("vllm", "sglang", "trtllm"):
+        assert engine_profile(name).provenance, name
+    result = plan(PlanRequest(model="llama-3.1-8b", precision="bf16", gpu="h200", tp=2, engine="sglang"))
+    note = next(n for n in result.notes if n.startswith("Reserves of the sglang"))
+    assert "fitted to a single log (H100 TP4" in note

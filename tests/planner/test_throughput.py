@@ -109,6 +109,8 @@ def test_every_figure_is_labelled_an_estimate_with_its_inputs() -> None:
         "sequences_per_replica": 16,
         "engine": "sglang",
         "max_num_batched_tokens": 4096,
+        "keep_bf16": ["attention", "dense_mlp", "shared_experts"],  # MXFP4 quantizes the routed experts
+        "arrival": "burst",
     }
     assert estimate["tpot_ms"] == contract["throughput"]["tpot_ms"]
     assert set(estimate["decode_step_breakdown_ms"]) >= {"dense_gemm", "experts", "attention", "kernels"}
