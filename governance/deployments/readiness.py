@@ -88,6 +88,7 @@ class Reason:
     fix: str
     role: str  # an Actor: who must act
     license: str = ""  # the license a license reason is about
+    finding: str = ""  # the license finding's code (e.g. threshold.licensor_approval)
 
     def as_dict(self) -> dict[str, str]:
         """The gate's contract (DESIGN.md): code, message, fix."""
@@ -98,6 +99,8 @@ class Reason:
         row = {"code": self.code, "message": self.message, "fix": self.fix, "role": self.role, "severity": "blocker"}
         if self.license:
             row["license"] = self.license
+        if self.finding:
+            row["finding"] = self.finding
         return row
 
 
@@ -117,11 +120,10 @@ class ReadinessState:
     evidence: Mapping[str, Any]
     evidence_digest: str
     signatures: Mapping[str, Signature]  # by role: legal, engineering
+    # A usage report that crossed license terms flags the request (its reason names the month and
+    # the terms); only an approval clears the flag.
     flagged: bool = False
     flag_reason: str = ""
-    usage_crossed: tuple[str, ...] = ()
-    usage_month: str = ""
-    usage_after_approval: bool = False  # the latest usage report came after the approval
 
 
 def readiness(state: ReadinessState, now: datetime) -> list[Reason]:
@@ -204,6 +206,7 @@ def _license(evidence: Mapping[str, Any], now: datetime) -> list[Reason]:
                         "with the licensor's written permission and a second legal reviewer confirms it",
                         Actor.REQUESTER,
                         license_key,
+                        finding["code"],
                     )
                 )
             else:
@@ -214,6 +217,7 @@ def _license(evidence: Mapping[str, Any], now: datetime) -> list[Reason]:
                         f"{LEGAL} records the licensor's approval as a waiver",
                         Actor.LEGAL,
                         license_key,
+                        finding["code"],
                     )
                 )
     for item in evidence.get("obligations") or []:
@@ -231,22 +235,23 @@ def _license(evidence: Mapping[str, Any], now: datetime) -> list[Reason]:
                 else f"{REQUESTER} says how it is met; {LEGAL} accepts it",
                 Actor.LEGAL if acknowledged else Actor.REQUESTER,
                 item["license"],
+                item["code"],
             )
         )
     return reasons
 
 
 def _usage(state: ReadinessState) -> list[Reason]:
-    fix = f"{LEGAL} reviews the new findings and the request is approved again"
-    if state.usage_crossed and state.usage_after_approval:
-        crossed = ", ".join(state.usage_crossed)
-        message = f"the usage report of {state.usage_month} crossed license terms: {crossed}"
-        return [Reason(ReasonCode.USAGE_THRESHOLD_CROSSED, message, fix, Actor.LEGAL)]
-    if state.flagged:
-        return [
-            Reason(ReasonCode.USAGE_THRESHOLD_CROSSED, state.flag_reason or "the request is flagged", fix, Actor.LEGAL)
-        ]
-    return []
+    if not state.flagged:
+        return []
+    return [
+        Reason(
+            ReasonCode.USAGE_THRESHOLD_CROSSED,
+            state.flag_reason or "a usage report crossed license terms",
+            f"{LEGAL} reviews the new findings and the request is approved again",
+            Actor.LEGAL,
+        )
+    ]
 
 
 def _capacity(evidence: Mapping[str, Any]) -> list[Reason]:

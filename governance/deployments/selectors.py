@@ -16,7 +16,7 @@ from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role
 from governance.core.tokens import token_covers_deployment
 from governance.deployments.choices import ReviewVerdict, Status
-from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, UsageReport, Waiver
+from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, Waiver
 from governance.deployments.readiness import ReadinessState, Reason, Signature, readiness
 from governance.evaluations.models import EvalRun
 
@@ -70,7 +70,6 @@ def deployments_list(user: Any) -> QuerySet[DeploymentRequest]:
             Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by")),
             Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer")),
             Prefetch("eval_runs", queryset=EvalRun.objects.order_by("created_at")),
-            Prefetch("usage_reports", queryset=UsageReport.objects.order_by("created_at")),
         )
         .order_by("-created_at")
     )
@@ -203,7 +202,7 @@ def waiver_get(deployment: DeploymentRequest, code: Any) -> Waiver:
 
 def deployment_readiness_state(deployment: DeploymentRequest) -> ReadinessState:
     """What the readiness rule reads, with the ORM: the stored evidence, each role's approving
-    sign-off (the live one, else the latest voided one) and the latest usage report. The gate reads
+    sign-off (the live one, else the latest voided one) and the usage flag. The gate reads
     the same in its own single statement (gate.selectors); a parity test runs both."""
     decisions = sorted(
         (d for d in deployment_decisions(deployment) if d.verdict == ReviewVerdict.APPROVE),
@@ -214,24 +213,12 @@ def deployment_readiness_state(deployment: DeploymentRequest) -> ReadinessState:
         signatures[decision.role] = Signature(
             role=decision.role, evidence_digest=decision.evidence_digest, voided=decision.voided_at is not None
         )
-    prefetched = _prefetched(deployment, "usage_reports")
-    latest = (
-        max(prefetched, key=lambda r: r.created_at, default=None)
-        if prefetched is not None
-        else deployment.usage_reports.order_by("-created_at").first()
-    )
-    after_approval = latest is not None and (
-        deployment.approved_at is None or latest.created_at >= deployment.approved_at
-    )
     return ReadinessState(
         evidence=deployment.evidence or {},
         evidence_digest=deployment.evidence_digest,
         signatures=signatures,
         flagged=deployment.flagged,
         flag_reason=deployment.flag_reason,
-        usage_crossed=tuple(latest.crossed or ()) if latest is not None else (),
-        usage_month=latest.month if latest is not None else "",
-        usage_after_approval=after_approval,
     )
 
 

@@ -195,12 +195,15 @@ def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
 def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
     """The latest eval run per scheme of a deployment request, for its evidence document."""
     latest: dict[str, EvalRun] = {}
-    # A cancelled run has no verdict: it neither blocks nor counts; the run before or after it stands.
+    # Only verdicts are evidence: a cancelled run has none, and a running one has none yet (the
+    # evidence, and so the sign-offs, would otherwise depend on when it was last rebuilt); the run
+    # before or after it stands. The request page shows runs in progress beside the evidence.
+    without_verdict = (EvalStatus.CANCELLED, EvalStatus.RUNNING)
     prefetched = getattr(deployment, "_prefetched_objects_cache", {}).get("eval_runs")  # the deployment list's
     runs = (
-        sorted((e for e in prefetched if e.status != EvalStatus.CANCELLED), key=lambda e: e.created_at)
+        sorted((e for e in prefetched if e.status not in without_verdict), key=lambda e: e.created_at)
         if prefetched is not None
-        else EvalRun.objects.filter(request=deployment).exclude(status=EvalStatus.CANCELLED).order_by("created_at")
+        else EvalRun.objects.filter(request=deployment).exclude(status__in=without_verdict).order_by("created_at")
     )
     for evaluation in runs:
         latest[evaluation.scheme] = evaluation

@@ -3,7 +3,6 @@ decision log as each user may see it."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -35,7 +34,7 @@ from governance.gate.conditions import GateState
 from governance.gate.models import GateDecision
 
 # The gate's read: the request's columns the conditions need, each role's approving sign-off
-# (the live one first, else the latest voided one), the latest usage report and the stored
+# (the live one first, else the latest voided one) and the stored
 # verification of the completed approval packet (approvals.selectors.APPROVAL_STATE_*), in ONE
 # statement. Hand-written because compiling the equivalent ORM subqueries costs more CPU per
 # check than the query itself; the unique index on code and the foreign-key indexes of the
@@ -46,10 +45,7 @@ SELECT d.id, d.code, d.team_id, d.status, d.approved_at, d.approval_expires_at, 
        legal.evidence_digest AS gate_legal_digest,
        CASE WHEN legal.voided_at IS NULL THEN 0 ELSE 1 END AS gate_legal_voided,
        engineering.evidence_digest AS gate_engineering_digest,
-       CASE WHEN engineering.voided_at IS NULL THEN 0 ELSE 1 END AS gate_engineering_voided,
-       latest_usage.month AS gate_usage_month, latest_usage.crossed AS gate_usage_crossed,
-       CASE WHEN d.approved_at IS NULL OR latest_usage.created_at >= d.approved_at THEN 1 ELSE 0 END
-           AS gate_usage_after_approval,{APPROVAL_STATE_COLUMNS}
+       CASE WHEN engineering.voided_at IS NULL THEN 0 ELSE 1 END AS gate_engineering_voided,{APPROVAL_STATE_COLUMNS}
 FROM deployments_deploymentrequest d
 LEFT JOIN deployments_reviewdecision legal ON legal.id = (
     SELECT r.id FROM deployments_reviewdecision r
@@ -58,9 +54,7 @@ LEFT JOIN deployments_reviewdecision legal ON legal.id = (
 LEFT JOIN deployments_reviewdecision engineering ON engineering.id = (
     SELECT r.id FROM deployments_reviewdecision r
     WHERE r.request_id = d.id AND r.role = 'engineering' AND r.verdict = 'approve'
-    ORDER BY CASE WHEN r.voided_at IS NULL THEN 0 ELSE 1 END, r.created_at DESC LIMIT 1)
-LEFT JOIN deployments_usagereport latest_usage ON latest_usage.id = (
-    SELECT u.id FROM deployments_usagereport u WHERE u.request_id = d.id ORDER BY u.created_at DESC LIMIT 1){APPROVAL_STATE_JOINS}
+    ORDER BY CASE WHEN r.voided_at IS NULL THEN 0 ELSE 1 END, r.created_at DESC LIMIT 1){APPROVAL_STATE_JOINS}
 WHERE d.code = %s
 """  # noqa: S608 (code constants only; values are parameters)
 
@@ -163,9 +157,6 @@ def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str 
         "pdf_url": verified.pdf_url if verified else None,
         "sha256": verified.pdf_sha256 if verified else None,
     }
-    crossed = getattr(deployment, "gate_usage_crossed", None)
-    if isinstance(crossed, str):  # a JSON column read outside its model field arrives as text
-        crossed = json.loads(crossed)
     state = GateState(
         status=deployment.status,
         approval_expires_at=deployment.approval_expires_at,
@@ -177,9 +168,6 @@ def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str 
             signatures=signatures,
             flagged=deployment.flagged,
             flag_reason=deployment.flag_reason,
-            usage_month=getattr(deployment, "gate_usage_month", None) or "",
-            usage_crossed=tuple(crossed or ()),
-            usage_after_approval=bool(getattr(deployment, "gate_usage_after_approval", 0)),
         ),
         packet_valid=packet_valid,
     )

@@ -123,9 +123,12 @@ class Flow:
         return response.json()
 
     def compute_capacity(self, code: str) -> None:
+        """Compute the request's plan and run the hook that makes it evidence (after commit in
+        production; these tests run inside one transaction)."""
         stored = latest_capacity_plan(DeploymentRequest.objects.get(code=code))
         assert stored is not None
-        capacity_plan_compute(plan_id=stored.pk)
+        computed = capacity_plan_compute(plan_id=stored.pk)
+        deployment_services.on_capacity_plan_computed(plan=computed)
 
     def to_review(self, artifact: ModelArtifact, facts: dict[str, Any] | None = None) -> str:
         code = self.create(artifact, facts)["code"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Personas
-from tests.deployments.conftest import Flow
+from tests.deployments.conftest import Flow, ensure_passed_eval
 
 
 @pytest.fixture
@@ -64,6 +64,7 @@ def test_reviewers_hear_when_a_request_waits_and_requesters_when_it_is_decided(
     sent = mail.sent_by(lambda: flow.post(p.legal, code, "start-review"))
     assert set(sent) == {"eng@example.com"}
     flow.compute_capacity(code)  # its on-commit signal would change the evidence after the approval
+    ensure_passed_eval(code)
     flow.meet_obligations(code)
     digest = flow.get(p.legal, code)["evidence_digest"]
 

@@ -12,7 +12,7 @@ from governance.audit.models import AuditEvent
 from governance.core.roles import Role
 from governance.deployments.models import DeploymentRequest, ReviewDecision
 from tests.conftest import Personas, make_user
-from tests.deployments.conftest import FACTS, SERVING, Flow
+from tests.deployments.conftest import FACTS, SERVING, Flow, ensure_passed_eval
 
 
 def test_one_person_with_both_reviewer_roles_cannot_sign_both(
@@ -21,6 +21,7 @@ def test_one_person_with_both_reviewer_roles_cannot_sign_both(
     both = make_user("both", Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
     code = flow.to_review(artifacts["apache"])
     flow.compute_capacity(code)
+    ensure_passed_eval(code)
     flow.meet_obligations(code)
     digest = flow.get(both, code)["evidence_digest"]
     first = flow.post(

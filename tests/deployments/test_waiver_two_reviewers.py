@@ -93,7 +93,7 @@ def test_one_legal_reviewer_cannot_waive_a_prohibited_use(flow: Flow, personas: 
     assert proposed.status_code == 201, proposed.json()
     body = proposed.json()
     # Proposed, not in force: the blocker stands and the evidence (so any sign-off) is unchanged.
-    assert any(b["code"] == "aup.prohibited_use" for b in body["blockers"])
+    assert any(b.get("finding") == "aup.prohibited_use" for b in body["blockers"]), body["blockers"]
     assert _blocker(body)["waived"] is False
     assert body["evidence_digest"] == before["evidence_digest"]
     [waiver] = body["waivers"]
@@ -112,13 +112,13 @@ def test_one_legal_reviewer_cannot_waive_a_prohibited_use(flow: Flow, personas: 
     assert flow.post(personas.legal, code, confirm).status_code == 403
     assert flow.post(personas.requester, code, confirm).status_code == 403
     assert flow.post(personas.engineer, code, confirm).status_code == 403
-    assert any(b["code"] == "aup.prohibited_use" for b in flow.get(personas.legal, code)["blockers"])
+    assert any(b.get("finding") == "aup.prohibited_use" for b in flow.get(personas.legal, code)["blockers"])
 
     second = make_user("legal2", "legal_reviewer")
     confirmed = flow.post(second, code, confirm)
     assert confirmed.status_code == 200, confirmed.json()
     body = confirmed.json()
-    assert not any(b["code"] == "aup.prohibited_use" for b in body["blockers"])
+    assert not any(b.get("finding") == "aup.prohibited_use" for b in body["blockers"])
     assert _blocker(body)["waived"] is True
     assert body["evidence_digest"] != before["evidence_digest"]
     [in_force] = body["waivers"]

@@ -53,7 +53,8 @@ def test_serving_config_outside_the_approved_envelope_is_denied(gate: Gate) -> N
     assert gate.codes(serving={"max_model_len": 65536}) == [ReasonCode.SERVING_MAX_MODEL_LEN]
     assert gate.codes(serving={"max_model_len": 8192}) == []  # below the approved length is inside
     assert gate.codes(serving={"precision": "bf16"}) == [ReasonCode.SERVING_PRECISION]
-    assert gate.codes(serving={"precision": "w4a8"}) == [ReasonCode.EVAL_MISSING, ReasonCode.SERVING_PRECISION]
+    # the approved precision's eval is what counts: another precision is a serving mismatch
+    assert gate.codes(serving={"precision": "w4a8"}) == [ReasonCode.SERVING_PRECISION]
     assert gate.codes(serving={"engine": "sglang"}) == [ReasonCode.SERVING_ENGINE]
     assert gate.codes(serving={"gpu": "h100-80g"}) == [ReasonCode.SERVING_GPU]
     assert gate.codes(serving={"gpu_memory_utilization": 0.95}) == [ReasonCode.SERVING_MEMORY_UTILIZATION]

@@ -79,9 +79,11 @@ def deployment_update(*, deployment: DeploymentRequest, actor: User, changes: di
         reason = "edited: " + ", ".join(changed)
         if deployment.status == Status.SUBMITTED:
             deployment_transition(deployment, Status.IN_REVIEW, actor, reason)
-        deployment_evidence_refresh(deployment, actor, reason)
+        # The new plan is queued first, so the evidence says it is computing (capacity.pending)
+        # rather than keeping the old plan's verdict.
         if deployment.status != Status.DRAFT and {"serving_plan", "artifact"} & set(changed):
             capacity_plan_queue(deployment, actor)
+        deployment_evidence_refresh(deployment, actor, reason)
     return DeploymentRequest.objects.get(pk=deployment.pk)
 
 
@@ -91,8 +93,8 @@ def deployment_submit(*, deployment: DeploymentRequest, actor: User) -> Deployme
         deployment = deployment_lock(deployment)
         require_team_requester(deployment, actor)
         deployment_transition(deployment, Status.SUBMITTED, actor, "submitted for review")
+        capacity_plan_queue(deployment, actor)  # first: the evidence then says the plan is computing
         deployment_evidence_refresh(deployment, actor, "submitted")
-        capacity_plan_queue(deployment, actor)
     return DeploymentRequest.objects.get(pk=deployment.pk)
 
 
