@@ -6,6 +6,7 @@ Production points DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at Redis.
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import timedelta
 from pathlib import Path
 
@@ -54,6 +55,7 @@ INSTALLED_APPS = [
     "governance.approvals",
     "governance.calibration",
     "governance.gate",
+    "governance.observability",
     "governance.web",
 ]
 
@@ -380,6 +382,24 @@ OUTBOX_FLUSH_BATCH = 500
 # shorten it to see recovery in seconds.
 RESUME_INTERVAL_S = float(env_int("RESUME_INTERVAL_S", 15, minimum=1))
 CELERY_BEAT_SCHEDULE["outbox-flush"] = {"task": "core.outbox_flush", "schedule": RESUME_INTERVAL_S}
+
+# --- metrics (/metrics for Prometheus; docs/operations.md) ---
+# A scrape presents METRICS_TOKEN as a bearer token, or comes from one of METRICS_ALLOWED_NETWORKS
+# (CIDRs, matched against the connecting address). Neither set: nobody may scrape.
+METRICS_TOKEN = env_secret("METRICS_TOKEN", "")
+
+
+def _networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an IP network (e.g. 10.0.0.0/8)") from None
+    return networks
+
+
+METRICS_ALLOWED_NETWORKS = _networks("METRICS_ALLOWED_NETWORKS")
 
 # --- deployments ---
 DEPLOYMENT_APPROVAL_VALIDITY_DAYS = env_int("DEPLOYMENT_APPROVAL_VALIDITY_DAYS", 180, minimum=1, maximum=3650)

@@ -10,6 +10,7 @@ from governance.artifacts.api import ArtifactDetailApi, ArtifactListCreateApi, A
 from governance.capacity.api import CapacityPlanCreateApi, CapacityPlanDetailApi, PlannerPlanApi
 from governance.core.api import MeApi
 from governance.core.health import healthz
+from governance.observability.views import metrics
 
 api_v1: list[URLPattern | URLResolver] = [
     path("me", MeApi.as_view(), name="me"),
@@ -33,6 +34,7 @@ api_v1: list[URLPattern | URLResolver] = [
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
     path(
