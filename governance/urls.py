@@ -11,6 +11,7 @@ from governance.capacity.api import CapacityPlanCreateApi, CapacityPlanDetailApi
 from governance.core.api import MeApi
 from governance.core.health import healthz
 from governance.observability.views import metrics
+from governance.sso import views as sso_views
 
 api_v1: list[URLPattern | URLResolver] = [
     path("me", MeApi.as_view(), name="me"),
@@ -42,7 +43,9 @@ urlpatterns = [
         ratelimit(key="ip", rate=settings.LOGIN_RATE, method="POST", block=True)(auth_views.LoginView.as_view()),
         name="login",
     ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Signed in through the provider: the provider's session ends too (governance.sso.views.logout).
+    path("accounts/logout/", sso_views.logout, name="logout"),
+    path("oidc/", include("governance.sso.urls")),
     path("api/v1/", include((api_v1, "api"), namespace="v1")),
     path(
         "api/docs/",

@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "core": 0,
     "audit": 1,
     "licenses": 2,
+    "sso": 2,  # users and roles from the provider's ID token; approvals reads its step-up
     "artifacts": 3,
     "capacity": 3,
     "evaluations": 3,
