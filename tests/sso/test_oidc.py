@@ -286,3 +286,18 @@ def test_logout_ends_the_provider_session(sso: Provider) -> None:
 def test_sso_pages_are_absent_without_sso(settings: Any) -> None:
     settings.SSO_ENABLED = False
     assert Client().get("/oidc/authenticate/").status_code == 404
+
+
+def test_the_web_sign_off_form_takes_a_step_up_instead_of_a_password(
+    sso: Provider, sign_flow: SignFlow, artifacts: Any
+) -> None:
+    code = sign_flow.ready(artifacts["apache"])
+    client = Client()
+    _sso_legal(client, sso, "lotte")
+    form = {"role": "legal", "verdict": "approve", "evidence_digest": sign_flow.digest(code), "comment": ""}
+    client.post(f"/requests/{code}/review", form)
+    assert not SignOff.objects.filter(deployment__code=code).exists()  # no password, no step-up: refused
+    sign_in(client, sso, "lotte", step_up=True)
+    response = client.post(f"/requests/{code}/review", form)
+    assert response.status_code == 302
+    assert SignOff.objects.get(deployment__code=code).auth_method == "oidc_step_up"
