@@ -37,3 +37,33 @@ def test_claim_groups_reads_only_strings(value: object, expected: tuple[str, ...
 def test_role_map_with_an_unknown_role_names_it() -> None:
     with pytest.raises(ValueError, match="legal_reviwer"):
         validate_role_map("OIDC_ROLE_GROUPS", ROLES)
+
+
+def _django_setup_error(**env: str) -> str:
+    import os
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "governance.settings_tests", **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    return result.stderr
+
+
+def test_local_login_off_without_sso_is_refused_at_start() -> None:
+    assert "OIDC_ISSUER" in _django_setup_error(LOCAL_LOGIN_ENABLED="false")
+
+
+def test_sso_without_its_endpoints_names_what_is_missing() -> None:
+    error = _django_setup_error(OIDC_ISSUER="https://idp.example.org", OIDC_CLIENT_ID="governance")
+    assert "OIDC_CLIENT_SECRET" in error
+    assert "OIDC_TOKEN_ENDPOINT" in error
+
+
+def test_a_role_map_that_is_not_json_names_the_variable() -> None:
+    assert "OIDC_ROLE_GROUPS" in _django_setup_error(OIDC_ROLE_GROUPS="gov-legal=legal_reviewer")
