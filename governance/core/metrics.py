@@ -10,44 +10,18 @@ containers, adds its own: files are named by host and pid, since two containers'
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from collections.abc import Callable, Iterable
 from functools import wraps
-from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from prometheus_client import Counter, Histogram, values
+from prometheus_client import Counter, Histogram
+
+# For its side effect, before any metric below exists: in multiprocess mode it decides where values are kept.
+import governance.core.prometheus  # noqa: F401
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # the variable prometheus_client itself reads
-
-
-def process_identifier() -> str:
-    return f"{socket.gethostname().replace('_', '-')}-{os.getpid()}"
-
-
-if os.environ.get(MULTIPROC_ENV):
-    Path(os.environ[MULTIPROC_ENV]).mkdir(parents=True, exist_ok=True)
-    # Metric children made from here on (all of ours) keep their values in files named by this.
-    values.ValueClass = values.MultiProcessValue(process_identifier)
-
-
-def multiprocess_files_clean() -> None:
-    """Remove the value files this host's earlier processes left: they would be summed in as if
-    they were this run's. Another container's files (another host name) are left alone."""
-    folder = os.environ.get(MULTIPROC_ENV)
-    if not folder:
-        return
-    path = Path(folder)
-    path.mkdir(parents=True, exist_ok=True)
-    host = socket.gethostname().replace("_", "-")
-    for child in path.glob(f"*_{host}-*.db"):
-        child.unlink(missing_ok=True)
-
 
 # The gate answers in milliseconds; the buckets resolve 1 ms..1 s, where an SLO would sit.
 _GATE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

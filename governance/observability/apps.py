@@ -10,7 +10,7 @@ class ObservabilityConfig(AppConfig):
     def ready(self) -> None:
         from celery.signals import worker_init
 
-        from governance.core.metrics import multiprocess_files_clean
+        from governance.core.prometheus import multiprocess_files_clean
 
         # A Celery worker starting afresh: its earlier run's values are not this run's.
         worker_init.connect(lambda **_: multiprocess_files_clean(), weak=False)

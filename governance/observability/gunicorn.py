@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from governance.core.metrics import MULTIPROC_ENV, multiprocess_files_clean, process_identifier
+from governance.core.prometheus import MULTIPROC_ENV, multiprocess_files_clean, process_identifier
 
 
 def on_starting(server: Any) -> None:

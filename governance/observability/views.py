@@ -15,7 +15,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
 
-from governance.core.metrics import MULTIPROC_ENV
+from governance.core.prometheus import MULTIPROC_ENV
 from governance.observability.collectors import DatabaseCollector
 
 logger = logging.getLogger(__name__)

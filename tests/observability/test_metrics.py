@@ -277,7 +277,7 @@ def test_multiprocess_mode_sums_every_worker(tmp_path: Path) -> None:
 def test_multiprocess_files_clean_removes_only_this_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
-    from governance.core.metrics import multiprocess_files_clean
+    from governance.core.prometheus import multiprocess_files_clean
 
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
     mine = tmp_path / f"counter_{socket.gethostname().replace('_', '-')}-123.db"
