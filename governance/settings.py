@@ -6,6 +6,8 @@ Production points DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at Redis.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -54,6 +56,8 @@ INSTALLED_APPS = [
     "governance.approvals",
     "governance.calibration",
     "governance.gate",
+    "governance.observability",
+    "governance.sso",
     "governance.web",
 ]
 
@@ -380,6 +384,90 @@ OUTBOX_FLUSH_BATCH = 500
 # shorten it to see recovery in seconds.
 RESUME_INTERVAL_S = float(env_int("RESUME_INTERVAL_S", 15, minimum=1))
 CELERY_BEAT_SCHEDULE["outbox-flush"] = {"task": "core.outbox_flush", "schedule": RESUME_INTERVAL_S}
+
+# --- single sign-on: OpenID Connect (mozilla-django-oidc; docs/access.md, "Single sign-on") ---
+OIDC_ISSUER = env_str("OIDC_ISSUER", "")
+SSO_ENABLED = bool(OIDC_ISSUER)
+# Off: nobody signs in (or signs off) with a local password; only through the provider.
+LOCAL_LOGIN_ENABLED = env_bool("LOCAL_LOGIN_ENABLED", True)
+if not LOCAL_LOGIN_ENABLED and not SSO_ENABLED:
+    raise ImproperlyConfigured("LOCAL_LOGIN_ENABLED=false needs single sign-on: set OIDC_ISSUER")
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_secret("OIDC_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_JWKS_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_USERINFO_ENDPOINT", "")  # unused: claims come from the ID token
+OIDC_OP_LOGOUT_ENDPOINT = env_str("OIDC_END_SESSION_ENDPOINT", "")  # empty: sign-out ends only our session
+if SSO_ENABLED:
+    _missing = [
+        name
+        for name, value in (
+            ("OIDC_CLIENT_ID", OIDC_RP_CLIENT_ID),
+            ("OIDC_CLIENT_SECRET", OIDC_RP_CLIENT_SECRET),
+            ("OIDC_AUTHORIZATION_ENDPOINT", OIDC_OP_AUTHORIZATION_ENDPOINT),
+            ("OIDC_TOKEN_ENDPOINT", OIDC_OP_TOKEN_ENDPOINT),
+            ("OIDC_JWKS_ENDPOINT", OIDC_OP_JWKS_ENDPOINT),
+        )
+        if not value
+    ]
+    if _missing:
+        raise ImproperlyConfigured(f"OIDC_ISSUER is set: also set {', '.join(_missing)}")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid email profile")
+OIDC_USE_PKCE = True
+OIDC_STORE_ID_TOKEN = True  # the id_token_hint of the provider's logout
+OIDC_OP_LOGOUT_URL_METHOD = "governance.sso.views.provider_logout_url"
+# A private CA's certificate file for the provider's TLS, or true (the system's trust store).
+_OIDC_CA = env_str("OIDC_CA_BUNDLE", "")
+OIDC_VERIFY_SSL: bool | str = _OIDC_CA or True
+OIDC_TIMEOUT = 10
+LOGIN_REDIRECT_URL_FAILURE = "login"
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+
+
+def _json_map(name: str) -> dict[str, str]:
+    """A JSON object of strings from the environment, e.g. {"gov-legal": "legal_reviewer"}."""
+    raw = env_str(name, "{}")
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a JSON object: {exc}") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ImproperlyConfigured(f'{name} must be a JSON object of strings, e.g. {{"idp-group": "value"}}')
+    return value
+
+
+# Group claim value -> role (one of governance.core.roles.Role) and -> team name (docs/access.md).
+OIDC_ROLE_GROUPS = _json_map("OIDC_ROLE_GROUPS")
+OIDC_TEAM_GROUPS = _json_map("OIDC_TEAM_GROUPS")
+# A sign-off under SSO needs a provider sign-in (step-up) no older than this.
+SSO_STEP_UP_MAX_AGE_S = env_int("SSO_STEP_UP_MAX_AGE_S", 300, minimum=30, maximum=3600)
+if SSO_ENABLED:
+    AUTHENTICATION_BACKENDS.append("governance.sso.backends.OidcBackend")
+if not LOCAL_LOGIN_ENABLED:
+    AUTHENTICATION_BACKENDS = [
+        "governance.sso.backends.SessionOnlyBackend" if b.endswith("RoleModelBackend") else b
+        for b in AUTHENTICATION_BACKENDS
+    ]
+
+# --- metrics (/metrics for Prometheus; docs/operations.md) ---
+# A scrape presents METRICS_TOKEN as a bearer token, or comes from one of METRICS_ALLOWED_NETWORKS
+# (CIDRs, matched against the connecting address). Neither set: nobody may scrape.
+METRICS_TOKEN = env_secret("METRICS_TOKEN", "")
+
+
+def _networks(name: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an IP network (e.g. 10.0.0.0/8)") from None
+    return networks
+
+
+METRICS_ALLOWED_NETWORKS = _networks("METRICS_ALLOWED_NETWORKS")
 
 # --- deployments ---
 DEPLOYMENT_APPROVAL_VALIDITY_DAYS = env_int("DEPLOYMENT_APPROVAL_VALIDITY_DAYS", 180, minimum=1, maximum=3650)

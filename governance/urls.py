@@ -10,6 +10,8 @@ from governance.artifacts.api import ArtifactDetailApi, ArtifactListCreateApi, A
 from governance.capacity.api import CapacityPlanCreateApi, CapacityPlanDetailApi, PlannerPlanApi
 from governance.core.api import MeApi
 from governance.core.health import healthz
+from governance.observability.views import metrics
+from governance.sso import views as sso_views
 
 api_v1: list[URLPattern | URLResolver] = [
     path("me", MeApi.as_view(), name="me"),
@@ -33,6 +35,7 @@ api_v1: list[URLPattern | URLResolver] = [
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
     path(
@@ -40,7 +43,9 @@ urlpatterns = [
         ratelimit(key="ip", rate=settings.LOGIN_RATE, method="POST", block=True)(auth_views.LoginView.as_view()),
         name="login",
     ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Signed in through the provider: the provider's session ends too (governance.sso.views.logout).
+    path("accounts/logout/", sso_views.logout, name="logout"),
+    path("oidc/", include("governance.sso.urls")),
     path("api/v1/", include((api_v1, "api"), namespace="v1")),
     path(
         "api/docs/",

@@ -1,7 +1,7 @@
 """Import rule: each app imports only apps below it, so the apps built on top (approvals, gate, web)
 can change without touching the base, and no cycle can form.
 
-    core  <-  audit  <-  licenses  <-  artifacts, capacity, evaluations  <-  deployments, calibration  <-  approvals  <-  gate  <-  web
+    core  <-  audit  <-  licenses  <-  artifacts, capacity, evaluations  <-  deployments, calibration  <-  approvals  <-  gate  <-  web, observability
 
 Apps of one layer do not import each other. Lower apps announce events with Django signals (each app's
 signals.py) and the app above connects receivers in its AppConfig.ready(). `planner` is a library
@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "core": 0,
     "audit": 1,
     "licenses": 2,
+    "sso": 2,  # users and roles from the provider's ID token; approvals reads its step-up
     "artifacts": 3,
     "capacity": 3,
     "evaluations": 3,
@@ -28,6 +29,7 @@ LAYERS: dict[str, int] = {
     "approvals": 5,
     "gate": 6,  # the gate reads the approvals' verified packet state
     "web": 7,  # the UI sits on every app, approvals and gate included
+    "observability": 7,  # /metrics reads every app's tables; the instruments themselves are core.metrics
 }
 
 

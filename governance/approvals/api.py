@@ -26,6 +26,7 @@ from governance.core.roles import has_role
 from governance.core.serializers import StrictSerializer
 from governance.deployments.api import DeploymentOutputSerializer
 from governance.deployments.selectors import deployment_get
+from governance.sso.selectors import step_up_auth_time, step_up_consume
 
 
 def _user(request: Request) -> User:
@@ -124,7 +125,10 @@ class SignOffRateThrottle(UserRateThrottle):
 class SignOffInputSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=SigningRole.choices)
     decision = serializers.ChoiceField(choices=Decision.choices)
-    password = serializers.CharField(max_length=4096, trim_whitespace=False, write_only=True)
+    # Left out under single sign-on: a fresh sign-in at the provider (GET /oidc/step-up/) re-authenticates.
+    password = serializers.CharField(
+        max_length=4096, trim_whitespace=False, write_only=True, required=False, allow_blank=True, default=""
+    )
     evidence_digest = serializers.RegexField(r"^[0-9a-f]{64}$")
     comment = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
 
@@ -142,6 +146,7 @@ def signoff_dict(signoff: SignOff) -> dict[str, Any]:
         "evidence_digest": signoff.evidence_digest,
         "certificate_sha256": signoff.certificate.fingerprint_sha256,
         "pdf_sha256": signoff.pdf_sha256,
+        "auth_method": signoff.auth_method,
         "voided_at": signoff.voided_at,
         "void_reason": signoff.void_reason,
     }
@@ -180,7 +185,13 @@ class SignOffApi(APIView):
         deployment = deployment_get(user, code)
         serializer = SignOffInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        signoff = services.sign_off(deployment=deployment, user=user, **serializer.validated_data)
+        signoff = services.sign_off(
+            deployment=deployment,
+            user=user,
+            step_up_auth_time=step_up_auth_time(request._request, user),
+            **serializer.validated_data,
+        )
+        step_up_consume(request._request)
         deployment.refresh_from_db(fields=["status"])
         return Response({**signoff_dict(signoff), "deployment_status": deployment.status}, status=201)
 
@@ -216,7 +227,9 @@ class CrlApi(APIView):
 class ReviewInputSerializer(StrictSerializer):
     verdict = serializers.ChoiceField(choices=Decision.choices)
     evidence_digest = serializers.RegexField(r"^[0-9a-f]{64}$")
-    password = serializers.CharField(max_length=4096, trim_whitespace=False, write_only=True)
+    password = serializers.CharField(
+        max_length=4096, trim_whitespace=False, write_only=True, required=False, allow_blank=True, default=""
+    )
     role = serializers.ChoiceField(choices=SigningRole.choices, required=False)
     comment = serializers.CharField(required=False, allow_blank=True, max_length=4000, default="")
 
@@ -250,7 +263,9 @@ class DeploymentReviewApi(APIView):
             role=role,
             decision=data["verdict"],
             password=data["password"],
+            step_up_auth_time=step_up_auth_time(request._request, user),
             evidence_digest=data["evidence_digest"],
             comment=data["comment"],
         )
+        step_up_consume(request._request)
         return Response(DeploymentOutputSerializer(deployment_get(user, code)).data)

@@ -55,3 +55,12 @@ class RefusalCode(models.TextChoices):
     CERTIFICATE_REVOKED = "certificate.revoked"
     NO_PKI = "pki.missing"
     BLOCKERS = "blockers.present"
+    STEP_UP_STALE = "step_up.stale"  # the provider sign-in (step-up) is older than SSO_STEP_UP_MAX_AGE_S
+    PASSWORD_DISABLED = "password.disabled"  # noqa: S105 - a refusal code; LOCAL_LOGIN_ENABLED is off
+
+
+class AuthMethod(models.TextChoices):
+    """How the signer re-authenticated for a signature (recorded on the sign-off and its audit event)."""
+
+    PASSWORD = "password", "local password re-entered"
+    OIDC_STEP_UP = "oidc_step_up", "fresh sign-in at the identity provider (step-up)"

@@ -8,7 +8,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, RevocationReason, SigningRole
+from governance.approvals.choices import (
+    AuthMethod,
+    AuthorityKind,
+    Decision,
+    PacketStatus,
+    RevocationReason,
+    SigningRole,
+)
 from governance.core.models import BaseModel
 from governance.deployments.models import DeploymentRequest, ReviewDecision
 
@@ -97,6 +104,8 @@ class SignOff(BaseModel):
     certificate = models.ForeignKey(SigningCertificate, on_delete=models.PROTECT, related_name="signoffs")
     field_name = models.CharField(max_length=40)
     pdf_sha256 = models.CharField(max_length=64)  # the packet right after this signature
+    # How the signer re-authenticated for this signature (21 CFR 11.200: signing re-authenticates).
+    auth_method = models.CharField(max_length=20, choices=AuthMethod.choices, default=AuthMethod.PASSWORD)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.TextField(blank=True)
 

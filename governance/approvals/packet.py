@@ -13,6 +13,7 @@ from weasyprint import HTML, Attachment
 from governance.approvals.signing import add_signature_fields
 from governance.approvals.verification import EVIDENCE_ATTACHMENT
 from governance.core.canonical import canonical_json
+from governance.core.metrics import PACKET_RENDER, timed
 
 PACKET_FORMAT = "governance.approval-packet/1"
 GIB = 1024**3
@@ -163,6 +164,7 @@ def html_to_pdfa(html: str, attachment: bytes) -> bytes:
     return pdf
 
 
+@timed(PACKET_RENDER)
 def render_packet(data: PacketInput) -> bytes:
     """The unsigned packet with its signature fields, ready for the first signature."""
     attachment = canonical_json(attachment_document(data))

@@ -21,6 +21,7 @@ from pyhanko.sign.validation import validate_pdf_signature
 from pyhanko_certvalidator import ValidationContext
 
 from governance.core.canonical import canonical_sha256
+from governance.core.metrics import PACKET_VERIFY, timed
 
 EVIDENCE_ATTACHMENT = "evidence.json"
 # Which signature field each role signs in, and the OU of that role's certificates.
@@ -104,6 +105,7 @@ def read_attachment(reader: PdfFileReader, name: str) -> bytes | None:
     return None
 
 
+@timed(PACKET_VERIFY)
 def verify_packet(data: bytes, *, trust_root: x509.Certificate, crls: list[bytes]) -> PacketReport:
     """Everything a verifier needs to say about one PDF. Never raises on a bad file: it reports."""
     digest = hashlib.sha256(data).hexdigest()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,10 @@ from governance.audit.chain import GENESIS_HASH, chain_hash
 from governance.audit.models import AuditChainHead, AuditEvent
 from governance.audit.selectors import audit_checkpoints
 from governance.audit.verify import CheckpointRecord, EventRecord, VerifyReport, read_checkpoints, verify_chain
+
+# `audit_verify`'s exit status for a database that ends before the published checkpoints do: a
+# restore from a backup older than the last published checkpoint (0, 1 and 3 as the verifier's).
+EXIT_BEHIND = 4
 
 # Checkpoint lines are a few hundred bytes: the last one is always inside this tail.
 _TAIL_BYTES = 64 << 10
@@ -128,13 +133,106 @@ def _live_events(report: VerifyReport) -> Iterator[EventRecord]:
         yield EventRecord(row[0], row[1], row[2], row[3].encode())
 
 
-def verify_live_chain(public_key: Ed25519PublicKey, trusted_path: Path | None = None) -> VerifyReport:
+@dataclass
+class LiveVerifyReport(VerifyReport):
+    """The verifier's report on the live chain, plus one verdict only the database can give:
+    `behind`. The events present verify and agree with every published checkpoint up to the
+    last of them, but the published log vouches for a longer chain: the database was restored
+    from a backup taken before the last checkpoint was published (or its tail was removed; the
+    checks cannot tell which, the backup's time can). Events missing, not events altered."""
+
+    missing_from_seq: int | None = None  # the first seq the published log knows and the database lacks
+    published_head_seq: int = 0  # the highest seq a published checkpoint signed
+    published_head_time: str | None = None  # when that checkpoint was signed
+    last_event_time: str | None = None  # when the last event the database holds happened
+    behind_checkpoints: list[int] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.errors:
+            return "failed"
+        return "behind" if self.missing_from_seq is not None else super().status
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_BEHIND if self.status == "behind" else super().exit_code
+
+    def as_dict(self) -> dict[str, Any]:
+        result = super().as_dict()
+        result["status"] = self.status
+        if self.missing_from_seq is not None:
+            result["missing"] = {
+                "from_seq": self.missing_from_seq,
+                "to_seq": self.published_head_seq,
+                "events": self.published_head_seq - self.missing_from_seq + 1,
+                "last_event_time": self.last_event_time,
+                "published_head_time": self.published_head_time,
+                "checkpoints_beyond": self.behind_checkpoints,
+            }
+        return result
+
+    def summary(self) -> str:
+        if self.status != "behind":
+            return super().summary()
+        lost = self.published_head_seq - self.missing_from_seq + 1 if self.missing_from_seq else 0
+        lines = [
+            f"BEHIND: the database ends at seq {self.head_seq} ({self.last_event_time or 'no events'}); the published "
+            f"checkpoints vouch for seq {self.published_head_seq} ({self.published_head_time}). At least {lost} events "
+            f"from seq {self.missing_from_seq} on are missing: a restore from a backup older than the last published "
+            "checkpoint (or a removed tail). Missing, not altered: every event present verifies, and those up to seq "
+            f"{self.anchored_seq} match the published checkpoints.",
+        ]
+        if self.unanchored_events:
+            lines.append(
+                f"  {self.unanchored_events} events after seq {self.anchored_seq} are covered by no trusted checkpoint "
+                "that reaches them (they could have been rewritten)"
+            )
+        return "\n".join(lines + [f"warning: {warning}" for warning in self.warnings])
+
+
+def verify_live_chain(
+    public_key: Ed25519PublicKey, trusted_path: Path | None = None, *, restored: bool = False
+) -> LiveVerifyReport:
     """The whole live chain: hashes, links, display columns, the head row, every checkpoint;
-    anchored by the published checkpoint log (or `trusted_path`)."""
-    report = VerifyReport()
+    anchored by the published checkpoint log (or `trusted_path`).
+
+    A chain that ends before the published checkpoints do fails: a superuser who removed the
+    tail leaves exactly that. `restored=True` is the operator saying the database was restored
+    from a backup (the restore drill says it): then, when everything present verifies, the
+    verdict is `behind` with what was lost, instead of failed. The checks alone cannot tell a
+    restore from a removed tail; the person who restored can."""
+    report = LiveVerifyReport()
     trusted = read_published_checkpoints(trusted_path or published_log_path(), report)
     checkpoints = [CheckpointRecord(c.key_id, c.signature, c.body.encode()) for c in audit_checkpoints()]
+    last_event = AuditEvent.objects.order_by("-seq").values_list("seq", "occurred_at").first()
+    last_seq = last_event[0] if last_event else 0
+    beyond: list[dict[str, Any]] = []
+    within: list[CheckpointRecord] = []
+    for record in trusted or ():
+        # Only validly signed checkpoints past the last event count as evidence of missing events.
+        statement = _verified_statement(record, public_key)
+        if statement is not None and int(statement["seq"]) > last_seq:
+            beyond.append(statement)
+        else:
+            within.append(record)
+    if restored and trusted is not None:
+        # Checkpoints past the database's last event cannot be compared with it; the rest anchor as usual.
+        trusted = within
     verify_chain(_live_events(report), checkpoints, public_key, report, trusted)
+    if beyond and restored and not report.errors:
+        newest = max(beyond, key=lambda statement: int(statement["seq"]))
+        report.missing_from_seq = report.head_seq + 1
+        report.published_head_seq = int(newest["seq"])
+        report.published_head_time = str(newest.get("time") or "") or None
+        report.last_event_time = _format_time(last_event[1]) if last_event else None
+        report.behind_checkpoints = sorted({int(statement["seq"]) for statement in beyond})
+        report.trusted_checkpoints += len(beyond)
+    elif beyond and not restored:
+        report.warnings.append(
+            f"published checkpoints reach seq {max(int(s['seq']) for s in beyond)}, past this database's last event "
+            f"(seq {last_seq}): if it was restored from a backup, `audit_verify --restored` reports the events the "
+            "restore lost instead of failing"
+        )
     head = AuditChainHead.objects.filter(pk=1).first()
     head_seq, head_hash = (head.seq, head.hash) if head else (0, GENESIS_HASH)
     if report.first_bad_seq is None and (head_seq, head_hash) != (report.head_seq, report.head_hash):
@@ -144,6 +242,12 @@ def verify_live_chain(public_key: Ed25519PublicKey, trusted_path: Path | None = 
             min(head_seq, report.head_seq) + 1,
         )
     return report
+
+
+def _format_time(moment: Any) -> str:
+    from governance.audit.services import format_time
+
+    return format_time(moment)
 
 
 def chain_problem_since_last_checkpoint(head: AuditChainHead | None, public_key: Ed25519PublicKey) -> str | None:

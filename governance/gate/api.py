@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from typing import Any, cast
 
@@ -23,6 +24,7 @@ from rest_framework.views import APIView
 from governance.core.authentication import BearerTokenAuthentication
 from governance.core.errors import NotFoundError, invalid_input
 from governance.core.logging import current_request_id
+from governance.core.metrics import GATE_LATENCY, gate_decision_observe
 from governance.core.models import ApiToken
 from governance.core.selectors import team_by_name
 from governance.core.serializers import PrebuiltFieldsSerializer, StrictSerializer
@@ -137,6 +139,12 @@ class GateCheckApi(APIView):
     permission_classes = [HasGateScope]
     throttle_classes = [TokenRateThrottle]
 
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        response = super().dispatch(request, *args, **kwargs)
+        GATE_LATENCY.labels(status=str(response.status_code)).observe(time.perf_counter() - started)
+        return response
+
     def resolve_token(self, request: Request, credentials: str) -> Any:
         """The bearer token, checked in the same statement that reads the state of the request the
         body names (gate.selectors.gate_token_and_state): a check costs two round trips, this read
@@ -179,6 +187,7 @@ class GateCheckApi(APIView):
         except Exception:
             # Fail closed: no logged decision, no answer but 503 (CI treats it as deny).
             logger.exception("gate decision could not be logged", extra={"deployment": str(deployment.code)})
+            gate_decision_observe("error", ())
             return Response(
                 {
                     "message": "The gate could not record its decision; treat this as deny.",
@@ -186,6 +195,7 @@ class GateCheckApi(APIView):
                 },
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
+        gate_decision_observe(str(decision.decision), (reason["code"] for reason in decision.reasons))
         # Already JSON types in GateCheckOutputSerializer's shape (the schema's; tests check the
         # answers against it), so no output serializer on the hot path.
         body = {

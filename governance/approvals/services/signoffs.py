@@ -6,8 +6,10 @@ itself. The second approval verifies the signed file and moves the request to ap
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -16,6 +18,7 @@ from governance.approvals import pki
 from governance.approvals.choices import (
     ROLE_GROUPS,
     SIGNATURE_FIELDS,
+    AuthMethod,
     AuthorityKind,
     Decision,
     PacketStatus,
@@ -70,14 +73,17 @@ def sign_off(
     user: User,
     role: str,
     decision: str,
-    password: str,
     evidence_digest: str,
+    password: str = "",
+    step_up_auth_time: datetime | None = None,
     comment: str = "",
 ) -> SignOff:
     """A reviewer signs the approval packet of `deployment` as `role` with `decision`.
 
     Rules, each refused with a message and an `approval.signoff_refused` audit event: the user
-    holds the role; is not on the request's team; re-enters their password; the request is in
+    holds the role; is not on the request's team; re-authenticates: re-enters their password, or,
+    under single sign-on, signed in again at the provider (`step_up_auth_time`, the ID token's
+    `auth_time` of a step-up) within SSO_STEP_UP_MAX_AGE_S; the request is in
     review; `evidence_digest` is the current one; legal approves before engineering; each role
     signs once per digest; the certificate is not revoked; an approval has no blockers left.
     The second approval verifies the signed file, stores the result, moves the request to
@@ -86,13 +92,18 @@ def sign_off(
         raise invalid_input("role", f"one of {', '.join(SigningRole.values)}")
     if decision not in Decision.values:
         raise invalid_input("decision", f"one of {', '.join(Decision.values)}")
-    if not isinstance(password, str) or not password:
-        raise invalid_input("password", "signing needs your password again")
+    if not isinstance(password, str) or (not password and step_up_auth_time is None):
+        how = "your password again" if settings.LOCAL_LOGIN_ENABLED else "a fresh sign-in"
+        if settings.SSO_ENABLED:
+            how += " (or a fresh sign-in at the identity provider: /oidc/step-up/)"
+        raise invalid_input("password", f"signing needs {how}")
     if decision == Decision.REJECT and not comment.strip():
         raise invalid_input("comment", "say why you reject")
     try:
         with transaction.atomic():
-            return _sign_off(deployment, user, role, decision, password, evidence_digest, comment.strip())
+            return _sign_off(
+                deployment, user, role, decision, password, step_up_auth_time, evidence_digest, comment.strip()
+            )
     except SignOffRefused as refusal:
         with transaction.atomic():
             audit_record(
@@ -116,6 +127,7 @@ def _sign_off(
     role: str,
     decision: str,
     password: str,
+    step_up_auth_time: datetime | None,
     evidence_digest: str,
     comment: str,
 ) -> SignOff:
@@ -126,10 +138,7 @@ def _sign_off(
         raise _refuse(
             RefusalCode.OWN_TEAM, "nobody signs off a request of their own team (separation of duties)", status=403
         )
-    if not user.check_password(password):
-        raise _refuse(
-            RefusalCode.WRONG_PASSWORD, "the password is not correct; signing needs your password again", status=403
-        )
+    auth_method = _reauthentication(user, password, step_up_auth_time)
     if deployment.status != Status.IN_REVIEW:
         raise _refuse(
             RefusalCode.NOT_IN_REVIEW,
@@ -180,7 +189,36 @@ def _sign_off(
         )
     if certificate is None:  # a reviewer who had the role before the PKI existed
         certificate = certificate_issue(user=user, role=role, actor=user)
-    return _sign_packet(deployment, user, role, decision, comment, certificate, live)
+    return _sign_packet(deployment, user, role, decision, comment, certificate, live, auth_method)
+
+
+def _reauthentication(user: User, password: str, step_up_auth_time: datetime | None) -> AuthMethod:
+    """How the signer re-authenticated, or a refusal. A password, when local accounts are on; else a
+    step-up at the provider whose `auth_time` is recent (the callback already checked it is no older
+    than the step-up request, so a provider that ignored prompt=login gives no step-up at all)."""
+    if password:
+        if not settings.LOCAL_LOGIN_ENABLED:
+            raise _refuse(
+                RefusalCode.PASSWORD_DISABLED,
+                "local passwords are switched off; sign in again at the identity provider (/oidc/step-up/)",
+                status=403,
+            )
+        if not user.check_password(password):
+            raise _refuse(
+                RefusalCode.WRONG_PASSWORD, "the password is not correct; signing needs your password again", status=403
+            )
+        return AuthMethod.PASSWORD
+    if step_up_auth_time is None:  # sign_off asks for one or the other first
+        raise invalid_input("password", "signing needs your password again or a fresh sign-in")
+    age_s = (timezone.now() - step_up_auth_time).total_seconds()
+    if not -60 <= age_s <= settings.SSO_STEP_UP_MAX_AGE_S:
+        raise _refuse(
+            RefusalCode.STEP_UP_STALE,
+            f"your sign-in at the identity provider is {int(age_s)} s old; signing needs one within "
+            f"{settings.SSO_STEP_UP_MAX_AGE_S} s: sign in again (/oidc/step-up/)",
+            status=403,
+        )
+    return AuthMethod.OIDC_STEP_UP
 
 
 def _sign_packet(
@@ -191,6 +229,7 @@ def _sign_packet(
     comment: str,
     certificate: SigningCertificate,
     live: list[SignOff],
+    auth_method: AuthMethod = AuthMethod.PASSWORD,
 ) -> SignOff:
     from governance.approvals.signing import SigningParty, StampText, sign_packet
 
@@ -250,6 +289,7 @@ def _sign_packet(
         certificate=certificate,
         field_name=SIGNATURE_FIELDS[role],
         pdf_sha256=packet.pdf_sha256,
+        auth_method=auth_method,
     )
     audit_record(
         actor=user,
@@ -263,6 +303,7 @@ def _sign_packet(
             "comment": comment,
             "certificate_sha256": certificate.fingerprint_sha256,
             "signed_at": format_time(signed_at),
+            "auth_method": str(auth_method),
         },
     )
     audit_record(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
 from governance.deployments.choices import ReviewVerdict
@@ -75,6 +76,13 @@ class ReviewForm(forms.Form):
     def __init__(self, *args: Any, roles: list[dict[str, Any]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         cast(forms.ChoiceField, self.fields["role"]).choices = [(r["value"], r["label"]) for r in roles]
+        if settings.SSO_ENABLED:
+            # Under single sign-on a fresh sign-in at the provider (/oidc/step-up/) re-authenticates instead.
+            self.fields["password"].required = False
+            self.fields["password"].help_text = _(
+                "Signing asks you to sign in again: enter your password, or sign in again at your identity "
+                "provider (/oidc/step-up/) just before signing."
+            )
 
 
 class UsageForm(forms.Form):

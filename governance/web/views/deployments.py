@@ -28,6 +28,7 @@ from governance.deployments.choices import Status
 from governance.deployments.selectors import deployment_get, deployment_get_for_usage
 from governance.evaluations.evals import eval_run_request
 from governance.evaluations.models import Cluster
+from governance.sso.selectors import step_up_auth_time, step_up_consume
 from governance.web import selectors
 from governance.web.forms import (
     EvalRunForm,
@@ -278,17 +279,24 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
     if not form.is_valid():
         return act(request, lambda: _raise_form(form), "", _page(code, "signoff"))
     data = form.cleaned_data
-    return act(
-        request,
-        lambda: approval_services.sign_off(
+
+    def signed() -> Any:
+        signoff = approval_services.sign_off(
             deployment=target,
             user=_user(request),
             role=data["role"],
             decision=data["verdict"],
             password=data["password"],
+            step_up_auth_time=step_up_auth_time(request, request.user),
             evidence_digest=data["evidence_digest"],
             comment=data["comment"],
-        ),
+        )
+        step_up_consume(request)  # one step-up, one signature
+        return signoff
+
+    return act(
+        request,
+        signed,
         _("Your decision is recorded."),
         _page(code, "signoff"),
     )

@@ -1,0 +1,1 @@
+"""Operations' view of the service: Prometheus metrics at /metrics (see docs/operations.md)."""

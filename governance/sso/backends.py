@@ -1,0 +1,96 @@
+"""The OpenID Connect authentication backend: mozilla-django-oidc's code flow, with the checks it
+leaves to us. It verifies the signature (keys from the provider's JWKS) and the nonce; here also
+the audience (this client), the issuer, and that exp/iat are present and current. Users are found
+by (issuer, subject), created on first sign-in, and their roles follow the group claim."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import jwt
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.exceptions import SuspiciousOperation
+from django.db.models import QuerySet
+from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+
+from governance.core.backends import RoleModelBackend
+from governance.sso.selectors import STEP_UP_REQUEST_SESSION_KEY, STEP_UP_SESSION_KEY
+from governance.sso.services import sso_user_create, sso_user_sync
+
+logger = logging.getLogger(__name__)
+
+# Clock skew allowed between the provider and this service, for exp/iat and auth_time.
+CLOCK_SKEW_S = 30
+
+
+class IdTokenRefused(SuspiciousOperation):
+    """An ID token failed a check; the message says which (never the token itself)."""
+
+
+class OidcBackend(OIDCAuthenticationBackend):
+    def _verify_jws(self, payload: Any, key: Any) -> dict[str, Any]:
+        header = jwt.get_unverified_header(payload)
+        if header.get("alg") != self.OIDC_RP_SIGN_ALGO:
+            raise IdTokenRefused(f"ID token algorithm {header.get('alg')!r} is not {self.OIDC_RP_SIGN_ALGO}")
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                payload,
+                key,
+                algorithms=[self.OIDC_RP_SIGN_ALGO],
+                audience=self.OIDC_RP_CLIENT_ID,
+                issuer=settings.OIDC_ISSUER,
+                leeway=CLOCK_SKEW_S,
+                options={"require": ["exp", "iat", "iss", "aud", "sub"]},
+            )
+        except jwt.InvalidTokenError as exc:
+            # PyJWT's messages name the failed check: "Signature has expired", "Audience doesn't match"…
+            raise IdTokenRefused(f"ID token refused: {exc}") from None
+        return claims
+
+    def get_userinfo(self, access_token: Any, id_token: Any, payload: dict[str, Any]) -> dict[str, Any]:
+        """The ID token's claims: roles come from the ID token's group claim (as documented), so no
+        userinfo round trip."""
+        return payload
+
+    def verify_claims(self, claims: dict[str, Any]) -> bool:
+        return bool(claims.get("sub"))
+
+    def filter_users_by_claims(self, claims: dict[str, Any]) -> QuerySet[User]:
+        return User.objects.filter(
+            external_identity__issuer=settings.OIDC_ISSUER, external_identity__subject=str(claims["sub"])
+        )
+
+    def create_user(self, claims: dict[str, Any]) -> User:
+        return sso_user_create(issuer=settings.OIDC_ISSUER, claims=claims)
+
+    def update_user(self, user: User, claims: dict[str, Any]) -> User:
+        return sso_user_sync(user=user, claims=claims)
+
+    def get_or_create_user(self, access_token: Any, id_token: Any, payload: dict[str, Any]) -> User | None:
+        session = self.request.session
+        requested = session.pop(STEP_UP_REQUEST_SESSION_KEY, None)
+        user: User | None = super().get_or_create_user(access_token, id_token, payload)
+        if user is None or not isinstance(requested, dict):
+            return user
+        if requested.get("user") != user.pk:
+            # A step-up must be the signer themselves, not a switch to another account.
+            raise IdTokenRefused("step-up signed in as a different user")
+        auth_time = payload.get("auth_time")
+        if not isinstance(auth_time, int) or auth_time + CLOCK_SKEW_S < int(requested.get("at", 0)):
+            # The provider did not re-authenticate (it ignored prompt=login / max_age=0): no step-up.
+            logger.warning("sso: step-up came back without a fresh auth_time", extra={"user": user.pk})
+            return user
+        session[STEP_UP_SESSION_KEY] = {"user": user.pk, "auth_time": auth_time, "at": int(time.time())}
+        return user
+
+
+class SessionOnlyBackend(RoleModelBackend):
+    """LOCAL_LOGIN_ENABLED off: sessions of signed-in users still resolve, but no password signs anyone in."""
+
+    def authenticate(
+        self, request: Any, username: str | None = None, password: str | None = None, **kwargs: Any
+    ) -> None:
+        return None

@@ -1,0 +1,303 @@
+"""Single sign-on against a real OpenID Connect provider (scripts/oidc-provider on loopback, TLS):
+users and roles from the group claim, step-up for signing, refused ID tokens, provider logout."""
+
+from __future__ import annotations
+
+import base64
+import time
+from datetime import timedelta
+from typing import Any
+
+import jwt
+import pytest
+import time_machine
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from django.contrib.auth.models import User
+from django.core.exceptions import SuspiciousOperation
+from django.test import Client
+from django.utils import timezone
+
+from governance.approvals.models import SignOff
+from governance.audit.actions import AuditAction
+from governance.audit.models import AuditEvent
+from governance.core.models import Team
+from governance.core.roles import user_roles
+from governance.sso.backends import IdTokenRefused, OidcBackend
+from governance.sso.models import ExternalIdentity
+from tests.approvals.conftest import SignFlow
+from tests.sso.conftest import OTHER_CLIENT_ID, Provider, configure, sign_in
+
+pytestmark = pytest.mark.django_db
+
+
+def signed_in_user(client: Client) -> User | None:
+    response = client.get("/api/v1/me")
+    if response.status_code != 200:
+        return None
+    return User.objects.get(username=response.json()["username"])
+
+
+# --- first sign-in, and roles following the group claim ----------------------------------------
+
+
+def test_first_login_creates_the_user_with_mapped_roles_and_team(sso: Provider) -> None:
+    Team.objects.create(name="platform")
+    sso.set_user("lena", ["gov-legal", "team-platform", "all-staff"])
+    client = Client()
+    response = sign_in(client, sso, "lena")
+    assert response.status_code == 302, response.content
+    user = signed_in_user(client)
+    assert user is not None
+    assert user.username == "lena"
+    assert user_roles(user) == {"legal_reviewer"}
+    assert list(user.teams.values_list("name", flat=True)) == ["platform"]
+    assert not user.has_usable_password()  # under SSO there is no local password to steal
+    assert user.email == "lena@example.org"
+    assert ExternalIdentity.objects.get(user=user).issuer == sso.issuer
+    mapping = AuditEvent.objects.filter(action=AuditAction.USER_CHANGED, object_id="lena").last()
+    assert mapping is not None
+    assert mapping.actor_name == "system:sso"
+    assert mapping.data["created"] is True
+    assert mapping.data["groups"] == ["all-staff", "gov-legal", "team-platform"]
+    assert mapping.data["roles"] == {"before": [], "after": ["legal_reviewer"]}
+    assert AuditEvent.objects.filter(action=AuditAction.USER_ROLES_CHANGED, object_id="lena").exists()
+
+
+def test_a_changed_group_claim_changes_the_roles_at_next_login(sso: Provider) -> None:
+    Team.objects.create(name="platform")
+    sso.set_user("omar", ["gov-legal", "team-platform"])
+    sign_in(Client(), sso, "omar")
+    user = User.objects.get(username="omar")
+    assert user_roles(user) == {"legal_reviewer"}
+
+    sso.set_user("omar", ["gov-eng"])  # moved at the provider: engineering, off the platform team
+    before = AuditEvent.objects.count()
+    client = Client()
+    sign_in(client, sso, "omar")
+    user = User.objects.get(username="omar")
+    assert signed_in_user(client) == user  # the same account, found by issuer + subject
+    assert user_roles(user) == {"engineering_reviewer"}
+    assert not user.teams.exists()
+    new = AuditEvent.objects.filter(seq__gt=before)
+    changed = new.filter(action=AuditAction.USER_CHANGED).get()
+    assert changed.data["roles"] == {"before": ["legal_reviewer"], "after": ["engineering_reviewer"]}
+    assert changed.data["teams"] == {"before": ["platform"], "after": []}
+    assert new.filter(action=AuditAction.USER_ROLES_CHANGED).exists()
+    assert new.filter(action=AuditAction.TEAM_MEMBERS_CHANGED).exists()
+
+
+def test_an_unchanged_claim_writes_no_mapping_event(sso: Provider) -> None:
+    sso.set_user("una", ["gov-legal"])
+    sign_in(Client(), sso, "una")
+    before = AuditEvent.objects.filter(action=AuditAction.USER_CHANGED).count()
+    sign_in(Client(), sso, "una")
+    assert AuditEvent.objects.filter(action=AuditAction.USER_CHANGED).count() == before
+
+
+def test_a_provider_account_never_takes_over_a_local_account_of_the_same_name(sso: Provider) -> None:
+    local = User.objects.create_user("root-admin", email="root-admin@example.org", password="x" * 20)
+    sso.set_user("root-admin", ["gov-legal"])
+    client = Client()
+    sign_in(client, sso, "root-admin")
+    user = signed_in_user(client)
+    assert user is not None
+    assert user != local
+    assert user.username.startswith("root-admin-")
+
+
+# --- ID tokens the service refuses ---------------------------------------------------------------
+
+
+def _backend(settings: Any) -> OidcBackend:
+    return OidcBackend()
+
+
+def test_an_id_token_with_a_bad_signature_is_refused(sso: Provider, settings: Any) -> None:
+    sso.set_user("bob", ["gov-legal"])
+    token = sso.code_flow_id_token("bob")
+    assert _backend(settings).verify_token(token, nonce="n-1")["sub"]  # the genuine token passes
+    header, payload, signature = token.split(".")
+    flipped = base64.urlsafe_b64encode(bytes(b ^ 1 for b in base64.urlsafe_b64decode(signature + "=="))).rstrip(b"=")
+    with pytest.raises(SuspiciousOperation):
+        _backend(settings).verify_token(f"{header}.{payload}.{flipped.decode()}", nonce="n-1")
+    # Signed by another key under the provider's key id: a forgery.
+    claims = jwt.decode(token, options={"verify_signature": False})
+    forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = forger.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    forged = jwt.encode(claims, pem, algorithm="RS256", headers={"kid": jwt.get_unverified_header(token)["kid"]})
+    with pytest.raises(SuspiciousOperation):
+        _backend(settings).verify_token(forged, nonce="n-1")
+
+
+def test_an_id_token_for_another_client_is_refused(sso: Provider, settings: Any) -> None:
+    sso.set_user("carl", ["gov-legal"])
+    token = sso.code_flow_id_token("carl", client_id=OTHER_CLIENT_ID)
+    assert jwt.decode(token, options={"verify_signature": False})["aud"] == [OTHER_CLIENT_ID]
+    with pytest.raises(IdTokenRefused, match=r"[Aa]udience"):
+        _backend(settings).verify_token(token, nonce="n-1")
+
+
+def test_an_expired_id_token_is_refused_at_the_callback(sso: Provider) -> None:
+    sso.set_user("dora", ["gov-legal"])
+    client = Client()
+    with time_machine.travel(timezone.now() + timedelta(hours=2)):  # the provider's tokens live 5 minutes
+        response = sign_in(client, sso, "dora")
+    assert response.status_code == 403
+    assert b"expired" in response.content
+    assert signed_in_user(client) is None
+    assert not User.objects.filter(username="dora").exists()
+
+
+def test_an_id_token_from_another_issuer_is_refused(sso: Provider, settings: Any) -> None:
+    sso.set_user("eve", ["gov-legal"])
+    token = sso.code_flow_id_token("eve")
+    settings.OIDC_ISSUER = "https://idp.example.org"
+    with pytest.raises(IdTokenRefused, match=r"[Ii]ssuer"):
+        _backend(settings).verify_token(token, nonce="n-1")
+
+
+# --- step-up for signing -------------------------------------------------------------------------
+
+
+def _sso_legal(client: Client, provider: Provider, username: str = "lisa") -> User:
+    provider.set_user(username, ["gov-legal"])
+    sign_in(client, provider, username)
+    user = signed_in_user(client)
+    assert user is not None
+    return user
+
+
+def _sign(client: Client, sign_flow: SignFlow, code: str, **extra: Any) -> Any:
+    body = {"role": "legal", "decision": "approve", "evidence_digest": sign_flow.digest(code), **extra}
+    return client.post(f"/api/v1/approvals/deployments/{code}/signoffs", body, content_type="application/json")
+
+
+def test_sign_off_under_sso_needs_a_step_up_and_records_it(sso: Provider, sign_flow: SignFlow, artifacts: Any) -> None:
+    code = sign_flow.ready(artifacts["apache"])
+    client = Client()
+    user = _sso_legal(client, sso)
+
+    without = _sign(client, sign_flow, code)
+    assert without.status_code == 400
+    assert "password" in without.json()["extra"]["fields"]
+    assert "/oidc/step-up/" in str(without.json())
+
+    step = client.get(f"/oidc/step-up/?next=/requests/{code}")
+    assert step.status_code == 302
+    stepped = sign_in(client, sso, "lisa", step_up=True)  # prompt=login: the provider asks again
+    assert stepped.status_code == 302
+    assert signed_in_user(client) == user
+
+    signed = _sign(client, sign_flow, code)
+    assert signed.status_code == 201, signed.json()
+    assert signed.json()["auth_method"] == "oidc_step_up"
+    assert SignOff.objects.get(deployment__code=code).auth_method == "oidc_step_up"
+    event = AuditEvent.objects.filter(action=AuditAction.SIGNOFF_RECORDED).last()
+    assert event is not None
+    assert event.data["auth_method"] == "oidc_step_up"
+    assert event.actor_name == user.username
+
+
+def test_a_step_up_is_used_once(sso: Provider, sign_flow: SignFlow, artifacts: Any) -> None:
+    code = sign_flow.ready(artifacts["apache"])
+    client = Client()
+    _sso_legal(client, sso, "lars")
+    sign_in(client, sso, "lars", step_up=True)
+    assert _sign(client, sign_flow, code).status_code == 201
+    again = _sign(client, sign_flow, code, decision="reject", comment="changed my mind")
+    assert again.status_code == 400  # no step-up left for a second signature
+
+
+def test_a_sign_off_without_a_fresh_auth_time_is_refused(sso: Provider, sign_flow: SignFlow, artifacts: Any) -> None:
+    code = sign_flow.ready(artifacts["apache"])
+    client = Client()
+    _sso_legal(client, sso, "lucy")
+    sign_in(client, sso, "lucy", step_up=True)
+    with time_machine.travel(timezone.now() + timedelta(minutes=10)):  # SSO_STEP_UP_MAX_AGE_S is 5 minutes
+        refused = _sign(client, sign_flow, code)
+    assert refused.status_code == 403
+    assert refused.json()["extra"]["code"] == "step_up.stale"
+    assert not SignOff.objects.filter(deployment__code=code).exists()
+    event = AuditEvent.objects.filter(action=AuditAction.SIGNOFF_REFUSED).last()
+    assert event is not None
+    assert event.data["code"] == "step_up.stale"
+
+
+def test_a_provider_that_ignores_prompt_login_gives_no_step_up(
+    settings: Any, careless_provider: Provider, sign_flow: SignFlow, artifacts: Any
+) -> None:
+    """The provider answers the step-up from its old session: the ID token's auth_time is older
+    than the step-up request, so the service records no step-up and the signature is refused."""
+    configure(settings, careless_provider)
+    code = sign_flow.ready(artifacts["apache"])
+    client = Client()
+    _sso_legal(client, careless_provider, "leon")
+    with time_machine.travel(time.time() + 120):
+        stepped = sign_in(client, careless_provider, "leon", step_up=True)
+        assert stepped.status_code == 302
+        refused = _sign(client, sign_flow, code)
+    assert refused.status_code == 400
+    assert not SignOff.objects.filter(deployment__code=code).exists()
+
+
+def test_local_passwords_switched_off(sso: Provider, settings: Any, sign_flow: SignFlow, artifacts: Any) -> None:
+    settings.LOCAL_LOGIN_ENABLED = False
+    settings.AUTHENTICATION_BACKENDS = [
+        "governance.sso.backends.SessionOnlyBackend" if b.endswith("RoleModelBackend") else b
+        for b in settings.AUTHENTICATION_BACKENDS
+    ]
+    code = sign_flow.ready(artifacts["apache"])
+    legal = sign_flow.p.legal
+    client = Client()
+    response = client.post("/accounts/login/", {"username": legal.username, "password": f"pw-{legal.username}"})
+    assert response.status_code == 200  # the form again: not signed in
+    assert signed_in_user(client) is None
+    client.force_login(legal, backend="governance.sso.backends.SessionOnlyBackend")
+    refused = _sign(client, sign_flow, code, password=f"pw-{legal.username}")
+    assert refused.status_code == 403
+    assert refused.json()["extra"]["code"] == "password.disabled"
+
+
+# --- sign-out ends the provider's session ----------------------------------------------------------
+
+
+def test_logout_ends_the_provider_session(sso: Provider) -> None:
+    sso.set_user("nina", ["gov-legal"])
+    client = Client()
+    sign_in(client, sso, "nina")
+    assert signed_in_user(client) is not None
+    response = client.post("/accounts/logout/")
+    assert response.status_code == 302
+    assert response["Location"].startswith(f"{sso.issuer}/logout?")
+    assert "id_token_hint=" in response["Location"]
+    assert signed_in_user(client) is None
+    at_provider = sso.get("nina", response["Location"])
+    assert at_provider.status_code == 302
+    assert at_provider.headers["Location"].startswith("http://testserver/accounts/login/")
+    assert "nina" in sso.status()["logouts"]
+    # The provider asks for the password again: its session is gone.
+    start = client.get("/oidc/authenticate/")
+    assert sso.get("nina", start["Location"]).status_code == 200
+
+
+def test_sso_pages_are_absent_without_sso(settings: Any) -> None:
+    settings.SSO_ENABLED = False
+    assert Client().get("/oidc/authenticate/").status_code == 404
+
+
+def test_the_web_sign_off_form_takes_a_step_up_instead_of_a_password(
+    sso: Provider, sign_flow: SignFlow, artifacts: Any
+) -> None:
+    code = sign_flow.ready(artifacts["apache"])
+    client = Client()
+    _sso_legal(client, sso, "lotte")
+    form = {"role": "legal", "verdict": "approve", "evidence_digest": sign_flow.digest(code), "comment": ""}
+    client.post(f"/requests/{code}/review", form)
+    assert not SignOff.objects.filter(deployment__code=code).exists()  # no password, no step-up: refused
+    sign_in(client, sso, "lotte", step_up=True)
+    response = client.post(f"/requests/{code}/review", form)
+    assert response.status_code == 302
+    assert SignOff.objects.get(deployment__code=code).auth_method == "oidc_step_up"
