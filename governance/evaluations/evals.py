@@ -12,7 +12,7 @@ from django.db import transaction
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record, write_service
 from governance.core.errors import invalid_input
-from governance.evaluations.models import Cluster, EvalRun, EvalStatus, JobKind, JobRun, JobRunState
+from governance.evaluations.models import Cluster, EvalKind, EvalRun, EvalStatus, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
 from planner.quant.names import SCHEME_NAMES
@@ -192,9 +192,34 @@ def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
         transaction.on_commit(lambda: eval_finished.send(sender=EvalRun, evaluation=evaluation))
 
 
+def _evidence_key(run: EvalRun) -> tuple[Any, ...]:
+    """One entry per what-was-evaluated: a later run of the same weights, engine, version and layout
+    supersedes an earlier one; a run of another layout or engine version stands beside it."""
+    layout = tuple(int((run.serving or {}).get(name) or 1) for name in ("tp", "pp", "ep", "dp"))
+    return (run.kind, run.scheme, run.candidate_digest, run.engine, run.engine_version, layout)
+
+
+def eval_evidence_item(run: EvalRun) -> dict[str, Any]:
+    return {
+        "eval": str(run.code),
+        "kind": run.kind,
+        "scheme": run.scheme,
+        "status": run.status,
+        "candidate_digest": run.candidate_digest,
+        "baseline_digest": run.baseline_digest,
+        "engine": run.engine,
+        "engine_version": run.engine_version,
+        "serving": run.serving or {},
+        "generation": run.generation or {},
+        "eval_set_sha256": run.eval_set_sha256,
+        "threshold": run.threshold,
+        "overall": (run.summary or {}).get("overall"),
+    }
+
+
 def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
-    """The latest eval run per scheme of a deployment request, for its evidence document."""
-    latest: dict[str, EvalRun] = {}
+    """The latest eval run per evaluated configuration of a deployment request, for its evidence."""
+    latest: dict[tuple[Any, ...], EvalRun] = {}
     # A cancelled run has no verdict: it neither blocks nor counts; the run before or after it stands.
     prefetched = getattr(deployment, "_prefetched_objects_cache", {}).get("eval_runs")  # the deployment list's
     runs = (
@@ -203,24 +228,23 @@ def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
         else EvalRun.objects.filter(request=deployment).exclude(status=EvalStatus.CANCELLED).order_by("created_at")
     )
     for evaluation in runs:
-        latest[evaluation.scheme] = evaluation
-    return [
-        {
-            "eval": str(e.code),
-            "scheme": e.scheme,
-            "status": e.status,
-            "eval_set_sha256": e.eval_set_sha256,
-            "threshold": e.threshold,
-            "overall": (e.summary or {}).get("overall"),
-        }
-        for e in sorted(latest.values(), key=lambda e: e.scheme)
-    ]
+        latest[_evidence_key(evaluation)] = evaluation
+    ordered = sorted(latest.values(), key=lambda e: (e.kind != EvalKind.SERVED, e.scheme, e.created_at))
+    return [eval_evidence_item(e) for e in ordered]
 
 
 def eval_findings(deployment: Any) -> list[dict[str, Any]]:
-    """A failing or unfinished eval run blocks engineering approval (and the gate)."""
+    """What blocks engineering approval (and the gate): a served eval of the request's weights still
+    running or not passed, and, for a quantized derivative, no passed served eval of its digest.
+    Screening runs are shown, never counted either way."""
+    digest = deployment.artifact.weights_digest
+    served = [
+        item
+        for item in eval_evidence(deployment)
+        if item["kind"] == EvalKind.SERVED and item["candidate_digest"] == digest
+    ]
     findings = []
-    for item in eval_evidence(deployment):
+    for item in served:
         if item["status"] == EvalStatus.RUNNING:
             findings.append(
                 {"code": "eval.pending", "severity": "blocker", "message": f"{item['scheme']} eval still running"}
@@ -234,4 +258,12 @@ def eval_findings(deployment: Any) -> list[dict[str, Any]]:
                     "message": f"{item['scheme']} eval {item['status']} (95% upper bound {bound})",
                 }
             )
+    if deployment.artifact.derivation == "quantize" and not any(i["status"] == EvalStatus.PASSED for i in served):
+        findings.append(
+            {
+                "code": "eval.missing",
+                "severity": "blocker",
+                "message": f"no passed eval served the quantized weights {digest} through an engine",
+            }
+        )
     return findings

@@ -28,6 +28,8 @@ class ReasonCode(models.TextChoices):
     CAPACITY_DOES_NOT_FIT = "capacity.does_not_fit"
     EVAL_MISSING = "eval.missing"
     EVAL_FAILED = "eval.failed"
+    EVAL_DIGEST_MISMATCH = "eval.digest_mismatch"  # the passed eval served other weights
+    EVAL_STALE = "eval.stale"  # same weights, but another engine, engine version or parallel layout
     ARTIFACT_DIGEST_MISMATCH = "artifact.digest_mismatch"
     SERVING_ENGINE = "serving.engine_mismatch"
     SERVING_PRECISION = "serving.precision_mismatch"

@@ -241,7 +241,29 @@ def _capacity(state: GateState) -> list[Reason]:
     return []
 
 
+LAYOUT = ("tp", "pp", "ep")
+
+
+def _config_changes(run: dict[str, Any], check: GateCheck) -> list[str]:
+    """How the rollout differs from what the eval served: engine, engine version, parallel layout."""
+    serving = check.serving
+    changes = []
+    if run.get("engine") != serving["engine"]:
+        changes.append(f"engine {run.get('engine')} -> {serving['engine']}")
+    wanted_version = serving.get("engine_version")
+    if wanted_version and run.get("engine_version") != wanted_version:
+        changes.append(f"engine version {run.get('engine_version')} -> {wanted_version}")
+    evaluated = run.get("serving") or {}
+    for name in LAYOUT:
+        if int(evaluated.get(name) or 1) != int(serving.get(name) or 1):
+            changes.append(f"{name} {evaluated.get(name) or 1} -> {serving.get(name) or 1}")
+    return changes
+
+
 def _eval(state: GateState, check: GateCheck) -> list[Reason]:
+    """A quantized precision needs a passed eval that served exactly these weights (digest) through
+    this engine, engine version and parallel layout. Screening (simulated quantization) never counts;
+    evidence from before eval runs named artifacts has no `kind` and was screening."""
     precision = check.serving["precision"]
     if precision in UNQUANTIZED_PRECISIONS:
         return []
@@ -250,22 +272,48 @@ def _eval(state: GateState, check: GateCheck) -> list[Reason]:
         for r in state.evidence.get("eval_results", [])
         if r["scheme"] == precision or r["scheme"].startswith(precision + "-")
     ]
-    if any(r["status"] == "passed" for r in runs):
+    served = [r for r in runs if r.get("kind") == "served"]
+    digest = check.artifact_digest.lower()
+    for_digest = [r for r in served if str(r.get("candidate_digest", "")).lower() == digest]
+    same_config = [r for r in for_digest if not _config_changes(r, check)]
+    if any(r["status"] == "passed" for r in same_config):
         return []
-    if not runs:
+    if same_config:
+        statuses = ", ".join(f"{r['scheme']} {r['status']}" for r in same_config)
         return [
             Reason(
-                ReasonCode.EVAL_MISSING,
-                f"no quantization eval run for precision {precision}",
-                f"{ENGINEERING} runs the {precision} eval on the cluster",
+                ReasonCode.EVAL_FAILED,
+                f"the {precision} eval of {check.artifact_digest} did not pass ({statuses})",
+                f"{ENGINEERING} fixes the quantization and runs the eval again, or {REQUESTER} serves another precision",
             )
         ]
-    statuses = ", ".join(f"{r['scheme']} {r['status']}" for r in runs)
+    passed_here = [r for r in for_digest if r["status"] == "passed"]
+    if passed_here:
+        changes = "; ".join(_config_changes(passed_here[-1], check))
+        return [
+            Reason(
+                ReasonCode.EVAL_STALE,
+                f"the passed {precision} eval of {check.artifact_digest} ran another serving config ({changes}): "
+                "an engine upgrade or a new parallel layout needs a fresh eval",
+                f"{ENGINEERING} runs the eval again on this engine, version and layout; the reviewers approve it",
+            )
+        ]
+    passed_other = [r for r in served if r["status"] == "passed"]
+    if passed_other:
+        evaluated = ", ".join(sorted({str(r.get("candidate_digest")) for r in passed_other}))
+        return [
+            Reason(
+                ReasonCode.EVAL_DIGEST_MISMATCH,
+                f"the passed {precision} eval covers weights {evaluated}, not {check.artifact_digest} being deployed",
+                f"{PIPELINE} deploys the evaluated weights, or {ENGINEERING} evaluates these weights",
+            )
+        ]
+    only_screening = " (screening runs simulate quantization and never count)" if runs and not served else ""
     return [
         Reason(
-            ReasonCode.EVAL_FAILED,
-            f"the {precision} eval did not pass ({statuses})",
-            f"{ENGINEERING} fixes the quantization and runs the eval again, or {REQUESTER} serves another precision",
+            ReasonCode.EVAL_MISSING,
+            f"no {precision} eval served {check.artifact_digest}{only_screening}",
+            f"{ENGINEERING} runs the {precision} eval of these weights on the cluster",
         )
     ]
 

@@ -15,7 +15,7 @@ from governance.core.tokens import TokenScope, api_token_issue
 from governance.deployments import services as deployment_services
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import latest_capacity_plan
-from governance.evaluations.models import Cluster, EvalRun, EvalStatus, ExecutorKind
+from governance.evaluations.models import Cluster, EvalKind, EvalRun, EvalStatus, ExecutorKind
 from governance.gate.services import ci_token_issue
 from tests.conftest import Personas, make_user
 from tests.deployments.conftest import Flow, artifacts, catalog, digest_of, flow  # noqa: F401
@@ -36,11 +36,20 @@ def record_eval(code: str, scheme: str, status: str, tmp_path: Path) -> EvalRun:
         name="local", defaults={"executor": ExecutorKind.LOCAL, "remote_root": str(tmp_path / "runs")}
     )
     bound = 0.02 if status == EvalStatus.PASSED else 0.31
+    deployment = DeploymentRequest.objects.get(code=code)
+    layout = ((deployment.evidence or {}).get("capacity_plan") or {}).get("result", {}).get("parallel") or {}
     evaluation = EvalRun.objects.create(
-        request=DeploymentRequest.objects.get(code=code),
+        request=deployment,
         cluster=cluster,
         scheme=scheme,
         status=status,
+        # served: the request's own weights through the engine and layout the plan names
+        kind=EvalKind.SERVED,
+        candidate=deployment.artifact,
+        candidate_digest=deployment.artifact.weights_digest,
+        engine="vllm",
+        engine_version="0.11.0",
+        serving={"precision": scheme, **{n: layout.get(n, 1) for n in ("tp", "pp", "ep", "dp")}},
         summary={"pass": status == EvalStatus.PASSED, "overall": {"n": 400, "upper_bound_95": bound}},
         eval_set_sha256="e" * 64,
     )

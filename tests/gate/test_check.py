@@ -42,23 +42,31 @@ def test_an_approved_request_is_allowed_and_the_answer_is_the_contract(gate: Gat
 def test_each_deny_reason_has_a_code_message_and_a_fix_naming_who_acts(gate: Gate) -> None:
     body = gate.check(artifact_digest="sha256:" + "0" * 64).json()
     assert body["decision"] == "deny"
-    [reason] = body["reasons"]
+    # other weights than approved, and other weights than the eval served: both name the digests
+    eval_reason, reason = body["reasons"]
     assert reason["code"] == ReasonCode.ARTIFACT_DIGEST_MISMATCH
     assert "0000" in reason["message"]
     assert "requester" in reason["fix"] or "pipeline" in reason["fix"]
+    assert eval_reason["code"] == ReasonCode.EVAL_DIGEST_MISMATCH
+    assert "0000" in eval_reason["message"]
+    assert gate.body()["artifact_digest"] in eval_reason["message"]
 
 
 def test_serving_config_outside_the_approved_envelope_is_denied(gate: Gate) -> None:
-    assert gate.codes(artifact_digest="sha256:" + "a" * 64) == [ReasonCode.ARTIFACT_DIGEST_MISMATCH]
+    assert gate.codes(artifact_digest="sha256:" + "a" * 64) == [
+        ReasonCode.EVAL_DIGEST_MISMATCH,
+        ReasonCode.ARTIFACT_DIGEST_MISMATCH,
+    ]
     assert gate.codes(serving={"max_model_len": 65536}) == [ReasonCode.SERVING_MAX_MODEL_LEN]
     assert gate.codes(serving={"max_model_len": 8192}) == []  # below the approved length is inside
     assert gate.codes(serving={"precision": "bf16"}) == [ReasonCode.SERVING_PRECISION]
     assert gate.codes(serving={"precision": "w4a8"}) == [ReasonCode.EVAL_MISSING, ReasonCode.SERVING_PRECISION]
-    assert gate.codes(serving={"engine": "sglang"}) == [ReasonCode.SERVING_ENGINE]
+    # another engine is another serving config: the eval must be run again on it
+    assert gate.codes(serving={"engine": "sglang"}) == [ReasonCode.EVAL_STALE, ReasonCode.SERVING_ENGINE]
     assert gate.codes(serving={"gpu": "h100-80g"}) == [ReasonCode.SERVING_GPU]
     assert gate.codes(serving={"gpu_memory_utilization": 0.95}) == [ReasonCode.SERVING_MEMORY_UTILIZATION]
     tp = gate.body()["serving"]["tp"]
-    assert gate.codes(serving={"tp": tp * 2}) == [ReasonCode.SERVING_PARALLELISM]
+    assert gate.codes(serving={"tp": tp * 2}) == [ReasonCode.EVAL_STALE, ReasonCode.SERVING_PARALLELISM]
     assert gate.codes(serving={"kv_dtype": "fp8"}) == [ReasonCode.SERVING_KV_DTYPE]
     assert gate.codes(environment="staging") == [ReasonCode.ENVIRONMENT_NOT_APPROVED]
 
