@@ -115,7 +115,11 @@ def multinode_script(name: str, argv: list[str], *, nnodes: int, gpus_per_node: 
         raise ValueError("nnodes, gpus_per_node: must be at least 1")
     _checked(argv, "engine")
     ranked = multinode_argv(name, argv, nnodes=nnodes, node_rank="$SLURM_NODEID", head="$HEAD", port=dist_port)
-    words = " ".join(part if part in ("$SLURM_NODEID", "$HEAD") else shlex.quote(part) for part in ranked)
+    # Only the two variables this function put there stay unquoted (expanded on each node).
+    words = " ".join(
+        part if part in ("$SLURM_NODEID", "$HEAD") or part.startswith("$HEAD:") else shlex.quote(part)
+        for part in ranked
+    )
     words = words.replace("$HEAD:", "${HEAD}:")
     if name == "vllm":
         words += ' $( [ "$SLURM_NODEID" != 0 ] && echo --headless )'

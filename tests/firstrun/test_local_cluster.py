@@ -19,7 +19,7 @@ from governance.evaluations.evals import eval_run_request
 from governance.evaluations.local import CHECKOUT, local_cluster_ensure
 from governance.evaluations.models import Cluster, ExecutorKind, JobRun
 from governance.evaluations.services import jobrun_cancel, jobrun_poll, jobrun_submit
-from tests.evaluations.conftest import drive
+from tests.evaluations.conftest import drive, locate
 
 # A smoke run: 0 failures of 5 per category bound the rate at 0.45 <= 0.5; short answers keep it quick.
 SMOKE = {"max_cases_per_category": 5, "threshold": 0.5, "max_new_tokens": 8}
@@ -64,8 +64,9 @@ def test_eval_of_the_tiny_model_completes_on_the_local_default(  # type: ignore[
 ) -> None:
     _local_cluster(tiny_model)
     code = flow.to_review(artifacts["apache"])
+    locate(code, "local", str(tiny_model))
     response = flow.post(
-        personas.engineer, code, "evals", {"cluster": "local", "scheme": "w8a8", "model_path": str(tiny_model), **SMOKE}
+        personas.engineer, code, "evals", {"cluster": "local", "kind": "screening", "scheme": "w8a8", **SMOKE}
     )
     assert response.status_code == 202, response.json()
     run = JobRun.objects.get(code=response.json()["job"]["code"])
@@ -121,8 +122,9 @@ def test_cancelled_eval_ends_cancelled_and_is_superseded(  # type: ignore[no-unt
     assert not [b for b in body["blockers"] if b["code"].startswith("eval.")]  # no longer blocks the request
     assert flow.client(personas.engineer).post(f"/api/v1/jobs/{run.code}/cancel").status_code == 409
     # A new run supersedes it: pending now, then its verdict.
+    locate(code, "local", str(tiny_model))
     again = flow.post(
-        personas.engineer, code, "evals", {"cluster": "local", "scheme": "w4a8", "model_path": str(tiny_model), **SMOKE}
+        personas.engineer, code, "evals", {"cluster": "local", "kind": "screening", "scheme": "w4a8", **SMOKE}
     )
     assert again.status_code == 202
     assert flow.get(personas.engineer, code)["blockers"][-1]["code"] == "eval.pending"
