@@ -21,7 +21,7 @@ from governance.evaluations.models import Cluster, EvalRun, ExecutorKind, JobRun
 from governance.gate.choices import ReasonCode
 from governance.gate.services import ci_token_issue
 from tests.conftest import ROOT, Personas
-from tests.deployments.conftest import Flow
+from tests.deployments.conftest import Flow, artifacts, catalog, flow  # noqa: F401  (shared fixtures)
 from tests.evaluations.conftest import drive
 from tests.gate.conftest import bearer, compute_capacity
 
@@ -64,7 +64,12 @@ def _register(personas: Personas, base: Path, candidate: Path) -> tuple[Any, Any
 
 @pytest.mark.slow
 def test_served_eval_makes_the_request_approvable_and_binds_the_gate_to_the_digest(  # type: ignore[no-untyped-def]
-    flow: Flow, personas: Personas, tiny_pair, tmp_path: Path, settings, django_capture_on_commit_callbacks
+    flow: Flow,  # noqa: F811 - the shared fixture
+    personas: Personas,
+    tiny_pair,
+    tmp_path: Path,
+    settings,
+    django_capture_on_commit_callbacks,
 ) -> None:
     settings.JOB_POLL_INITIAL_S = 0.5
     settings.JOB_POLL_MAX_S = 1.0
