@@ -111,8 +111,8 @@ def multinode_script(name: str, argv: list[str], *, nnodes: int, gpus_per_node: 
     """Run inside ONE Slurm allocation of `nnodes` nodes (the eval job's own): `srun` starts one engine
     process per node, rank = SLURM_NODEID, head = the allocation's first host; rank 0 serves the API on
     the node where the eval job runs, so the job still talks to 127.0.0.1. `argv` is fully resolved."""
-    if nnodes < 1 or gpus_per_node < 1:
-        raise ValueError("nnodes, gpus_per_node: must be at least 1")
+    if nnodes < 1 or gpus_per_node < 0:
+        raise ValueError("nnodes: at least 1; gpus_per_node: not negative")
     _checked(argv, "engine")
     ranked = multinode_argv(name, argv, nnodes=nnodes, node_rank="$SLURM_NODEID", head="$HEAD", port=dist_port)
     # Only the two variables this function put there stay unquoted (expanded on each node).
@@ -128,8 +128,10 @@ def multinode_script(name: str, argv: list[str], *, nnodes: int, gpus_per_node: 
         "set -euo pipefail",
         'HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "export HEAD",
+        # --overlap: the engine's step shares the allocation with the batch step (the eval client)
         f"exec srun --nodes={int(nnodes)} --ntasks={int(nnodes)} --ntasks-per-node=1 "
-        f"--gpus-per-node={int(gpus_per_node)} --kill-on-bad-exit=1 --export=ALL bash -c {shlex.quote(words)}",
+        + (f"--gpus-per-node={int(gpus_per_node)} " if gpus_per_node else "")
+        + f"--overlap --kill-on-bad-exit=1 --export=ALL bash -c {shlex.quote(words)}",
     ]
     return "\n".join(lines) + "\n"
 

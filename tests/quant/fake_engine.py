@@ -23,7 +23,7 @@ def main() -> int:
     parser.add_argument("--delay-s", type=float, default=0.0)
     parser.add_argument("--logprobs", action="store_true")
     parser.add_argument("--crash", action="store_true", help="print an out-of-memory error and exit at start")
-    args = parser.parse_args()
+    args, _engine_flags = parser.parse_known_args()  # the real engine's flags (multi-node launch) pass by
     if args.crash:
         print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB", flush=True)
         return 1
@@ -56,7 +56,7 @@ def main() -> int:
             self.end_headers()
             self.wfile.write(data)
 
-    print(f"fake engine listening on {args.port}", flush=True)
+    print(f"fake engine listening on {args.port}; flags {' '.join(_engine_flags)}", flush=True)
     ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
     return 0
 

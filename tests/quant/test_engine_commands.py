@@ -56,7 +56,7 @@ def test_vllm_single_allocation_two_node_launch_is_pinned(kimi_plan: dict) -> No
     assert launch.logprobs
     script = multinode_script("vllm", argv, nnodes=2, gpus_per_node=8)
     assert 'HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)' in script
-    assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --gpus-per-node=8 --kill-on-bad-exit=1" in script
+    assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --gpus-per-node=8 --overlap --kill-on-bad-exit=1" in script
     assert (
         "--distributed-executor-backend mp --nnodes 2 --node-rank $SLURM_NODEID --master-addr $HEAD "
         "--master-port 29500" in script

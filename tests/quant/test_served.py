@@ -213,3 +213,62 @@ def test_transformers_serve_answers_the_eval_on_the_tiny_checkpoint(tmp_path: Pa
     assert result["client"]["peak_rss_mib"] < 200  # the job is a client; the model lived in the engine
     # the engines were stopped: nothing listens any more and no engine process is left
     assert "healthy after" in done.stdout
+
+
+@pytest.mark.cluster
+def test_served_job_through_slurm_with_a_one_node_multinode_launch(tmp_path: Path, testcluster: dict[str, Any]) -> None:
+    """The same job through sshd + Slurm: the artifacts verified on the node, the engine started by
+    the multi-node script (one allocation, `srun` one task per node, here one node), answers cached
+    in the run directory, result.json fetched over SFTP."""
+    import sysconfig
+
+    from planner.cluster.base import JobSpec, JobState
+    from planner.cluster.slurm import SlurmSSHExecutor
+    from tests.evaluations.conftest import target
+
+    python_path = f"{ROOT}:{sysconfig.get_paths()['purelib']}"
+    shared = Path(f"/var/tmp/gov-served-{os.getpid()}-{int(time.time())}")  # readable by the cluster account
+    shared.mkdir(mode=0o755)
+    try:
+        asked = shared / "asked.log"
+        asked.touch(mode=0o666)
+        asked.chmod(0o666)
+        engine = {**fake_engine(asked), "name": "vllm", "multinode": {"nnodes": 1, "gpus_per_node": 0}}
+        spec = spec_for(shared, engine, per_category=1)
+        run_id = f"served{int(time.time())}"
+        spec["baseline_cache_dir"] = f"{testcluster['remote_root']}/{run_id}/baseline-answers"
+        for path in shared.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        asked.chmod(0o666)
+        executor = SlurmSSHExecutor(target(testcluster))
+        job = JobSpec(
+            run_id=run_id,
+            attempt=1,
+            command=("/usr/bin/python3", "-m", "planner.evaljob.served", "run", "--spec", "spec.json", "--out", "."),
+            files={"spec.json": json.dumps(spec).encode()},
+            partition=testcluster["partition"],
+            time_limit_s=300,
+            setup=(f"export PYTHONPATH={python_path}",),
+        )
+        ref = executor.submit(job)
+        deadline = time.monotonic() + 240
+        state = JobState.PENDING
+        while time.monotonic() < deadline:
+            state = executor.poll([ref])[ref].state
+            if not state.active:
+                break
+            time.sleep(1)
+        output = executor.fetch(ref)
+        assert state == JobState.SUCCEEDED, output.log_tail
+        assert output.result_ok, output.problem + output.log_tail
+        result = output.result or {}
+        assert result["candidate"]["digest"] == spec["artifacts"]["candidate"]["digest"]
+        assert result["overall"]["n"] == 4
+        assert len(asked.read_text().splitlines()) == 8  # baseline and candidate, each case once
+        assert "candidate: healthy after" in output.log_tail
+        # the engine was started by srun with the rank and head Slurm gave it (the loopback cluster
+        # shares this host's filesystem, so its log is readable here)
+        engine_log = (Path(ref.run_dir) / "engine-candidate.log").read_text()
+        assert "--nnodes 1 --node-rank 0 --master-addr" in engine_log
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
