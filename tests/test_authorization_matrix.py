@@ -205,6 +205,9 @@ ROWS: list[Row] = [
     Row("cluster-list", "GET", "/api/v1/clusters", ROLES),
     Row("cluster-test", "POST", "/api/v1/clusters/{cluster}/test", frozenset({ENG, ADMIN})),
     Row("cluster-discover", "POST", "/api/v1/clusters/{cluster}/discover", frozenset({ENG, ADMIN})),
+    # a requester places only its own team's artifacts (the other team's requester: 403); others no role
+    Row("artifact-location-create", "POST", "/api/v1/clusters/{cluster}/locations", frozenset({REQ, ENG, ADMIN}),
+        lambda world, persona: {"artifact": world.ids["own_artifact"], "path": "/models/placed"}),
     Row("deployment-evals", "POST", "/api/v1/deployments/{own_review}/evals", frozenset({ENG, ADMIN}),
         {"cluster": "matrix", "kind": "screening", "scheme": "w8a8"}),
     Row("eval-detail", "GET", "/api/v1/evals/{draft_eval}", frozenset({REQ, AUDITOR, ADMIN}), note="eval of own draft"),
