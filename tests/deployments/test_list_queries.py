@@ -36,10 +36,12 @@ def _rich_request(flow: Flow, artifacts: dict[str, Any], personas: Any, cluster:
         }
         assert flow.post(personas.legal, code, "waivers", waiver).status_code == 201
     flow.compute_capacity(code)
+    deployment = DeploymentRequest.objects.get(code=code)
     EvalRun.objects.create(
-        request=DeploymentRequest.objects.get(code=code),
+        request=deployment,
         cluster=cluster,
         scheme="fp8",
+        candidate_digest=deployment.artifact.weights_digest,  # a served eval of this request's weights
         status=EvalStatus.FAILED,
         summary={"pass": False, "overall": {"n": 400, "upper_bound_95": 0.3}},
         eval_set_sha256="e" * 64,
