@@ -29,6 +29,7 @@ from governance.evaluations.services import cluster_discover
 from tests.conftest import Personas
 from tests.deployments import conftest as deployment_fixtures
 from tests.deployments.conftest import Flow
+from tests.evaluations.conftest import locate
 
 # The deployment tests' fixtures, used here too.
 catalog, artifacts, flow = deployment_fixtures.catalog, deployment_fixtures.artifacts, deployment_fixtures.flow
@@ -204,8 +205,11 @@ ROWS: list[Row] = [
     Row("cluster-list", "GET", "/api/v1/clusters", ROLES),
     Row("cluster-test", "POST", "/api/v1/clusters/{cluster}/test", frozenset({ENG, ADMIN})),
     Row("cluster-discover", "POST", "/api/v1/clusters/{cluster}/discover", frozenset({ENG, ADMIN})),
+    # a requester places only its own team's artifacts (the other team's requester: 403); others no role
+    Row("artifact-location-create", "POST", "/api/v1/clusters/{cluster}/locations", frozenset({REQ, ENG, ADMIN}),
+        lambda world, persona: {"artifact": world.ids["own_artifact"], "path": "/models/placed"}),
     Row("deployment-evals", "POST", "/api/v1/deployments/{own_review}/evals", frozenset({ENG, ADMIN}),
-        {"cluster": "matrix", "scheme": "w8a8", "model_path": "/models/m"}),
+        {"cluster": "matrix", "kind": "screening", "scheme": "w8a8"}),
     Row("eval-detail", "GET", "/api/v1/evals/{draft_eval}", frozenset({REQ, AUDITOR, ADMIN}), note="eval of own draft"),
     Row("job-detail", "GET", "/api/v1/jobs/{draft_job}", frozenset({REQ, AUDITOR, ADMIN}), note="job of own draft"),
     Row("job-detail", "GET", "/api/v1/jobs/{discovery_job}", frozenset({ENG, AUDITOR, ADMIN}), note="discovery job"),
@@ -264,6 +268,7 @@ def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: A
         name="matrix", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"), model_roots=["/models"]
     )
     world.ids["cluster"] = str(cluster.code)
+    locate(world.ids["own_review"], "matrix", "/models/m")
     for key, deployment_key in (("draft", "own_draft"), ("review", "own_review")):
         evaluation = eval_run_request(
             cluster=cluster,

@@ -31,6 +31,7 @@ from governance.deployments.selectors import (
     deployment_get_for_usage,
     deployments_attach_capacity_plans,
     deployments_list,
+    latest_capacity_plan,
     obligation_get,
     waiver_get,
 )
@@ -40,7 +41,7 @@ from governance.deployments.serializers import (
     DeploymentUpdateSerializer,
 )
 from governance.evaluations.api import EvalRunOutputSerializer
-from governance.evaluations.evals import eval_run_request
+from governance.evaluations.evals import eval_screening_of_deployment, eval_served_request
 from governance.evaluations.selectors import cluster_by_name
 from governance.licenses.selectors import fx_table
 from planner.quant.names import SCHEME_NAMES
@@ -313,13 +314,26 @@ class EvalRequestInputSerializer(StrictSerializer):
     strict_types = True
 
     cluster = serializers.CharField(max_length=100)
-    scheme = serializers.ChoiceField(choices=sorted(SCHEME_NAMES))
-    model_path = serializers.RegexField(r"^/[A-Za-z0-9_./-]{1,400}$", help_text="checkpoint directory on the cluster")
+    kind = serializers.ChoiceField(
+        choices=["served", "screening"],
+        default="served",
+        help_text="served: the request's artifact vs its parent through the plan's engine (counts for approval); "
+        "screening: quantization simulated in one process on the baseline (a what-if, never counts)",
+    )
+    engine = serializers.ChoiceField(
+        choices=["transformers", "vllm", "sglang", "tensorrt_llm"],
+        required=False,
+        help_text="default: the plan's engine; `transformers` (CPU) on the local cluster",
+    )
+    scheme = serializers.ChoiceField(
+        choices=sorted(SCHEME_NAMES), required=False, help_text="screening only; default: the plan's precision"
+    )
     threshold = serializers.FloatField(default=0.05, min_value=0.001, max_value=0.5)
     max_cases_per_category = serializers.IntegerField(required=False, min_value=1, max_value=10_000)
     max_new_tokens = serializers.IntegerField(
         default=64, min_value=1, max_value=4096, help_text="tokens each model generates per turn (greedy)"
     )
+    concurrency = serializers.IntegerField(default=4, min_value=1, max_value=256, help_text="requests in flight")
     eval_set = serializers.CharField(
         required=False,
         max_length=20_000_000,
@@ -334,7 +348,7 @@ class DeploymentEvalCreateApi(APIView):
     @extend_schema(
         request=EvalRequestInputSerializer,
         responses={202: EvalRunOutputSerializer},
-        summary="Run the quantization eval of this request's model on a cluster",
+        summary="Evaluate this request's artifact on a cluster (served through the plan's engine, or screening)",
     )
     def post(self, request: Request, code: str) -> Response:
         deployment = deployment_get(request.user, code)
@@ -344,15 +358,29 @@ class DeploymentEvalCreateApi(APIView):
         cluster = cluster_by_name(data["cluster"])
         if cluster is None:
             raise serializers.ValidationError({"cluster": "no such cluster"})
-        evaluation = eval_run_request(
-            cluster=cluster,
-            scheme=data["scheme"],
-            model={"path": data["model_path"], "dtype": "bfloat16"},
-            actor=cast(User, request.user),
-            deployment=deployment,
-            threshold=data["threshold"],
-            max_cases_per_category=data.get("max_cases_per_category"),
-            max_new_tokens=data["max_new_tokens"],
-            eval_set=data.get("eval_set"),
-        )
+        if data["kind"] == "screening":
+            evaluation = eval_screening_of_deployment(
+                deployment=deployment,
+                cluster=cluster,
+                scheme=data.get("scheme") or deployment.serving_plan["precision"],
+                actor=cast(User, request.user),
+                threshold=data["threshold"],
+                max_cases_per_category=data.get("max_cases_per_category"),
+                max_new_tokens=data["max_new_tokens"],
+                eval_set=data.get("eval_set"),
+            )
+        else:
+            stored = latest_capacity_plan(deployment)
+            evaluation = eval_served_request(
+                deployment=deployment,
+                cluster=cluster,
+                actor=cast(User, request.user),
+                engine=data.get("engine"),
+                plan_result=stored.result if stored is not None else None,
+                threshold=data["threshold"],
+                max_cases_per_category=data.get("max_cases_per_category"),
+                max_new_tokens=data["max_new_tokens"],
+                concurrency=data["concurrency"],
+                eval_set=data.get("eval_set"),
+            )
         return Response(EvalRunOutputSerializer(evaluation).data, status=202)

@@ -51,3 +51,4 @@ class Engine(models.TextChoices):
     VLLM = "vllm"
     SGLANG = "sglang"
     TENSORRT_LLM = "tensorrt_llm"
+    TRANSFORMERS = "transformers"  # `transformers serve` (CPU): the embedded default's and CI's engine

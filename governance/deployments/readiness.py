@@ -59,8 +59,11 @@ class ReasonCode(models.TextChoices):
     EVAL_MISSING = "eval.missing"
     EVAL_PENDING = "eval.pending"
     EVAL_FAILED = "eval.failed"
+    EVAL_DIGEST_MISMATCH = "eval.digest_mismatch"  # the passed eval served other weights
+    EVAL_STALE = "eval.stale"  # same weights, but another engine or parallel layout
     ARTIFACT_DIGEST_MISMATCH = "artifact.digest_mismatch"
     SERVING_ENGINE = "serving.engine_mismatch"
+    SERVING_ENGINE_VERSION = "serving.engine_version_mismatch"  # not the version the eval served
     SERVING_PRECISION = "serving.precision_mismatch"
     SERVING_KV_DTYPE = "serving.kv_dtype_mismatch"
     SERVING_GPU = "serving.gpu_mismatch"
@@ -301,41 +304,116 @@ def scheme_matches(scheme: str, precision: str) -> bool:
     return scheme == precision or scheme.startswith(precision + "-")
 
 
+LAYOUT = ("tp", "pp", "ep")
+
+
+def approved_parallelism(evidence: Mapping[str, Any]) -> dict[str, int]:
+    """tp/pp/ep as approved: the serving plan's when it fixed them, else the capacity plan's layout."""
+    envelope = evidence.get("serving_envelope") or {}
+    layout = (((evidence.get("capacity_plan") or {}).get("result")) or {}).get("parallel") or {}
+    return {name: int(envelope.get(name) or layout.get(name) or 1) for name in LAYOUT}
+
+
+def approved_engine(evidence: Mapping[str, Any]) -> str:
+    return str((evidence.get("serving_envelope") or {}).get("engine") or "vllm")
+
+
+def _config_changes(run: Mapping[str, Any], engine: str, layout: Mapping[str, int]) -> list[str]:
+    """How the approved serving config differs from what the eval served: engine, parallel layout."""
+    changes = []
+    if run.get("engine") != engine:
+        changes.append(f"engine {run.get('engine')} -> {engine}")
+    evaluated = run.get("serving") or {}
+    for name in LAYOUT:
+        if int(evaluated.get(name) or 1) != layout[name]:
+            changes.append(f"{name} {evaluated.get(name) or 1} -> {layout[name]}")
+    return changes
+
+
+def approved_eval(evidence: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The passed eval that covers the approved artifact and serving config, if any."""
+    precision = str((evidence.get("serving_envelope") or {}).get("precision") or "")
+    digest = str((evidence.get("artifact") or {}).get("weights_digest") or "").lower()
+    engine, layout = approved_engine(evidence), approved_parallelism(evidence)
+    for run in reversed(list(evidence.get("eval_results") or [])):
+        if (
+            run.get("kind") == "served"
+            and run.get("status") == "passed"
+            and scheme_matches(str(run.get("scheme", "")), precision)
+            and str(run.get("candidate_digest", "")).lower() == digest
+            and not _config_changes(run, engine, layout)
+        ):
+            return run
+    return None
+
+
 def _eval(evidence: Mapping[str, Any]) -> list[Reason]:
-    """A quantized serving precision needs a passed eval of that precision (the latest run of each
-    matching scheme is in the evidence); evals of other precisions are what-ifs and block nothing."""
+    """A quantized serving precision needs a passed eval that served exactly the approved weights
+    (digest) through the approved engine and parallel layout. Screening runs (simulated
+    quantization) never count; evals of other precisions are what-ifs and block nothing."""
     precision = str((evidence.get("serving_envelope") or {}).get("precision") or "")
     if not precision or precision in UNQUANTIZED_PRECISIONS:
         return []
-    runs = [r for r in evidence.get("eval_results") or [] if scheme_matches(str(r.get("scheme", "")), precision)]
-    if any(r.get("status") == "passed" for r in runs):
+    if approved_eval(evidence) is not None:
         return []
-    if not runs:
+    digest = str((evidence.get("artifact") or {}).get("weights_digest") or "")
+    engine, layout = approved_engine(evidence), approved_parallelism(evidence)
+    runs = [r for r in evidence.get("eval_results") or [] if scheme_matches(str(r.get("scheme", "")), precision)]
+    served = [r for r in runs if r.get("kind") == "served"]
+    for_digest = [r for r in served if str(r.get("candidate_digest", "")).lower() == digest.lower()]
+    same_config = [r for r in for_digest if not _config_changes(r, engine, layout)]
+    rerun = f"{ENGINEERING} runs the {precision} eval of these weights on this engine and layout"
+    if same_config:
+        if all(r.get("status") == "running" for r in same_config):
+            return [
+                Reason(
+                    ReasonCode.EVAL_PENDING,
+                    f"the {precision} eval is still running",
+                    "nobody: the evidence updates when it finishes",
+                    Actor.NOBODY,
+                )
+            ]
+        statuses = ", ".join(
+            f"{r['scheme']} {r['status']} (95% upper bound {(r.get('overall') or {}).get('upper_bound_95')})"
+            for r in same_config
+        )
         return [
             Reason(
-                ReasonCode.EVAL_MISSING,
-                f"no quantization eval run for precision {precision}",
-                f"{ENGINEERING} runs the {precision} eval on the cluster",
+                ReasonCode.EVAL_FAILED,
+                f"the {precision} eval of {digest} did not pass: {statuses}",
+                f"{ENGINEERING} fixes the quantization and runs the eval again, or {REQUESTER} serves another precision",
                 Actor.ENGINEERING,
             )
         ]
-    if all(r.get("status") == "running" for r in runs):
+    passed_here = [r for r in for_digest if r.get("status") == "passed"]
+    if passed_here:
+        changes = "; ".join(_config_changes(passed_here[-1], engine, layout))
         return [
             Reason(
-                ReasonCode.EVAL_PENDING,
-                f"the {precision} eval is still running",
-                "nobody: the evidence updates when it finishes",
-                Actor.NOBODY,
+                ReasonCode.EVAL_STALE,
+                f"the passed {precision} eval of {digest} served another config ({changes}): "
+                "an engine change or a new parallel layout needs a fresh eval",
+                rerun,
+                Actor.ENGINEERING,
             )
         ]
-    statuses = ", ".join(
-        f"{r['scheme']} {r['status']} (95% upper bound {(r.get('overall') or {}).get('upper_bound_95')})" for r in runs
-    )
+    passed_other = [r for r in served if r.get("status") == "passed"]
+    if passed_other:
+        evaluated = ", ".join(sorted({str(r.get("candidate_digest")) for r in passed_other}))
+        return [
+            Reason(
+                ReasonCode.EVAL_DIGEST_MISMATCH,
+                f"the passed {precision} eval covers weights {evaluated}, not the approved {digest}",
+                f"{REQUESTER} requests the evaluated weights, or {rerun}",
+                Actor.ENGINEERING,
+            )
+        ]
+    only_screening = " (screening runs simulate quantization and never count)" if runs else ""
     return [
         Reason(
-            ReasonCode.EVAL_FAILED,
-            f"the {precision} eval did not pass: {statuses}",
-            f"{ENGINEERING} fixes the quantization and runs the eval again, or {REQUESTER} serves another precision",
+            ReasonCode.EVAL_MISSING,
+            f"no {precision} eval served {digest or 'the weights'} through an engine{only_screening}",
+            rerun,
             Actor.ENGINEERING,
         )
     ]

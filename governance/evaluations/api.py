@@ -13,9 +13,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from governance.artifacts.selectors import artifact_get
+from governance.core.errors import PermissionDeniedError
 from governance.core.permissions import role_permission
-from governance.core.roles import Role
-from governance.evaluations.models import Cluster, EvalRun, JobRun
+from governance.core.roles import Role, has_role
+from governance.evaluations.evals import artifact_location_register
+from governance.evaluations.models import ArtifactLocation, Cluster, EvalRun, JobRun
 from governance.evaluations.selectors import cluster_get, clusters_visible_to, evalrun_get, jobrun_get
 from governance.evaluations.services import cluster_discover, cluster_test_connection, jobrun_cancel
 
@@ -126,13 +129,83 @@ class JobRunCancelApi(APIView):
 
 class EvalRunOutputSerializer(serializers.ModelSerializer):
     job = serializers.SerializerMethodField()
+    kind_label = serializers.CharField(source="get_kind_display", read_only=True)
 
     class Meta:
         model = EvalRun
-        fields = ["code", "scheme", "status", "threshold", "eval_set_sha256", "summary", "job", "created_at"]
+        fields = [
+            "code",
+            "kind",  # served (counts for readiness) or screening (simulated quantization, never counts)
+            "kind_label",
+            "scheme",
+            "status",
+            "candidate_digest",
+            "baseline_digest",
+            "engine",
+            "engine_version",
+            "serving",
+            "generation",
+            "threshold",
+            "eval_set_sha256",
+            "summary",
+            "job",
+            "created_at",
+        ]
 
     def get_job(self, obj: EvalRun) -> dict[str, Any] | None:
         return dict(JobRunOutputSerializer(obj.job).data) if obj.job else None
+
+
+class ArtifactLocationInputSerializer(serializers.Serializer):
+    artifact = serializers.UUIDField()
+    path = serializers.RegexField(r"^/[A-Za-z0-9_./-]{1,400}$", help_text="the checkpoint directory on the cluster")
+    manifest = serializers.CharField(
+        required=False,
+        max_length=10_000_000,
+        trim_whitespace=False,
+        help_text="the file manifest (sha256 size path per line) whose SHA-256 is the weights digest",
+    )
+
+
+class ArtifactLocationOutputSerializer(serializers.ModelSerializer):
+    artifact = serializers.UUIDField(source="artifact.code")
+    weights_digest = serializers.CharField(source="artifact.weights_digest")
+    cluster = serializers.CharField(source="cluster.name")
+    manifest_files = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ArtifactLocation
+        fields = ["code", "artifact", "weights_digest", "cluster", "path", "manifest_files", "created_at"]
+
+    def get_manifest_files(self, obj: ArtifactLocation) -> int:
+        return len(obj.manifest.splitlines())
+
+
+class ArtifactLocationCreateApi(APIView):
+    permission_classes = [role_permission(Role.ENGINEERING_REVIEWER, Role.ADMIN, Role.REQUESTER)]
+
+    @extend_schema(
+        request=ArtifactLocationInputSerializer,
+        responses={201: ArtifactLocationOutputSerializer},
+        summary="Record where an artifact's files lie on this cluster (under one of its model roots)",
+    )
+    def post(self, request: Request, code: str) -> Response:
+        cluster = cluster_get(request.user, code)
+        serializer = ArtifactLocationInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        artifact = artifact_get(request.user, data["artifact"])  # an artifact the caller may not see is not found
+        operator = has_role(request.user, Role.ENGINEERING_REVIEWER, Role.ADMIN)
+        if not operator and not artifact.team.members.filter(pk=cast(User, request.user).pk).exists():
+            raise PermissionDeniedError("only the artifact's team or an engineering reviewer records its location")
+        location = artifact_location_register(
+            artifact=artifact,
+            cluster=cluster,
+            path=data["path"],
+            manifest=data.get("manifest"),
+            actor=cast(User, request.user),
+        )
+        return Response(ArtifactLocationOutputSerializer(location).data, status=201)
 
 
 class EvalRunDetailApi(APIView):

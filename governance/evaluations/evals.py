@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
+from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from governance.artifacts.manifest import manifest_lines
+from governance.artifacts.models import ModelArtifact
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record, write_service
 from governance.core.errors import invalid_input
-from governance.evaluations.models import Cluster, EvalRun, EvalStatus, JobKind, JobRun, JobRunState
+from governance.evaluations.models import (
+    ArtifactLocation,
+    Cluster,
+    EvalKind,
+    EvalRun,
+    EvalStatus,
+    ExecutorKind,
+    JobKind,
+    JobRun,
+    JobRunState,
+)
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
+from planner.evaljob.engines import ENGINES, plan_launch, transformers_launch
 from planner.quant.names import SCHEME_NAMES
 
 EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
+SERVED_ARGS = ["-m", "planner.evaljob.served", "run", "--spec", "spec.json", "--out", "."]
 
 
 def _case_problem(case: Any, seen: set[str | int]) -> str | None:
@@ -62,22 +78,201 @@ def validate_eval_set(text: str) -> int:
     return count
 
 
-def resolve_model_path(cluster: Cluster, path: str) -> str:
+def resolve_model_path(cluster: Cluster, path: str, field: str = "path") -> str:
     """The checkpoint directory, normalised, provided it lies inside one of the cluster's model
     roots: the job must never be pointed at other files of the cluster (keys, /etc, other runs)."""
-    if not path.startswith("/") or ".." in path.split("/") or "\0" in path:
-        raise invalid_input("model_path", "an absolute path without '..' segments")
+    if not path.startswith("/") or ".." in path.split("/") or "\0" in path or "\n" in path:
+        raise invalid_input(field, "an absolute path without '..' segments")
     resolved = posixpath.normpath(path)
     roots = [posixpath.normpath(root) for root in cluster.model_roots or []]
     if not roots:
-        raise invalid_input("model_path", f"cluster {cluster.name} has no model roots configured")
+        raise invalid_input(field, f"cluster {cluster.name} has no model roots configured")
     if not any(resolved == root or resolved.startswith(root.rstrip("/") + "/") for root in roots):
-        raise invalid_input("model_path", f"must lie inside one of the cluster's model roots: {', '.join(roots)}")
+        raise invalid_input(field, f"must lie inside one of the cluster's model roots: {', '.join(roots)}")
     return resolved
 
 
 @write_service
-def eval_run_request(
+def artifact_location_register(
+    *, artifact: ModelArtifact, cluster: Cluster, path: str, actor: User | None, manifest: str | None = None
+) -> ArtifactLocation:
+    """Record where an artifact's files lie on a cluster. The manifest (one line per file) lets the eval
+    job name the file that differs; it must hash to the artifact's digest. On the local executor the
+    files are on this host: without a manifest, it is computed here and must match the digest."""
+    resolved = resolve_model_path(cluster, path)
+    if manifest is None and cluster.executor == ExecutorKind.LOCAL and Path(resolved).is_dir():
+        try:
+            manifest = "".join(manifest_lines(Path(resolved)))
+        except (OSError, ValueError) as exc:
+            raise invalid_input("path", str(exc)) from None
+    if manifest:
+        digest = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
+        if digest != artifact.weights_digest:
+            raise invalid_input(
+                "manifest", f"the files hash to {digest}, not the artifact's weights digest {artifact.weights_digest}"
+            )
+    with transaction.atomic():
+        location, _ = ArtifactLocation.objects.update_or_create(
+            artifact=artifact,
+            cluster=cluster,
+            defaults={"path": resolved, "manifest": manifest or "", "registered_by": actor},
+        )
+        audit_record(
+            actor=actor or "system:evals",
+            action=AuditAction.CLUSTER_REGISTERED,
+            obj=artifact,
+            data={
+                "change": "artifact_location",
+                "cluster": cluster.name,
+                "path": resolved,
+                "weights_digest": artifact.weights_digest,
+                "manifest_files": len((manifest or "").splitlines()),
+            },
+        )
+    return location
+
+
+def _location(artifact: ModelArtifact, cluster: Cluster, role: str) -> dict[str, str]:
+    location = ArtifactLocation.objects.filter(artifact=artifact, cluster=cluster).first()
+    if location is None:
+        raise invalid_input(
+            "cluster",
+            f"the {role} {artifact.name} ({artifact.weights_digest}) has no location on cluster {cluster.name}",
+        )
+    return {"path": location.path, "digest": artifact.weights_digest, "manifest": location.manifest}
+
+
+def serving_config(deployment: Any, plan_result: dict[str, Any] | None) -> dict[str, Any]:
+    """What the eval serves with, from the request's serving plan and its capacity plan's layout."""
+    plan = deployment.serving_plan
+    layout = (plan_result or {}).get("parallel") or {}
+    config: dict[str, Any] = {
+        "precision": plan["precision"],
+        "kv_dtype": plan.get("kv_dtype", "bf16"),
+        "max_model_len": plan.get("max_model_len"),
+        "gpu_memory_utilization": plan.get("gpu_memory_utilization", 0.9),
+    }
+    for name in ("tp", "pp", "ep", "dp"):
+        config[name] = int(plan.get(name) or layout.get(name) or 1)
+    config["nodes"] = int(layout.get("nodes") or 1)
+    return config
+
+
+def _engine_spec(
+    engine: str, cluster: Cluster, plan_result: dict[str, Any] | None, config: dict[str, Any], health_timeout_s: int
+) -> tuple[dict[str, Any], int]:
+    """(the engine as the job launches it, GPUs per node). The embedded default serves through
+    `transformers serve` on CPU; a GPU cluster through the plan's own launch command."""
+    if engine == "transformers":
+        return transformers_launch().as_spec(health_timeout_s), 0
+    command = ((plan_result or {}).get("serving") or {}).get(engine)
+    if not command:
+        raise invalid_input("engine", f"the capacity plan has no {engine} launch command; compute the plan first")
+    try:
+        launch = plan_launch(engine, command)
+    except ValueError as exc:
+        raise invalid_input("engine", str(exc)) from None
+    spec = launch.as_spec(health_timeout_s)
+    nodes = config["nodes"]
+    gpus = config["tp"] * config["pp"] * config["dp"]
+    per_node = -(-gpus // nodes)
+    if nodes > 1:
+        if cluster.executor != ExecutorKind.SLURM:
+            raise invalid_input("cluster", f"the plan spans {nodes} nodes: it needs a Slurm cluster")
+        spec["multinode"] = {"nnodes": nodes, "gpus_per_node": per_node}
+    return spec, per_node
+
+
+@write_service
+def eval_served_request(
+    *,
+    deployment: Any,
+    cluster: Cluster,
+    actor: User | None,
+    engine: str | None = None,
+    plan_result: dict[str, Any] | None = None,
+    threshold: float = 0.05,
+    max_cases_per_category: int | None = None,
+    max_new_tokens: int = 64,
+    concurrency: int = 4,
+    seed: int = 0,
+    health_timeout_s: int = 900,
+    time_limit_s: int | None = None,
+    eval_set: str | None = None,
+) -> EvalRun:
+    """Evaluate what ships: the request's artifact (the candidate) against the artifact it derives from
+    (the baseline), both served through the engine the plan names with the plan's serving config."""
+    candidate: ModelArtifact = deployment.artifact
+    baseline = candidate.parent
+    if baseline is None:
+        raise invalid_input("candidate", f"{candidate.name} derives from no artifact: there is no baseline to compare")
+    if not 0 < threshold < 1:
+        raise invalid_input("threshold", "must be between 0 and 1")
+    scheme = deployment.serving_plan["precision"]
+    # The local executor serves on this host's CPU: `transformers serve`, whatever the plan's GPU engine.
+    engine = engine or (
+        "transformers" if cluster.executor == ExecutorKind.LOCAL else deployment.serving_plan.get("engine", "vllm")
+    )
+    if engine not in ENGINES:
+        raise invalid_input("engine", f"one of {', '.join(ENGINES)}")
+    config = serving_config(deployment, plan_result)
+    engine_spec, gpus_per_node = _engine_spec(engine, cluster, plan_result, config, health_timeout_s)
+    generation = {"temperature": 0.0, "seed": seed, "max_new_tokens": max_new_tokens}
+    spec: dict[str, Any] = {
+        "scheme": scheme,
+        "artifacts": {
+            "baseline": _location(baseline, cluster, "baseline"),
+            "candidate": _location(candidate, cluster, "candidate"),
+        },
+        "engine": engine_spec,
+        "serving": config,
+        "generation": generation,
+        "threshold": threshold,
+        "max_cases_per_category": max_cases_per_category,
+        "concurrency": concurrency,
+        # answers survive a requeue: the run's directory, above each attempt's
+        "cache_dir": "../cache",
+        "baseline_cache_dir": f"{cluster.remote_root}/baseline-answers",
+    }
+    files: dict[str, str] = {}
+    if eval_set is not None:
+        validate_eval_set(eval_set)
+        files["eval_set.jsonl"] = eval_set
+        spec["eval_set"] = "eval_set.jsonl"
+    with transaction.atomic():
+        evaluation = EvalRun.objects.create(
+            request=deployment,
+            cluster=cluster,
+            scheme=scheme,
+            kind=EvalKind.SERVED,
+            candidate=candidate,
+            candidate_digest=candidate.weights_digest,
+            baseline=baseline,
+            baseline_digest=baseline.weights_digest,
+            engine=engine,
+            serving=config,
+            generation=generation,
+            threshold=threshold,
+            requested_by=actor,
+        )
+        job = jobrun_create(
+            cluster=cluster,
+            kind=JobKind.EVAL,
+            command=[cluster.python, *SERVED_ARGS],
+            files={"spec.json": json.dumps(spec), **files},
+            time_limit_s=time_limit_s,
+            gpus=gpus_per_node,
+            nodes=config["nodes"] if "multinode" in engine_spec else 1,
+            subject=evaluation,
+            actor=actor,
+        )
+        evaluation.job = job
+        evaluation.save(update_fields=["job", "updated_at"])
+    return evaluation
+
+
+@write_service
+def eval_screening_request(
     *,
     cluster: Cluster,
     scheme: str,
@@ -97,7 +292,7 @@ def eval_run_request(
     if not ("path" in model or "config" in model):
         raise invalid_input("model", "give a checkpoint path on the cluster ('path')")
     if "path" in model:
-        model = {**model, "path": resolve_model_path(cluster, str(model["path"]))}
+        model = {**model, "path": resolve_model_path(cluster, str(model["path"]), "model_path")}
     if not 0 < threshold < 1:
         raise invalid_input("threshold", "must be between 0 and 1")
     spec: dict[str, Any] = {
@@ -114,8 +309,15 @@ def eval_run_request(
         files["eval_set.jsonl"] = eval_set
         spec["eval_set"] = "eval_set.jsonl"
     with transaction.atomic():
+        # Simulated quantization in one process: a what-if, shown as screening, never evidence for approval.
         evaluation = EvalRun.objects.create(
-            request=deployment, cluster=cluster, scheme=scheme, threshold=threshold, requested_by=actor
+            request=deployment,
+            cluster=cluster,
+            scheme=scheme,
+            kind=EvalKind.SCREENING,
+            generation={"max_new_tokens": max_new_tokens, "greedy": True},
+            threshold=threshold,
+            requested_by=actor,
         )
         job = jobrun_create(
             cluster=cluster,
@@ -151,7 +353,13 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             )
         } | {"failing_cases": block.get("failing_cases", [])[:50]}
 
+    served = {
+        key: result.get(key)
+        for key in ("mode", "candidate", "baseline", "engine", "serving", "generation", "token_metrics", "client")
+        if key in result
+    }
     return {
+        **served,
         "pass": bool(result.get("pass")),
         "overall": row(result.get("overall", {})),
         "categories": {name: row(block) for name, block in result.get("categories", {}).items()},
@@ -159,6 +367,17 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
         "versions": result.get("versions"),
         "timing": result.get("timing"),
     }
+
+
+def _result_problem(evaluation: EvalRun, result: dict[str, Any]) -> str:
+    """A served result must be about the weights this run names (the job verified them on the node)."""
+    if evaluation.kind != EvalKind.SERVED:
+        return ""
+    for role, digest in (("candidate", evaluation.candidate_digest), ("baseline", evaluation.baseline_digest)):
+        reported = (result.get(role) or {}).get("digest")
+        if reported != digest:
+            return f"the job reports {role} {reported}, not {digest}"
+    return ""
 
 
 def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
@@ -170,14 +389,18 @@ def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
         if run.state == JobRunState.CANCELLED:
             evaluation.status = EvalStatus.CANCELLED
             evaluation.summary = {"pass": False, "error": run.reason, "log_tail": run.log_tail[-2000:]}
+        elif run.state == JobRunState.SUCCEEDED and run.result and _result_problem(evaluation, run.result):
+            evaluation.status = EvalStatus.ERROR
+            evaluation.summary = {"pass": False, "error": _result_problem(evaluation, run.result)}
         elif run.state == JobRunState.SUCCEEDED and run.result:
             evaluation.summary = summarise(run.result)
             evaluation.eval_set_sha256 = str(run.result.get("eval_set_sha256", ""))
+            evaluation.engine_version = str((run.result.get("engine") or {}).get("version", ""))[:40]
             evaluation.status = EvalStatus.PASSED if evaluation.summary["pass"] else EvalStatus.FAILED
         else:
             evaluation.status = EvalStatus.ERROR
             evaluation.summary = {"pass": False, "error": run.reason, "log_tail": run.log_tail[-2000:]}
-        evaluation.save(update_fields=["summary", "eval_set_sha256", "status", "updated_at"])
+        evaluation.save(update_fields=["summary", "eval_set_sha256", "engine_version", "status", "updated_at"])
         audit_record(
             actor="system:evals",
             action=AuditAction.EVAL_COMPLETED,
@@ -192,9 +415,34 @@ def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
         transaction.on_commit(lambda: eval_finished.send(sender=EvalRun, evaluation=evaluation))
 
 
+def _evidence_key(run: EvalRun) -> tuple[Any, ...]:
+    """One entry per what-was-evaluated: a later run of the same weights, engine, version and layout
+    supersedes an earlier one; a run of another layout or engine version stands beside it."""
+    layout = tuple(int((run.serving or {}).get(name) or 1) for name in ("tp", "pp", "ep", "dp"))
+    return (run.kind, run.scheme, run.candidate_digest, run.engine, run.engine_version, layout)
+
+
+def eval_evidence_item(run: EvalRun) -> dict[str, Any]:
+    return {
+        "eval": str(run.code),
+        "kind": run.kind,
+        "scheme": run.scheme,
+        "status": run.status,
+        "candidate_digest": run.candidate_digest,
+        "baseline_digest": run.baseline_digest,
+        "engine": run.engine,
+        "engine_version": run.engine_version,
+        "serving": run.serving or {},
+        "generation": run.generation or {},
+        "eval_set_sha256": run.eval_set_sha256,
+        "threshold": run.threshold,
+        "overall": (run.summary or {}).get("overall"),
+    }
+
+
 def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
-    """The latest eval run per scheme of a deployment request, for its evidence document."""
-    latest: dict[str, EvalRun] = {}
+    """The latest eval run per evaluated configuration of a deployment request, for its evidence."""
+    latest: dict[tuple[Any, ...], EvalRun] = {}
     # Only verdicts are evidence: a cancelled run has none, and a running one has none yet (the
     # evidence, and so the sign-offs, would otherwise depend on when it was last rebuilt); the run
     # before or after it stands. The request page shows runs in progress beside the evidence.
@@ -206,15 +454,28 @@ def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
         else EvalRun.objects.filter(request=deployment).exclude(status__in=without_verdict).order_by("created_at")
     )
     for evaluation in runs:
-        latest[evaluation.scheme] = evaluation
-    return [
-        {
-            "eval": str(e.code),
-            "scheme": e.scheme,
-            "status": e.status,
-            "eval_set_sha256": e.eval_set_sha256,
-            "threshold": e.threshold,
-            "overall": (e.summary or {}).get("overall"),
-        }
-        for e in sorted(latest.values(), key=lambda e: e.scheme)
-    ]
+        latest[_evidence_key(evaluation)] = evaluation
+    ordered = sorted(latest.values(), key=lambda e: (e.kind != EvalKind.SERVED, e.scheme, e.created_at))
+    return [eval_evidence_item(e) for e in ordered]
+
+
+def eval_screening_of_deployment(
+    *, deployment: Any, cluster: Cluster, scheme: str, actor: User | None, **options: Any
+) -> EvalRun:
+    """Screening of a request's model: quantization simulated on the baseline's registered files (the
+    artifact it derives from, else itself) at their location on the cluster. A what-if; never evidence."""
+    artifact: ModelArtifact = deployment.artifact
+    baseline = artifact.parent or artifact
+    location = _location(baseline, cluster, "baseline")
+    return eval_screening_request(
+        cluster=cluster,
+        scheme=scheme,
+        model={"path": location["path"], "dtype": "bfloat16"},
+        actor=actor,
+        deployment=deployment,
+        **options,
+    )
+
+
+# The in-process path's earlier name (callers and tests that mean screening).
+eval_run_request = eval_screening_request

@@ -51,8 +51,8 @@ class Cluster(BaseModel):
         default=list,
         blank=True,
         validators=[model_roots_valid],
-        help_text="directories on the cluster that model checkpoints may be read from; an eval's model_path "
-        "must resolve inside one of them",
+        help_text="directories on the cluster that model checkpoints may be read from; an artifact's location "
+        "on this cluster must resolve inside one of them",
     )
     partition = models.CharField(max_length=64, blank=True, validators=[TOKEN])
     account = models.CharField(max_length=64, blank=True, validators=[TOKEN])
@@ -109,7 +109,8 @@ class JobRun(BaseModel):
     files = models.JSONField(default=dict, help_text="name -> text content uploaded next to the job script")
     time_limit_s = models.PositiveIntegerField()
     cpus = models.PositiveSmallIntegerField(default=1)
-    gpus = models.PositiveSmallIntegerField(default=0)
+    gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs per node")
+    nodes = models.PositiveSmallIntegerField(default=1, help_text="nodes of one allocation (multi-node serving)")
     state = models.CharField(max_length=12, choices=JobRunState.choices, default=JobRunState.QUEUED, db_index=True)
     attempt = models.PositiveSmallIntegerField(default=1)
     max_attempts = models.PositiveSmallIntegerField(default=3)
@@ -139,6 +140,38 @@ class JobRun(BaseModel):
         return f"gov-{self.code.hex[:20]}-a{self.attempt}"
 
 
+class ArtifactLocation(BaseModel):
+    """Where one registered artifact's files lie on one cluster: a directory under one of its model roots.
+
+    `manifest` is the artifact's file manifest (governance.artifacts.manifest: one line per file) when
+    it was given or computed at registration: the eval job then names the file that differs; its
+    SHA-256 is the artifact's weights digest (checked when stored)."""
+
+    artifact = models.ForeignKey("artifacts.ModelArtifact", on_delete=models.CASCADE, related_name="locations")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="artifact_locations")
+    path = models.CharField(max_length=400, validators=[PATH, no_parent_segments])
+    manifest = models.TextField(blank=True)
+    registered_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["cluster__name"]
+        constraints = [
+            # one place per cluster: the eval job reads exactly the files the digest was checked against
+            models.UniqueConstraint(fields=["artifact", "cluster"], name="artifact_location_one_per_cluster"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.artifact_id} on {self.cluster_id}: {self.path}"
+
+
+class EvalKind(models.TextChoices):
+    # The registered candidate weights served through the engine the plan names: the only kind that
+    # counts for readiness and the gate.
+    SERVED = "served", "Served (candidate artifact through the engine)"
+    # Quantization simulated in one process on the baseline (a what-if before a checkpoint exists).
+    SCREENING = "screening", "Screening (simulated quantization, never evidence for approval)"
+
+
 class EvalStatus(models.TextChoices):
     RUNNING = "running"
     PASSED = "passed"
@@ -156,6 +189,21 @@ class EvalRun(BaseModel):
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="eval_runs")
     job = models.OneToOneField(JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="eval_run")
     scheme = models.CharField(max_length=20)
+    kind = models.CharField(max_length=10, choices=EvalKind.choices, default=EvalKind.SERVED)
+    # What was evaluated, bound by digest: a passed eval counts only for exactly these weights, this
+    # engine (and version) and this serving config.
+    candidate = models.ForeignKey(
+        "artifacts.ModelArtifact", null=True, blank=True, on_delete=models.PROTECT, related_name="candidate_evals"
+    )
+    candidate_digest = models.CharField(max_length=71, blank=True, db_index=True)
+    baseline = models.ForeignKey(
+        "artifacts.ModelArtifact", null=True, blank=True, on_delete=models.PROTECT, related_name="baseline_evals"
+    )
+    baseline_digest = models.CharField(max_length=71, blank=True)
+    engine = models.CharField(max_length=20, blank=True)
+    engine_version = models.CharField(max_length=40, blank=True, help_text="as reported by the engine the job ran")
+    serving = models.JSONField(default=dict, blank=True, help_text="serving config taken from the request's plan")
+    generation = models.JSONField(default=dict, blank=True, help_text="temperature, seed, max_new_tokens")
     threshold = models.FloatField(default=0.05)
     status = models.CharField(max_length=10, choices=EvalStatus.choices, default=EvalStatus.RUNNING)
     eval_set_sha256 = models.CharField(max_length=64, blank=True)

@@ -65,6 +65,7 @@ def job_spec(run: JobRun) -> JobSpec:
         qos=cluster.qos or None,
         gres=gres,
         cpus=run.cpus,
+        nodes=run.nodes,
         setup=tuple(line for line in cluster.setup_lines.splitlines() if line.strip()),
     )
 
@@ -99,6 +100,7 @@ def jobrun_create(
     time_limit_s: int | None = None,
     cpus: int = 1,
     gpus: int = 0,
+    nodes: int = 1,
     subject: models.Model | None = None,
     actor: User | None = None,
 ) -> JobRun:
@@ -111,6 +113,7 @@ def jobrun_create(
         time_limit_s=time_limit_s or cluster.default_time_limit_s,
         cpus=cpus,
         gpus=gpus,
+        nodes=nodes,
         subject_type=subject._meta.label_lower if subject is not None else "",
         subject_id=str(getattr(subject, "code", "")) if subject is not None else "",
         requested_by=actor,

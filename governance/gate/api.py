@@ -56,6 +56,9 @@ class ErrorSerializer(serializers.Serializer):
 
 class GateServingSerializer(StrictSerializer):
     engine = serializers.ChoiceField(choices=Engine.choices)
+    engine_version = serializers.RegexField(
+        r"^[A-Za-z0-9_.+-]{1,40}$", required=False, help_text="when given, the passed eval must have run this version"
+    )
     precision = serializers.ChoiceField(choices=SERVING_PRECISIONS)
     gpu = serializers.ChoiceField(choices=sorted(gpus()))
     kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], required=False)

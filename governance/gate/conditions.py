@@ -22,8 +22,10 @@ from governance.deployments.readiness import (
     ReadinessState,
     Reason,
     ReasonCode,
+    approved_eval,
     readiness,
 )
+from governance.deployments.readiness import approved_parallelism as evidence_parallelism
 
 # The reasons only the gate gives: everything else comes from the readiness rule, so a request's
 # page lists exactly the gate's reasons less these.
@@ -36,6 +38,7 @@ DEPLOY_TIME_CODES = frozenset(
         ReasonCode.SIGNATURE_INVALID,
         ReasonCode.ARTIFACT_DIGEST_MISMATCH,
         ReasonCode.SERVING_ENGINE,
+        ReasonCode.SERVING_ENGINE_VERSION,
         ReasonCode.SERVING_PRECISION,
         ReasonCode.SERVING_KV_DTYPE,
         ReasonCode.SERVING_GPU,
@@ -174,10 +177,8 @@ def _artifact(state: GateState, check: GateCheck) -> list[Reason]:
 
 
 def approved_parallelism(state: GateState) -> dict[str, int]:
-    """tp/pp/ep as approved: the serving plan's when it fixed them, else the capacity plan's layout."""
-    envelope = state.evidence.get("serving_envelope") or {}
-    layout = (((state.evidence.get("capacity_plan") or {}).get("result")) or {}).get("parallel") or {}
-    return {name: int(envelope.get(name) or layout.get(name) or 1) for name in ("tp", "pp", "ep")}
+    """tp/pp/ep as approved (deployments.readiness.approved_parallelism of the evidence)."""
+    return evidence_parallelism(state.evidence)
 
 
 def _serving(state: GateState, check: GateCheck) -> list[Reason]:
@@ -219,6 +220,19 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
                 f"max_model_len {serving['max_model_len']} is above the approved {max_len}",
                 fix,
                 Actor.PIPELINE,
+            )
+        )
+    wanted_version = serving.get("engine_version")
+    evaluated = approved_eval(state.evidence)
+    if wanted_version and evaluated is not None and evaluated.get("engine_version") != wanted_version:
+        # An engine upgrade is a high-risk change like a new quantization: it needs a fresh eval.
+        reasons.append(
+            Reason(
+                ReasonCode.SERVING_ENGINE_VERSION,
+                f"engine version {wanted_version!r} is not the one the approved eval served "
+                f"({evaluated.get('engine_version')!r}): an engine upgrade needs a fresh eval",
+                "an engineering reviewer runs the eval on this engine version; the reviewers approve it",
+                Actor.ENGINEERING,
             )
         )
     utilization = float(envelope.get("gpu_memory_utilization", 0.9))

@@ -108,6 +108,7 @@ class JobSpec:
     qos: str | None = None
     gres: str | None = None
     cpus: int = 1
+    nodes: int = 1  # one allocation across nodes: the engine's own multi-node launch runs inside it
     mem_mb: int | None = None
     setup: tuple[str, ...] = ()  # environment lines from the cluster record (module load …)
 
@@ -123,6 +124,8 @@ class JobSpec:
             raise ClusterError("time_limit_s: must be 10 s .. 7 days", permanent=True)
         if not 1 <= self.cpus <= 512:
             raise ClusterError("cpus: must be 1..512", permanent=True)
+        if not 1 <= self.nodes <= 256:
+            raise ClusterError("nodes: must be 1..256", permanent=True)
         for name, value, pattern in (
             ("partition", self.partition, _TOKEN),
             ("account", self.account, _TOKEN),

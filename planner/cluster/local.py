@@ -30,6 +30,8 @@ class LocalExecutor:
 
     def submit(self, spec: JobSpec) -> JobRef:
         spec.validate()
+        if spec.nodes != 1:
+            raise ClusterError("nodes: the local executor runs on this one host", permanent=True)
         run_dir = self.root / spec.run_id / f"attempt-{spec.attempt}"
         run_dir.mkdir(parents=True, exist_ok=True)
         for name, data in {**spec.files, "job.sh": job_script(spec).encode()}.items():

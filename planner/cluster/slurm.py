@@ -171,6 +171,7 @@ class SlurmSSHExecutor:
             f"--comment={spec.run_id}",
             f"--time={slurm_time(spec.time_limit_s)}",
             f"--cpus-per-task={spec.cpus}",
+            f"--nodes={int(spec.nodes)}",
             f"--output={run_dir}/slurm-%j.out",
             f"--chdir={run_dir}",
         ]

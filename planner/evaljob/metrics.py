@@ -4,9 +4,10 @@ accuracy against a reference, and token-level agreement / KL on teacher-forced b
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch only where logits are compared in process (screening); the served job has none
+    import torch
 
 
 def present(item: str, text: str) -> bool:
@@ -31,9 +32,17 @@ def case_verdict(case: dict[str, Any], baseline: str, quantized: str) -> dict[st
     return verdict
 
 
-@torch.no_grad()
 def token_agreement(baseline_logits: torch.Tensor, quantized_logits: torch.Tensor) -> dict[str, Any]:
     """Top-1 agreement and KL(baseline || quantized) per position of one teacher-forced sequence."""
+    import torch
+
+    with torch.no_grad():
+        return _token_agreement(baseline_logits, quantized_logits)
+
+
+def _token_agreement(baseline_logits: torch.Tensor, quantized_logits: torch.Tensor) -> dict[str, Any]:
+    import torch
+
     p = torch.log_softmax(baseline_logits.float(), dim=-1)
     q = torch.log_softmax(quantized_logits.float(), dim=-1)
     kl = (p.exp() * (p - q)).sum(dim=-1)

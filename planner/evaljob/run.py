@@ -1,4 +1,4 @@
-"""python -m planner.evaljob run --spec spec.json --out DIR
+"""python -m planner.evaljob run --spec spec.json --out DIR  (screening: simulated quantization)
 
 Loads the baseline (a local Hugging Face model directory, or a config for a random-weight model
 in tests), builds the quantized variant, runs every case through both in this process, caches
@@ -9,7 +9,6 @@ atomically with result.json.sha256.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import platform
 import time
@@ -19,30 +18,11 @@ from typing import Any
 import torch
 
 from planner.cluster.base import job_main, write_atomic, write_result
-from planner.evaljob.metrics import case_verdict, summarize_kl, token_agreement
-from planner.evaljob.stats import gate
+from planner.evaljob.cases import DEFAULT_SET, load_cases, prompt_text
+from planner.evaljob.metrics import case_verdict, token_agreement
+from planner.evaljob.summary import summarize
 from planner.quant.modules import quantize_model
 from planner.quant.schemes import scheme as scheme_named
-
-DEFAULT_SET = Path(__file__).resolve().parent / "data" / "default-v1.jsonl"
-
-
-def load_cases(path: str | None, limit: int | None) -> tuple[list[dict[str, Any]], str]:
-    raw = Path(path or DEFAULT_SET).read_bytes()
-    cases = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
-    for index, case in enumerate(cases):
-        for key in ("id", "category", "turns", "key_items"):
-            if key not in case:
-                raise ValueError(f"eval set line {index + 1}: missing {key}")
-    if limit:
-        per_category: dict[str, int] = {}
-        kept = []
-        for case in cases:
-            if per_category.get(case["category"], 0) < limit:
-                per_category[case["category"]] = per_category.get(case["category"], 0) + 1
-                kept.append(case)
-        cases = kept
-    return cases, hashlib.sha256(raw).hexdigest()
 
 
 def load_models(spec: dict[str, Any], device: str) -> tuple[Any, Any]:
@@ -65,10 +45,6 @@ def load_models(spec: dict[str, Any], device: str) -> tuple[Any, Any]:
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     loaded: Any = model
     return tokenizer, loaded.to(device).eval()
-
-
-def prompt_text(case: dict[str, Any]) -> str:
-    return "\n".join(f"User: {turn}" for turn in case["turns"]) + "\nAssistant:"
 
 
 @torch.no_grad()
@@ -159,52 +135,10 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     return result
 
 
-def summarize(records: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
-    categories: dict[str, list[dict[str, Any]]] = {}
-    for record in records:
-        categories.setdefault(record["category"], []).append(record)
-
-    def block(items: list[dict[str, Any]]) -> dict[str, Any]:
-        failures = [r for r in items if r["failed"]]
-        kl = [v for r in items for v in r["tokens"]["kl"]]
-        positions = sum(r["tokens"]["positions"] for r in items)
-        with_reference = [r for r in items if "baseline_correct" in r]
-        summary: dict[str, Any] = {
-            **gate(len(failures), len(items), threshold),
-            "failing_cases": [
-                {"id": r["id"], "lost_items": r["lost_items"], "contradictions": r["contradictions"]} for r in failures
-            ],
-            "top1_agreement": sum(r["tokens"]["agree"] for r in items) / positions if positions else None,
-            "kl": summarize_kl(kl),
-        }
-        if with_reference:
-            base = sum(r["baseline_correct"] for r in with_reference)
-            quant = sum(r["quantized_correct"] for r in with_reference)
-            summary.update(
-                baseline_accuracy=base / len(with_reference),
-                quantized_accuracy=quant / len(with_reference),
-                recovery=(quant / base) if base else None,
-                flips={
-                    "correct_to_wrong": sum(
-                        r["baseline_correct"] and not r["quantized_correct"] for r in with_reference
-                    ),
-                    "wrong_to_correct": sum(
-                        not r["baseline_correct"] and r["quantized_correct"] for r in with_reference
-                    ),
-                },
-            )
-        return summary
-
-    per_category = {name: block(items) for name, items in sorted(categories.items())}
-    overall = block(records)
-    return {
-        "categories": per_category,
-        "overall": overall,
-        "pass": overall["pass"] and all(c["pass"] for c in per_category.values()),
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     return job_main(
         "planner.evaljob", run, lambda r: f"pass={r['pass']} overall bound={r['overall']['upper_bound_95']:.4f}", argv
     )
+
+
+__all__ = ["DEFAULT_SET", "load_cases", "main", "run", "summarize"]

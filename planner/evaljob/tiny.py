@@ -41,6 +41,13 @@ TINY_QWEN3_MOE = {
 }
 
 
+# The same "User: …\nAssistant:" layout the in-process screening job writes (cases.prompt_text).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] | capitalize }}: {{ message['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}Assistant:{% endif %}"
+)
+
+
 def train_tokenizer(path: Path, vocab_size: int = 512) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -73,6 +80,7 @@ def save_tiny_checkpoint(out: Path, config: dict[str, Any] | None = None, seed: 
     staging.mkdir(parents=True, exist_ok=True)
     tokenizer_file = train_tokenizer(staging / "bpe.json")
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file), eos_token="<eos>", pad_token="<pad>")  # noqa: S106
+    tokenizer.chat_template = CHAT_TEMPLATE  # an engine's chat API renders the eval's turns with it
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**(config or TINY_QWEN3_MOE)), dtype=torch.bfloat16)
     tokenizer.save_pretrained(str(out))

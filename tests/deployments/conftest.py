@@ -15,7 +15,7 @@ from governance.capacity.services import capacity_plan_compute
 from governance.deployments import services as deployment_services
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import latest_capacity_plan
-from governance.evaluations.models import Cluster, EvalRun, EvalStatus, ExecutorKind
+from governance.evaluations.models import Cluster, EvalKind, EvalRun, EvalStatus, ExecutorKind
 from governance.licenses.services import license_catalog_load
 from tests.conftest import Personas
 from tests.licenses.helpers import BASE_FACTS
@@ -39,11 +39,20 @@ def record_eval(code: str, scheme: str, status: str = EvalStatus.PASSED) -> Eval
         name="local", defaults={"executor": ExecutorKind.LOCAL, "remote_root": "/tmp/governance-test-runs"}
     )
     bound = 0.02 if status == EvalStatus.PASSED else 0.31
+    deployment = DeploymentRequest.objects.get(code=code)
+    layout = ((deployment.evidence or {}).get("capacity_plan") or {}).get("result", {}).get("parallel") or {}
     evaluation = EvalRun.objects.create(
-        request=DeploymentRequest.objects.get(code=code),
+        request=deployment,
         cluster=cluster,
         scheme=scheme,
         status=status,
+        # served: the request's own weights through the engine and layout the plan names
+        kind=EvalKind.SERVED,
+        candidate=deployment.artifact,
+        candidate_digest=deployment.artifact.weights_digest,
+        engine=deployment.serving_plan.get("engine", "vllm"),
+        engine_version="0.11.0",
+        serving={"precision": scheme, **{n: layout.get(n, 1) for n in ("tp", "pp", "ep", "dp")}},
         summary={"pass": status == EvalStatus.PASSED, "overall": {"n": 400, "upper_bound_95": bound}},
         eval_set_sha256="e" * 64,
     )
@@ -57,7 +66,9 @@ def ensure_passed_eval(code: str) -> None:
     precision = deployment.serving_plan["precision"]
     if precision in UNQUANTIZED:
         return
-    if not EvalRun.objects.filter(request=deployment, scheme=precision, status=EvalStatus.PASSED).exists():
+    if not EvalRun.objects.filter(
+        request=deployment, scheme=precision, status=EvalStatus.PASSED, kind=EvalKind.SERVED
+    ).exists():
         record_eval(code, precision)
 
 

@@ -11,14 +11,17 @@ import pytest
 from governance.evaluations.models import Cluster, ExecutorKind, JobRun
 from tests.conftest import Personas
 from tests.deployments.conftest import Flow
+from tests.evaluations.conftest import locate
 
-BODY = {"cluster": "c2", "scheme": "w8a8", "model_path": "/models/x"}
+BODY = {"cluster": "c2", "kind": "screening", "scheme": "w8a8"}
 
 
 @pytest.fixture
 def eval_url(flow: Flow, artifacts, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
     Cluster.objects.create(name="c2", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path), model_roots=["/models"])
-    return f"/api/v1/deployments/{flow.to_review(artifacts['apache'])}/evals"
+    code = flow.to_review(artifacts["apache"])
+    locate(code, "c2", "/models/x")
+    return f"/api/v1/deployments/{code}/evals"
 
 
 @pytest.mark.parametrize(
@@ -26,7 +29,8 @@ def eval_url(flow: Flow, artifacts, tmp_path: Path) -> str:  # type: ignore[no-u
     [
         ({"bananas": 1}, "bananas"),
         ({"cluster": 123}, "cluster"),
-        ({"model_path": ["/models/x"]}, "model_path"),
+        ({"kind": ["screening"]}, "kind"),
+        ({"model_path": "/models/x"}, "model_path"),  # a free-text path is no longer accepted
         ({"max_new_tokens": "8"}, "max_new_tokens"),
         ({"max_cases_per_category": "2"}, "max_cases_per_category"),
         ({"max_new_tokens": 8.5}, "max_new_tokens"),

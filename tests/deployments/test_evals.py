@@ -10,7 +10,7 @@ from governance.evaluations.evals import eval_run_request
 from governance.evaluations.models import Cluster, ExecutorKind
 from planner.evaljob.tiny import TINY_QWEN3_MOE, random_model_spec, train_tokenizer
 from tests.deployments.conftest import Flow
-from tests.evaluations.conftest import drive
+from tests.evaluations.conftest import drive, locate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,9 +65,10 @@ def test_eval_request_api_validates_input(flow: Flow, artifacts, personas) -> No
     code = flow.to_review(artifacts["apache"])
     client = flow.client(personas.engineer)
     for body, field in (
-        ({"cluster": "x", "scheme": "w3a3", "model_path": "/m"}, "scheme"),
-        ({"cluster": "x", "scheme": "w4a8", "model_path": "m;rm -rf /"}, "model_path"),
-        ({"cluster": "nope", "scheme": "w4a8", "model_path": "/m"}, "cluster"),
+        ({"cluster": "x", "kind": "screening", "scheme": "w3a3"}, "scheme"),
+        ({"cluster": "x", "kind": "bogus"}, "kind"),
+        ({"cluster": "x", "model_path": "/m"}, "model_path"),  # the free-text path is gone
+        ({"cluster": "nope", "kind": "screening", "scheme": "w4a8"}, "cluster"),
     ):
         response = client.post(f"/api/v1/deployments/{code}/evals", body, format="json")
         assert response.status_code == 400
@@ -88,8 +89,9 @@ def test_uploaded_eval_set_is_validated_and_shipped(flow: Flow, artifacts, perso
 
     Cluster.objects.create(name="c2", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path), model_roots=["/models"])
     code = flow.to_review(artifacts["apache"])
+    locate(code, "c2", "/models/x")
     client = flow.client(personas.engineer)
-    body = {"cluster": "c2", "scheme": "w8a8", "model_path": "/models/x"}
+    body = {"cluster": "c2", "kind": "screening", "scheme": "w8a8"}
     bad = client.post(f"/api/v1/deployments/{code}/evals", {**body, "eval_set": '{"id": "a"}\n'}, format="json")
     assert bad.status_code == 400
     assert "eval_set" in bad.json()["extra"]["fields"]

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from governance.deployments import services as deployment_services
 from governance.deployments.models import DeploymentRequest
-from governance.evaluations.models import Cluster, EvalRun, EvalStatus, ExecutorKind
+from governance.evaluations.models import Cluster, EvalKind, EvalRun, EvalStatus, ExecutorKind
 from tests.deployments.conftest import FACTS, Flow
 
 # Queries for one page of the list, whatever its length: the caller's roles, the count, the
@@ -37,10 +37,15 @@ def _rich_request(flow: Flow, artifacts: dict[str, Any], personas: Any, cluster:
         }
         assert flow.post(personas.legal, code, "waivers", waiver).status_code == 201
     flow.compute_capacity(code)
+    deployment = DeploymentRequest.objects.get(code=code)
     evaluation = EvalRun.objects.create(
-        request=DeploymentRequest.objects.get(code=code),
+        request=deployment,
         cluster=cluster,
         scheme="fp8",
+        kind=EvalKind.SERVED,
+        candidate_digest=deployment.artifact.weights_digest,  # a served eval of this request's weights
+        engine="vllm",
+        serving=deployment.evidence["capacity_plan"]["result"]["parallel"],
         status=EvalStatus.FAILED,
         summary={"pass": False, "overall": {"n": 400, "upper_bound_95": 0.3}},
         eval_set_sha256="e" * 64,

@@ -18,6 +18,7 @@ from governance.core.models import OutboxMessage
 from governance.core.outbox import HEADER, on_task_postrun, outbox_due, outbox_enqueue, outbox_flush
 from governance.evaluations.models import Cluster, ExecutorKind, JobRun
 from tests.deployments.conftest import Flow
+from tests.evaluations.conftest import locate
 
 
 def _broker_down() -> Any:
@@ -37,8 +38,9 @@ def test_an_eval_request_during_a_broker_outage_is_saved_and_sent_later(  # type
 ) -> None:
     Cluster.objects.create(name="c2", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path), model_roots=["/models"])
     code = flow.to_review(artifacts["apache"])
+    locate(code, "c2", "/models/x")
     client = flow.client(personas.engineer)
-    body = {"cluster": "c2", "scheme": "w8a8", "model_path": "/models/x"}
+    body = {"cluster": "c2", "kind": "screening", "scheme": "w8a8"}
     # Before the outbox, the submission task was sent by an after-commit `.delay()`: the broker's
     # error escaped after the commit and the API answered 500 for a saved eval run.
     with _broker_down(), django_capture_on_commit_callbacks(execute=True):

@@ -19,6 +19,7 @@ from governance.deployments.models import DeploymentRequest
 from governance.evaluations.models import Cluster, ExecutorKind
 from tests.conftest import Personas
 from tests.e2e.conftest import Recorder, local_cluster_setup, tiny_checkpoint, wait_for
+from tests.evaluations.conftest import locate
 
 pytestmark = [pytest.mark.worker]
 KIMI = "kimi-k2-modified-mit"
@@ -153,7 +154,8 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         epage.fill("#id_threshold", "0.5")
         epage.fill("#id_max_cases_per_category", "5")  # 5 clean cases per category: bound 0.45 < 0.5
         epage.fill("#id_max_new_tokens", "4")  # a random-weight model: short answers keep the run short
-        epage.fill("#id_model_path", str(checkpoint))
+        locate(code, "local", str(checkpoint))  # the operator recorded where the weights lie on the cluster
+        epage.select_option("#id_kind", "screening")
         epage.click('form[action$="/evals/new"] button')
         wait_for(epage, ".eval-run")
         wait_for(epage, '.eval-run[data-state="running"], .eval-run[data-state="succeeded"]', timeout=120_000)

@@ -84,3 +84,16 @@ RESULT_WRITER = (
     "import hashlib, json, os; d = json.dumps({'answer': 42, 'attempt': os.environ['GOV_ATTEMPT']}).encode(); "
     "open('result.json', 'wb').write(d); open('result.json.sha256', 'w').write(hashlib.sha256(d).hexdigest())"
 )
+
+
+def locate(code: object, cluster_name: str, path: str) -> None:
+    """Record where the request's baseline (its artifact's parent, else the artifact) lies on a
+    cluster, as an operator would; fixture artifacts carry made-up digests, so this writes the row
+    directly instead of hashing the files through the service."""
+    from governance.deployments.models import DeploymentRequest
+    from governance.evaluations.models import ArtifactLocation, Cluster
+
+    artifact = DeploymentRequest.objects.select_related("artifact").get(code=code).artifact
+    ArtifactLocation.objects.update_or_create(
+        artifact=artifact.parent or artifact, cluster=Cluster.objects.get(name=cluster_name), defaults={"path": path}
+    )

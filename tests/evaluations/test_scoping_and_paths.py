@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from governance.capacity.services import capacity_plan_request
 from governance.deployments.models import DeploymentRequest
 from governance.evaluations.evals import eval_run_request
-from governance.evaluations.models import Cluster, ExecutorKind, JobRun
+from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKind, JobRun
 from tests.conftest import Personas
 from tests.deployments import conftest as deployment_fixtures
 from tests.deployments.conftest import Flow
@@ -69,7 +69,7 @@ def test_reviewers_do_not_see_audit_events_of_drafts(personas: Personas, draft: 
 
 
 @pytest.mark.parametrize(
-    ("model_path", "reason"),
+    ("path", "reason"),
     [
         ("/../../etc/passwd", "'..'"),
         ("/models/../etc/passwd", "'..'"),
@@ -78,36 +78,43 @@ def test_reviewers_do_not_see_audit_events_of_drafts(personas: Personas, draft: 
         ("models/m", "pattern"),  # refused by the input serializer already
     ],
 )
-def test_model_path_must_resolve_inside_the_model_roots(
-    personas: Personas, flow: Flow, artifacts: dict[str, Any], cluster: Cluster, model_path: str, reason: str
+def test_an_artifact_location_must_resolve_inside_the_model_roots(
+    personas: Personas, artifacts: dict[str, Any], cluster: Cluster, path: str, reason: str
 ) -> None:
-    code = flow.to_review(artifacts["apache"])
-    body = {"cluster": "lab", "scheme": "w8a8", "model_path": model_path}
-    response = personas.client(personas.engineer).post(f"/api/v1/deployments/{code}/evals", body, format="json")
+    body = {"artifact": str(artifacts["apache"].code), "path": path}
+    response = personas.client(personas.engineer).post(
+        f"/api/v1/clusters/{cluster.code}/locations", body, format="json"
+    )
     assert response.status_code == 400, response.json()
-    assert "model_path" in response.json()["extra"]["fields"]
+    assert "path" in response.json()["extra"]["fields"]
     assert reason in response.json()["message"]
-    assert JobRun.objects.count() == 0
+    assert not ArtifactLocation.objects.exists()
 
 
-def test_model_path_inside_a_root_is_normalised_and_accepted(
+def test_a_location_inside_a_root_is_normalised_and_the_eval_reads_it(
     personas: Personas, flow: Flow, artifacts: dict[str, Any], cluster: Cluster
 ) -> None:
+    body = {"artifact": str(artifacts["apache"].code), "path": "/data/ckpt//qwen/./v1"}
+    located = personas.client(personas.engineer).post(f"/api/v1/clusters/{cluster.code}/locations", body, format="json")
+    assert located.status_code == 201, located.json()
+    assert located.json()["path"] == "/data/ckpt/qwen/v1"
+    # an outsider (a requester of another team) cannot place another team's artifact
+    outsider = personas.client(personas.other_requester)
+    assert outsider.post(f"/api/v1/clusters/{cluster.code}/locations", body, format="json").status_code == 404
     code = flow.to_review(artifacts["apache"])
-    body = {"cluster": "lab", "scheme": "w8a8", "model_path": "/data/ckpt//qwen/./v1"}
-    response = personas.client(personas.engineer).post(f"/api/v1/deployments/{code}/evals", body, format="json")
+    eval_body = {"cluster": "lab", "kind": "screening", "scheme": "w8a8"}
+    response = personas.client(personas.engineer).post(f"/api/v1/deployments/{code}/evals", eval_body, format="json")
     assert response.status_code == 202, response.json()
     job = JobRun.objects.get()
     assert '"path": "/data/ckpt/qwen/v1"' in job.files["spec.json"]
 
 
-def test_cluster_without_model_roots_refuses_model_paths(
-    personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: Path
+def test_cluster_without_model_roots_refuses_locations(
+    personas: Personas, artifacts: dict[str, Any], tmp_path: Path
 ) -> None:
-    Cluster.objects.create(name="bare", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path))
-    code = flow.to_review(artifacts["apache"])
-    body = {"cluster": "bare", "scheme": "w8a8", "model_path": "/models/m"}
-    response = personas.client(personas.engineer).post(f"/api/v1/deployments/{code}/evals", body, format="json")
+    bare = Cluster.objects.create(name="bare", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path))
+    body = {"artifact": str(artifacts["apache"].code), "path": "/models/m"}
+    response = personas.client(personas.engineer).post(f"/api/v1/clusters/{bare.code}/locations", body, format="json")
     assert response.status_code == 400
     assert "no model roots" in response.json()["message"]
 

@@ -19,8 +19,7 @@ from governance.evaluations.evals import eval_run_request
 from governance.evaluations.local import CHECKOUT, local_cluster_ensure
 from governance.evaluations.models import Cluster, ExecutorKind, JobRun
 from governance.evaluations.services import jobrun_cancel, jobrun_poll, jobrun_submit
-from tests.deployments.conftest import SERVING
-from tests.evaluations.conftest import drive
+from tests.evaluations.conftest import drive, locate
 
 # A smoke run: 0 failures of 5 per category bound the rate at 0.45 <= 0.5; short answers keep it quick.
 SMOKE = {"max_cases_per_category": 5, "threshold": 0.5, "max_new_tokens": 8}
@@ -64,9 +63,10 @@ def test_eval_of_the_tiny_model_completes_on_the_local_default(  # type: ignore[
     flow, artifacts, personas, fast_polling, tiny_model, django_capture_on_commit_callbacks
 ) -> None:
     _local_cluster(tiny_model)
-    code = _in_review(flow, personas, artifacts["apache"], "w8a8")  # served as w8a8: that eval counts
+    code = flow.to_review(artifacts["apache"])
+    locate(code, "local", str(tiny_model))
     response = flow.post(
-        personas.engineer, code, "evals", {"cluster": "local", "scheme": "w8a8", "model_path": str(tiny_model), **SMOKE}
+        personas.engineer, code, "evals", {"cluster": "local", "kind": "screening", "scheme": "w8a8", **SMOKE}
     )
     assert response.status_code == 202, response.json()
     run = JobRun.objects.get(code=response.json()["job"]["code"])
@@ -78,20 +78,9 @@ def test_eval_of_the_tiny_model_completes_on_the_local_default(  # type: ignore[
     evaluation = flow.client(personas.engineer).get(f"/api/v1/evals/{response.json()['code']}").json()
     assert evaluation["status"] == "passed", evaluation["summary"]
     assert evaluation["summary"]["overall"]["n"] == 20
+    # A passed screening run is a what-if: it never satisfies readiness (the served eval does).
     body = flow.get(personas.engineer, code)
-    assert not [b for b in body["blockers"] if b["code"].startswith("eval.")]
-
-
-def _in_review(flow: Any, personas: Any, artifact: Any, precision: str) -> str:
-    """A request in review whose serving plan is `precision` (the eval of that precision counts)."""
-    code = flow.create(artifact, serving_plan={**SERVING, "precision": precision})["code"]
-    assert flow.post(personas.requester, code, "submit").status_code == 200
-    assert flow.post(personas.legal, code, "start-review").status_code == 200
-    return str(code)
-
-
-def _codes(flow: Any, personas: Any, code: str) -> list[str]:
-    return [b["code"] for b in flow.get(personas.engineer, code)["blockers"]]
+    assert [b["code"] for b in body["blockers"] if b["code"].startswith("eval.")] == ["eval.missing"]
 
 
 def _wait_running(run: JobRun, timeout_s: float = 120) -> JobRun:
@@ -114,14 +103,14 @@ def test_cancelled_eval_ends_cancelled_and_is_superseded(  # type: ignore[no-unt
 ) -> None:
     settings.JOB_LOST_GRACE_S = 0  # the old code called a killed job `lost` as soon as it vanished
     cluster = _local_cluster(tiny_model)
-    code = _in_review(flow, personas, artifacts["apache"], "w4a8")
+    code = flow.to_review(artifacts["apache"])
     request = DeploymentRequest.objects.get(code=code)
     with django_capture_on_commit_callbacks(execute=True):
         evaluation = eval_run_request(
             cluster=cluster, scheme="w4a8", model={"path": str(tiny_model)}, actor=personas.engineer, deployment=request
         )  # the whole set: many minutes
-    # A run has no verdict until it ends: the evidence still has no eval of the served precision.
-    assert "eval.missing" in _codes(flow, personas, code)
+    # A run has no verdict until it ends (and a screening run never counts): still no eval.
+    assert "eval.missing" in [b["code"] for b in flow.get(personas.engineer, code)["blockers"]]
     assert evaluation.job is not None
     run = _wait_running(evaluation.job)
     response = flow.client(personas.engineer).post(f"/api/v1/jobs/{run.code}/cancel")
@@ -131,14 +120,16 @@ def test_cancelled_eval_ends_cancelled_and_is_superseded(  # type: ignore[no-unt
     assert run.state == "cancelled", (run.state, run.reason)
     evaluation.refresh_from_db()
     assert evaluation.status == "cancelled"
-    assert [c for c in _codes(flow, personas, code) if c.startswith("eval.")] == ["eval.missing"]  # no verdict
+    body = flow.get(personas.engineer, code)
+    assert [b["code"] for b in body["blockers"] if b["code"].startswith("eval.")] == ["eval.missing"]
     assert flow.client(personas.engineer).post(f"/api/v1/jobs/{run.code}/cancel").status_code == 409
     # A new run supersedes it: pending now, then its verdict.
+    locate(code, "local", str(tiny_model))
     again = flow.post(
-        personas.engineer, code, "evals", {"cluster": "local", "scheme": "w4a8", "model_path": str(tiny_model), **SMOKE}
+        personas.engineer, code, "evals", {"cluster": "local", "kind": "screening", "scheme": "w4a8", **SMOKE}
     )
     assert again.status_code == 202
-    assert "eval.missing" in _codes(flow, personas, code)
+    assert "eval.missing" in [b["code"] for b in flow.get(personas.engineer, code)["blockers"]]
     with django_capture_on_commit_callbacks(execute=True):
         drive(JobRun.objects.get(code=again.json()["job"]["code"]), timeout_s=300)
     request.refresh_from_db()

@@ -42,9 +42,11 @@ def test_an_approved_request_is_allowed_and_the_answer_is_the_contract(gate: Gat
 def test_each_deny_reason_has_a_code_message_and_a_fix_naming_who_acts(gate: Gate) -> None:
     body = gate.check(artifact_digest="sha256:" + "0" * 64).json()
     assert body["decision"] == "deny"
+    # other weights than approved (and evaluated): the reason names both digests
     [reason] = body["reasons"]
     assert reason["code"] == ReasonCode.ARTIFACT_DIGEST_MISMATCH
     assert "0000" in reason["message"]
+    assert gate.body()["artifact_digest"] in reason["message"]
     assert "requester" in reason["fix"] or "pipeline" in reason["fix"]
 
 

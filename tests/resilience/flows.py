@@ -11,6 +11,7 @@ from governance.core.models import OutboxMessage
 from governance.evaluations.models import ACTIVE_STATES, Cluster, EvalRun, ExecutorKind, JobRun
 from tests.conftest import ROOT
 from tests.deployments.conftest import FACTS, SERVING
+from tests.evaluations.conftest import locate
 from tests.resilience.conftest import Stack, wait_until
 from tests.resilience.helpers import Seed
 
@@ -53,7 +54,8 @@ def to_review(stack: Stack, data: Seed, name: str) -> str:
 
 
 def request_eval(stack: Stack, data: Seed, code: str, model: Path) -> str:
-    body = {"cluster": "local", "scheme": "w4a8", "model_path": str(model), **SMOKE}
+    locate(code, "local", str(model))
+    body = {"cluster": "local", "kind": "screening", "scheme": "w4a8", **SMOKE}
     answer = stack.call("POST", f"/api/v1/deployments/{code}/evals", data.engineer_token, body)
     assert answer.status == 202, answer.body
     return str(answer.body["code"])

@@ -14,6 +14,7 @@ import pytest
 from governance.deployments.models import DeploymentRequest
 from governance.evaluations.models import JobRun
 from tests.deployments.conftest import FACTS, SERVING
+from tests.evaluations.conftest import locate
 from tests.resilience.conftest import Stack
 from tests.resilience.flows import local_cluster, to_review
 from tests.resilience.helpers import seed
@@ -62,7 +63,8 @@ def test_hostile_inputs_are_4xx_naming_the_field_and_save_nothing(
         ({"max_cases_per_category": "8"}, "max_cases_per_category"),  # no coercion of strings
         ({"threshold": True}, "threshold"),
     ]
-    good = {"cluster": "local", "scheme": "w4a8", "model_path": str(tiny_model)}
+    locate(code, "local", str(tiny_model))
+    good = {"cluster": "local", "kind": "screening", "scheme": "w4a8"}
     for change, field in evals:
         answer = stack.call("POST", f"/api/v1/deployments/{code}/evals", data.engineer_token, {**good, **change})
         assert answer.status == 400, (field, answer.body)

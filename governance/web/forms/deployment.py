@@ -103,10 +103,14 @@ class UsageForm(forms.Form):
 class EvalRunForm(forms.Form):
     cluster = forms.ChoiceField(label=_("Cluster"))
     scheme = forms.ChoiceField(label=_("Quantization scheme"), choices=[(s, s) for s in sorted(SCHEME_NAMES)])
-    model_path = forms.RegexField(
-        label=_("Checkpoint directory on the cluster"),
-        regex=r"^/[A-Za-z0-9_./-]{1,400}$",
-        help_text=_("An absolute path; the baseline and the quantized model are both built from it."),
+    kind = forms.ChoiceField(
+        label=_("Kind of eval"),
+        choices=[
+            ("served", _("Served: this request's artifact vs its parent, through the plan's engine")),
+            ("screening", _("Screening: quantization simulated in one process (never counts for approval)")),
+        ],
+        initial="served",
+        help_text=_("The weights are read where their artifact is recorded on the cluster."),
     )
     threshold = forms.FloatField(label=_("Gate threshold (failure rate)"), min_value=0.001, max_value=0.5, initial=0.05)
     max_cases_per_category = forms.IntegerField(

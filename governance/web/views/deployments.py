@@ -25,8 +25,8 @@ from governance.core.roles import Role
 from governance.deployments import services
 from governance.deployments.api import DeploymentInputSerializer, UsageInputSerializer
 from governance.deployments.choices import Status
-from governance.deployments.selectors import deployment_get, deployment_get_for_usage
-from governance.evaluations.evals import eval_run_request
+from governance.deployments.selectors import deployment_get, deployment_get_for_usage, latest_capacity_plan
+from governance.evaluations.evals import eval_screening_of_deployment, eval_served_request
 from governance.evaluations.models import Cluster
 from governance.sso.selectors import step_up_auth_time, step_up_consume
 from governance.web import selectors
@@ -343,18 +343,29 @@ def eval_run_create(request: HttpRequest, code: str) -> HttpResponse:
         return act(request, lambda: _raise_form(form), "", _page(code, "evals"))
     data = form.cleaned_data
     cluster = Cluster.objects.get(name=data["cluster"])
+    options = {
+        "threshold": data["threshold"],
+        "max_cases_per_category": data.get("max_cases_per_category"),
+        "max_new_tokens": data["max_new_tokens"],
+    }
+
+    def start() -> object:
+        if data["kind"] == "screening":
+            return eval_screening_of_deployment(
+                deployment=target, cluster=cluster, scheme=data["scheme"], actor=_user(request), **options
+            )
+        stored = latest_capacity_plan(target)
+        return eval_served_request(
+            deployment=target,
+            cluster=cluster,
+            actor=_user(request),
+            plan_result=stored.result if stored is not None else None,
+            **options,
+        )
+
     return act(
         request,
-        lambda: eval_run_request(
-            cluster=cluster,
-            scheme=data["scheme"],
-            model={"path": data["model_path"], "dtype": "bfloat16"},
-            actor=_user(request),
-            deployment=target,
-            threshold=data["threshold"],
-            max_cases_per_category=data.get("max_cases_per_category"),
-            max_new_tokens=data["max_new_tokens"],
-        ),
+        start,
         _("Eval run queued."),
         _page(code, "evals"),
     )

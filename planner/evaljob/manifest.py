@@ -1,0 +1,76 @@
+"""Verify a checkpoint directory on the cluster against its registered manifest before it is served.
+
+The manifest format is governance.artifacts.manifest's (one line per regular file, sorted by path:
+`<sha256 hex> <size> <relative path>`; the weights digest is `sha256:` + SHA-256 of the manifest). It
+is re-implemented here because this payload runs on the cluster without the Django project; a test
+pins both to the same digest. With the registered manifest the job names the file that differs;
+without it, only that the digest differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+CHUNK = 1 << 20
+
+
+class ArtifactMismatch(ValueError):
+    """The files on the cluster are not the registered weights: nothing is served."""
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def manifest_entries(text: str) -> dict[str, tuple[str, int]]:
+    entries = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        parts = line.split(" ", 2)
+        if len(parts) != 3 or len(parts[0]) != 64 or not parts[1].isdigit():
+            raise ArtifactMismatch(f"registered manifest line {number} is malformed")
+        entries[parts[2]] = (parts[0], int(parts[1]))
+    return entries
+
+
+def _files(root: Path) -> list[str]:
+    names = []
+    for path in root.rglob("*"):
+        if path.is_symlink():
+            raise ArtifactMismatch(f"{path.relative_to(root)}: a symbolic link (not part of any registered manifest)")
+        if path.is_file():
+            names.append(path.relative_to(root).as_posix())
+    return sorted(names)
+
+
+def verify_artifact(root: Path, digest: str, manifest: str | None, role: str = "artifact") -> None:
+    """Raise ArtifactMismatch naming the first file that is not as registered."""
+    if not root.is_dir():
+        raise ArtifactMismatch(f"{role} {digest}: {root} is not a directory on this node")
+    if manifest is not None:
+        registered = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
+        if registered != digest:
+            raise ArtifactMismatch(f"{role}: the registered manifest hashes to {registered}, not {digest}")
+        expected = manifest_entries(manifest)
+        present = _files(root)
+        for name in present:
+            if name not in expected:
+                raise ArtifactMismatch(f"{role} {digest}: {name} is not in the registered manifest")
+        for name, (sha, size) in sorted(expected.items()):
+            path = root / name
+            if name not in present:
+                raise ArtifactMismatch(f"{role} {digest}: {name} is missing")
+            if path.stat().st_size != size or file_sha256(path) != sha:
+                raise ArtifactMismatch(f"{role} {digest}: {name} differs from the registered manifest")
+        return
+    lines = []
+    for name in _files(root):
+        path = root / name
+        lines.append(f"{file_sha256(path)} {path.stat().st_size} {name}\n")
+    actual = "sha256:" + hashlib.sha256("".join(lines).encode()).hexdigest()
+    if actual != digest:
+        raise ArtifactMismatch(f"{role}: the files at {root} hash to {actual}, not the registered {digest}")

@@ -1,0 +1,401 @@
+"""python -m planner.evaljob.served run --spec spec.json --out DIR
+
+The eval of what ships: verify the baseline's and the candidate's files against their registered
+manifests, then for each of them launch the serving engine with the command generated from the
+plan, wait for its health endpoint (bounded), send the eval set through its OpenAI-compatible chat
+API (temperature 0, fixed seed, bounded concurrency, every answer cached on disk), stop it, and
+compare. This process is only a client: the model lives in the engine, torch is never imported here.
+
+Caches: candidate answers under `cache_dir` (kept across attempts of one run: a requeued job asks
+only the cases it has no answer for); baseline answers under `baseline_cache_dir`, a directory named
+by the key (baseline digest, engine, version, serving config, eval set digest, generation
+parameters), so a second candidate of the same baseline does not serve the baseline again.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import hashlib
+import json
+import math
+import os
+import platform
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from planner.cluster.base import job_main, write_atomic, write_result
+from planner.evaljob.cases import load_cases
+from planner.evaljob.engines import multinode_command
+from planner.evaljob.manifest import verify_artifact
+from planner.evaljob.metrics import case_verdict
+from planner.evaljob.summary import summarize
+
+LOG_TAIL_LINES = 40
+
+
+class EngineError(ValueError):
+    """The engine never became healthy, died, or stopped answering: the job fails with its log tail."""
+
+
+def peak_rss_mib(usage: resource.struct_rusage) -> float:
+    """This process's peak resident memory. VmHWM belongs to the process's own address space;
+    ru_maxrss also keeps the high-water mark of the parent it was forked from (across exec)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return round(usage.ru_maxrss / 1024, 1)
+
+
+def cache_key(
+    baseline_digest: str,
+    engine: str,
+    engine_version: str,
+    serving: dict[str, Any],
+    eval_set_sha256: str,
+    generation: dict[str, Any],
+) -> str:
+    """What the baseline's answers depend on; the same key means the same answers (greedy, seeded)."""
+    material = json.dumps(
+        [baseline_digest, engine, engine_version, serving, eval_set_sha256, generation], sort_keys=True
+    ).encode()
+    return hashlib.sha256(material).hexdigest()[:32]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        data = path.read_bytes()[-16000:]
+    except OSError:
+        return "(no engine log)"
+    return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+
+
+def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
+    """Whole-token placeholders only ({port}, {host}, {model}, {python}): nothing is ever parsed by a shell."""
+    return [values.get(part, part) for part in argv]
+
+
+class Engine:
+    """One engine process in its own session (so stopping it stops its workers too)."""
+
+    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+        self.argv = argv
+        self.log_path = log_path
+        log = log_path.open("ab")
+        try:
+            self.process = subprocess.Popen(  # noqa: S603 - argv list from the validated spec, no shell
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **(env or {})},
+            )
+        except OSError as exc:
+            raise EngineError(f"cannot start the engine {argv[0]!r}: {exc}") from None
+        finally:
+            log.close()
+
+    def wait_healthy(self, url: str, timeout_s: float) -> float:
+        """Seconds until `url` answered 200; an engine that exits or stays unhealthy fails with its log."""
+        started = time.monotonic()
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise EngineError(
+                    f"the engine exited with code {code} before becoming healthy; last lines of its log:\n"
+                    + log_tail(self.log_path)
+                )
+            with (
+                contextlib.suppress(OSError, urllib.error.URLError),
+                urllib.request.urlopen(url, timeout=2) as response,  # noqa: S310 - loopback URL we built
+            ):
+                if response.status == 200:
+                    return time.monotonic() - started
+            if time.monotonic() - started > timeout_s:
+                raise EngineError(
+                    f"the engine was not healthy at {url} after {timeout_s:g} s; last lines of its log:\n"
+                    + log_tail(self.log_path)
+                )
+            time.sleep(0.5)
+
+    def stop(self, grace_s: float = 15) -> None:
+        if self.process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=grace_s)
+
+
+def chat(base_url: str, model: str, case: dict[str, Any], generation: dict[str, Any], logprobs: bool) -> dict[str, Any]:
+    """One case through /v1/chat/completions: each turn a user message, greedy, seeded."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": turn} for turn in case["turns"]],
+        "temperature": 0.0,
+        "seed": int(generation["seed"]),
+        "max_tokens": int(generation["max_new_tokens"]),
+        "stream": False,
+    }
+    if logprobs:
+        body.update(logprobs=True, top_logprobs=int(generation.get("top_logprobs", 5)))
+    request = urllib.request.Request(  # noqa: S310 - loopback URL we built
+        f"{base_url}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=float(generation.get("request_timeout_s", 600))) as response:  # noqa: S310
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        detail = exc.read()[:500].decode(errors="replace")
+        raise EngineError(f"case {case['id']}: the engine answered HTTP {exc.code}: {detail}") from None
+    except (OSError, urllib.error.URLError) as exc:
+        raise EngineError(f"case {case['id']}: no answer from the engine: {exc}") from None
+    choice = answer["choices"][0]
+    content = (choice.get("message") or {}).get("content") or ""
+    tokens = None
+    if logprobs and choice.get("logprobs") and choice["logprobs"].get("content"):
+        tokens = [
+            {
+                "token": item["token"],
+                "logprob": item["logprob"],
+                "top": {top["token"]: top["logprob"] for top in item.get("top_logprobs") or []},
+            }
+            for item in choice["logprobs"]["content"]
+        ]
+    return {"id": case["id"], "text": content, "logprobs": tokens, "latency_s": time.perf_counter() - started}
+
+
+def answer_all(
+    base_url: str,
+    model: str,
+    cases: list[dict[str, Any]],
+    cache: Path,
+    generation: dict[str, Any],
+    logprobs: bool,
+    concurrency: int,
+    label: str,
+) -> dict[str, Any]:
+    """Every case answered once: cached answers are read, the rest asked with at most `concurrency` in flight."""
+    cache.mkdir(parents=True, exist_ok=True)
+    todo = [case for case in cases if not (cache / f"{case['id']}.json").exists()]
+    print(f"{label}: {len(cases) - len(todo)} cached, {len(todo)} to ask", flush=True)
+    lock = threading.Lock()
+    done = [len(cases) - len(todo)]
+    asked_client_s = [0.0]
+
+    def ask(case: dict[str, Any]) -> None:
+        answer = chat(base_url, model, case, generation, logprobs)
+        began = time.perf_counter()
+        write_atomic(cache / f"{case['id']}.json", json.dumps(answer, ensure_ascii=False).encode())
+        with lock:
+            done[0] += 1
+            asked_client_s[0] += time.perf_counter() - began
+            print(f"progress {label} {done[0]}/{len(cases)}", flush=True)
+
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        for future in concurrent.futures.as_completed([pool.submit(ask, case) for case in todo]):
+            future.result()  # the first error stops the job: finished answers stay cached
+    return {"asked": len(todo), "wall_s": time.perf_counter() - started}
+
+
+def token_metrics(
+    baseline: list[dict[str, Any]] | None, candidate: list[dict[str, Any]] | None
+) -> dict[str, Any] | None:
+    """Top-1 agreement and KL over the positions where both greedy answers share their prefix (the
+    same context for both models), from the engines' top-k logprobs. KL is exact for the coarsened
+    distributions {tokens both engines returned, everything else}: by the data-processing inequality
+    it never exceeds the true KL (labelled so). None when either engine returned no logprobs."""
+    if not baseline or not candidate:
+        return None
+    agree, kl = 0.0, []
+    positions = 0
+    floor = 1e-12
+    for base, cand in zip(baseline, candidate, strict=False):
+        positions += 1
+        if base["token"] == cand["token"]:
+            agree += 1
+        shared = set(base["top"]) & set(cand["top"])
+        p = {t: math.exp(base["top"][t]) for t in shared}
+        q = {t: math.exp(cand["top"][t]) for t in shared}
+        p_rest, q_rest = max(0.0, 1 - sum(p.values())), max(0.0, 1 - sum(q.values()))
+        value = sum(pv * math.log(max(pv, floor) / max(q[t], floor)) for t, pv in p.items() if pv > 0)
+        if p_rest > floor:
+            value += p_rest * math.log(p_rest / max(q_rest, floor))
+        kl.append(max(0.0, value))
+        if base["token"] != cand["token"]:
+            break  # past this point the two answers continue different texts: no longer comparable
+    return {"positions": positions, "agree": agree, "kl": kl, "kl_kind": "top_k_coarsened_lower_bound"}
+
+
+def verify(spec: dict[str, Any]) -> dict[str, float]:
+    timings = {}
+    for role in ("baseline", "candidate"):
+        artifact = spec["artifacts"][role]
+        started = time.perf_counter()
+        verify_artifact(Path(artifact["path"]), artifact["digest"], artifact.get("manifest") or None, role)
+        timings[role] = round(time.perf_counter() - started, 3)
+        print(f"verified {role} {artifact['digest']}", flush=True)
+    return timings
+
+
+def engine_version(engine: dict[str, Any], values: dict[str, str]) -> str:
+    command = substitute(list(engine["version_argv"]), values)
+    try:
+        completed = subprocess.run(  # noqa: S603 - argv from the validated spec
+            command, capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineError(f"cannot ask the engine's version with {command[0]!r}: {exc}") from None
+    version = completed.stdout.strip().splitlines()[-1] if completed.stdout.strip() else ""
+    if completed.returncode != 0 or not version:
+        raise EngineError(f"the engine's version command failed: {completed.stderr.strip()[-500:]}")
+    return version
+
+
+def serve_and_answer(
+    spec: dict[str, Any], role: str, cases: list[dict[str, Any]], cache: Path, out: Path, values: dict[str, str]
+) -> dict[str, Any]:
+    """Launch the engine on one artifact, answer every uncached case, stop it. Nothing to ask: no launch."""
+    if all((cache / f"{case['id']}.json").exists() for case in cases):
+        print(f"{role}: every answer cached, engine not started", flush=True)
+        return {"started": False}
+    engine = spec["engine"]
+    port = str(free_port())
+    artifact = spec["artifacts"][role]
+    argv = substitute(list(engine["argv"]), {**values, "{model}": artifact["path"], "{port}": port})
+    if engine.get("multinode"):  # the plan spans nodes: the engine's own launch on every node of this allocation
+        argv = multinode_command(engine["name"], argv, **engine["multinode"])
+    log_path = out / f"engine-{role}.log"
+    print(f"{role}: starting {argv[0]} on port {port}", flush=True)
+    process = Engine(argv, log_path, env=engine.get("env"))
+    try:
+        health_s = process.wait_healthy(
+            f"http://127.0.0.1:{port}{engine['health_path']}", float(engine["health_timeout_s"])
+        )
+        print(f"{role}: healthy after {health_s:.1f} s", flush=True)
+        try:
+            asked = answer_all(
+                f"http://127.0.0.1:{port}",
+                substitute([engine.get("served_model_name") or "{model}"], {"{model}": artifact["path"]})[0],
+                cases,
+                cache,
+                spec["generation"],
+                bool(engine.get("logprobs")),
+                int(spec.get("concurrency", 4)),
+                role,
+            )
+        except EngineError as exc:  # e.g. out of memory mid-run: the engine's log says why
+            raise EngineError(f"{exc}\nlast lines of the engine's log:\n{log_tail(log_path)}") from None
+    finally:
+        process.stop()
+    return {"started": True, "healthy_after_s": round(health_s, 3), **asked}
+
+
+def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    cases, set_sha = load_cases(spec.get("eval_set"), spec.get("max_cases_per_category"))
+    verify_s = verify(spec)  # before anything is served
+    values = {"{python}": sys.executable, "{host}": "127.0.0.1"}
+    engine = spec["engine"]
+    version = engine_version(engine, values)
+    expected = engine.get("expected_version")
+    if expected and version != expected:
+        raise EngineError(f"engine version {version} is not the {expected} the plan names")
+    generation = {"temperature": 0.0, **spec["generation"]}
+    key = cache_key(
+        spec["artifacts"]["baseline"]["digest"], engine["name"], version, spec.get("serving", {}), set_sha, generation
+    )
+    baseline_cache = (out / spec["baseline_cache_dir"] / key).resolve()
+    candidate_cache = (out / spec.get("cache_dir", "cache")).resolve()
+    runs = {
+        "baseline": serve_and_answer(spec, "baseline", cases, baseline_cache, out, values),
+        "candidate": serve_and_answer(spec, "candidate", cases, candidate_cache, out, values),
+    }
+    compare_started = time.perf_counter()
+    records = []
+    for case in cases:
+        base = json.loads((baseline_cache / f"{case['id']}.json").read_text())
+        cand = json.loads((candidate_cache / f"{case['id']}.json").read_text())
+        records.append(
+            {
+                "id": case["id"],
+                "category": case["category"],
+                "baseline": base["text"],
+                "quantized": cand["text"],
+                **case_verdict(case, base["text"], cand["text"]),
+                "tokens": token_metrics(base.get("logprobs"), cand.get("logprobs")),
+            }
+        )
+    compare_s = time.perf_counter() - compare_started
+    result = summarize(records, float(spec.get("threshold", 0.05)))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    asked = sum(r.get("asked", 0) for r in runs.values())
+    result.update(
+        {
+            "mode": "served",
+            "scheme": spec["scheme"],
+            "candidate": {k: spec["artifacts"]["candidate"][k] for k in ("digest", "path")},
+            "baseline": {k: spec["artifacts"]["baseline"][k] for k in ("digest", "path")},
+            "engine": {"name": engine["name"], "version": version, "argv": engine["argv"]},
+            "serving": spec.get("serving", {}),
+            "generation": generation,
+            "baseline_cache_key": key,
+            "eval_set_sha256": set_sha,
+            "token_metrics": "measured from the engine's logprobs"
+            if engine.get("logprobs")
+            else "absent: the engine returns no logprobs",
+            "versions": {"python": platform.python_version(), "engine": version},
+            "timing": {
+                "verify_s": verify_s,
+                "runs": runs,
+                "compare_s": round(compare_s, 4),
+                "total_s": round(time.perf_counter() - started, 3),
+                # the client's own CPU time per case asked: what this process costs next to the engine
+                "client_cpu_s_per_case": round((usage.ru_utime + usage.ru_stime) / asked, 5) if asked else None,
+            },
+            "client": {"peak_rss_mib": peak_rss_mib(usage)},
+        }
+    )
+    write_result(out, json.dumps(result, ensure_ascii=False, sort_keys=True).encode())
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    return job_main(
+        "planner.evaljob.served",
+        run,
+        lambda r: (
+            f"pass={r['pass']} overall bound={r['overall']['upper_bound_95']:.4f} engine={r['engine']['version']}"
+        ),
+        argv,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""The readiness rule binds a passed eval to exactly the weights, engine, engine version and
+parallel layout being rolled out (pure function: no database)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from governance.deployments.readiness import ReadinessState, Reason, ReasonCode, Signature, readiness
+from governance.gate.conditions import GateCheck, GateState, evaluate
+
+CANDIDATE = "sha256:" + "a" * 64
+OTHER = "sha256:" + "b" * 64
+BASELINE = "sha256:" + "c" * 64
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def served_eval(**changes: Any) -> dict[str, Any]:
+    run = {
+        "eval": "e1",
+        "kind": "served",
+        "scheme": "w4a8",
+        "status": "passed",
+        "candidate_digest": CANDIDATE,
+        "baseline_digest": BASELINE,
+        "engine": "vllm",
+        "engine_version": "0.11.0",
+        "serving": {"precision": "w4a8", "tp": 8, "pp": 1, "ep": 8, "dp": 1, "max_model_len": 32768},
+        "generation": {"temperature": 0.0, "seed": 0, "max_new_tokens": 64},
+        "eval_set_sha256": "e" * 64,
+        "threshold": 0.05,
+        "overall": {"n": 400, "upper_bound_95": 0.01},
+    }
+    run.update(changes)
+    return run
+
+
+def state(runs: list[dict[str, Any]], approved: str = CANDIDATE, **envelope: Any) -> GateState:
+    """An approved request of `approved` weights served as w4a8 on vLLM at tp 8 / ep 8 (unless
+    `envelope` says otherwise), with `runs` in its evidence and both signatures current."""
+    evidence = {
+        "artifact": {"weights_digest": approved},
+        "serving_envelope": {"engine": "vllm", "precision": "w4a8", "gpu": "h200", "max_model_len": 32768, **envelope},
+        "capacity_plan": {"status": "done", "fits": True, "result": {"parallel": {"tp": 8, "pp": 1, "ep": 8}}},
+        "eval_results": runs,
+    }
+    return GateState(
+        status="approved",
+        approval_expires_at=None,
+        approved_at=NOW,
+        environments=["production"],
+        readiness=ReadinessState(
+            evidence=evidence,
+            evidence_digest="d" * 64,
+            signatures={role: Signature(role, "d" * 64) for role in ("legal", "engineering")},
+        ),
+        packet_valid={"legal": True, "engineering": True},
+    )
+
+
+def check(digest: str = CANDIDATE, **serving: Any) -> GateCheck:
+    return GateCheck(
+        environment="production",
+        artifact_digest=digest,
+        serving={
+            "engine": "vllm",
+            "precision": "w4a8",
+            "gpu": "h200",
+            "tp": 8,
+            "pp": 1,
+            "ep": 8,
+            "max_model_len": 32768,
+            "gpu_memory_utilization": 0.9,
+            **serving,
+        },
+    )
+
+
+def eval_reasons(runs: list[dict[str, Any]], approved: str = CANDIDATE, **envelope: Any) -> list[Reason]:
+    """The readiness rule's eval reasons (the sign-off, the page and the gate read the same)."""
+    return [r for r in readiness(state(runs, approved, **envelope).readiness, NOW) if r.code.startswith("eval.")]
+
+
+def test_a_passed_eval_of_exactly_this_digest_engine_and_layout_allows() -> None:
+    assert eval_reasons([served_eval()]) == []
+    assert evaluate(state([served_eval()]), check(), NOW) == []
+
+
+def test_an_eval_of_other_weights_than_the_approved_ones_names_both_digests() -> None:
+    reasons = eval_reasons([served_eval()], approved=OTHER)
+    assert [r.code for r in reasons] == [ReasonCode.EVAL_DIGEST_MISMATCH]
+    assert CANDIDATE in reasons[0].message
+    assert OTHER in reasons[0].message
+
+
+def test_deploying_other_weights_than_the_evaluated_and_approved_ones_names_both_digests() -> None:
+    reasons = evaluate(state([served_eval()]), check(OTHER), NOW)
+    assert [r.code for r in reasons] == [ReasonCode.ARTIFACT_DIGEST_MISMATCH]
+    assert CANDIDATE in reasons[0].message
+    assert OTHER in reasons[0].message
+
+
+def test_an_engine_upgrade_needs_a_fresh_eval() -> None:
+    reasons = evaluate(state([served_eval()]), check(engine_version="0.12.0"), NOW)
+    assert [r.code for r in reasons] == [ReasonCode.SERVING_ENGINE_VERSION]
+    assert "0.11.0" in reasons[0].message
+    assert "0.12.0" in reasons[0].message
+    assert evaluate(state([served_eval()]), check(engine_version="0.11.0"), NOW) == []
+    # the same weights approved for another engine
+    assert [r.code for r in eval_reasons([served_eval()], engine="sglang")] == [ReasonCode.EVAL_STALE]
+
+
+def test_a_parallel_layout_change_needs_a_fresh_eval() -> None:
+    reasons = eval_reasons([served_eval()], tp=16, ep=16)
+    assert [r.code for r in reasons] == [ReasonCode.EVAL_STALE]
+    assert "tp" in reasons[0].message
+    # a fresh eval on the new layout clears it
+    fresh = served_eval(eval="e2", serving={"precision": "w4a8", "tp": 16, "pp": 1, "ep": 16, "dp": 1})
+    assert eval_reasons([served_eval(), fresh], tp=16, ep=16) == []
+
+
+def test_screening_never_satisfies_the_gate() -> None:
+    screening = served_eval(kind="screening", candidate_digest="", engine="", engine_version="")
+    reasons = eval_reasons([screening])
+    assert [r.code for r in reasons] == [ReasonCode.EVAL_MISSING]
+    assert "screening" in reasons[0].message
+    # evidence written before eval runs named artifacts has no kind: it was screening
+    legacy = {"eval": "old", "scheme": "w4a8", "status": "passed", "overall": {"n": 400}}
+    assert [r.code for r in eval_reasons([legacy])] == [ReasonCode.EVAL_MISSING]
+
+
+def test_a_failed_eval_of_this_digest_is_denied() -> None:
+    assert [r.code for r in eval_reasons([served_eval(status="failed")])] == [ReasonCode.EVAL_FAILED]
