@@ -86,13 +86,16 @@ capacity = st.one_of(
 evals = st.lists(
     st.fixed_dictionaries(
         {
+            "kind": st.sampled_from(["served", "screening"]),
             "scheme": st.sampled_from(["fp8", "w4a8", "w4a16-awq", "w4a16"]),
             "status": st.sampled_from(["running", "passed", "failed", "error"]),
+            "candidate_digest": st.sampled_from(["sha256:" + "1" * 64, "sha256:" + "2" * 64]),
+            "engine": st.sampled_from(["vllm", "sglang"]),
+            "serving": st.fixed_dictionaries({"tp": st.sampled_from([1, 8]), "ep": st.sampled_from([1, 8])}),
             "overall": st.just({"upper_bound_95": 0.02}),
         }
     ),
     max_size=3,
-    unique_by=lambda r: r["scheme"],
 )
 envelopes = st.fixed_dictionaries(
     {
@@ -127,32 +130,34 @@ def _waiver_for(license_key: str, finding: dict[str, Any]) -> dict[str, Any]:
 
 def _settled(draw: Any, evidence: dict[str, Any]) -> dict[str, Any]:
     """The same evidence with every blocker settled the way people settle them: blocking findings
-    waived, obligations accepted, a plan that fits, a passed eval of the served precision."""
+    waived, obligations accepted, a plan that fits, a passed eval that served the approved weights
+    at the approved precision, engine and layout."""
+    layout = draw(
+        st.fixed_dictionaries({"tp": st.sampled_from([1, 8]), "pp": st.just(1), "ep": st.sampled_from([1, 8])})
+    )
+    envelope = evidence["serving_envelope"]
+    passed = {
+        "kind": "served",
+        "scheme": envelope["precision"],
+        "status": "passed",
+        "candidate_digest": evidence["artifact"]["weights_digest"],
+        "engine": envelope.get("engine", "vllm"),
+        "engine_version": "0.11.0",
+        "serving": {name: int(envelope.get(name) or layout[name]) for name in ("tp", "pp", "ep")},
+        "overall": {"upper_bound_95": 0.01},
+    }
     extra_waivers = [
         _waiver_for(evaluation["license"], finding)
         for evaluation in evidence["licenses"]
         for finding in evaluation["findings"]
         if finding["severity"] in ("blocker", "approval")
     ]
-    precision = evidence["serving_envelope"]["precision"]
-    runs = [r for r in evidence["eval_results"] if r["scheme"] != precision]
-    runs.append({"scheme": precision, "status": "passed", "overall": {"upper_bound_95": 0.01}})
     return {
         **evidence,
         "waivers": [*evidence["waivers"], *extra_waivers],
         "obligations": [{**item, "status": "accepted"} for item in evidence["obligations"]],
-        "capacity_plan": {
-            "status": "done",
-            "fits": True,
-            "result": {
-                "parallel": draw(
-                    st.fixed_dictionaries(
-                        {"tp": st.sampled_from([1, 8]), "pp": st.just(1), "ep": st.sampled_from([1, 8])}
-                    )
-                )
-            },
-        },
-        "eval_results": runs,
+        "capacity_plan": {"status": "done", "fits": True, "result": {"parallel": layout}},
+        "eval_results": [*evidence["eval_results"], passed],
     }
 
 
