@@ -20,6 +20,7 @@ TABLES: dict[str, dict[str, Any]] = {
         "rejected": _("Rejected"),
         "revoked": _("Revoked"),
         "expired": _("Expired"),
+        "withdrawn": _("Withdrawn"),
     },
     "role": {
         "requester": _("Requester"),

@@ -10,6 +10,7 @@ request_patterns = [
     path("evals", deployments.deployment_evals, name="deployment-evals"),
     path("evals/new", deployments.eval_run_create, name="eval-create"),
     path("submit", deployments.deployment_submit, name="deployment-submit"),
+    path("withdraw", deployments.deployment_withdraw, name="deployment-withdraw"),
     path("start-review", deployments.deployment_start_review, name="deployment-start-review"),
     path("review", deployments.deployment_review, name="deployment-review"),
     path("waivers", deployments.waiver_grant, name="waiver-grant"),

@@ -271,6 +271,10 @@ def deployment_evals(user: Any, code: Any) -> list[dict[str, Any]]:
     return [eval_progress(run) for run in runs]
 
 
+# Statuses a request never leaves: nothing more to acknowledge or report on.
+ENDED = (Status.REJECTED, Status.REVOKED, Status.EXPIRED, Status.WITHDRAWN)
+
+
 def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     """Which forms to show. The services check again; this only hides what would be refused."""
     member = getattr(request, "viewer_is_member", None)  # annotated by the request page's query
@@ -288,8 +292,10 @@ def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
             )
     return {
         "submit": requester and request.status == Status.DRAFT,
-        "acknowledge": requester and request.status not in (Status.REJECTED, Status.REVOKED, Status.EXPIRED),
-        "usage": requester and request.status not in (Status.DRAFT, Status.REJECTED, Status.REVOKED, Status.EXPIRED),
+        "withdraw": request.status in (Status.DRAFT, Status.SUBMITTED)
+        and ((own and member) or user.led_teams.filter(pk=request.team_id).exists()),
+        "acknowledge": requester and request.status not in ENDED,
+        "usage": requester and request.status not in (Status.DRAFT, *ENDED),
         "start_review": not own
         and request.status == Status.SUBMITTED
         and has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER),

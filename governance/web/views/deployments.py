@@ -181,6 +181,20 @@ def deployment_submit(request: HttpRequest, code: str) -> HttpResponse:
 
 
 @require_POST
+@roles_required()
+def deployment_withdraw(request: HttpRequest, code: str) -> HttpResponse:
+    """The requester or a team lead takes a draft or submitted request back (the service checks who)."""
+    target = deployment_get(request.user, code)
+    reason = str(request.POST.get("reason", ""))[:4000]
+    return act(
+        request,
+        lambda: services.deployment_withdraw(deployment=target, actor=_user(request), reason=reason),
+        _("Withdrawn. The request has left every queue."),
+        _page(code),
+    )
+
+
+@require_POST
 @roles_required(Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
 def deployment_start_review(request: HttpRequest, code: str) -> HttpResponse:
     target = deployment_get(request.user, code)
