@@ -7,6 +7,7 @@ from typing import Any
 
 from governance.artifacts.models import ModelArtifact
 from governance.artifacts.selectors import artifacts_visible_to
+from governance.core.models import Team
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
 from governance.web import labels
 
@@ -26,6 +27,9 @@ def wizard_choices(user: Any) -> dict[str, Any]:
             .values_list("code", "name", "license__key")
         ),
         "licenses": list(License.objects.order_by("key").values_list("key", "name")),
+        "teams": list(Team.objects.filter(members=user).order_by("name").values_list("name", flat=True))
+        if getattr(user, "is_authenticated", False)
+        else [],
     }
 
 

@@ -75,7 +75,9 @@ def _user(request: HttpRequest) -> User:
 def _wizard_form(request: HttpRequest, data: Any = None) -> WizardForm:
     choices = selectors.wizard_choices(request.user)
     initial = {"artifact": request.GET.get("artifact", "")}
-    return WizardForm(data, artifacts=choices["artifacts"], licenses=choices["licenses"], initial=initial)
+    return WizardForm(
+        data, artifacts=choices["artifacts"], licenses=choices["licenses"], teams=choices["teams"], initial=initial
+    )
 
 
 def _preview(request: HttpRequest, form: WizardForm) -> dict[str, Any] | None:
@@ -103,10 +105,9 @@ def wizard(request: HttpRequest) -> HttpResponse:
 
 def _create(request: HttpRequest, form: WizardForm) -> Any:
     user = _user(request)
-    teams = list(Team.objects.filter(members=user).order_by("name"))
-    if not teams:
+    team = Team.objects.filter(members=user, name=form.cleaned_data.get("team") or "").first()
+    if team is None:
         raise ApplicationError(_("You are not a member of any team; ask an administrator."))
-    team = teams[0]
     artifact = selectors.wizard_artifact(user, form.selected_artifact_code())
     if artifact is None:
         data = validated(ArtifactInputSerializer(data=form.artifact_payload(), context={"user": user}))
@@ -119,8 +120,7 @@ def _create(request: HttpRequest, form: WizardForm) -> Any:
         "serving_plan": form.serving_plan(),
     }
     data = validated(DeploymentInputSerializer(data=payload, context={"user": user}))
-    data.pop("team", None)
-    data["team"] = artifact.team if any(t.pk == artifact.team_id for t in teams) else team
+    data["team"] = team  # the team chosen; the service checks membership and that the artifact is usable by it
     return services.deployment_create(actor=user, data=data)
 
 
