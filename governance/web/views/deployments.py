@@ -25,6 +25,7 @@ from governance.core.roles import Role
 from governance.deployments import services
 from governance.deployments.api import DeploymentInputSerializer, UsageInputSerializer
 from governance.deployments.choices import Status
+from governance.deployments.envelope import gate_check_command
 from governance.deployments.selectors import deployment_get, deployment_get_for_usage
 from governance.evaluations.evals import eval_run_request
 from governance.evaluations.models import Cluster
@@ -152,6 +153,14 @@ def deployment(request: HttpRequest, code: str) -> HttpResponse:
     if page.actions["run_eval"] and page.request.status != Status.DRAFT:  # the eval form is shown
         context["eval_form"] = EvalRunForm(
             clusters=list(Cluster.objects.order_by("name").values_list("name", flat=True))
+        )
+    if page.request.evidence:
+        # the approved config as the gate checks it, ready for a pipeline (GOV_TOKEN from its secrets)
+        context["gate_command"] = gate_check_command(
+            deployment=str(page.request.code),
+            environment=(page.request.environments or ["production"])[0],
+            evidence=page.request.evidence,
+            base_url=request.build_absolute_uri("/"),
         )
     return render(request, "web/deployment.html", context)
 
