@@ -96,6 +96,10 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
     )
 
 
+# The failure-rate threshold an eval run gets unless someone chose another (the model's default).
+DEFAULT_EVAL_THRESHOLD = float(EvalRun._meta.get_field("threshold").default)
+
+
 def eval_progress(run: EvalRun) -> dict[str, Any]:
     """State, cases done (from the payload's `progress N/M` lines) and the last log lines."""
     job = run.job
@@ -118,6 +122,8 @@ def eval_progress(run: EvalRun) -> dict[str, Any]:
         "overall": (run.summary or {}).get("overall"),
         "categories": categories,
         "error": (run.summary or {}).get("error", ""),
+        "default_threshold": DEFAULT_EVAL_THRESHOLD,
+        "loose_threshold": run.threshold > DEFAULT_EVAL_THRESHOLD,
     }
 
 

@@ -42,6 +42,7 @@ from governance.web.forms import (
 )
 from governance.web.pagecache import cached_page
 from governance.web.views.common import act, roles_required, validated
+from planner.quant.names import SCHEME_NAMES
 
 # Where the API's field names land on the wizard form.
 WIZARD_FIELDS = {
@@ -151,8 +152,11 @@ def deployment(request: HttpRequest, code: str) -> HttpResponse:
     if page.actions["usage"]:
         context["usage_form"] = UsageForm()
     if page.actions["run_eval"] and page.request.status != Status.DRAFT:  # the eval form is shown
+        precision = str((page.request.serving_plan or {}).get("precision", ""))
         context["eval_form"] = EvalRunForm(
-            clusters=list(Cluster.objects.order_by("name").values_list("name", flat=True))
+            clusters=list(Cluster.objects.order_by("name").values_list("name", flat=True)),
+            # the scheme the request will serve, when it is one the eval job quantizes to
+            initial={"scheme": precision} if precision in SCHEME_NAMES else {},
         )
     if page.request.evidence:
         # the approved config as the gate checks it, ready for a pipeline (GOV_TOKEN from its secrets)
