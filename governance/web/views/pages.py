@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import Status
+from governance.deployments.selectors import deployments_visible_to
 from governance.evaluations.models import Cluster
 from governance.evaluations.services import cluster_discover, cluster_test_connection
 from governance.web import labels, selectors
@@ -104,7 +105,8 @@ def cluster_discover_view(request: HttpRequest, code: str) -> HttpResponse:
 @roles_required(Role.AUDITOR, Role.ADMIN, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
 @cached_page
 def audit(request: HttpRequest) -> HttpResponse:
-    form = AuditFilterForm(request.GET or None)
+    visible = deployments_visible_to(request.user).order_by("-created_at")
+    form = AuditFilterForm(request.GET or None, deployments=list(visible.values_list("code", "product_name")[:500]))
     filters = form.filters() if form.is_valid() else {}
     page = Paginator(selectors.audit_page(filters), PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
