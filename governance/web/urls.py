@@ -37,6 +37,8 @@ urlpatterns = [
     path("licenses/", include(license_patterns)),
     path("clusters/", include(cluster_patterns)),
     path("audit/", pages.audit, name="audit"),
+    path("audit/report.csv", pages.audit_report_csv, name="audit-report-csv"),
+    path("audit/report.pdf", pages.audit_report_pdf, name="audit-report-pdf"),
     path("tokens/", tools.tokens, name="tokens"),
     path("tokens/<uuid:code>/revoke", tools.token_revoke, name="token-revoke"),
     path("verify/", tools.verify, name="verify"),
