@@ -13,6 +13,7 @@ request_patterns = [
     path("withdraw", deployments.deployment_withdraw, name="deployment-withdraw"),
     path("start-review", deployments.deployment_start_review, name="deployment-start-review"),
     path("review", deployments.deployment_review, name="deployment-review"),
+    path("packet-preview", deployments.packet_preview, name="packet-preview"),
     path("waivers", deployments.waiver_grant, name="waiver-grant"),
     path("usage", deployments.usage_report, name="usage-report"),
     path("obligations/<uuid:item>/acknowledge", deployments.obligation_acknowledge, name="obligation-acknowledge"),

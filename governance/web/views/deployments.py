@@ -322,6 +322,19 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
 
 
 @require_POST
+@roles_required(Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
+def packet_preview(request: HttpRequest, code: str) -> HttpResponse:
+    """Render the exact packet a reviewer is about to sign (the service refuses outside review)."""
+    target = deployment_get(request.user, code)
+    return act(
+        request,
+        lambda: approval_services.packet_render_for_review(deployment=target, actor=_user(request)),
+        _("The packet you would sign is ready: download it below and read it before deciding."),
+        _page(code, "signoff"),
+    )
+
+
+@require_POST
 @roles_required(Role.REQUESTER)
 def usage_report(request: HttpRequest, code: str) -> HttpResponse:
     form = UsageForm(request.POST)
