@@ -83,6 +83,7 @@ TABLES: dict[str, dict[str, Any]] = {
     "capacity_status": {"pending": _("Computing"), "computed": _("Computed"), "failed": _("Failed")},
     "gate_decision": {"allow": _("Allow"), "deny": _("Deny")},
     "review_role": {"legal": _("Legal"), "engineering": _("Engineering")},
+    "verdict": {"approve": _("Approves"), "reject": _("Rejects")},
     # audit actions in words, by their stored name (governance.audit.actions)
     "audit_action": {
         "user.login": _("Signed in"),

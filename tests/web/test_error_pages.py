@@ -27,3 +27,12 @@ def test_a_403_and_a_404_page_have_navigation_and_chinese(personas: Any) -> None
 def test_the_500_page_renders_without_a_request() -> None:
     with translation.override("en"):
         assert "Something went wrong" in render_to_string("500.html")
+
+
+def test_verdicts_are_words_in_both_languages() -> None:
+    from governance.web import labels
+
+    with translation.override("en"):
+        assert labels.label("verdict", "approve") == "Approves"
+    with translation.override("zh-hans"):
+        assert labels.label("verdict", "reject") == "拒绝"
