@@ -5,6 +5,7 @@ Every loader validates its input and raises ValueError naming the entry and fiel
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 from dataclasses import dataclass, field, fields
@@ -240,9 +241,22 @@ def gpus() -> dict[str, GpuSpec]:
     return {key: _gpu(key, data) for key, data in raw.items()}
 
 
+# A GPU spec's fields: these four are required, the rest optional (defaults in _gpu).
+GPU_REQUIRED_FIELDS = ("name", "memory_mib", "hbm_bandwidth_gb_per_s", "bf16_tflops")
+GPU_OPTIONAL_FIELDS = ("fp8_tflops", "int8_tops", "nvlink_gb_per_s", "nvlink_domain", "nvidia_smi_memory_mib")
+
+
 def _gpu(key: str, data: Any) -> GpuSpec:
     if not isinstance(data, dict):
         raise ValueError(f"gpu {key!r}: must be a mapping of fields")
+    # Name every expected field when one is wrong: a spec file is written by hand.
+    expected = f"required: {', '.join(GPU_REQUIRED_FIELDS)}; optional: {', '.join(GPU_OPTIONAL_FIELDS)}"
+    unknown = sorted(set(data) - set(GPU_REQUIRED_FIELDS) - set(GPU_OPTIONAL_FIELDS))
+    if unknown:
+        raise ValueError(f"gpu {key!r}: unknown fields {unknown} ({expected})")
+    missing = sorted(set(GPU_REQUIRED_FIELDS) - set(data))
+    if missing:
+        raise ValueError(f"gpu {key!r}: missing required fields {missing} ({expected})")
     data = {"nvlink_gb_per_s": 32, "nvlink_domain": 8, "fp8_tflops": None, "int8_tops": None, **data}
     spec = _build(GpuSpec, key, data, "gpu")
     for name in ("memory_mib", "hbm_bandwidth_gb_per_s", "bf16_tflops", "nvlink_gb_per_s", "nvlink_domain"):
@@ -279,11 +293,19 @@ def precisions() -> dict[str, PrecisionSpec]:
     return result
 
 
+def closest_models(key: str, limit: int = 3) -> list[str]:
+    """Catalog model keys closest in spelling to `key` (best first): `llama-3.3-70b` is meant as the
+    Llama 3.1 70B entry, the same architecture. Empty when nothing is near."""
+    return difflib.get_close_matches(key.strip().lower(), sorted(models()), n=limit, cutoff=0.75)
+
+
 def model(key: str) -> ModelSpec:
     try:
         return models()[key]
     except KeyError:
-        raise ValueError(f"model: unknown key {key!r}; known: {', '.join(sorted(models()))}") from None
+        near = closest_models(key)
+        hint = f"closest: {', '.join(near)}; " if near else ""
+        raise ValueError(f"model: unknown key {key!r}; {hint}known: {', '.join(sorted(models()))}") from None
 
 
 def gpu(key: str) -> GpuSpec:

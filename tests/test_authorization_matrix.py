@@ -187,6 +187,8 @@ ROWS: list[Row] = [
         note="in review"),
     Row("deployment-detail", "PATCH", "/api/v1/deployments/{own_draft}", frozenset({REQ}), {"product_name": "Renamed"}),
     Row("deployment-submit", "POST", "/api/v1/deployments/{own_draft}/submit", frozenset({REQ})),
+    Row("deployment-withdraw", "POST", "/api/v1/deployments/{own_draft}/withdraw", frozenset({REQ}),
+        note="its requester (or a team lead)"),
     Row("deployment-start-review", "POST", "/api/v1/deployments/{own_submitted}/start-review", REVIEWERS),
     Row("deployment-review", "POST", "/api/v1/deployments/{own_review}/review", REVIEWERS, _review_body),
     Row("deployment-revoke", "POST", "/api/v1/deployments/{own_review}/revoke", frozenset({LEGAL, ADMIN}),

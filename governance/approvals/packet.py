@@ -10,6 +10,7 @@ from typing import Any
 from django.template.loader import render_to_string
 from weasyprint import HTML, Attachment
 
+from governance.approvals.content import DECISIONS, DEFAULT_EVAL_THRESHOLD, envelope_rows, fact_rows, summary
 from governance.approvals.signing import add_signature_fields
 from governance.approvals.verification import EVIDENCE_ATTACHMENT
 from governance.core.canonical import canonical_json
@@ -122,15 +123,23 @@ def render_html(data: PacketInput) -> str:
     evals = []
     for item in evidence.get("eval_results", []):
         categories = data.eval_categories.get(item.get("eval", ""), {})
-        evals.append({**item, "categories": sorted(categories.items())})
+        threshold = item.get("threshold")
+        loose = threshold is not None and float(threshold) > DEFAULT_EVAL_THRESHOLD
+        evals.append({**item, "categories": sorted(categories.items()), "loose": loose})
     return render_to_string(
         "approvals/packet.html",
         {
+            "summary": summary(evidence, data.organisation),
+            "fact_rows": fact_rows((evidence.get("request") or {}).get("facts") or {}),
+            "envelope_rows": envelope_rows(evidence),
             "data": data,
             "evidence": evidence,
             "request": evidence.get("request", {}),
             "artifact": evidence.get("artifact", {}),
-            "licenses": evidence.get("licenses", []),
+            "licenses": [
+                {**item, "decision_label": DECISIONS.get(str(item.get("decision")), "not stated")}
+                for item in evidence.get("licenses", [])
+            ],
             "findings": _findings(evidence),
             "waivers": evidence.get("waivers", []),
             "obligations": evidence.get("obligations", []),

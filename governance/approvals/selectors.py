@@ -58,15 +58,33 @@ def signoff_meaning_short(decision: str) -> str:
     return _SHORT.get(decision, decision)
 
 
-def meaning_templates() -> list[dict[str, str]]:
-    """Per role: its field and what an approval means, with the name left as a placeholder."""
+# What each signature means, as the packet prints it before anyone has signed: the signer is the
+# one whose name, UTC time and certificate the signature box prints (no "[signer]" placeholder);
+# the signature's own /Reason and the sign-off record carry the first-person text with the name.
+_PACKET_MEANINGS: dict[str, str] = {
+    SigningRole.LEGAL: (
+        "The legal reviewer of {organisation} whose name, UTC time and certificate the {field} signature box "
+        "prints approves this deployment on legal grounds: they reviewed the license terms, every finding and "
+        "waiver, and the obligations checklist in this packet, and take responsibility for this approval."
+    ),
+    SigningRole.ENGINEERING: (
+        "The engineering reviewer of {organisation} whose name, UTC time and certificate the {field} signature "
+        "box prints approves this deployment on engineering grounds: they reviewed the capacity plan, the memory "
+        "per GPU, the serving envelope and the eval results in this packet, and take responsibility for this "
+        "approval."
+    ),
+}
+
+
+def meaning_templates(organisation: str = "the organisation") -> list[dict[str, str]]:
+    """Per role: its signature field and what an approval there means, with nothing left to fill."""
     from governance.approvals.choices import SIGNATURE_FIELDS, SIGNING_ORDER
 
     return [
         {
             "role": role,
             "field": SIGNATURE_FIELDS[role],
-            "approve": _MEANINGS[(role, Decision.APPROVE)].format(name="[signer]"),
+            "approve": _PACKET_MEANINGS[role].format(organisation=organisation, field=SIGNATURE_FIELDS[role]),
         }
         for role in SIGNING_ORDER
     ]

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
 from fontTools import subset
+from fontTools.ttLib.scaleUpem import scale_upem
 from pyhanko.pdf_utils import text
 from pyhanko.pdf_utils.font.opentype import GlyphAccumulatorFactory
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
@@ -162,6 +163,10 @@ def stamp_font() -> Path | None:
     subsetter = subset.Subsetter(options)
     subsetter.populate(unicodes=[*range(0x20, 0x7F), *range(0xA0, 0x180), *range(0x2010, 0x2027)])
     subsetter.subset(font)
+    # pyHanko writes the font's advances into /W and its TJ adjustments as they are, but PDF reads
+    # them per 1000 units of the em: at DejaVu's 2048 units every glyph was drawn twice as far
+    # apart (stamps spread out letter by letter in poppler and clipped at the box's edge).
+    scale_upem(font, 1000)
     subset.save_font(font, str(target), options)
     return target
 
@@ -171,9 +176,9 @@ def _stamp_style() -> TextStampStyle:
     box_style = (
         # The same size for the layout (harfbuzz advances) and for the text box: when they differ the
         # glyphs are placed for one size and drawn at the other (spread out, clipped by the box).
-        text.TextBoxStyle(font=GlyphAccumulatorFactory(str(font), font_size=6), font_size=6)
+        text.TextBoxStyle(font=GlyphAccumulatorFactory(str(font), font_size=6), font_size=6, leading=8)
         if font is not None
-        else text.TextBoxStyle(font_size=6)
+        else text.TextBoxStyle(font_size=6, leading=8)
     )
     return TextStampStyle(stamp_text=STAMP_TEXT, text_box_style=box_style, border_width=1)
 

@@ -16,6 +16,7 @@ from governance.core.models import Team
 from governance.core.roles import Role, has_role
 from governance.licenses.selectors import license_current_version
 from planner.hf_config import checkpoint_quantization, parse_config
+from planner.specs import closest_models
 from planner.specs import models as planner_models
 
 
@@ -30,7 +31,12 @@ def artifact_register(*, actor: User, team: Team, data: dict[str, Any]) -> Model
     if not architecture_key and config is None:
         raise invalid_input("architecture_key", "give a planner catalog key or the checkpoint's config.json")
     if architecture_key and architecture_key not in planner_models():
-        raise invalid_input("architecture_key", f"unknown; known: {', '.join(sorted(planner_models()))}")
+        near = closest_models(architecture_key)
+        hint = f"closest: {', '.join(near)}; " if near else ""
+        raise invalid_input(
+            "architecture_key",
+            f"unknown; {hint}or paste the checkpoint's config.json; known: {', '.join(sorted(planner_models()))}",
+        )
     quantization = data.get("quantization_config")
     if config is not None:
         try:

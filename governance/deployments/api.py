@@ -159,6 +159,28 @@ class DeploymentRevokeApi(_ActionApi):
         )
 
 
+class WithdrawInputSerializer(StrictSerializer):
+    reason = serializers.CharField(max_length=4000, required=False, allow_blank=True)
+
+
+class DeploymentWithdrawApi(_ActionApi):
+    @extend_schema(
+        request=WithdrawInputSerializer,
+        responses=DeploymentOutputSerializer,
+        summary="Withdraw a draft or submitted request (its requester or a team lead)",
+    )
+    def post(self, request: Request, code: str) -> Response:
+        serializer = WithdrawInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return _output(
+            services.deployment_withdraw(
+                deployment=self.target(request, code),
+                actor=_user(request),
+                reason=serializer.validated_data.get("reason", ""),
+            )
+        )
+
+
 class AcknowledgeInputSerializer(StrictSerializer):
     how_met = serializers.CharField(max_length=4000)
 

@@ -14,17 +14,19 @@ class Status(models.TextChoices):
     REJECTED = "rejected"
     REVOKED = "revoked"
     EXPIRED = "expired"
+    WITHDRAWN = "withdrawn"  # by its requester or a team lead, before any review began
 
 
 # The only allowed status changes (django-oscar style); deployment_transition() enforces them.
 TRANSITIONS: dict[str, tuple[str, ...]] = {
-    Status.DRAFT: (Status.SUBMITTED,),
-    Status.SUBMITTED: (Status.IN_REVIEW,),
+    Status.DRAFT: (Status.SUBMITTED, Status.WITHDRAWN),
+    Status.SUBMITTED: (Status.IN_REVIEW, Status.WITHDRAWN),
     Status.IN_REVIEW: (Status.APPROVED, Status.REJECTED),
     Status.APPROVED: (Status.REVOKED, Status.EXPIRED, Status.IN_REVIEW),  # in_review: evidence changed
     Status.REJECTED: (),
     Status.REVOKED: (),
     Status.EXPIRED: (),
+    Status.WITHDRAWN: (),
 }
 EDITABLE = (Status.DRAFT, Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED)
 

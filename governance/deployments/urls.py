@@ -7,6 +7,7 @@ urlpatterns = [
     path("<uuid:code>", api.DeploymentDetailApi.as_view(), name="deployment-detail"),
     path("<uuid:code>/submit", api.DeploymentSubmitApi.as_view(), name="deployment-submit"),
     path("<uuid:code>/start-review", api.DeploymentStartReviewApi.as_view(), name="deployment-start-review"),
+    path("<uuid:code>/withdraw", api.DeploymentWithdrawApi.as_view(), name="deployment-withdraw"),
     path("<uuid:code>/revoke", api.DeploymentRevokeApi.as_view(), name="deployment-revoke"),
     path("<uuid:code>/waivers", api.WaiverCreateApi.as_view(), name="deployment-waivers"),
     path("<uuid:code>/waivers/<uuid:waiver>/confirm", api.WaiverConfirmApi.as_view(), name="deployment-waiver-confirm"),

@@ -241,6 +241,26 @@ def decide(findings: tuple[Finding, ...] | list[Finding]) -> str:
     return Decision.ALLOWED.value
 
 
+# A missing fact's conservative value in words, for the `facts.assumed` message (never a repr).
+_ASSUMED_WORDS = {
+    "monthly_active_users": "not stated: every user threshold counts as crossed",
+    "monthly_active_users_at_model_release": "not stated: the current monthly active users count",
+    "monthly_revenue": "not stated: every revenue threshold counts as crossed",
+    "org_country": "not stated: every territorial restriction counts as applying",
+    "derivative": "a fine-tune, distributed publicly",
+    "intended_uses": "none",
+}
+
+
+def _assumed_words(name: str) -> str:
+    if name in _ASSUMED_WORDS:
+        return _ASSUMED_WORDS[name]
+    value = CONSERVATIVE_DEFAULTS[name]
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value).replace("_", " ")
+
+
 def _money(amount: float) -> str:
     return f"{amount:,.0f}" if amount == int(amount) else f"{amount:,.2f}"
 
@@ -280,7 +300,7 @@ def evaluate(spec: LicenseSpec, raw_facts: Any, fx: FxTable) -> Evaluation:
                 code=FACTS_ASSUMED,
                 severity=Severity.INFO.value,
                 clause="",
-                message=f"{name} was not given; assumed the most conservative value {CONSERVATIVE_DEFAULTS[name]!r}.",
+                message=f"{name} was not given; assumed the most conservative value: {_assumed_words(name)}.",
                 params={"field": name, "value": CONSERVATIVE_DEFAULTS[name]},
                 how_to_comply=f"Provide facts.{name} for a precise evaluation.",
             )
@@ -328,7 +348,9 @@ def _findings_for(term: TermSpec, facts: dict[str, Any], conversion: dict[str, A
             params["conversion"] = conversion
         if isinstance(value, float):
             params["value"] = round(value, 2)
-        params["value_display"] = "unknown" if value is None else _money(float(value))
+        params["value_display"] = "not stated" if value is None else _money(float(value))
+        if term.value_from == "revenue_usd":  # the amount with its currency, or no currency at all
+            params["value_display"] = "not stated" if value is None else f"of USD {params['value_display']}"
     return [finding(params)]
 
 

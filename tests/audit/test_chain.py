@@ -203,6 +203,8 @@ def test_concurrent_writers_never_fork_the_chain() -> None:
         "head_seq": 2000,
         "head_hash": None,
         "anchored_seq": 2000,
+        "published_beyond_head": [],
+        "exported_at": None,
         "unanchored_events": 0,
         "first_bad_seq": None,
         "errors": [],

@@ -21,13 +21,14 @@ def _transitions(code: str) -> list[tuple[str, str]]:
 
 def test_transition_table_is_the_documented_one() -> None:
     assert TRANSITIONS == {
-        "draft": ("submitted",),
-        "submitted": ("in_review",),
+        "draft": ("submitted", "withdrawn"),
+        "submitted": ("in_review", "withdrawn"),
         "in_review": ("approved", "rejected"),
         "approved": ("revoked", "expired", "in_review"),
         "rejected": (),
         "revoked": (),
         "expired": (),
+        "withdrawn": (),
     }
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from tests.approvals.conftest import sign_flow  # noqa: F401  (fixture)
 from tests.deployments.conftest import artifacts, catalog, flow  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,6 +13,7 @@ from django.template import Context, Template
 from django.urls import reverse
 from django.utils import timezone, translation
 
+from governance.web import labels
 from governance.web.templatetags.web import _url_maker, _when_formatter, request_rows
 
 MOMENTS = [
@@ -62,9 +63,7 @@ def test_request_rows_link_date_and_badge_each_row() -> None:
         assert html.count('class="badge status-approved"') == 1
 
 
-def test_audit_rows_name_each_action_as_get_action_display_does() -> None:
-    from django.utils.text import Truncator
-
+def test_audit_rows_name_each_action_in_words() -> None:
     from governance.audit.actions import AuditAction
     from governance.audit.models import AuditEvent
     from governance.web.templatetags.web import audit_rows
@@ -81,9 +80,10 @@ def test_audit_rows_name_each_action_as_get_action_display_does() -> None:
         for i, action in enumerate([AuditAction.USER_LOGIN, AuditAction.LICENSE_EVALUATED, AuditAction.USER_LOGIN])
     ]
     html = audit_rows(events)
+    words = labels.audit_action_names()
     for event in events:
-        assert f"<td>{event.get_action_display()}</td>" in html
-        assert f"<code>{Truncator(event.object_id).chars(14)}</code>" in html
+        assert f"<td>{words[event.action]}</td>" in html
+        assert f'<code class="id">{event.object_id}</code>' in html  # whole, never cut mid-UUID
     assert audit_rows([]).count("<tr>") == 1  # the "no events" row
 
 
@@ -98,6 +98,7 @@ def test_the_request_timeline_names_each_action(personas: Any, flow: Any, artifa
     timeline = html[html.index('<ol class="timeline">') :]
     timeline = timeline[: timeline.index("</ol>")]
     events = AuditEvent.objects.filter(object_type="deployments.deploymentrequest", object_id=str(code))
-    expected = [e.get_action_display() for e in events.order_by("-seq")]
+    words = labels.audit_action_names()
+    expected = [words[e.action] for e in events.order_by("-seq")]
     assert expected
     assert re.findall(r"<strong>([^<]*)</strong>", timeline) == expected

@@ -75,7 +75,7 @@ def packet_input(deployment: DeploymentRequest) -> PacketInput:
         evidence=evidence,
         eval_categories=_eval_categories(evidence),
         audit_checkpoint=_checkpoint_dict(_latest_checkpoint()),
-        signatures=meaning_templates(),
+        signatures=meaning_templates(settings.APPROVALS_ORGANISATION),
         organisation=settings.APPROVALS_ORGANISATION,
         blockers=tuple(reason.as_blocker() for reason in blocks_signing(deployment_readiness(deployment))),
     )

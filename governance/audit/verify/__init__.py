@@ -8,7 +8,9 @@ the one before), every checkpoint signature, and that each checkpoint's head is 
 Checkpoints inside the bundle come from the database, which a superuser can rewrite together
 with the chain (and the export signs a fresh one over whatever it finds). Only checkpoints
 published outside the database (`--checkpoints`, the service's published log) anchor the
-chain: events after the last trusted checkpoint are reported as UNANCHORED.
+chain: events after the last trusted checkpoint are reported as UNANCHORED. A bundle is a prefix
+of the chain: published checkpoints beyond its head are listed, not failed, unless the bundle was
+signed after one of them (then its tail was cut).
 Exit status: 0 verified and anchored, 1 verification failed (the report names the first bad
 seq), 2 bad usage, 3 verified but events after the last trusted checkpoint are unanchored.
 

@@ -138,7 +138,7 @@ def verify_bundle(
             checkpoints = read_checkpoints(handle, report)
         with bundle.open(EVENTS_FILE) as handle:
             reader = _HashingReader(handle)
-            verify_chain(_iter_events(reader, report), checkpoints, key, report, trusted)  # type: ignore[arg-type]
+            verify_chain(_iter_events(reader, report), checkpoints, key, report, trusted, prefix=True)  # type: ignore[arg-type]
             while reader.read(4 << 20):  # the rest, if the chain check stopped early
                 pass
         if EVENTS_FILE in manifest_files and reader.digest.hexdigest() != manifest_files[EVENTS_FILE]:

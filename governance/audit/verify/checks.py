@@ -10,6 +10,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -47,6 +48,9 @@ class VerifyReport:
     head_seq: int = 0
     head_hash: str = GENESIS_HASH
     anchored_seq: int = 0  # the highest seq a trusted checkpoint vouches for
+    # A bundle is a prefix of the chain: the published checkpoints signed after it was exported.
+    published_beyond_head: list[int] = field(default_factory=list)
+    exported_at: str | None = None  # the latest time the bundle's own signed checkpoints state
     first_bad_seq: int | None = None
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -84,6 +88,8 @@ class VerifyReport:
             "head_seq": self.head_seq,
             "head_hash": self.head_hash,
             "anchored_seq": self.anchored_seq,
+            "published_beyond_head": self.published_beyond_head,
+            "exported_at": self.exported_at,
             "unanchored_events": self.unanchored_events,
             "first_bad_seq": self.first_bad_seq,
             "errors": self.errors,
@@ -104,7 +110,19 @@ class VerifyReport:
                 f"OK: {self.events} events, {self.checkpoints + self.trusted_checkpoints} checkpoints, "
                 f"anchored to seq {self.anchored_seq}, head seq {self.head_seq} {self.head_hash}"
             ]
+        if not self.errors and self.published_beyond_head:
+            lines.append(self._beyond_note())
         return "\n".join(lines + [f"warning: {warning}" for warning in self.warnings])
+
+    def _beyond_note(self) -> str:
+        beyond = self.published_beyond_head
+        tail = "events appended after this bundle was exported; a later bundle covers them"
+        if len(beyond) == 1:
+            return f"note: published checkpoint seq {beyond[0]} lies beyond this bundle's head seq {self.head_seq} ({tail})"
+        return (
+            f"note: {len(beyond)} published checkpoints (seq {beyond[0]} to {beyond[-1]}) lie beyond this bundle's "
+            f"head seq {self.head_seq} ({tail})"
+        )
 
 
 def verify_chain(
@@ -113,9 +131,16 @@ def verify_chain(
     public_key: Ed25519PublicKey | None,
     report: VerifyReport | None = None,
     trusted: Iterable[CheckpointRecord] | None = None,
+    prefix: bool = False,
 ) -> VerifyReport:
     """Check the chain against every checkpoint; only `trusted` ones (published outside the
-    database) anchor it. `trusted=None` means none were given: every event is unanchored."""
+    database) anchor it. `trusted=None` means none were given: every event is unanchored.
+
+    `prefix`: the events are a bundle, a prefix of the chain cut at export time, so a published
+    checkpoint beyond its head is listed, not failed, unless the bundle's own signed checkpoints
+    are later than it: the service had then already signed that seq, so the bundle was cut.
+    Without `prefix` (the live database holds the whole chain) any checkpoint beyond the head
+    means events were removed."""
     report = report or VerifyReport()
     expected_key_id = _key_id(public_key) if public_key else None
     statements: list[tuple[dict[str, Any], bool]] = []  # (statement, trusted)
@@ -186,13 +211,32 @@ def verify_chain(
         report.head_hash = event.hash
         expected_seq += 1
 
+    if prefix:
+        signed_times = [
+            (moment, str(statement["time"]))
+            for statement, is_trusted in statements
+            if not is_trusted and (moment := _signed_time(statement.get("time"))) is not None
+        ]
+        report.exported_at = max(signed_times)[1] if signed_times else None
     reported: set[tuple[int, str]] = set()
     for statement, is_trusted in statements:
         seq = int(statement["seq"])
         where = "trusted checkpoint" if is_trusted else "checkpoint"
         if chain_broken and seq >= (report.first_bad_seq or 0):
             continue  # already reported; the chain past the break cannot be compared
-        if seq > report.head_seq:
+        if seq > report.head_seq and prefix and is_trusted:
+            signed = _signed_time(statement.get("time"))
+            exported = _signed_time(report.exported_at)
+            if signed is not None and exported is not None and signed < exported:
+                report.fail(
+                    f"the bundle was signed at {report.exported_at}, after published checkpoint seq {seq} "
+                    f"(signed at {statement['time']}), yet ends at seq {report.head_seq}: it does not reach a seq the "
+                    "service had already signed (events cut)",
+                    report.head_seq + 1,
+                )
+            elif seq not in report.published_beyond_head:
+                report.published_beyond_head.append(seq)
+        elif seq > report.head_seq:
             if (seq, "ends") not in reported:
                 report.fail(
                     f"{where} seq {seq}: chain ends at seq {report.head_seq} (events after it were removed)",
@@ -208,9 +252,21 @@ def verify_chain(
                 reported.add((seq, "differs"))
         elif is_trusted:
             report.anchored_seq = max(report.anchored_seq, seq)
+    report.published_beyond_head.sort()
     if trusted is not None and report.trusted_checkpoints == 0:
         report.warnings.append("the trusted checkpoint log holds no checkpoint: nothing anchors this chain")
     return report
+
+
+def _signed_time(text: object) -> datetime | None:
+    """A checkpoint's signed `time` (UTC), None when absent or unreadable (then no order is claimed)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _key_id(public_key: Ed25519PublicKey) -> str:

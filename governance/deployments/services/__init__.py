@@ -27,6 +27,8 @@ from governance.deployments.services.lifecycle import (
     deployment_start_review,
     deployment_submit,
     deployment_update,
+    deployment_withdraw,
+    may_withdraw,
 )
 from governance.deployments.services.obligations import obligation_acknowledge, obligation_review
 from governance.deployments.services.transitions import (
@@ -54,8 +56,10 @@ __all__ = [
     "deployment_submit",
     "deployment_transition",
     "deployment_update",
+    "deployment_withdraw",
     "deployments_expire_approvals",
     "deployments_reevaluate",
+    "may_withdraw",
     "obligation_acknowledge",
     "obligation_review",
     "on_capacity_plan_computed",

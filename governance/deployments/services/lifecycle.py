@@ -11,7 +11,7 @@ from django.db import transaction
 from governance.artifacts.selectors import artifact_usable_by
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record, write_service
-from governance.core.errors import ConflictError, invalid_input
+from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.roles import Role
 from governance.deployments.choices import EDITABLE, Status
 from governance.deployments.models import DeploymentRequest
@@ -104,6 +104,31 @@ def deployment_start_review(*, deployment: DeploymentRequest, actor: User) -> De
         deployment = deployment_lock(deployment)
         require_reviewer(deployment, actor, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
         deployment_transition(deployment, Status.IN_REVIEW, actor, "review started")
+    return deployment
+
+
+def may_withdraw(deployment: DeploymentRequest, actor: User) -> bool:
+    """Its requester while still a member of the team, or a lead of the team."""
+    team = deployment.team
+    if team.leads.filter(pk=actor.pk).exists():
+        return True
+    return actor.pk == deployment.requester_id and team.members.filter(pk=actor.pk).exists()
+
+
+@write_service
+def deployment_withdraw(*, deployment: DeploymentRequest, actor: User, reason: str = "") -> DeploymentRequest:
+    """A draft or submitted request taken back before review: it leaves every queue for good
+    (a new request starts again). Nothing is deleted: the request and its audit trail stay."""
+    with transaction.atomic():
+        deployment = deployment_lock(deployment)
+        if not may_withdraw(deployment, actor):
+            raise PermissionDeniedError("only the request's requester or a lead of its team can withdraw it")
+        if deployment.status not in (Status.DRAFT, Status.SUBMITTED):
+            raise ConflictError(
+                f"a {deployment.status} request cannot be withdrawn (only a draft or a submitted one)",
+                extra={"fields": {"status": [deployment.status]}},
+            )
+        deployment_transition(deployment, Status.WITHDRAWN, actor, reason.strip() or "withdrawn")
     return deployment
 
 

@@ -11,16 +11,22 @@ from django.utils.translation import gettext_lazy as _
 class AuditFilterForm(forms.Form):
     actor = forms.CharField(label=_("Actor"), max_length=150, required=False)
     action = forms.ChoiceField(label=_("Action"), required=False)
+    deployment = forms.ChoiceField(label=_("Deployment request"), required=False)
     object_id = forms.CharField(label=_("Object id"), max_length=64, required=False)
     since = forms.DateTimeField(label=_("Since"), required=False, widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateTimeField(label=_("Until"), required=False, widget=forms.DateInput(attrs={"type": "date"}))
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, deployments: list[tuple[Any, str]] | None = None, **kwargs: Any) -> None:
+        """`deployments`: (code, product name) of the requests the user may see, to filter by."""
         from governance.audit.actions import AuditAction
+        from governance.web import labels
 
         super().__init__(*args, **kwargs)
-        cast(forms.ChoiceField, self.fields["action"]).choices = [("", _("any"))] + [
-            (a.label, a.label) for a in AuditAction
+        names = labels.audit_action_names()
+        worded = sorted(((a.label, names.get(int(a), a.label)) for a in AuditAction), key=lambda c: str(c[1]))
+        cast(forms.ChoiceField, self.fields["action"]).choices = [("", _("any")), *worded]
+        cast(forms.ChoiceField, self.fields["deployment"]).choices = [("", _("any"))] + [
+            (str(code), f"{name} ({str(code)[:8]})") for code, name in deployments or []
         ]
 
     def filters(self) -> dict[str, Any]:
@@ -34,6 +40,8 @@ class AuditFilterForm(forms.Form):
             result["action"] = int(next(a for a in AuditAction if a.label == data["action"]))
         if data.get("object_id"):
             result["object_id"] = data["object_id"]
+        if data.get("deployment"):  # one of the requests offered: the user may see it
+            result["object_id"] = data["deployment"]
         for name in ("since", "until"):
             if data.get(name):
                 result[name] = data[name]

@@ -46,6 +46,11 @@ class WizardForm(forms.Form):
         help_text=_("Paste the checkpoint's config.json when the architecture is not in the catalog."),
     )
     # -- the deployment
+    team = forms.ChoiceField(
+        label=_("Team"),
+        required=False,
+        help_text=_("The team the request is filed under: its members and leads see and act on it."),
+    )
     product_name = forms.CharField(label=_("Product name"), max_length=200)
     environments = forms.CharField(
         label=_("Environments"),
@@ -136,16 +141,35 @@ class WizardForm(forms.Form):
     ep = forms.IntegerField(label=_("Expert parallel"), min_value=1, max_value=256, required=False)
 
     def __init__(
-        self, *args: Any, artifacts: list[tuple[Any, str, str]], licenses: list[tuple[str, str]], **kwargs: Any
+        self,
+        *args: Any,
+        artifacts: list[tuple[Any, str, str]],
+        licenses: list[tuple[str, str]],
+        teams: list[str] | None = None,
+        **kwargs: Any,
     ) -> None:
-        """`artifacts`: (code, name, license key) of each artifact to offer (wizard_choices)."""
+        """`artifacts`: (code, name, license key) of each artifact to offer (wizard_choices);
+        `teams`: the names of the user's teams (one of several must be chosen)."""
         super().__init__(*args, **kwargs)
+        self.teams = list(teams or [])
+        team_choices: list[tuple[str, Any]] = [(name, name) for name in self.teams]
+        if len(self.teams) > 1:  # a deliberate choice, never the first one by default
+            team_choices.insert(0, ("", _("— choose the team —")))
+        cast(forms.ChoiceField, self.fields["team"]).choices = team_choices
         cast(forms.ChoiceField, self.fields["artifact"]).choices = [("", _("— register a new artifact —"))] + [
             (str(code), f"{name} ({license_key})") for code, name, license_key in artifacts
         ]
         cast(forms.ChoiceField, self.fields["new_license"]).choices = [("", "—")] + [
             (key, f"{name} ({key})") for key, name in licenses
         ]
+
+    def clean_team(self) -> str:
+        chosen = str(self.cleaned_data.get("team") or "")
+        if not chosen and len(self.teams) == 1:
+            return self.teams[0]
+        if not chosen and self.teams:
+            raise forms.ValidationError(_("Choose the team this request is filed under."))
+        return chosen
 
     def clean_new_config(self) -> Any:
         text = self.cleaned_data.get("new_config") or ""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from governance.artifacts.models import ModelArtifact
 from governance.artifacts.selectors import artifacts_visible_to
+from governance.core.models import Team
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
 from governance.web import labels
 
@@ -26,6 +28,9 @@ def wizard_choices(user: Any) -> dict[str, Any]:
             .values_list("code", "name", "license__key")
         ),
         "licenses": list(License.objects.order_by("key").values_list("key", "name")),
+        "teams": list(Team.objects.filter(members=user).order_by("name").values_list("name", flat=True))
+        if getattr(user, "is_authenticated", False)
+        else [],
     }
 
 
@@ -80,14 +85,35 @@ def license_detail(key: str, version: str | None = None) -> dict[str, Any]:
     }
 
 
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([^}]*))?\}")
+# What a placeholder stands for before a deployment's facts fill it (the license page shows terms).
+_FIGURES = {"value_display": "the deployment's own figure", "value": "the deployment's own figure"}
+
+
+def readable_message(template: str, params: dict[str, Any]) -> str:
+    """A term's message as a reader sees it on the license page: the term's own parameters filled
+    in (`{limit:,}` as 100,000,000), the deployment's figures in words, nothing in braces."""
+
+    def fill(found: re.Match[str]) -> str:
+        name, spec = found.group(1), found.group(2) or ""
+        if name in params:
+            try:
+                return format(params[name], spec)
+            except (TypeError, ValueError):
+                return str(params[name])
+        return _FIGURES.get(name, "…")
+
+    return _PLACEHOLDER.sub(fill, template or "")
+
+
 def _term_view(term: LicenseTerm) -> dict[str, Any]:
     return {
         "code": term.code,
         "severity": term.severity,
         "severity_label": labels.label("severity", term.severity),
         "clause": term.clause,
-        "message": term.message,
-        "how_to_comply": term.how_to_comply,
+        "message": readable_message(term.message, term.params),
+        "how_to_comply": readable_message(term.how_to_comply, term.params),
         "condition": term.condition,
         "confidence": term.confidence,
         "confidence_label": labels.label("confidence", term.confidence),

@@ -90,7 +90,8 @@ def _queues(user: Any, visible: QuerySet[DeploymentRequest]) -> dict[str, list[R
         my_teams = Team.members.through.objects.filter(user_id=user.pk).values("team_id")
         lists["waiting_on_me"] = (
             visible.filter(team__in=my_teams).filter(  # a subquery, as the visibility rule: no join
-                Q(status=Status.DRAFT) | (open_items & ~Q(status__in=[Status.REJECTED, Status.REVOKED]))
+                Q(status=Status.DRAFT)
+                | (open_items & ~Q(status__in=[Status.REJECTED, Status.REVOKED, Status.WITHDRAWN]))
             ),
             "-updated_at",
             QUEUE_SIZE,

@@ -97,6 +97,10 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
     )
 
 
+# The failure-rate threshold an eval run gets unless someone chose another (the model's default).
+DEFAULT_EVAL_THRESHOLD = float(EvalRun._meta.get_field("threshold").default)
+
+
 def eval_progress(run: EvalRun) -> dict[str, Any]:
     """State, cases done (from the payload's `progress N/M` lines) and the last log lines."""
     job = run.job
@@ -119,6 +123,8 @@ def eval_progress(run: EvalRun) -> dict[str, Any]:
         "overall": (run.summary or {}).get("overall"),
         "categories": categories,
         "error": (run.summary or {}).get("error", ""),
+        "default_threshold": DEFAULT_EVAL_THRESHOLD,
+        "loose_threshold": run.threshold > DEFAULT_EVAL_THRESHOLD,
     }
 
 
@@ -267,6 +273,10 @@ def deployment_evals(user: Any, code: Any) -> list[dict[str, Any]]:
     return [eval_progress(run) for run in runs]
 
 
+# Statuses a request never leaves: nothing more to acknowledge or report on.
+ENDED = (Status.REJECTED, Status.REVOKED, Status.EXPIRED, Status.WITHDRAWN)
+
+
 def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     """Which forms to show. The services check again; this only hides what would be refused."""
     member = getattr(request, "viewer_is_member", None)  # annotated by the request page's query
@@ -284,8 +294,10 @@ def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
             )
     return {
         "submit": requester and request.status == Status.DRAFT,
-        "acknowledge": requester and request.status not in (Status.REJECTED, Status.REVOKED, Status.EXPIRED),
-        "usage": requester and request.status not in (Status.DRAFT, Status.REJECTED, Status.REVOKED, Status.EXPIRED),
+        "withdraw": request.status in (Status.DRAFT, Status.SUBMITTED)
+        and ((own and member) or user.led_teams.filter(pk=request.team_id).exists()),
+        "acknowledge": requester and request.status not in ENDED,
+        "usage": requester and request.status not in (Status.DRAFT, *ENDED),
         "start_review": not own
         and request.status == Status.SUBMITTED
         and has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER),

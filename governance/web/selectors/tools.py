@@ -107,4 +107,18 @@ def verification_report(report: Any, stored: Any) -> dict[str, Any]:
         "engineering_valid": stored.engineering_valid,
         "problems": list(report.problems),
         "verified_at": stored.verified_at,
+        # Valid signatures over evidence the request no longer has: not the approval any more.
+        "superseded": bool(report.all_valid and not stored.evidence_current and stored.deployment_id),
+        "current_url": _current_packet_url(stored),
     }
+
+
+def _current_packet_url(stored: Any) -> str:
+    """Where the request's current packet is: its sign-off section (which links the live packet,
+    if one is rendered, and says what still blocks approval). Visibility is checked there."""
+    from django.urls import reverse
+
+    deployment = stored.deployment if stored.deployment_id else None
+    if deployment is None:
+        return ""
+    return reverse("web:deployment", args=[deployment.code]) + "#signoff"

@@ -14,7 +14,6 @@ from django.utils.formats import get_format
 from django.utils.html import format_html, format_html_join
 from django.utils.http import RFC3986_SUBDELIMS
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.text import Truncator
 from django.utils.timezone import get_current_timezone, is_aware
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -248,7 +247,8 @@ def audit_rows(events: Any) -> SafeString:
     actions = labels.audit_action_names()
     rows = format_html_join(
         "\n",
-        '<tr><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} <code>{}</code></td></tr>',
+        # the object id whole (a UUID cut mid-way cannot be searched for); it wraps in its cell
+        '<tr><td class="num">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} <code class="id">{}</code></td></tr>',
         (
             (
                 e.seq,
@@ -256,7 +256,7 @@ def audit_rows(events: Any) -> SafeString:
                 e.actor_name,
                 actions.get(e.action, e.action),
                 e.object_type,
-                Truncator(e.object_id).chars(14),
+                e.object_id,
             )
             for e in events
         ),

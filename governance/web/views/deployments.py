@@ -25,6 +25,7 @@ from governance.core.roles import Role
 from governance.deployments import services
 from governance.deployments.api import DeploymentInputSerializer, UsageInputSerializer
 from governance.deployments.choices import Status
+from governance.deployments.envelope import gate_check_command
 from governance.deployments.selectors import deployment_get, deployment_get_for_usage, latest_capacity_plan
 from governance.evaluations.evals import eval_screening_of_deployment, eval_served_request
 from governance.evaluations.models import Cluster
@@ -42,6 +43,7 @@ from governance.web.forms import (
 )
 from governance.web.pagecache import cached_page
 from governance.web.views.common import act, roles_required, validated
+from planner.quant.names import SCHEME_NAMES
 
 # Where the API's field names land on the wizard form.
 WIZARD_FIELDS = {
@@ -76,7 +78,9 @@ def _user(request: HttpRequest) -> User:
 def _wizard_form(request: HttpRequest, data: Any = None) -> WizardForm:
     choices = selectors.wizard_choices(request.user)
     initial = {"artifact": request.GET.get("artifact", "")}
-    return WizardForm(data, artifacts=choices["artifacts"], licenses=choices["licenses"], initial=initial)
+    return WizardForm(
+        data, artifacts=choices["artifacts"], licenses=choices["licenses"], teams=choices["teams"], initial=initial
+    )
 
 
 def _preview(request: HttpRequest, form: WizardForm) -> dict[str, Any] | None:
@@ -104,10 +108,9 @@ def wizard(request: HttpRequest) -> HttpResponse:
 
 def _create(request: HttpRequest, form: WizardForm) -> Any:
     user = _user(request)
-    teams = list(Team.objects.filter(members=user).order_by("name"))
-    if not teams:
+    team = Team.objects.filter(members=user, name=form.cleaned_data.get("team") or "").first()
+    if team is None:
         raise ApplicationError(_("You are not a member of any team; ask an administrator."))
-    team = teams[0]
     artifact = selectors.wizard_artifact(user, form.selected_artifact_code())
     if artifact is None:
         data = validated(ArtifactInputSerializer(data=form.artifact_payload(), context={"user": user}))
@@ -120,8 +123,7 @@ def _create(request: HttpRequest, form: WizardForm) -> Any:
         "serving_plan": form.serving_plan(),
     }
     data = validated(DeploymentInputSerializer(data=payload, context={"user": user}))
-    data.pop("team", None)
-    data["team"] = artifact.team if any(t.pk == artifact.team_id for t in teams) else team
+    data["team"] = team  # the team chosen; the service checks membership and that the artifact is usable by it
     return services.deployment_create(actor=user, data=data)
 
 
@@ -151,8 +153,19 @@ def deployment(request: HttpRequest, code: str) -> HttpResponse:
     if page.actions["usage"]:
         context["usage_form"] = UsageForm()
     if page.actions["run_eval"] and page.request.status != Status.DRAFT:  # the eval form is shown
+        precision = str((page.request.serving_plan or {}).get("precision", ""))
         context["eval_form"] = EvalRunForm(
-            clusters=list(Cluster.objects.order_by("name").values_list("name", flat=True))
+            clusters=list(Cluster.objects.order_by("name").values_list("name", flat=True)),
+            # the scheme the request will serve, when it is one the eval job quantizes to
+            initial={"scheme": precision} if precision in SCHEME_NAMES else {},
+        )
+    if page.request.evidence:
+        # the approved config as the gate checks it, ready for a pipeline (GOV_TOKEN from its secrets)
+        context["gate_command"] = gate_check_command(
+            deployment=str(page.request.code),
+            environment=(page.request.environments or ["production"])[0],
+            evidence=page.request.evidence,
+            base_url=request.build_absolute_uri("/"),
         )
     return render(request, "web/deployment.html", context)
 
@@ -177,6 +190,20 @@ def deployment_submit(request: HttpRequest, code: str) -> HttpResponse:
         request,
         lambda: services.deployment_submit(deployment=target, actor=_user(request)),
         _("Submitted for review. The capacity plan is being computed."),
+        _page(code),
+    )
+
+
+@require_POST
+@roles_required()
+def deployment_withdraw(request: HttpRequest, code: str) -> HttpResponse:
+    """The requester or a team lead takes a draft or submitted request back (the service checks who)."""
+    target = deployment_get(request.user, code)
+    reason = str(request.POST.get("reason", ""))[:4000]
+    return act(
+        request,
+        lambda: services.deployment_withdraw(deployment=target, actor=_user(request), reason=reason),
+        _("Withdrawn. The request has left every queue."),
         _page(code),
     )
 
@@ -298,6 +325,19 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
         request,
         signed,
         _("Your decision is recorded."),
+        _page(code, "signoff"),
+    )
+
+
+@require_POST
+@roles_required(Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
+def packet_preview(request: HttpRequest, code: str) -> HttpResponse:
+    """Render the exact packet a reviewer is about to sign (the service refuses outside review)."""
+    target = deployment_get(request.user, code)
+    return act(
+        request,
+        lambda: approval_services.packet_render_for_review(deployment=target, actor=_user(request)),
+        _("The packet you would sign is ready: download it below and read it before deciding."),
         _page(code, "signoff"),
     )
 

@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+import csv
+import io
+from datetime import date, timedelta
 from typing import cast
 
 from django.contrib import messages
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import Status
+from governance.deployments.selectors import deployments_visible_to
 from governance.evaluations.models import Cluster
 from governance.evaluations.services import cluster_discover, cluster_test_connection
 from governance.web import labels, selectors
 from governance.web.forms import AuditFilterForm
 from governance.web.pagecache import cached_page
+from governance.web.selectors.report import REPORT_COLUMNS, period_report
 from governance.web.views.common import CountedPaginator, act, roles_required
 
 PAGE_SIZE = 50
@@ -104,7 +111,8 @@ def cluster_discover_view(request: HttpRequest, code: str) -> HttpResponse:
 @roles_required(Role.AUDITOR, Role.ADMIN, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
 @cached_page
 def audit(request: HttpRequest) -> HttpResponse:
-    form = AuditFilterForm(request.GET or None)
+    visible = deployments_visible_to(request.user).order_by("-created_at")
+    form = AuditFilterForm(request.GET or None, deployments=list(visible.values_list("code", "product_name")[:500]))
     filters = form.filters() if form.is_valid() else {}
     page = Paginator(selectors.audit_page(request.user, filters), PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
@@ -113,3 +121,58 @@ def audit(request: HttpRequest) -> HttpResponse:
     return render(
         request, "web/audit.html", {"form": form, "page": page, "query": query.urlencode(), "can_export": can_export}
     )
+
+
+# --- the period report ---------------------------------------------------------------------------
+
+
+def _report_dates(request: HttpRequest) -> tuple[date, date] | HttpResponse:
+    """`since` and `until` (YYYY-MM-DD, both included; default: the last 30 days), or a 400 naming the field."""
+    today = timezone.now().date()
+    found: dict[str, date] = {}
+    for name, default in (("since", today - timedelta(days=30)), ("until", today)):
+        text = request.GET.get(name, "")
+        try:
+            found[name] = date.fromisoformat(text) if text else default
+        except ValueError:
+            return HttpResponseBadRequest(f"{name}: not a date (YYYY-MM-DD): {text[:40]}", content_type="text/plain")
+    if found["since"] > found["until"]:
+        return HttpResponseBadRequest("since: after until", content_type="text/plain")
+    return found["since"], found["until"]
+
+
+@roles_required(Role.AUDITOR, Role.ADMIN)
+def audit_report_csv(request: HttpRequest) -> HttpResponse:
+    dates = _report_dates(request)
+    if isinstance(dates, HttpResponse):
+        return dates
+    rows = period_report(*dates)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=REPORT_COLUMNS)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({key: _csv_safe(value) for key, value in row.items()})
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="period-report-{dates[0]}-{dates[1]}.csv"'
+    return response
+
+
+@roles_required(Role.AUDITOR, Role.ADMIN)
+def audit_report_pdf(request: HttpRequest) -> HttpResponse:
+    from weasyprint import HTML  # seconds to import: only when a PDF is asked for
+
+    dates = _report_dates(request)
+    if isinstance(dates, HttpResponse):
+        return dates
+    html = render_to_string(
+        "web/period_report.html", {"rows": period_report(*dates), "since": dates[0], "until": dates[1]}
+    )
+    pdf = HTML(string=html).write_pdf()
+    response = HttpResponse(pdf, content_type="application/pdf")
+    response["Content-Disposition"] = f'attachment; filename="period-report-{dates[0]}-{dates[1]}.pdf"'
+    return response
+
+
+def _csv_safe(value: str) -> str:
+    # Spreadsheets execute cells starting with these characters (CSV injection).
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value

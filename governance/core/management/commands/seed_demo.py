@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import Group, User
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from governance.core.models import Team
@@ -31,17 +31,28 @@ def demo_email(username: str) -> str:
 
 
 class Command(BaseCommand):
-    help = "Create the demo team and one user per role (DEBUG only). Safe to run again."
+    help = (
+        "Create the demo team and one user per role (DEBUG only). Safe to run again; --reset-passwords "
+        "gives the demo users new passwords and prints them."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--reset-passwords",
+            action="store_true",
+            help="set and print new passwords for the demo users (the first ones are printed only once)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.DEBUG:
             raise CommandError("seed_demo creates users with known roles and runs only with DEBUG on")
+        reset = bool(options.get("reset_passwords"))
         created: list[tuple[str, str, str]] = []
         with transaction.atomic():
             team, _ = Team.objects.get_or_create(name="platform")
             for username, role in DEMO_USERS.items():
                 user, was_created = User.objects.get_or_create(username=username)
-                if was_created:
+                if was_created or reset:
                     password = secrets.token_urlsafe(12)
                     user.set_password(password)
                     user.is_staff = role == Role.ADMIN
@@ -55,8 +66,10 @@ class Command(BaseCommand):
                 if role == Role.REQUESTER:
                     team.members.add(user)
         if created:
-            self.stdout.write("Demo users (passwords shown only this once):")
+            self.stdout.write("Demo users (passwords shown only this once; seed_demo --reset-passwords sets new ones):")
             for username, role_name, password in created:
                 self.stdout.write(f"  {username:<10} {role_name:<22} {password}")
         else:
-            self.stdout.write("Demo users already exist; passwords are not shown again.")
+            self.stdout.write(
+                "Demo users already exist; passwords are not shown again (seed_demo --reset-passwords sets new ones)."
+            )
