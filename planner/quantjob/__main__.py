@@ -1,0 +1,3 @@
+from planner.quantjob.run import main
+
+raise SystemExit(main())
