@@ -28,27 +28,24 @@ from planner.quantjob.manifest import manifest_digest
 
 
 def tool_versions() -> dict[str, Any]:
-    import compressed_tensors
-    import llmcompressor
-    import torch
-    import transformers
+    """Installed versions, read from package metadata (a resumed job records them without importing)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    info: dict[str, Any] = {
-        "python": platform.python_version(),
-        "llmcompressor": llmcompressor.__version__,
-        "compressed_tensors": compressed_tensors.__version__,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "cuda": torch.version.cuda,
-    }
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
+    info: dict[str, Any] = {"python": platform.python_version()}
+    for name in ("llmcompressor", "compressed-tensors", "torch", "transformers"):
+        try:
+            info[name.replace("-", "_")] = version(name)
+        except PackageNotFoundError:
+            info[name.replace("-", "_")] = None
     return info
 
 
-def available_presets() -> frozenset[str]:
-    from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES
-
+def available_presets() -> frozenset[str] | None:
+    """The quantization presets the installed compressed-tensors knows; None when it is not installed."""
+    try:
+        from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES
+    except ImportError:
+        return None
     return frozenset(PRESET_SCHEMES)
 
 
@@ -112,9 +109,6 @@ def quantize(spec: dict[str, Any], data: dict[str, Any], staging: Path) -> dict[
 def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     started = time.perf_counter()
     data = recipes.validate(spec.get("recipe"))
-    why_not = recipes.refusal(data, available_presets())
-    if why_not:
-        raise ValueError(why_not)
     source = _spec_path(spec, "model_path")
     target = _spec_path(spec, "output_dir")
     parent_digest = manifest_digest(source)
@@ -128,6 +122,12 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         target.parent.mkdir(parents=True, exist_ok=True)
         for stale in target.parent.glob(f".{target.name}.staging-*"):  # a killed attempt's leftovers
             shutil.rmtree(stale)
+        presets = available_presets()
+        if presets is None:
+            raise ValueError("llm-compressor / compressed-tensors are not installed in this interpreter")
+        why_not = recipes.refusal(data, presets)
+        if why_not:
+            raise ValueError(why_not)
         staging = target.parent / f".{target.name}.staging-{os.environ.get('GOV_ATTEMPT', '0')}"
         print(f"quantizing {source.name} with {data['name']}", flush=True)
         calibration = quantize(spec, data, staging)
