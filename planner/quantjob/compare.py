@@ -26,13 +26,10 @@ def compare(
     device = "cuda" if torch.cuda.is_available() else "cpu"
     cases, set_sha = load_cases(None, limit)
     tokenizer = AutoTokenizer.from_pretrained(str(baseline), local_files_only=True)
-    base = (
-        AutoModelForCausalLM.from_pretrained(str(baseline), dtype=torch.bfloat16, local_files_only=True)
-        .to(device)
-        .eval()
-    )
-    cand = AutoModelForCausalLM.from_pretrained(str(candidate), dtype=torch.bfloat16, local_files_only=True)
-    cand = cand.to(device).eval()
+    # Any: transformers' `.to` wrapper confuses mypy
+    base: Any = AutoModelForCausalLM.from_pretrained(str(baseline), dtype=torch.bfloat16, local_files_only=True)
+    cand: Any = AutoModelForCausalLM.from_pretrained(str(candidate), dtype=torch.bfloat16, local_files_only=True)
+    base, cand = base.to(device).eval(), cand.to(device).eval()
     records = []
     with torch.no_grad():
         for case in cases:
