@@ -1,3 +1,4 @@
 from planner.quantjob.run import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # importing the package's modules (the isolation test) must not run the job
+    raise SystemExit(main())
