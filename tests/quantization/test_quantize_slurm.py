@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from tests.evaluations.conftest import drive, testcluster  # noqa: F401  (the se
 ROOT = Path(__file__).resolve().parents[2]
 CHECKPOINT = ROOT / "planner" / "tinylm" / "checkpoint"
 QUANTIZE_PYTHON = os.environ.get("QUANTIZE_CLUSTER_PYTHON", "")
+CLUSTER_SETUP = os.environ.get("QUANTIZE_CLUSTER_SETUP", "")  # e.g. an LD_LIBRARY_PATH that interpreter needs
 
 pytestmark = [
     pytest.mark.slow,
@@ -48,16 +50,19 @@ def _fresh_connections() -> Any:
 def test_quantize_through_slurm_registers_the_derivative(
     personas: Personas,
     settings: Any,
-    tmp_path: Path,
+    request: pytest.FixtureRequest,
     testcluster: dict[str, Any],  # noqa: F811
 ) -> None:
     settings.JOB_POLL_INITIAL_S = 1
     settings.JOB_POLL_MAX_S = 2
     license_catalog_load(actor="system:test")
-    models = tmp_path / "models"
+    # The cluster's user reads the parent and writes the derivative beside it: a directory it can reach
+    # (pytest's own tmp_path lies under a root-only directory).
+    shared = Path(tempfile.mkdtemp(prefix="quantize-slurm-", dir="/var/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    models = shared / "models"
     shutil.copytree(CHECKPOINT, models / "tiny")
-    # The cluster's user writes the derivative next to the parent (one host: the test's own directory).
-    for path in (tmp_path, models):
+    for path in (shared, models):
         path.chmod(0o777)
     cluster = Cluster.objects.create(
         name="testcluster",
@@ -70,7 +75,7 @@ def test_quantize_through_slurm_registers_the_derivative(
         partition=testcluster["partition"],
         model_roots=[str(models)],
         python=QUANTIZE_PYTHON,
-        setup_lines=f"export PYTHONPATH={ROOT} OMP_NUM_THREADS=2 HF_HOME=/tmp/hf-govcluster",
+        setup_lines=f"export PYTHONPATH={ROOT} OMP_NUM_THREADS=2 HF_HOME=/tmp/hf-govcluster\n{CLUSTER_SETUP}",
         default_time_limit_s=1500,
     )
     parent = artifact_register(
