@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "governance.evaluations",
     "governance.approvals",
     "governance.calibration",
+    "governance.quantization",
     "governance.gate",
     "governance.observability",
     "governance.sso",
@@ -488,6 +489,10 @@ JOB_POLL_MAX_S = float(env_int("JOB_POLL_MAX_S", 60, minimum=1))
 JOB_LOST_GRACE_S = env_int("JOB_LOST_GRACE_S", 30, minimum=0)
 JOB_RETRY_GRACE_S = env_int("JOB_RETRY_GRACE_S", 30, minimum=0)
 CELERY_BEAT_SCHEDULE["jobs-resume"] = {"task": "jobs.resume", "schedule": max(RESUME_INTERVAL_S, 5.0)}
+# The interpreter that runs quantize jobs on the `local` cluster: llm-compressor 0.14 pins transformers
+# <=5.17, so it lives in its own environment (pip install -e '.[quantize]'); empty = the cluster's python.
+QUANTIZE_PYTHON = env_str("QUANTIZE_PYTHON", "")
+CELERY_BEAT_SCHEDULE["quantize-reconcile"] = {"task": "quantize.reconcile", "schedule": max(RESUME_INTERVAL_S, 5.0)}
 
 # --- audit trail ---
 AUDIT_ORIGIN = env_str("AUDIT_ORIGIN", "governance")

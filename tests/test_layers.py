@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "evaluations": 3,
     "deployments": 4,
     "calibration": 4,
+    "quantization": 4,  # quantize runs: artifacts + evaluations (jobs) + licenses
     "approvals": 5,
     "gate": 6,  # the gate reads the approvals' verified packet state
     "web": 7,  # the UI sits on every app, approvals and gate included

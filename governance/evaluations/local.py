@@ -1,12 +1,11 @@
 """The embedded default cluster: a `local` record whose jobs run on this host with this project's own
-interpreter and checkout, and the tiny random-weight test model the first eval run can use."""
+interpreter and checkout, and the trained tiny model (planner/tinylm) the first eval run can use."""
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import shlex
-import subprocess
+import shutil
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from governance.evaluations.models import Cluster, ExecutorKind
 
 logger = logging.getLogger(__name__)
 LOCAL_CLUSTER = "local"
-TINY_MODEL_DIR = "models/tiny-qwen3-moe"
+TINY_MODEL_DIR = "models/tiny-llama"
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
@@ -64,18 +63,17 @@ def local_cluster_ensure() -> tuple[Cluster, bool]:
 
 
 def tiny_model_ensure() -> Path | None:
-    """Write the tiny test checkpoint once, in a subprocess (torch never enters the web tier); None
-    when the eval extra (torch) is not installed here."""
+    """Copy the trained tiny model committed in planner/tinylm/checkpoint into the model root once
+    (the marker sits beside it, so the directory's digest is the committed checkpoint's own)."""
     target = Path(settings.VAR_DIR).resolve() / TINY_MODEL_DIR
-    if (target / ".complete").exists():
+    marker = target.with_name(f".{target.name}.complete")
+    if marker.exists() and target.is_dir():
         return target
-    if importlib.util.find_spec("torch") is None:
-        return None
-    subprocess.run(  # noqa: S603 - fixed argv: this interpreter and a module of the project
-        [sys.executable, "-m", "planner.evaljob.tiny", "--out", str(target)],
-        cwd=CHECKOUT,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+    source = CHECKOUT / "planner" / "tinylm" / "checkpoint"
+    staging = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    marker.write_text("planner/tinylm/checkpoint\n")
     return target

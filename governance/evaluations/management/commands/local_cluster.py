@@ -19,6 +19,6 @@ class Command(BaseCommand):
         )
         model = tiny_model_ensure()
         if model is None:
-            self.stdout.write("tiny test model: not made (torch is not installed; pip install -e '.[eval]')")
+            self.stdout.write("tiny test model: not made")
         else:
             self.stdout.write(f"tiny test model: {model}")

@@ -1,0 +1,195 @@
+"""Quantize runs in the service: who may ask, what is refused (naming the field), and registration of
+the derivative with its lineage and the parent license's derivative terms, exactly once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governance.artifacts.models import Derivation, ModelArtifact
+from governance.artifacts.services import artifact_register
+from governance.evaluations.models import Cluster, ExecutorKind, JobRunState
+from governance.licenses.services import license_catalog_load
+from governance.quantization.models import QuantizeRun, QuantizeStatus
+from governance.quantization.services import quantize_run_complete
+from planner.quantjob.manifest import manifest_digest
+from tests.conftest import Personas
+
+CHECKPOINT = Path(__file__).resolve().parents[2] / "planner" / "tinylm" / "checkpoint"
+ROOT = "/srv/models"
+
+
+@pytest.fixture
+def parent(personas: Personas) -> ModelArtifact:
+    license_catalog_load(actor="system:test")
+    return artifact_register(
+        actor=personas.requester,
+        team=personas.team,
+        data={
+            "name": "Llama-tiny",
+            "source_repo": "planner/tinylm",
+            "revision": "local",
+            "weights_digest": manifest_digest(CHECKPOINT),
+            "license": "llama-3.1",
+            "config": json.loads((CHECKPOINT / "config.json").read_text()),
+        },
+    )
+
+
+@pytest.fixture
+def cluster(db: None) -> Cluster:
+    return Cluster.objects.create(
+        name="local", executor=ExecutorKind.LOCAL, remote_root="/srv/jobs", model_roots=[ROOT], python="python3"
+    )
+
+
+def ask(personas: Personas, user: Any, parent: ModelArtifact, **change: Any) -> Any:
+    body = {
+        "parent": str(parent.code),
+        "cluster": "local",
+        "recipe": "w4a16-gptq",
+        "name": "Llama-tiny-w4a16",
+        "model_path": f"{ROOT}/tiny",
+        **change,
+    }
+    return personas.client(user).post("/api/v1/quantize", body, format="json")
+
+
+def finish(run: QuantizeRun, **result_change: Any) -> QuantizeRun:
+    """The job's end as the executor records it: a succeeded JobRun with the payload's result.json."""
+    assert run.job is not None
+    result = {
+        "name": run.derivative_name,
+        "checkpoint": run.output_path,
+        "manifest_digest": "sha256:" + "ab" * 32,
+        "parent_digest": run.parent.weights_digest,
+        "recipe": run.recipe,
+        "calibration": {"used": True, "sha256": "cd" * 32, "samples": 128},
+        "quantization_config": {"quant_method": "compressed-tensors"},
+        "config": {**json.loads((CHECKPOINT / "config.json").read_text()), "quantization_config": {}},
+        "versions": {"llmcompressor": "0.14.0.1", "compressed_tensors": "0.19.0"},
+        **result_change,
+    }
+    run.job.state, run.job.result = JobRunState.SUCCEEDED, result
+    run.job.save()
+    return quantize_run_complete(run_id=run.pk)
+
+
+def test_only_a_requester_of_the_parents_team_asks(personas: Personas, parent: ModelArtifact, cluster: Cluster) -> None:
+    assert ask(personas, personas.engineer, parent).status_code == 403
+    assert ask(personas, personas.outsider, parent).status_code == 403
+    # Another team's requester does not even see the parent.
+    answer = ask(personas, personas.other_requester, parent)
+    assert answer.status_code == 400
+    assert "parent" in json.dumps(answer.json())
+    assert ask(personas, personas.requester, parent).status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"recipe": "w3a3"}, "recipe"),
+        ({"name": "../../etc"}, "name"),
+        ({"model_path": "/etc/passwd"}, "model_path"),
+        ({"model_path": f"{ROOT}/../keys"}, "model_path"),
+        ({"cluster": "nowhere"}, "cluster"),
+        ({"calibration_path": "/home/secret.jsonl"}, "calibration_path"),
+        ({"distribution": "everyone"}, "distribution"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_field(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster, change: dict[str, Any], field: str
+) -> None:
+    answer = ask(personas, personas.requester, parent, **change)
+    assert answer.status_code == 400, answer.content
+    assert field in json.dumps(answer.json()), answer.json()
+    assert not QuantizeRun.objects.exists()
+
+
+def test_the_job_ships_the_recipe_as_data_and_a_fresh_output_path(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster
+) -> None:
+    body = ask(personas, personas.requester, parent).json()
+    run = QuantizeRun.objects.get(code=body["code"])
+    spec = json.loads(run.job.files["spec.json"])  # type: ignore[union-attr]
+    assert spec["recipe"]["modifiers"][0] == {
+        "type": "GPTQModifier",
+        "targets": ["Linear"],
+        "scheme": "W4A16",
+        "ignore": ["lm_head", "re:.*mlp.gate$"],
+    }
+    assert spec["parent_digest"] == parent.weights_digest
+    assert spec["output_dir"].startswith(f"{ROOT}/derivatives/Llama-tiny-w4a16-")
+    assert run.job.command[1:3] == ["-m", "planner.quantjob"]  # type: ignore[union-attr]
+
+
+def test_finished_job_registers_the_derivative_with_lineage_once(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster
+) -> None:
+    run = QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"])
+    run = finish(run)
+    assert run.status == QuantizeStatus.REGISTERED
+    derivative = run.derivative
+    assert derivative is not None
+    assert derivative.parent == parent
+    assert derivative.derivation == Derivation.QUANTIZE
+    assert derivative.weights_digest == "sha256:" + "ab" * 32
+    assert derivative.quantization_config["recipe"]["name"] == "w4a16-gptq"
+    assert run.calibration["sha256"] == "cd" * 32
+    assert run.tool_versions["llmcompressor"] == "0.14.0.1"
+    assert parent.license in {v.license for v in derivative.license_versions()}
+    codes = {(f["code"], f["severity"]) for f in run.license_findings}
+    assert ("naming.prefix", "obligation") in codes  # the rule is on the derivative, kept
+    assert not run.flagged
+    # A second delivery of the job's end changes nothing.
+    assert quantize_run_complete(run_id=run.pk).derivative == derivative
+    assert ModelArtifact.objects.filter(parent=parent).count() == 1
+    shown = personas.client(personas.engineer).get(f"/api/v1/quantize/{run.code}").json()
+    assert shown["derivative"] == str(derivative.code)
+    assert shown["output_path"] == run.output_path
+
+
+def test_a_llama_derivative_not_named_llama_is_flagged_before_review(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster
+) -> None:
+    run = QuantizeRun.objects.get(code=ask(personas, personas.requester, parent, name="tiny-w4").json()["code"])
+    run = finish(run)
+    assert run.status == QuantizeStatus.REGISTERED
+    assert run.flagged
+    blockers = [f for f in run.license_findings if f["severity"] == "blocker"]
+    assert [f["code"] for f in blockers] == ["naming.prefix"]
+    assert blockers[0]["params"]["prefix"] == "Llama"
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"parent_digest": "sha256:" + "00" * 32}, "parent_digest"),
+        ({"manifest_digest": "md5:x"}, "manifest_digest"),
+        ({"checkpoint": "/srv/models/other"}, "checkpoint"),
+        ({"recipe": {"name": "w4a16-rtn"}}, "recipe"),
+    ],
+)
+def test_a_result_that_does_not_check_out_registers_nothing(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster, change: dict[str, Any], reason: str
+) -> None:
+    run = QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"])
+    run = finish(run, **change)
+    assert run.status == QuantizeStatus.FAILED
+    assert reason in run.reason
+    assert run.derivative is None
+    assert not ModelArtifact.objects.filter(parent=parent).exists()
+
+
+def test_a_failed_job_names_the_refused_scheme(personas: Personas, parent: ModelArtifact, cluster: Cluster) -> None:
+    run = QuantizeRun.objects.get(code=ask(personas, personas.requester, parent, recipe="w4a8-gptq").json()["code"])
+    assert run.job is not None
+    run.job.state = JobRunState.FAILED
+    run.job.log_tail = "quantjob: error: scheme w4a8: the installed compressed-tensors has no W4A8 preset\n"
+    run.job.save()
+    run = quantize_run_complete(run_id=run.pk)
+    assert run.status == QuantizeStatus.FAILED
+    assert run.reason.startswith("scheme w4a8:")

@@ -1,0 +1,76 @@
+"""The quantize payload's restart rules, run for real in this interpreter: a requeued job whose
+checkpoint is complete only re-hashes it; a killed attempt's staging directory is removed and never
+becomes a checkpoint; a checkpoint whose files changed after registration fails the digest check."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from planner.quantjob import recipes
+from planner.quantjob.manifest import manifest_digest
+from planner.quantjob.run import run
+
+CHECKPOINT = Path(__file__).resolve().parents[2] / "planner" / "tinylm" / "checkpoint"
+
+
+def spec(target: Path, **change: object) -> dict[str, object]:
+    return {
+        "model_path": str(CHECKPOINT),
+        "parent_digest": manifest_digest(CHECKPOINT),
+        "recipe": recipes.recipe("w4a16-gptq"),
+        "output_dir": str(target),
+        "output_name": "Llama-tiny-w4a16",
+        **change,
+    }
+
+
+def test_a_requeued_job_with_a_complete_checkpoint_resumes_with_the_same_digest(tmp_path: Path) -> None:
+    target = tmp_path / "models" / "Llama-tiny-w4a16"
+    shutil.copytree(CHECKPOINT, target)  # what the attempt killed after its rename left behind
+    first = run(spec(target), tmp_path / "a2")
+    assert first["resumed"] is True
+    assert first["manifest_digest"] == manifest_digest(target)
+    assert json.loads((tmp_path / "a2" / "result.json").read_text())["manifest_digest"] == first["manifest_digest"]
+    assert run(spec(target), tmp_path / "a3")["manifest_digest"] == first["manifest_digest"]
+
+
+def test_a_killed_attempts_staging_directory_never_becomes_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import planner.quantjob.run as payload
+
+    # Stop right after the clean-up (as if the tool were missing): what matters is what the restart removed.
+    monkeypatch.setattr(payload, "available_presets", lambda: None)
+    target = tmp_path / "models" / "Llama-tiny-w4a16"
+    staging = tmp_path / "models" / ".Llama-tiny-w4a16.staging-1"
+    staging.mkdir(parents=True)
+    (staging / "model.safetensors").write_bytes(b"half written")
+    with pytest.raises(ValueError, match="not installed"):
+        run(spec(target), tmp_path / "a2")
+    assert not staging.exists()
+    assert not target.exists()
+
+
+def test_a_checkpoint_changed_after_registration_fails_the_digest_check(tmp_path: Path) -> None:
+    parent = tmp_path / "models" / "parent"
+    shutil.copytree(CHECKPOINT, parent)
+    registered = manifest_digest(parent)
+    (parent / "tokenizer_config.json").write_text("{}")  # one file edited after registration
+    with pytest.raises(ValueError, match="parent_digest"):
+        run(spec(tmp_path / "models" / "out", model_path=str(parent), parent_digest=registered), tmp_path / "a1")
+    assert not (tmp_path / "models" / "out").exists()
+
+
+def test_a_recipe_the_installed_tool_cannot_apply_is_refused_naming_the_scheme(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import planner.quantjob.run as payload
+
+    # The installed compressed-tensors' presets, minus W4A8: what an older release offers.
+    monkeypatch.setattr(payload, "available_presets", lambda: frozenset({"W4A16", "W8A8", "FP8_DYNAMIC"}))
+    with pytest.raises(ValueError, match=r"^scheme w4a8: .*W4A8"):
+        run(spec(tmp_path / "m" / "x", recipe=recipes.recipe("w4a8-gptq")), tmp_path / "a1")
