@@ -20,7 +20,7 @@ from governance.audit.services import audit_record, write_service
 from governance.core.errors import PermissionDeniedError, invalid_input
 from governance.core.roles import Role, has_role
 from governance.evaluations.evals import resolve_model_path
-from governance.evaluations.models import Cluster, ExecutorKind, JobKind, JobRun, JobRunState
+from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKind, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create
 from governance.licenses.selectors import license_evaluate
 from governance.quantization.models import QuantizeRun, QuantizeStatus
@@ -207,6 +207,11 @@ def _register(run: QuantizeRun, result: dict[str, Any]) -> None:
             "derivation": Derivation.QUANTIZE,
             "parent": parent,
         },
+    )
+    # Where the checkpoint lies on the cluster, so a served eval reads it in place (its files were
+    # hashed on the node into the digest just registered; the eval job checks them again).
+    ArtifactLocation.objects.update_or_create(
+        artifact=derivative, cluster=run.cluster, defaults={"path": run.output_path, "registered_by": actor}
     )
     spec = json.loads((run.job.files if run.job else {}).get("spec.json", "{}"))
     findings = derivative_findings(parent, run.derivative_name, spec.get("distribution", "public"))
