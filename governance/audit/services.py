@@ -197,7 +197,7 @@ def audit_record_with_insert(
     for field in model._meta.concrete_fields:
         if field.primary_key and getattr(instance, field.attname) is None:
             continue  # the database numbers the row
-        columns.append(field.column)
+        columns.append(str(field.column))
         values[f"row_{len(columns)}"] = field.get_db_prep_save(field.pre_save(instance, True), connection)
     event, prefix, suffix = _event(actor, action, obj, data, None)
     if connection.vendor != "postgresql":

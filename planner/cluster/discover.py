@@ -8,14 +8,14 @@ import socket
 import subprocess
 
 
-def _run(argv):
+def _run(argv: "list[str]") -> str:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False).stdout  # noqa: S603  (fixed argv)
     except (OSError, subprocess.TimeoutExpired):
         return ""
 
 
-def main():
+def main() -> None:
     nodes = []
     for line in _run(["sinfo", "-h", "-N", "-o", "%N|%P|%c|%m|%G|%t"]).splitlines():
         name, partition, cpus, memory, gres, state = (line.split("|") + [""] * 6)[:6]
