@@ -422,3 +422,6 @@ APPROVALS_ORGANISATION = env_str("APPROVALS_ORGANISATION", "Governance")
 APPROVALS_KEY_ENCRYPTION_KEY = env_secret("APPROVALS_KEY_ENCRYPTION_KEY", "")
 APPROVALS_KEK_PATH = env_str("APPROVALS_KEK_PATH", str(VAR_DIR / "keys" / "approvals-kek"))
 APPROVALS_MAX_UPLOAD_BYTES = env_int("APPROVALS_MAX_UPLOAD_BYTES", 20 * 1024 * 1024, minimum=1024)
+# Rendering and signing a packet run in the heavy worker under this soft limit (the hard limit is
+# 30 s more); a render past it fails naming the longest text field (docs/approvals.md).
+APPROVALS_RENDER_SOFT_TIME_LIMIT_S = env_int("APPROVALS_RENDER_SOFT_TIME_LIMIT_S", 60, minimum=5)

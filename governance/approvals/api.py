@@ -19,12 +19,13 @@ from rest_framework.throttling import BaseThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
 from governance.approvals import selectors, services
-from governance.approvals.choices import ROLE_GROUPS, Decision, SigningRole
-from governance.approvals.models import SignOff
+from governance.approvals.choices import ROLE_GROUPS, Decision, PacketStatus, SigningRole
+from governance.approvals.models import ApprovalPacket, SignOff
 from governance.core.errors import NotFoundError, PermissionDeniedError, invalid_input
 from governance.core.roles import has_role
 from governance.core.serializers import StrictSerializer
 from governance.deployments.api import DeploymentOutputSerializer
+from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import deployment_get
 
 
@@ -66,6 +67,21 @@ class VerifyApi(APIView):
         )
 
 
+def _packet_status(deployment: DeploymentRequest, packet: ApprovalPacket) -> Response:
+    """202 while the heavy worker renders the packet, 200 once it has a PDF."""
+    return Response(
+        {
+            "packet": str(packet.code),
+            "pdf_sha256": packet.pdf_sha256,
+            "status": packet.status,
+            "evidence_digest": packet.evidence_digest,
+            "pdf_url": selectors.packet_url(deployment),
+            "status_url": selectors.signoffs_url(deployment),
+        },
+        status=202 if packet.status == PacketStatus.RENDERING else 200,
+    )
+
+
 class PacketApi(APIView):
     """GET: the request's live packet (latest signed revision). POST (reviewers): render it now."""
 
@@ -80,21 +96,19 @@ class PacketApi(APIView):
         packet = selectors.live_packet(deployment, with_pdf=True)
         if packet is None:
             raise NotFoundError("no approval packet for this request yet")
+        if packet.status == PacketStatus.RENDERING:
+            return _packet_status(deployment, packet)
         return _pdf_response(bytes(packet.pdf), f"approval-{deployment.code}-{packet.pdf_sha256[:12]}.pdf")
 
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT, summary="Render the packet before signing (reviewers)")
+    @extend_schema(
+        request=None,
+        responses=OpenApiTypes.OBJECT,
+        summary="Render the packet before signing (reviewers): 202 while the heavy worker renders it",
+    )
     def post(self, request: Request, code: str) -> Response:
         deployment = deployment_get(_user(request), code)
         packet = services.packet_render_for_review(deployment=deployment, actor=_user(request))
-        return Response(
-            {
-                "packet": str(packet.code),
-                "pdf_sha256": packet.pdf_sha256,
-                "status": packet.status,
-                "evidence_digest": packet.evidence_digest,
-                "pdf_url": selectors.packet_url(deployment),
-            }
-        )
+        return _packet_status(deployment, packet)
 
 
 class PacketByHashApi(APIView):
@@ -142,6 +156,8 @@ def signoff_dict(signoff: SignOff) -> dict[str, Any]:
         "evidence_digest": signoff.evidence_digest,
         "certificate_sha256": signoff.certificate.fingerprint_sha256,
         "pdf_sha256": signoff.pdf_sha256,
+        "signature_status": signoff.signature_status,  # pending until the heavy worker signed the packet
+        "signature_error": signoff.signature_error,
         "voided_at": signoff.voided_at,
         "void_reason": signoff.void_reason,
     }
@@ -162,9 +178,12 @@ class SignOffApi(APIView):
             role: {decision: selectors.signoff_meaning(role, decision, user) for decision in Decision.values}
             for role in SigningRole.values
         }
+        packet = selectors.live_packet(deployment)
         return Response(
             {
                 "evidence_digest": deployment.evidence_digest,
+                "deployment_status": deployment.status,
+                "packet_status": packet.status if packet is not None else None,
                 "meanings": meanings,
                 "signoffs": [signoff_dict(s) for s in selectors.signoffs_of(deployment)],
             }
@@ -173,7 +192,7 @@ class SignOffApi(APIView):
     @extend_schema(
         request=SignOffInputSerializer,
         responses=OpenApiTypes.OBJECT,
-        summary="Sign off (approve or reject) with your password: a signature on the packet",
+        summary="Sign off (approve or reject) with your password: 202, the heavy worker then signs the packet",
     )
     def post(self, request: Request, code: str) -> Response:
         user = _user(request)
@@ -182,7 +201,8 @@ class SignOffApi(APIView):
         serializer.is_valid(raise_exception=True)
         signoff = services.sign_off(deployment=deployment, user=user, **serializer.validated_data)
         deployment.refresh_from_db(fields=["status"])
-        return Response({**signoff_dict(signoff), "deployment_status": deployment.status}, status=201)
+        body = {**signoff_dict(signoff), "deployment_status": deployment.status}
+        return Response({**body, "status_url": selectors.signoffs_url(deployment)}, status=202)
 
 
 class CaCertificateApi(APIView):
@@ -230,8 +250,8 @@ class DeploymentReviewApi(APIView):
 
     @extend_schema(
         request=ReviewInputSerializer,
-        responses=DeploymentOutputSerializer,
-        summary="Approve or reject the evidence digest you saw: a signed sign-off (password)",
+        responses={202: DeploymentOutputSerializer},
+        summary="Approve or reject the evidence digest you saw (password): 202, the heavy worker signs the packet",
     )
     def post(self, request: Request, code: str) -> Response:
         user = _user(request)
@@ -253,4 +273,4 @@ class DeploymentReviewApi(APIView):
             evidence_digest=data["evidence_digest"],
             comment=data["comment"],
         )
-        return Response(DeploymentOutputSerializer(deployment_get(user, code)).data)
+        return Response(DeploymentOutputSerializer(deployment_get(user, code)).data, status=202)

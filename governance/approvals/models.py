@@ -8,7 +8,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, RevocationReason, SigningRole
+from governance.approvals.choices import (
+    AuthorityKind,
+    Decision,
+    PacketStatus,
+    RevocationReason,
+    SignatureStatus,
+    SigningRole,
+)
 from governance.core.models import BaseModel
 from governance.deployments.models import DeploymentRequest, ReviewDecision
 
@@ -56,14 +63,15 @@ class SigningCertificate(BaseModel):
 
 class ApprovalPacket(BaseModel):
     """The PDF for one evidence digest of one request: rendered once, then signed in turn.
-    `pdf` is always the latest revision (each signature is an incremental update of it)."""
+    `pdf` is always the latest revision (each signature is an incremental update of it); it is
+    empty while the heavy worker renders the packet (status `rendering`) and when that failed."""
 
     deployment = models.ForeignKey(DeploymentRequest, on_delete=models.PROTECT, related_name="approval_packets")
     evidence_digest = models.CharField(max_length=64)
     status = models.CharField(max_length=10, choices=PacketStatus.choices, default=PacketStatus.RENDERED)
     pdf = models.BinaryField(editable=False)
     pdf_sha256 = models.CharField(max_length=64, db_index=True)  # serves the download by hash
-    rendered_at = models.DateTimeField()
+    rendered_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.TextField(blank=True)
@@ -96,7 +104,10 @@ class SignOff(BaseModel):
     evidence_digest = models.CharField(max_length=64)
     certificate = models.ForeignKey(SigningCertificate, on_delete=models.PROTECT, related_name="signoffs")
     field_name = models.CharField(max_length=40)
-    pdf_sha256 = models.CharField(max_length=64)  # the packet right after this signature
+    pdf_sha256 = models.CharField(max_length=64, blank=True)  # the packet right after this signature
+    # The decision is recorded first; the heavy worker signs the packet afterwards.
+    signature_status = models.CharField(max_length=8, choices=SignatureStatus.choices, default=SignatureStatus.SIGNED)
+    signature_error = models.TextField(blank=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.TextField(blank=True)
 

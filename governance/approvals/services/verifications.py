@@ -34,7 +34,13 @@ def verification_store(
 ) -> tuple[PacketReport, PacketVerification]:
     """Verify `data` and store the result (in the caller's transaction); the request is found from
     the packet's embedded evidence when not given."""
-    report = verify_bytes(data)
+    return verification_record(verify_bytes(data), deployment=deployment, actor=actor)
+
+
+def verification_record(
+    report: PacketReport, *, deployment: DeploymentRequest | None, actor: Actor
+) -> tuple[PacketReport, PacketVerification]:
+    """Store a verification already made (pyHanko's work done outside any lock), with its audit event."""
     if deployment is None and report.deployment_code:
         deployment = DeploymentRequest.objects.filter(code=report.deployment_code).first()
     current = bool(
