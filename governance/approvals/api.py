@@ -3,7 +3,7 @@ and sign off (the same service as the deployments review endpoint)."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -20,13 +20,17 @@ from rest_framework.views import APIView
 
 from governance.approvals import selectors, services
 from governance.approvals.choices import ROLE_GROUPS, Decision, PacketStatus, SigningRole
-from governance.approvals.models import ApprovalPacket, SignOff
+from governance.approvals.models import ApprovalPacket, PacketVerification, SignOff
 from governance.core.errors import NotFoundError, PermissionDeniedError, invalid_input
+from governance.core.permissions import HasAnyRole
 from governance.core.roles import has_role
 from governance.core.serializers import StrictSerializer
 from governance.deployments.api import DeploymentOutputSerializer
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import deployment_get
+
+if TYPE_CHECKING:
+    from governance.approvals.verification import PacketReport
 
 
 def _user(request: Request) -> User:
@@ -43,12 +47,34 @@ class VerifyInputSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="the approval packet PDF")
 
 
-class VerifyApi(APIView):
-    """Anyone signed in may verify a packet: the answer says only what the file itself proves,
-    plus whether its evidence digest is still the request's current one."""
+class VerifyRateThrottle(UserRateThrottle):
+    """Verifying costs CPU: uploads per user (VERIFY_THROTTLE_RATE), the web form counted in the same
+    budget (it calls this throttle too)."""
 
-    permission_classes = [IsAuthenticated]
+    scope = "verify"
+
+    def get_rate(self) -> str:
+        return str(settings.VERIFY_RATE)
+
+
+def verify_upload(data: bytes, actor: User) -> tuple[PacketReport, PacketVerification]:
+    """The API's and the web form's verification: a refused file is a 400 naming the problem."""
+    from governance.approvals.verification import UploadRefused
+
+    try:
+        return services.packet_verify(data=data, actor=actor)
+    except UploadRefused as refused:
+        raise invalid_input("file", str(refused)) from None
+
+
+class VerifyApi(APIView):
+    """Anyone with a role may verify a packet: the answer says only what the file itself proves,
+    plus whether its evidence digest is still the request's current one (for a valid packet).
+    The file is bounded (APPROVALS_VERIFY_*) before any signature is validated."""
+
+    permission_classes = [HasAnyRole]
     parser_classes = [MultiPartParser, FormParser]
+    throttle_classes = [VerifyRateThrottle]
 
     @extend_schema(
         request={"multipart/form-data": VerifyInputSerializer},
@@ -61,7 +87,7 @@ class VerifyApi(APIView):
         upload = serializer.validated_data["file"]
         if upload.size > settings.APPROVALS_MAX_UPLOAD_BYTES:
             raise invalid_input("file", f"larger than {settings.APPROVALS_MAX_UPLOAD_BYTES} bytes")
-        report, stored = services.packet_verify(data=upload.read(), actor=_user(request))
+        report, stored = verify_upload(upload.read(), _user(request))
         return Response(
             {**report.as_dict(), "evidence_current": stored.evidence_current, "verified_at": stored.verified_at}
         )
