@@ -19,6 +19,7 @@ from rest_framework.throttling import BaseThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
 from governance.approvals import selectors, services
+from governance.approvals.attempts import SignOffRateThrottle, signoff_attempt
 from governance.approvals.choices import ROLE_GROUPS, Decision, PacketStatus, SigningRole
 from governance.approvals.models import ApprovalPacket, PacketVerification, SignOff
 from governance.core.errors import NotFoundError, PermissionDeniedError, invalid_input
@@ -154,19 +155,34 @@ class PacketByHashApi(APIView):
         return _pdf_response(data, f"approval-{deployment.code}-{sha256[:12]}.pdf")
 
 
-class SignOffRateThrottle(UserRateThrottle):
-    """Signing re-enters the password: attempts per user are limited (SIGNOFF_THROTTLE_RATE), so a
-    stolen session cannot guess a reviewer's password through the sign-off endpoints."""
-
-    scope = "signoff"
-
-
 class SignOffInputSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=SigningRole.choices)
     decision = serializers.ChoiceField(choices=Decision.choices)
     password = serializers.CharField(max_length=4096, trim_whitespace=False, write_only=True)
     evidence_digest = serializers.RegexField(r"^[0-9a-f]{64}$")
     comment = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
+
+
+def _attempt(
+    request: Request, deployment: DeploymentRequest, user: User, role: str, decision: str, data: dict[str, Any]
+) -> SignOff:
+    """One sign-off attempt under django-axes' lockout (the throttle already spent one of the budget)."""
+    return signoff_attempt(
+        request._request,
+        user,
+        lambda: services.sign_off(
+            deployment=deployment,
+            user=user,
+            role=role,
+            decision=decision,
+            password=data["password"],
+            evidence_digest=data["evidence_digest"],
+            comment=data.get("comment", ""),
+        ),
+        lambda: services.signoff_refuse_locked_out(
+            deployment=deployment, user=user, role=role, decision=decision, evidence_digest=data["evidence_digest"]
+        ),
+    )
 
 
 def signoff_dict(signoff: SignOff) -> dict[str, Any]:
@@ -225,7 +241,8 @@ class SignOffApi(APIView):
         deployment = deployment_get(user, code)
         serializer = SignOffInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        signoff = services.sign_off(deployment=deployment, user=user, **serializer.validated_data)
+        data = serializer.validated_data
+        signoff = _attempt(request, deployment, user, data["role"], data["decision"], data)
         deployment.refresh_from_db(fields=["status"])
         body = {**signoff_dict(signoff), "deployment_status": deployment.status}
         return Response({**body, "status_url": selectors.signoffs_url(deployment)}, status=202)
@@ -290,13 +307,5 @@ class DeploymentReviewApi(APIView):
         role = data.get("role") or selectors.only_signing_role(user)
         if role is None:
             raise invalid_input("role", f"say which role you sign as: {', '.join(SigningRole.values)}")
-        services.sign_off(
-            deployment=deployment,
-            user=user,
-            role=role,
-            decision=data["verdict"],
-            password=data["password"],
-            evidence_digest=data["evidence_digest"],
-            comment=data["comment"],
-        )
+        _attempt(request, deployment, user, role, data["verdict"], data)
         return Response(DeploymentOutputSerializer(deployment_get(user, code)).data, status=202)

@@ -57,6 +57,7 @@ class RefusalCode(models.TextChoices):
     ROLE_NOT_HELD = "role.not_held"
     OWN_TEAM = "team.own"
     WRONG_PASSWORD = "password.wrong"  # noqa: S105 - a refusal code, not a password
+    LOCKED_OUT = "account.locked_out"  # django-axes: too many failed logins or sign-off passwords
     NOT_IN_REVIEW = "status.not_in_review"
     STALE_DIGEST = "evidence.stale"
     WRONG_ORDER = "order.legal_first"

@@ -22,7 +22,7 @@ from governance.approvals.services.packet_jobs import (
     signoff_sign,
 )
 from governance.approvals.services.packets import packet_input, packet_queue, packet_render_for_review, signoffs_void
-from governance.approvals.services.signoffs import SignOffRefused, sign_off
+from governance.approvals.services.signoffs import SignOffRefused, sign_off, signoff_refuse_locked_out
 from governance.approvals.services.verifications import packet_verify, verify_bytes
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "packet_verify",
     "pki_init",
     "sign_off",
+    "signoff_refuse_locked_out",
     "signoff_sign",
     "signoffs_void",
     "verify_bytes",

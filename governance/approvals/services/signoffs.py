@@ -104,6 +104,31 @@ def sign_off(
         raise refusal.error from None
 
 
+def signoff_refuse_locked_out(
+    *, deployment: DeploymentRequest, user: User, role: str, decision: str, evidence_digest: str
+) -> None:
+    """The account is locked out (django-axes): audit the refusal, then raise it (403)."""
+    error = _refuse(
+        RefusalCode.LOCKED_OUT,
+        "too many failed logins or sign-off passwords: this account is locked out for a while",
+        status=403,
+    ).error
+    with transaction.atomic():
+        audit_record(
+            actor=user,
+            action=AuditAction.SIGNOFF_REFUSED,
+            obj=deployment,
+            data={
+                "role": role,
+                "decision": decision,
+                "code": str(RefusalCode.LOCKED_OUT),
+                "message": error.message,
+                "evidence_digest": evidence_digest,
+            },
+        )
+    raise error
+
+
 def _sign_off(
     deployment: DeploymentRequest,
     user: User,
