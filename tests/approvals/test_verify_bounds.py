@@ -6,97 +6,30 @@ The signed packet here is made in memory (no database, no request flow): one per
 
 from __future__ import annotations
 
-import io
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from pyhanko.pdf_utils import generic
-from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 from rest_framework.test import APIClient
 
 from governance.approvals import pki
-from governance.approvals.packet import PacketInput, html_to_pdfa, render_packet
-from governance.approvals.selectors import meaning_templates
-from governance.approvals.signing import SigningParty, StampText, sign_packet
+from governance.approvals.packet import html_to_pdfa, render_packet
 from governance.approvals.verification import UploadRefused, VerifyLimits, verify_packet
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
-from governance.core.canonical import canonical_sha256
 from governance.deployments.models import DeploymentRequest
 from tests.approvals.conftest import as_file
+from tests.approvals.crafted import Signed, packet_input, signed_packet, with_fields_pointing_at_the_first_signature
 from tests.conftest import Personas
-
-
-@dataclass(frozen=True)
-class Signed:
-    pdf: bytes
-    ca: x509.Certificate
-    crl: bytes
-
-
-def _input(code: str = "bench", digest: str | None = None) -> PacketInput:
-    evidence: dict[str, Any] = {"request": {"product_name": "p", "team": "t"}, "obligations": []}
-    return PacketInput(
-        deployment_code=code,
-        evidence_digest=digest or canonical_sha256(evidence),
-        evidence=evidence,
-        eval_categories={},
-        audit_checkpoint=None,
-        signatures=meaning_templates(),
-        organisation="Test Org",
-    )
 
 
 @pytest.fixture(scope="module")
 def signed() -> Signed:
-    ca = pki.make_root_ca("Test Org")
-    tsa = pki.make_tsa(ca, "Test Org")
-    pdf = render_packet(_input())
-    for field, role, certify in (("LegalApproval", "legal", True), ("EngineeringApproval", "engineering", False)):
-        who = pki.make_signer(ca, "Test Org", full_name=f"{role} reviewer", username=role, role=role)
-        pdf = sign_packet(
-            pdf,
-            field_name=field,
-            certify=certify,
-            signer=SigningParty(who.certificate, who.key),
-            ca_certificate=ca.certificate,
-            tsa=SigningParty(tsa.certificate, tsa.key),
-            reason="test",
-            stamp=StampText(signer_name=role, role=role, decision="approve", meaning_short="approval", fingerprint="f"),
-        )
-    crl = pki.make_crl(ca, [], number=1).public_bytes(serialization.Encoding.DER)
-    return Signed(pdf, ca.certificate, crl)
+    return signed_packet()
 
 
 def _verify(signed: Signed, data: bytes, limits: VerifyLimits | None = None) -> Any:
     return verify_packet(data, trust_root=signed.ca, crls=[signed.crl], limits=limits)
-
-
-def _with_fields_pointing_at_the_first_signature(pdf: bytes, count: int) -> bytes:
-    """The attack of finding 2: an incremental update adding `count` signature fields whose value
-    is the packet's existing signature, so each is validated again."""
-    writer = IncrementalPdfFileWriter(io.BytesIO(pdf))
-    form = writer.root["/AcroForm"]
-    fields = form["/Fields"]
-    value = next(f.get_object().raw_get("/V") for f in fields if "/V" in f.get_object())
-    for index in range(count):
-        field = generic.DictionaryObject(
-            {
-                generic.NameObject("/FT"): generic.NameObject("/Sig"),
-                generic.NameObject("/T"): generic.TextStringObject(f"Extra{index}"),
-                generic.NameObject("/V"): value,
-            }
-        )
-        fields.append(writer.add_object(field))
-    writer.update_container(fields if isinstance(fields, generic.IndirectObject) else form)
-    writer.update_root()
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
 
 
 def test_the_signed_packet_verifies(signed: Signed) -> None:
@@ -104,13 +37,13 @@ def test_the_signed_packet_verifies(signed: Signed) -> None:
 
 
 def test_twenty_fields_on_one_signature_are_refused_at_once(signed: Signed) -> None:
-    crafted = _with_fields_pointing_at_the_first_signature(signed.pdf, 20)
+    crafted = with_fields_pointing_at_the_first_signature(signed.pdf, 20)
     start = time.perf_counter()
     with pytest.raises(UploadRefused, match="22 signature fields"):
         _verify(signed, crafted)
     assert time.perf_counter() - start < 2
     with pytest.raises(UploadRefused, match="same signature value"):
-        _verify(signed, _with_fields_pointing_at_the_first_signature(signed.pdf, 1))
+        _verify(signed, with_fields_pointing_at_the_first_signature(signed.pdf, 1))
 
 
 def test_too_many_revisions_are_refused(signed: Signed) -> None:
@@ -177,7 +110,7 @@ def test_the_timeline_shows_only_uploads_by_readers_and_forgeries_are_not_curren
 
     code = Flow(personas).create(artifacts["apache"])["code"]
     deployment = DeploymentRequest.objects.get(code=code)
-    forged = render_packet(_input(code, deployment.evidence_digest))  # states the current digest, unsigned
+    forged = render_packet(packet_input(code, deployment.evidence_digest))  # states the current digest, unsigned
     outsider_upload = _upload(personas.other_requester, forged)
     assert outsider_upload.status_code == 200, outsider_upload.json()
     assert outsider_upload.json()["evidence_current"] is False
