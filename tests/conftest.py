@@ -136,7 +136,9 @@ def start_worker(queue: str, log_path: Path, audit_key_path: Path | None = None)
     env = dict(os.environ)
     if audit_key_path is not None:  # a packet render signs a checkpoint in the worker
         env["AUDIT_SIGNING_KEY_PATH"] = str(audit_key_path)
-        env["AUDIT_CHECKPOINT_PUBLISH_PATH"] = str(audit_key_path.parent / "published-checkpoints.jsonl")
+        # No published log in the worker: it outlives each test's database, and a log kept across
+        # them would name checkpoints beyond a fresh trail's head (refused as events removed).
+        env["AUDIT_CHECKPOINT_PUBLISH_PATH"] = ""
     env.update(
         DJANGO_SETTINGS_MODULE="governance.settings_tests",
         DATABASE_URL=_database_url_for_tests(),
