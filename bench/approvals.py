@@ -2,9 +2,16 @@
 sign it as legal (certification) and engineering (incremental), verify it; each as a ratio to
 rendering the same HTML with bare WeasyPrint (no PDF/A, no attachment, no fields) in the same run.
 
-    .venv/bin/python bench/approvals.py [--runs 7]
+    .venv/bin/python bench/approvals.py [--runs 7] [--gate]
 
 Target: render + two signatures <= 1.5 s median. Needs no database (keys are made in memory).
+
+Issue 29 adds, in the same run: the render of the largest input the API accepts (4,000 CJK
+characters without a space in an obligation's how_met; target <= 10 s), the verification of a
+crafted upload (the packet plus 20 signature fields pointing at its signature; target: refused or
+<= 2 s), and with --gate the gate-check and login p99 during renders and crafted uploads against
+idle, through gunicorn as the Dockerfile starts it (tests/resilience/test_approvals_load.py, which
+needs DATABASE_URL at PostgreSQL and redis-server; target <= 2x).
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_S = 1.5
+MAX_INPUT_TARGET_S = 10.0
+CRAFTED_VERIFY_TARGET_S = 2.0
 
 
 def _setup() -> None:
@@ -123,6 +132,7 @@ def _median(fn: Callable[[], object], runs: int) -> tuple[float, object]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--gate", action="store_true", help="also run the gate p99 fault test (PostgreSQL, Redis)")
     args = parser.parse_args()
     _setup()
     from cryptography.hazmat.primitives import serialization
@@ -206,6 +216,66 @@ def main() -> None:
     print(
         f"target render + two signatures <= {TARGET_S} s: {'met' if total <= TARGET_S else 'NOT met'} ({total:.3f} s)"
     )
+    _issue29(args, data, bare, final, ca.certificate, crl)
+
+
+def _issue29(args: argparse.Namespace, data: object, bare: float, final: bytes, ca: object, crl: bytes) -> None:
+    """Render of the largest allowed input, verify of a crafted upload, and (--gate) gate p99."""
+    import dataclasses
+
+    from governance.approvals.packet import PacketInput, render_packet
+    from governance.approvals.verification import UploadRefused, verify_packet
+    from governance.core.canonical import canonical_sha256
+    from tests.approvals.crafted import with_fields_pointing_at_the_first_signature
+
+    assert isinstance(data, PacketInput)
+    evidence = {
+        **data.evidence,
+        "obligations": [{**data.evidence["obligations"][0], "how_met": "义" * 4000}],  # the API's max_length
+    }
+    largest = dataclasses.replace(data, evidence=evidence, evidence_digest=canonical_sha256(evidence))
+    runs = max(1, min(args.runs, 3))
+    largest_s, _ = _median(lambda: render_packet(largest), runs)
+    crafted = with_fields_pointing_at_the_first_signature(final, 20)
+
+    def verify_crafted() -> str:
+        try:
+            verify_packet(crafted, trust_root=ca, crls=[crl])  # type: ignore[arg-type]
+        except UploadRefused as refused:
+            return f"refused: {refused}"
+        return "verified"
+
+    crafted_s, outcome = _median(verify_crafted, args.runs)
+    print(f"{'render, 4,000 CJK chars in how_met':38s} {largest_s:9.3f} {largest_s / bare:8.2f}")
+    print(f"{'verify, packet + 20 crafted fields':38s} {crafted_s:9.3f} {crafted_s / bare:8.2f}  ({outcome})")
+    print(
+        f"target largest input <= {MAX_INPUT_TARGET_S} s: {'met' if largest_s <= MAX_INPUT_TARGET_S else 'NOT met'}; "
+        f"crafted upload refused or <= {CRAFTED_VERIFY_TARGET_S} s: "
+        f"{'met' if str(outcome).startswith('refused') or crafted_s <= CRAFTED_VERIFY_TARGET_S else 'NOT met'}"
+    )
+    if args.gate:
+        import subprocess
+
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "tests/resilience/test_approvals_load.py",
+                "-q",
+                "-s",
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        lines = [line for line in result.stdout.splitlines() if "p99" in line or "passed" in line or "failed" in line]
+        print("gate + login p99 (gunicorn as in the Dockerfile; target during <= 2x idle):")
+        for line in lines:
+            print("  " + line)
 
 
 if __name__ == "__main__":

@@ -112,6 +112,11 @@ def seed() -> None:
             password=f"pw-{reviewer.username}",
             evidence_digest=deployment.evidence_digest,
         )
+    from governance.approvals.models import ApprovalPacket
+    from governance.approvals.services import packet_complete
+
+    # The heavy worker's part (render and sign), inline.
+    packet_complete(packet_id=ApprovalPacket.objects.get(deployment=deployment, voided_at__isnull=True).pk)
     deployment.refresh_from_db()
     assert deployment.status == "approved", deployment.status
     stored = CapacityPlan.objects.get(pk=plan.pk)

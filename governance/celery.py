@@ -13,11 +13,11 @@ if "DJANGO_SETTINGS_MODULE" not in os.environ:  # the celery CLI from a checkout
     load_local_env()  # reads the same .env as manage.py (the environment wins)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
 
-HEAVY_TASKS = frozenset({"capacity.compute_plan"})
+HEAVY_TASKS = frozenset({"capacity.compute_plan", "approvals.packet_complete"})
 
 
 def route_task(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any) -> dict[str, str] | None:
-    """Heavy planner work goes to its own queue (CELERY_HEAVY_QUEUE, its own worker), everything
+    """Heavy planner and PDF work goes to its own queue (CELERY_HEAVY_QUEUE, its own worker), everything
     else to the default queue: a user's burst of big plans never delays the others' tasks."""
     from django.conf import settings
 

@@ -221,6 +221,8 @@ AXES_RESET_ON_SUCCESS = True
 LOGIN_RATE = env_str("LOGIN_RATE", "30/m")
 # Sign-offs re-enter the password: attempts per user, for the API (DRF) and the web form (django-ratelimit).
 SIGNOFF_RATE = env_str("SIGNOFF_THROTTLE_RATE", "10/m")
+# Verifying an uploaded packet costs CPU: uploads per user, API and web form counted together.
+VERIFY_RATE = env_str("VERIFY_THROTTLE_RATE", "20/m")
 RATELIMIT_VIEW = "governance.core.middleware.too_many_requests"
 
 # Throttle counters live in the cache: Redis when configured, shared by every worker process.
@@ -282,6 +284,7 @@ REST_FRAMEWORK = {
         "gate": env_str("GATE_THROTTLE_RATE", "120/minute"),
         "tokens": env_str("TOKEN_THROTTLE_RATE", "30/hour"),
         "signoff": SIGNOFF_RATE,
+        "verify": VERIFY_RATE,
     },
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
@@ -515,3 +518,11 @@ APPROVALS_ORGANISATION = env_str("APPROVALS_ORGANISATION", "Governance")
 APPROVALS_KEY_ENCRYPTION_KEY = env_secret("APPROVALS_KEY_ENCRYPTION_KEY", "")
 APPROVALS_KEK_PATH = env_str("APPROVALS_KEK_PATH", str(VAR_DIR / "keys" / "approvals-kek"))
 APPROVALS_MAX_UPLOAD_BYTES = env_int("APPROVALS_MAX_UPLOAD_BYTES", 20 * 1024 * 1024, minimum=1024)
+# Rendering and signing a packet run in the heavy worker under this soft limit (the hard limit is
+# 30 s more); a render past it fails naming the longest text field (docs/approvals.md).
+# Bounds on verifying an uploaded packet (governance/approvals/verification.py VerifyLimits): a file
+# over one is refused with 400 before any signature is validated.
+APPROVALS_VERIFY_MAX_SIGNATURES = env_int("APPROVALS_VERIFY_MAX_SIGNATURES", 4, minimum=2)
+APPROVALS_VERIFY_MAX_REVISIONS = env_int("APPROVALS_VERIFY_MAX_REVISIONS", 6, minimum=4)
+APPROVALS_VERIFY_MAX_EVIDENCE_BYTES = env_int("APPROVALS_VERIFY_MAX_EVIDENCE_BYTES", 8 * 1024 * 1024, minimum=65536)
+APPROVALS_RENDER_SOFT_TIME_LIMIT_S = env_int("APPROVALS_RENDER_SOFT_TIME_LIMIT_S", 60, minimum=5)

@@ -128,11 +128,17 @@ class WorkerHandle:
     queue: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    audit_key_path: Path | None = None  # the worker signs audit checkpoints with this key (packets)
 
 
-def start_worker(queue: str, log_path: Path) -> subprocess.Popen[bytes]:
+def start_worker(queue: str, log_path: Path, audit_key_path: Path | None = None) -> subprocess.Popen[bytes]:
     """A real `celery worker` process consuming `queue`, against the test database."""
     env = dict(os.environ)
+    if audit_key_path is not None:  # a packet render signs a checkpoint in the worker
+        env["AUDIT_SIGNING_KEY_PATH"] = str(audit_key_path)
+        # No published log in the worker: it outlives each test's database, and a log kept across
+        # them would name checkpoints beyond a fresh trail's head (refused as events removed).
+        env["AUDIT_CHECKPOINT_PUBLISH_PATH"] = ""
     env.update(
         DJANGO_SETTINGS_MODULE="governance.settings_tests",
         DATABASE_URL=_database_url_for_tests(),
@@ -195,10 +201,15 @@ def celery_worker(
 ) -> Iterator[WorkerHandle]:
     """A real worker on the configured broker, on a queue of its own, against the test database.
     Tests using it need `transaction=True` (the worker only sees committed rows)."""
+    from governance.audit.keys import generate_signing_key
+
     queue = f"test-{uuid.uuid4().hex[:12]}"
-    log_path = tmp_path_factory.mktemp("celery") / "worker.log"
-    process = start_worker(queue, log_path)
-    handle = WorkerHandle(queue=queue, process=process, log_path=log_path)
+    folder = tmp_path_factory.mktemp("celery")
+    log_path = folder / "worker.log"
+    audit_key_path = folder / "audit-ed25519.pem"
+    generate_signing_key(audit_key_path)
+    process = start_worker(queue, log_path, audit_key_path)
+    handle = WorkerHandle(queue=queue, process=process, log_path=log_path, audit_key_path=audit_key_path)
     try:
         wait_for_worker(process, queue, log_path)
         yield handle

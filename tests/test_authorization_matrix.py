@@ -98,10 +98,13 @@ def _signoff_body(world: World, persona: str) -> dict[str, Any]:
 
 
 def _render_packet(world: World) -> None:
-    from governance.approvals.services import packet_render_for_review
+    from governance.approvals.services import packet_complete, packet_render_for_review
 
     deployment = DeploymentRequest.objects.get(code=world.ids["own_review"])
-    world.ids["packet_sha"] = packet_render_for_review(deployment=deployment, actor=world.personas.legal).pdf_sha256
+    packet = packet_render_for_review(deployment=deployment, actor=world.personas.legal)
+    packet_complete(packet_id=packet.pk)  # the heavy worker's render, inline
+    packet.refresh_from_db()
+    world.ids["packet_sha"] = packet.pdf_sha256
 
 
 def _proposed_waiver(world: World) -> None:

@@ -3,7 +3,7 @@ and sign off (the same service as the deployments review endpoint)."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -19,14 +19,20 @@ from rest_framework.throttling import BaseThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
 from governance.approvals import selectors, services
-from governance.approvals.choices import ROLE_GROUPS, Decision, SigningRole
-from governance.approvals.models import SignOff
+from governance.approvals.attempts import SignOffRateThrottle, signoff_attempt
+from governance.approvals.choices import ROLE_GROUPS, Decision, PacketStatus, SigningRole
+from governance.approvals.models import ApprovalPacket, PacketVerification, SignOff
 from governance.core.errors import NotFoundError, PermissionDeniedError, invalid_input
+from governance.core.permissions import HasAnyRole
 from governance.core.roles import has_role
 from governance.core.serializers import StrictSerializer
 from governance.deployments.api import DeploymentOutputSerializer
+from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import deployment_get
 from governance.sso.selectors import step_up_auth_time, step_up_consume
+
+if TYPE_CHECKING:
+    from governance.approvals.verification import PacketReport
 
 
 def _user(request: Request) -> User:
@@ -43,12 +49,34 @@ class VerifyInputSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="the approval packet PDF")
 
 
-class VerifyApi(APIView):
-    """Anyone signed in may verify a packet: the answer says only what the file itself proves,
-    plus whether its evidence digest is still the request's current one."""
+class VerifyRateThrottle(UserRateThrottle):
+    """Verifying costs CPU: uploads per user (VERIFY_THROTTLE_RATE), the web form counted in the same
+    budget (it calls this throttle too)."""
 
-    permission_classes = [IsAuthenticated]
+    scope = "verify"
+
+    def get_rate(self) -> str:
+        return str(settings.VERIFY_RATE)
+
+
+def verify_upload(data: bytes, actor: User) -> tuple[PacketReport, PacketVerification]:
+    """The API's and the web form's verification: a refused file is a 400 naming the problem."""
+    from governance.approvals.verification import UploadRefused
+
+    try:
+        return services.packet_verify(data=data, actor=actor)
+    except UploadRefused as refused:
+        raise invalid_input("file", str(refused)) from None
+
+
+class VerifyApi(APIView):
+    """Anyone with a role may verify a packet: the answer says only what the file itself proves,
+    plus whether its evidence digest is still the request's current one (for a valid packet).
+    The file is bounded (APPROVALS_VERIFY_*) before any signature is validated."""
+
+    permission_classes = [HasAnyRole]
     parser_classes = [MultiPartParser, FormParser]
+    throttle_classes = [VerifyRateThrottle]
 
     @extend_schema(
         request={"multipart/form-data": VerifyInputSerializer},
@@ -61,10 +89,25 @@ class VerifyApi(APIView):
         upload = serializer.validated_data["file"]
         if upload.size > settings.APPROVALS_MAX_UPLOAD_BYTES:
             raise invalid_input("file", f"larger than {settings.APPROVALS_MAX_UPLOAD_BYTES} bytes")
-        report, stored = services.packet_verify(data=upload.read(), actor=_user(request))
+        report, stored = verify_upload(upload.read(), _user(request))
         return Response(
             {**report.as_dict(), "evidence_current": stored.evidence_current, "verified_at": stored.verified_at}
         )
+
+
+def _packet_status(deployment: DeploymentRequest, packet: ApprovalPacket) -> Response:
+    """202 while the heavy worker renders the packet, 200 once it has a PDF."""
+    return Response(
+        {
+            "packet": str(packet.code),
+            "pdf_sha256": packet.pdf_sha256,
+            "status": packet.status,
+            "evidence_digest": packet.evidence_digest,
+            "pdf_url": selectors.packet_url(deployment),
+            "status_url": selectors.signoffs_url(deployment),
+        },
+        status=202 if packet.status == PacketStatus.RENDERING else 200,
+    )
 
 
 class PacketApi(APIView):
@@ -81,21 +124,19 @@ class PacketApi(APIView):
         packet = selectors.live_packet(deployment, with_pdf=True)
         if packet is None:
             raise NotFoundError("no approval packet for this request yet")
+        if packet.status == PacketStatus.RENDERING:
+            return _packet_status(deployment, packet)
         return _pdf_response(bytes(packet.pdf), f"approval-{deployment.code}-{packet.pdf_sha256[:12]}.pdf")
 
-    @extend_schema(request=None, responses=OpenApiTypes.OBJECT, summary="Render the packet before signing (reviewers)")
+    @extend_schema(
+        request=None,
+        responses=OpenApiTypes.OBJECT,
+        summary="Render the packet before signing (reviewers): 202 while the heavy worker renders it",
+    )
     def post(self, request: Request, code: str) -> Response:
         deployment = deployment_get(_user(request), code)
         packet = services.packet_render_for_review(deployment=deployment, actor=_user(request))
-        return Response(
-            {
-                "packet": str(packet.code),
-                "pdf_sha256": packet.pdf_sha256,
-                "status": packet.status,
-                "evidence_digest": packet.evidence_digest,
-                "pdf_url": selectors.packet_url(deployment),
-            }
-        )
+        return _packet_status(deployment, packet)
 
 
 class PacketByHashApi(APIView):
@@ -115,13 +156,6 @@ class PacketByHashApi(APIView):
         return _pdf_response(data, f"approval-{deployment.code}-{sha256[:12]}.pdf")
 
 
-class SignOffRateThrottle(UserRateThrottle):
-    """Signing re-enters the password: attempts per user are limited (SIGNOFF_THROTTLE_RATE), so a
-    stolen session cannot guess a reviewer's password through the sign-off endpoints."""
-
-    scope = "signoff"
-
-
 class SignOffInputSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=SigningRole.choices)
     decision = serializers.ChoiceField(choices=Decision.choices)
@@ -131,6 +165,29 @@ class SignOffInputSerializer(StrictSerializer):
     )
     evidence_digest = serializers.RegexField(r"^[0-9a-f]{64}$")
     comment = serializers.CharField(max_length=4000, required=False, allow_blank=True, default="")
+
+
+def _attempt(
+    request: Request, deployment: DeploymentRequest, user: User, role: str, decision: str, data: dict[str, Any]
+) -> SignOff:
+    """One sign-off attempt under django-axes' lockout (the throttle already spent one of the budget)."""
+    return signoff_attempt(
+        request._request,
+        user,
+        lambda: services.sign_off(
+            deployment=deployment,
+            user=user,
+            role=role,
+            decision=decision,
+            password=data["password"],
+            step_up_auth_time=step_up_auth_time(request._request, user),
+            evidence_digest=data["evidence_digest"],
+            comment=data.get("comment", ""),
+        ),
+        lambda: services.signoff_refuse_locked_out(
+            deployment=deployment, user=user, role=role, decision=decision, evidence_digest=data["evidence_digest"]
+        ),
+    )
 
 
 def signoff_dict(signoff: SignOff) -> dict[str, Any]:
@@ -147,6 +204,8 @@ def signoff_dict(signoff: SignOff) -> dict[str, Any]:
         "certificate_sha256": signoff.certificate.fingerprint_sha256,
         "pdf_sha256": signoff.pdf_sha256,
         "auth_method": signoff.auth_method,
+        "signature_status": signoff.signature_status,  # pending until the heavy worker signed the packet
+        "signature_error": signoff.signature_error,
         "voided_at": signoff.voided_at,
         "void_reason": signoff.void_reason,
     }
@@ -167,9 +226,12 @@ class SignOffApi(APIView):
             role: {decision: selectors.signoff_meaning(role, decision, user) for decision in Decision.values}
             for role in SigningRole.values
         }
+        packet = selectors.live_packet(deployment)
         return Response(
             {
                 "evidence_digest": deployment.evidence_digest,
+                "deployment_status": deployment.status,
+                "packet_status": packet.status if packet is not None else None,
                 "meanings": meanings,
                 "signoffs": [signoff_dict(s) for s in selectors.signoffs_of(deployment)],
             }
@@ -178,22 +240,19 @@ class SignOffApi(APIView):
     @extend_schema(
         request=SignOffInputSerializer,
         responses=OpenApiTypes.OBJECT,
-        summary="Sign off (approve or reject) with your password: a signature on the packet",
+        summary="Sign off (approve or reject) with your password: 202, the heavy worker then signs the packet",
     )
     def post(self, request: Request, code: str) -> Response:
         user = _user(request)
         deployment = deployment_get(user, code)
         serializer = SignOffInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        signoff = services.sign_off(
-            deployment=deployment,
-            user=user,
-            step_up_auth_time=step_up_auth_time(request._request, user),
-            **serializer.validated_data,
-        )
+        data = serializer.validated_data
+        signoff = _attempt(request, deployment, user, data["role"], data["decision"], data)
         step_up_consume(request._request)
         deployment.refresh_from_db(fields=["status"])
-        return Response({**signoff_dict(signoff), "deployment_status": deployment.status}, status=201)
+        body = {**signoff_dict(signoff), "deployment_status": deployment.status}
+        return Response({**body, "status_url": selectors.signoffs_url(deployment)}, status=202)
 
 
 class CaCertificateApi(APIView):
@@ -243,8 +302,8 @@ class DeploymentReviewApi(APIView):
 
     @extend_schema(
         request=ReviewInputSerializer,
-        responses=DeploymentOutputSerializer,
-        summary="Approve or reject the evidence digest you saw: a signed sign-off (password)",
+        responses={202: DeploymentOutputSerializer},
+        summary="Approve or reject the evidence digest you saw (password): 202, the heavy worker signs the packet",
     )
     def post(self, request: Request, code: str) -> Response:
         user = _user(request)
@@ -257,15 +316,6 @@ class DeploymentReviewApi(APIView):
         role = data.get("role") or selectors.only_signing_role(user)
         if role is None:
             raise invalid_input("role", f"say which role you sign as: {', '.join(SigningRole.values)}")
-        services.sign_off(
-            deployment=deployment,
-            user=user,
-            role=role,
-            decision=data["verdict"],
-            password=data["password"],
-            step_up_auth_time=step_up_auth_time(request._request, user),
-            evidence_digest=data["evidence_digest"],
-            comment=data["comment"],
-        )
+        _attempt(request, deployment, user, role, data["verdict"], data)
         step_up_consume(request._request)
-        return Response(DeploymentOutputSerializer(deployment_get(user, code)).data)
+        return Response(DeploymentOutputSerializer(deployment_get(user, code)).data, status=202)

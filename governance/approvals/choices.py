@@ -29,11 +29,21 @@ class Decision(models.TextChoices):
 
 
 class PacketStatus(models.TextChoices):
+    RENDERING = "rendering"  # queued for the heavy worker; no PDF yet
+    FAILED = "failed"  # the render failed or ran past its time limit (void_reason says why); no PDF
     RENDERED = "rendered"  # unsigned, fields pre-created
     PARTIAL = "partial"  # some signatures, not all
     COMPLETE = "complete"  # legal and engineering approved
     REJECTED = "rejected"  # a reviewer signed a rejection
     VOID = "void"  # the evidence changed after rendering
+
+
+class SignatureStatus(models.TextChoices):
+    """A sign-off records the decision at once; the heavy worker then signs the packet."""
+
+    PENDING = "pending"
+    SIGNED = "signed"
+    FAILED = "failed"  # the packet could not be rendered or signed; the sign-off is voided
 
 
 class RevocationReason(models.TextChoices):
@@ -47,6 +57,7 @@ class RefusalCode(models.TextChoices):
     ROLE_NOT_HELD = "role.not_held"
     OWN_TEAM = "team.own"
     WRONG_PASSWORD = "password.wrong"  # noqa: S105 - a refusal code, not a password
+    LOCKED_OUT = "account.locked_out"  # django-axes: too many failed logins or sign-off passwords
     NOT_IN_REVIEW = "status.not_in_review"
     STALE_DIGEST = "evidence.stale"
     WRONG_ORDER = "order.legal_first"

@@ -14,6 +14,7 @@ from governance.approvals.choices import (
     Decision,
     PacketStatus,
     RevocationReason,
+    SignatureStatus,
     SigningRole,
 )
 from governance.core.models import BaseModel
@@ -63,14 +64,15 @@ class SigningCertificate(BaseModel):
 
 class ApprovalPacket(BaseModel):
     """The PDF for one evidence digest of one request: rendered once, then signed in turn.
-    `pdf` is always the latest revision (each signature is an incremental update of it)."""
+    `pdf` is always the latest revision (each signature is an incremental update of it); it is
+    empty while the heavy worker renders the packet (status `rendering`) and when that failed."""
 
     deployment = models.ForeignKey(DeploymentRequest, on_delete=models.PROTECT, related_name="approval_packets")
     evidence_digest = models.CharField(max_length=64)
     status = models.CharField(max_length=10, choices=PacketStatus.choices, default=PacketStatus.RENDERED)
     pdf = models.BinaryField(editable=False)
     pdf_sha256 = models.CharField(max_length=64, db_index=True)  # serves the download by hash
-    rendered_at = models.DateTimeField()
+    rendered_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.TextField(blank=True)
@@ -106,6 +108,10 @@ class SignOff(BaseModel):
     pdf_sha256 = models.CharField(max_length=64)  # the packet right after this signature
     # How the signer re-authenticated for this signature (21 CFR 11.200: signing re-authenticates).
     auth_method = models.CharField(max_length=20, choices=AuthMethod.choices, default=AuthMethod.PASSWORD)
+    pdf_sha256 = models.CharField(max_length=64, blank=True)  # the packet right after this signature
+    # The decision is recorded first; the heavy worker signs the packet afterwards.
+    signature_status = models.CharField(max_length=8, choices=SignatureStatus.choices, default=SignatureStatus.SIGNED)
+    signature_error = models.TextField(blank=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.TextField(blank=True)
 

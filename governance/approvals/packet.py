@@ -9,6 +9,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 from weasyprint import HTML, Attachment
+from weasyprint.urls import URLFetcher, URLFetcherResponse
 
 from governance.approvals.content import DECISIONS, DEFAULT_EVAL_THRESHOLD, envelope_rows, fact_rows, summary
 from governance.approvals.signing import add_signature_fields
@@ -154,9 +155,23 @@ def render_html(data: PacketInput) -> str:
     )
 
 
+class PacketUrlFetcher(URLFetcher):
+    """The packet's only assets are inline (the chart is inline SVG, fonts come from fontconfig):
+    every URL but a data: URL is refused, so no text that reached the HTML can make WeasyPrint read
+    a local file or call a host."""
+
+    def fetch(self, url: str, headers: Any = None) -> URLFetcherResponse:
+        if not url.lower().startswith("data:"):
+            raise ValueError(f"the approval packet fetches nothing but its embedded data: assets, not {url[:80]!r}")
+        return super().fetch(url, headers)
+
+
+PACKET_URL_FETCHER = PacketUrlFetcher(allowed_protocols={"data"}, allow_redirects=False)
+
+
 def html_to_pdfa(html: str, attachment: bytes) -> bytes:
     """PDF/A-3b (PDF 1.7 based) with the evidence attached as an associated file."""
-    document = HTML(string=html)
+    document = HTML(string=html, url_fetcher=PacketUrlFetcher(allowed_protocols={"data"}, allow_redirects=False))
     pdf = document.write_pdf(
         pdf_variant="pdf/a-3b",
         attachments=[

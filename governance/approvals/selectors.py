@@ -160,6 +160,11 @@ def packet_url(deployment: DeploymentRequest) -> str:
     return reverse("v1:approval-packet", kwargs={"code": deployment.code})
 
 
+def signoffs_url(deployment: DeploymentRequest) -> str:
+    """Where a client polls a sign-off's signature_status and the packet's status."""
+    return reverse("v1:approval-signoffs", kwargs={"code": deployment.code})
+
+
 # approval_state() as SQL, for a caller that reads the request in one hand-written statement (the
 # gate's hot path: gate/selectors._GATE_SQL). `d` is the deployment request; the columns read
 # back through approval_state_from_row(). Same rule as approval_state(): the latest complete,
@@ -226,7 +231,8 @@ def approval_state(deployment: DeploymentRequest) -> ApprovalState | None:
 def approval_bundle_files() -> Iterator[tuple[str, bytes]]:
     """For the audit bundle: every signed packet (its latest revision) and an index of them."""
     index = []
-    signed = ApprovalPacket.objects.exclude(status=PacketStatus.RENDERED).select_related("deployment").order_by("id")
+    unsigned = (PacketStatus.RENDERED, PacketStatus.RENDERING, PacketStatus.FAILED)
+    signed = ApprovalPacket.objects.exclude(status__in=unsigned).select_related("deployment").order_by("id")
     for packet in signed.defer("pdf").iterator():
         name = f"approvals/{packet.pdf_sha256}.pdf"
         yield name, bytes(ApprovalPacket.objects.values_list("pdf", flat=True).get(pk=packet.pk))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import zlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +25,25 @@ from governance.core.canonical import canonical_sha256
 from governance.core.metrics import PACKET_VERIFY, timed
 
 EVIDENCE_ATTACHMENT = "evidence.json"
+
+
+class UploadRefused(Exception):
+    """A file the verifier will not spend more work on: over a bound, or one its parsers fail on.
+    The message names the problem (the API answers it as a 400 on `file`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyLimits:
+    """Bounds on the work one file may cause (settings APPROVALS_VERIFY_*; docs/approvals.md).
+    A packet has one signature per role in one revision each, after the render and the fields."""
+
+    max_signatures: int = 4
+    max_revisions: int = 6
+    # evidence.json decoded: far below pyHanko's 256 MiB stream limit (a 345 KB deflate bomb
+    # decoded to 717 MB there); real evidence is tens of KB.
+    max_evidence_bytes: int = 8 * 1024 * 1024
+
+
 # Which signature field each role signs in, and the OU of that role's certificates.
 ROLE_OF_FIELD = {"LegalApproval": "legal", "EngineeringApproval": "engineering"}
 
@@ -85,8 +105,32 @@ def _cert_role(cert: asn1_x509.Certificate) -> str | None:
     return None
 
 
-def read_attachment(reader: PdfFileReader, name: str) -> bytes | None:
-    """An embedded file by name, from the document's EmbeddedFiles name tree (flat or with Kids)."""
+def bounded_stream_data(stream: generic.StreamObject, limit: int) -> bytes:
+    """A stream's decoded bytes, decoding at most `limit` bytes (pyHanko would decode everything).
+    Only unfiltered and FlateDecode streams are read: that is what a packet's attachment uses."""
+    filters = stream.get("/Filter")
+    names = (
+        [str(f) for f in filters] if isinstance(filters, generic.ArrayObject) else ([str(filters)] if filters else [])
+    )
+    raw = stream.encoded_data if stream.encoded_data is not None else stream.data
+    if not names:
+        data = raw
+    elif names == ["/FlateDecode"] and "/DecodeParms" not in stream:
+        decoder = zlib.decompressobj()
+        try:
+            data = decoder.decompress(raw, limit + 1)
+        except zlib.error as exc:
+            raise UploadRefused(f"{EVIDENCE_ATTACHMENT} is not valid deflate data: {exc}") from None
+    else:
+        raise UploadRefused(f"{EVIDENCE_ATTACHMENT} uses the filter(s) {', '.join(names)}; a packet uses FlateDecode")
+    if len(data) > limit:
+        raise UploadRefused(f"{EVIDENCE_ATTACHMENT} decodes to more than {limit} bytes")
+    return bytes(data)
+
+
+def read_attachment(reader: PdfFileReader, name: str, *, limit: int | None = None) -> bytes | None:
+    """An embedded file by name, from the document's EmbeddedFiles name tree (flat or with Kids);
+    decoded up to `limit` bytes when given (UploadRefused beyond)."""
     try:
         tree = reader.root["/Names"]["/EmbeddedFiles"]
     except KeyError:
@@ -101,29 +145,66 @@ def read_attachment(reader: PdfFileReader, name: str) -> bytes | None:
             spec = names[index + 1].get_object()
             file_name = str(spec.get("/UF", spec.get("/F", names[index])))
             if file_name == name or str(names[index]) == name:
-                return bytes(spec["/EF"]["/F"].get_object().data)
+                stream = spec["/EF"]["/F"].get_object()
+                return bytes(stream.data) if limit is None else bounded_stream_data(stream, limit)
     return None
 
 
 @timed(PACKET_VERIFY)
-def verify_packet(data: bytes, *, trust_root: x509.Certificate, crls: list[bytes]) -> PacketReport:
-    """Everything a verifier needs to say about one PDF. Never raises on a bad file: it reports."""
+def verify_packet(
+    data: bytes, *, trust_root: x509.Certificate, crls: list[bytes], limits: VerifyLimits | None = None
+) -> PacketReport:
+    """Everything a verifier needs to say about one PDF: what fails a signature is reported.
+    A file over a bound in `limits`, or one the parsers cannot read (RecursionError included),
+    raises UploadRefused naming the problem, before any signature is validated."""
+    try:
+        return _verify_packet(data, trust_root=trust_root, crls=crls, limits=limits or VerifyLimits())
+    except RecursionError:
+        raise UploadRefused("the file nests objects deeper than the verifier reads") from None
+
+
+def _value_id(value: Any) -> Any:
+    return value.reference if isinstance(value, generic.IndirectObject) else id(value)
+
+
+def _check_bounds(reader: PdfFileReader, embedded: list[Any], limits: VerifyLimits) -> None:
+    revisions = reader.xrefs.total_revisions
+    if revisions > limits.max_revisions:
+        raise UploadRefused(f"the file has {revisions} revisions (incremental updates); at most {limits.max_revisions}")
+    if len(embedded) > limits.max_signatures:
+        raise UploadRefused(
+            f"the file has {len(embedded)} signature fields with a value; at most {limits.max_signatures}"
+        )
+    values = [_value_id(sig.sig_field.raw_get("/V")) for sig in embedded]
+    if len(set(values)) != len(values):
+        raise UploadRefused("two signature fields point at the same signature value")
+
+
+def _verify_packet(
+    data: bytes, *, trust_root: x509.Certificate, crls: list[bytes], limits: VerifyLimits
+) -> PacketReport:
     digest = hashlib.sha256(data).hexdigest()
     problems: list[str] = []
     try:
         reader = PdfFileReader(io.BytesIO(data), strict=False)
         embedded = list(reader.embedded_signatures)
-    except (PdfError, ValueError, KeyError, TypeError) as exc:
-        return PacketReport(digest, [], None, "", "", [f"not a readable PDF: {exc}"])
+    except (PdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, AssertionError) as exc:
+        raise UploadRefused(f"not a readable PDF: {exc or type(exc).__name__}") from None
+    _check_bounds(reader, embedded, limits)
 
     evidence: dict[str, Any] | None = None
     embedded_digest = deployment_code = ""
     try:
-        raw = read_attachment(reader, EVIDENCE_ATTACHMENT)
+        raw = read_attachment(reader, EVIDENCE_ATTACHMENT, limit=limits.max_evidence_bytes)
         if raw is None:
             problems.append("no evidence.json attached")
         else:
-            evidence = json.loads(raw)
+            try:
+                evidence = json.loads(raw)
+            except RecursionError:
+                raise UploadRefused(f"{EVIDENCE_ATTACHMENT} nests deeper than the verifier reads") from None
+            if not isinstance(evidence, dict):
+                raise UploadRefused(f"{EVIDENCE_ATTACHMENT} is not a JSON object")
             embedded_digest = str(evidence.get("evidence_digest", ""))
             deployment_code = str(evidence.get("deployment", ""))
             if canonical_sha256(evidence.get("evidence")) != embedded_digest:

@@ -54,6 +54,7 @@ class AuditAction(models.IntegerChoices):
     PACKET_SIGNED = 710, "approval.packet_signed"
     PACKET_RENDERED = 711, "approval.packet_rendered"
     PACKET_VERIFIED = 712, "approval.packet_verified"
+    PACKET_RENDER_FAILED = 713, "approval.packet_render_failed"
     PKI_INITIALISED = 720, "approval.pki_initialised"
     CERTIFICATE_ISSUED = 721, "approval.certificate_issued"
     CERTIFICATE_REVOKED = 722, "approval.certificate_revoked"

@@ -22,10 +22,11 @@ from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
 from governance.core.authentication import BearerTokenAuthentication
-from governance.core.errors import NotFoundError, invalid_input
+from governance.core.errors import NotFoundError, PermissionDeniedError, invalid_input
 from governance.core.logging import current_request_id
 from governance.core.metrics import GATE_LATENCY, gate_decision_observe
 from governance.core.models import ApiToken
+from governance.core.roles import Role, has_role
 from governance.core.selectors import team_by_name
 from governance.core.serializers import PrebuiltFieldsSerializer, StrictSerializer
 from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope, api_token_resolve, api_token_well_formed
@@ -349,6 +350,10 @@ class CiTokenListCreateApi(ListAPIView):
         data = serializer.validated_data
         team = team_by_name(data["team"])
         if team is None:
+            # Only an admin (who manages every team) learns that a name is unknown; anyone else gets
+            # the answer a team they may not manage gets, so the endpoint is no oracle of team names.
+            if not has_role(request.user, Role.ADMIN):
+                raise PermissionDeniedError(services.NOT_TOKEN_MANAGER)
             raise invalid_input("team", f"no team named {data['team']!r}")
         token, clear_text = ci_token_issue_from_input(cast(User, request.user), team, data)
         return Response({**CiTokenOutputSerializer(token).data, "token": clear_text}, status=status.HTTP_201_CREATED)

@@ -112,7 +112,7 @@ def test_download_and_verify_endpoint(sign_flow: SignFlow, artifacts, personas) 
     )
     upload = io.BytesIO(data)
     upload.name = "packet.pdf"
-    answer = sign_flow.client(personas.outsider).post("/api/v1/approvals/verify", {"file": upload}, format="multipart")
+    answer = sign_flow.client(personas.auditor).post("/api/v1/approvals/verify", {"file": upload}, format="multipart")
     assert answer.status_code == 200, answer.json()
     body = answer.json()
     assert body["all_valid"]
@@ -120,6 +120,6 @@ def test_download_and_verify_endpoint(sign_flow: SignFlow, artifacts, personas) 
     assert body["engineering_valid"]
     assert body["evidence_current"]
     assert [s["bottom_line"] for s in body["signatures"]] == [True, True]
-    missing = sign_flow.client(personas.outsider).post("/api/v1/approvals/verify", {}, format="multipart")
+    missing = sign_flow.client(personas.auditor).post("/api/v1/approvals/verify", {}, format="multipart")
     assert missing.status_code == 400
     assert "file" in missing.json()["message"]

@@ -17,7 +17,7 @@ from governance.audit.models import AuditEvent
 from governance.core.errors import PermissionDeniedError
 from governance.core.roles import Role
 from governance.deployments.models import DeploymentRequest
-from tests.approvals.conftest import SignFlow
+from tests.approvals.conftest import SignFlow, run_packet_jobs
 from tests.conftest import make_user
 
 
@@ -58,9 +58,10 @@ def test_wrong_order(sign_flow: SignFlow, ready: str, personas) -> None:  # type
     _refused(
         sign_flow.sign(personas.engineer, ready, "engineering"), 409, ready, "order.legal_first", "legal signs first"
     )
-    assert sign_flow.sign(personas.legal, ready, "legal").status_code == 201
-    assert sign_flow.sign(personas.engineer, ready, "engineering").status_code == 201
-    _refused(sign_flow.sign(personas.legal, ready, "legal"), 409, ready, "status.not_in_review", "not in review")
+    assert sign_flow.sign(personas.legal, ready, "legal").status_code == 202
+    # Recorded (pending the worker's signature) counts: engineering may follow at once.
+    assert sign_flow.sign(personas.engineer, ready, "engineering").status_code == 202
+    _refused(sign_flow.sign(personas.legal, ready, "legal"), 409, ready, "signoff.already_signed", "already recorded")
 
 
 def test_wrong_password(sign_flow: SignFlow, ready: str, personas) -> None:  # type: ignore[no-untyped-def]
@@ -128,7 +129,8 @@ def test_removing_the_role_revokes_the_certificate_and_lists_it_in_the_crl(
 def test_a_rejection_is_signed_and_ends_the_review(sign_flow: SignFlow, ready: str, personas) -> None:  # type: ignore[no-untyped-def]
     assert sign_flow.sign(personas.engineer, ready, "engineering", "reject").status_code == 400  # needs a comment
     response = sign_flow.sign(personas.engineer, ready, "engineering", "reject", comment="KV cache too small")
-    assert response.status_code == 201, response.json()
-    assert response.json()["deployment_status"] == "rejected"
+    assert response.status_code == 202, response.json()
+    assert response.json()["deployment_status"] == "rejected"  # a rejection takes effect when made
+    run_packet_jobs(ready)  # then the worker signs it into the packet
     packet = ApprovalPacket.objects.get(deployment__code=ready)
     assert packet.status == "rejected"

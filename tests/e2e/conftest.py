@@ -73,6 +73,11 @@ def browser() -> Iterator[Any]:
 def worker_queue(celery_worker: WorkerHandle, settings: Any) -> Iterator[str]:
     """Route the live server's .delay() calls (heavy planner work included) to this session's real worker."""
     settings.CELERY_HEAVY_QUEUE = celery_worker.queue
+    if celery_worker.audit_key_path is not None:  # one checkpoint key for the live server and the worker
+        settings.AUDIT_SIGNING_KEY_PATH = str(celery_worker.audit_key_path)
+        settings.AUDIT_CHECKPOINT_PUBLISH_PATH = str(
+            celery_worker.audit_key_path.parent / "published-checkpoints.jsonl"
+        )
     previous = app.conf.task_default_queue
     app.conf.task_default_queue = celery_worker.queue
     yield celery_worker.queue

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,12 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         epage.select_option("#id_verdict", "approve")
         epage.fill("#id_password", "pw-eng")
         epage.click('form[action$="/review"] button')
+        # The decision is recorded at once; the heavy worker renders and signs the packet, and the
+        # request is approved when both signatures verify (issue 29): reload until it shows.
+        deadline = time.monotonic() + 90
+        while epage.locator("h1 .status-approved").count() == 0 and time.monotonic() < deadline:
+            epage.wait_for_timeout(1000)
+            epage.reload()
         wait_for(epage, "h1 .status-approved")
         recorder.axe(epage, "request-approved")
         recorder.shot(epage, "approved")

@@ -96,3 +96,13 @@ def test_a_ci_token_reaches_the_gate_and_usage_only(gate: Gate) -> None:
     assert client.get("/api/v1/gate/tokens").status_code == 403
     assert client.get(f"/api/v1/deployments/{gate.code}").status_code == 403
     assert client.post(f"/api/v1/deployments/{gate.code}/revoke", {"reason": "x"}, format="json").status_code == 403
+
+
+def test_a_non_admin_learns_nothing_about_which_teams_exist(flow: Flow, personas: Personas) -> None:
+    """Finding 6 of issue 29: an unknown team and a team the caller may not manage answer alike."""
+    for user in (personas.requester, personas.outsider, personas.legal):
+        unknown = _issue(flow.client(user), team="no-such-team")
+        existing = _issue(flow.client(user), team="research")
+        assert unknown.status_code == existing.status_code == 403, (unknown.json(), existing.json())
+        assert unknown.json() == existing.json()
+    assert _issue(flow.client(personas.admin), team="no-such-team").status_code == 400  # an admin manages all

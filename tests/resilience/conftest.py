@@ -152,8 +152,19 @@ def _start(stack: Stack, name: str, argv: list[str], env: dict[str, str]) -> Non
     stack.processes[name] = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+# gunicorn as docker/Dockerfile starts it (3 workers, its default 30 s timeout); a test module sets
+# DOCKERFILE_GUNICORN = True to get exactly that instead of the suite's longer timeout.
+DOCKERFILE_GUNICORN_ARGS = ["--workers", "3"]
+SUITE_GUNICORN_ARGS = ["--workers", "3", "--timeout", "120"]
+
+
 @pytest.fixture(scope="module")
-def stack(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    request: pytest.FixtureRequest,
+    django_db_setup: None,
+    django_db_blocker: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
     if shutil.which("redis-server") is None or shutil.which("pgrep") is None:
         pytest.fail("the fault suite needs redis-server and pgrep (Debian's redis-server, procps)")
     directory = tmp_path_factory.mktemp("fault")
@@ -182,6 +193,10 @@ def stack(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytes
         PYTHONUNBUFFERED="1",
     )
     stack = Stack(base_url=f"http://127.0.0.1:{web_port}", redis_port=redis_port, dir=directory, env=env)
+    from governance.audit.keys import generate_signing_key
+
+    # The stack's own checkpoint key (a packet render signs a checkpoint in the worker).
+    generate_signing_key(directory / "var" / "keys" / "audit-ed25519.pem")
     stack.redis_start()
     bin_dir = Path(sys.executable).parent
     supervise = [sys.executable, str(ROOT / "scripts" / "supervise")]
@@ -192,19 +207,24 @@ def stack(django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytes
         [
             str(bin_dir / "gunicorn"),
             "governance.wsgi:application",
-            "--workers",
-            "3",
             "--bind",
             f"127.0.0.1:{web_port}",
-            "--timeout",
-            "120",
+            *(
+                DOCKERFILE_GUNICORN_ARGS
+                if getattr(request.module, "DOCKERFILE_GUNICORN", False)
+                else SUITE_GUNICORN_ARGS
+            ),
         ],
         env,
     )
+    # A module may run the worker at a lower CPU priority (HEAVY_WORKER_NICE), as a deployment runs
+    # the heavy queue's renders beside the web workers on the same cores.
+    nice = getattr(request.module, "HEAVY_WORKER_NICE", 0)
     _start(
         stack,
         "worker",
         [
+            *(["nice", "-n", str(nice)] if nice else []),
             *supervise,
             *celery,
             "worker",

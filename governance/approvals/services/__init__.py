@@ -1,7 +1,8 @@
 """Writes for approvals, split by concern. Each runs in one transaction with its audit events.
 
 - certificates: the PKI as stored (init, issue, revoke + CRL, sync with the roles a user holds)
-- packets: the packet's input, rendering it for the current evidence digest, voiding on change
+- packets: the packet's input, queueing its render for the current evidence digest, voiding on change
+- packet_jobs: the heavy worker's part: render, sign each recorded decision, store (no lock held meanwhile)
 - signoffs: `sign_off`, the one way a reviewer decides on a request, and its refusals
 - verifications: verifying a signed packet and storing the result
 
@@ -14,8 +15,14 @@ from governance.approvals.services.certificates import (
     certificates_sync,
     pki_init,
 )
-from governance.approvals.services.packets import packet_input, packet_prepare, packet_render_for_review, signoffs_void
-from governance.approvals.services.signoffs import SignOffRefused, sign_off
+from governance.approvals.services.packet_jobs import (
+    packet_complete,
+    packet_render_failed,
+    packet_render_timed_out,
+    signoff_sign,
+)
+from governance.approvals.services.packets import packet_input, packet_queue, packet_render_for_review, signoffs_void
+from governance.approvals.services.signoffs import SignOffRefused, sign_off, signoff_refuse_locked_out
 from governance.approvals.services.verifications import packet_verify, verify_bytes
 
 __all__ = [
@@ -24,12 +31,17 @@ __all__ = [
     "certificate_issue",
     "certificate_revoke",
     "certificates_sync",
+    "packet_complete",
     "packet_input",
-    "packet_prepare",
+    "packet_queue",
+    "packet_render_failed",
     "packet_render_for_review",
+    "packet_render_timed_out",
     "packet_verify",
     "pki_init",
     "sign_off",
+    "signoff_refuse_locked_out",
+    "signoff_sign",
     "signoffs_void",
     "verify_bytes",
 ]

@@ -3,7 +3,6 @@ voiding packets and sign-offs bound to evidence that changed."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -14,10 +13,9 @@ from django.utils import timezone
 from governance.approvals.choices import PacketStatus
 from governance.approvals.models import ApprovalPacket
 from governance.approvals.selectors import live_packet, live_signoffs, meaning_templates
-from governance.audit.actions import AuditAction
 from governance.audit.models import AuditCheckpoint
 from governance.audit.selectors import audit_checkpoints
-from governance.audit.services import audit_checkpoint_create, audit_record, format_time
+from governance.audit.services import audit_checkpoint_create, format_time
 from governance.core.errors import ConflictError, PermissionDeniedError
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import Status
@@ -81,32 +79,35 @@ def packet_input(deployment: DeploymentRequest) -> PacketInput:
     )
 
 
-def packet_prepare(*, deployment: DeploymentRequest, actor: Actor) -> ApprovalPacket:
-    """The live packet for the request's current evidence digest, rendered now when there is none.
-    The caller's transaction should hold the request row lock."""
-    with transaction.atomic():
-        packet = live_packet(deployment, with_pdf=True)
-        if packet is not None and packet.evidence_digest == deployment.evidence_digest:
-            return packet
-        if packet is not None:
-            _void_packet(packet, "the evidence changed")
-        from governance.approvals.packet import render_packet
+def packet_queue(*, deployment: DeploymentRequest, actor: Actor) -> tuple[ApprovalPacket, bool]:
+    """The live packet for the request's current evidence digest; when there is none, a new row in
+    `rendering` and the heavy task that renders it (outbox, sent after commit). Nothing is rendered
+    here: the caller holds the request row lock, and a render takes seconds. Returns the packet and
+    whether it was queued now."""
+    from governance.core.outbox import outbox_enqueue
 
-        pdf = render_packet(packet_input(deployment))
-        packet = ApprovalPacket.objects.create(
-            deployment=deployment,
-            evidence_digest=deployment.evidence_digest,
-            pdf=pdf,
-            pdf_sha256=hashlib.sha256(pdf).hexdigest(),
-            rendered_at=timezone.now(),
-        )
-        facts = packet_facts(packet, evidence_digest=packet.evidence_digest)
-        audit_record(actor=actor, action=AuditAction.PACKET_RENDERED, obj=deployment, data=facts)
-    return packet
+    packet = live_packet(deployment)
+    if packet is not None and packet.evidence_digest == deployment.evidence_digest:
+        return packet, False
+    if packet is not None:
+        _void_packet(packet, "the evidence changed")
+    packet = ApprovalPacket.objects.create(
+        deployment=deployment,
+        evidence_digest=deployment.evidence_digest,
+        status=PacketStatus.RENDERING,
+        pdf=b"",
+        pdf_sha256="",
+    )
+    outbox_enqueue(PACKET_TASK, packet.pk)
+    return packet, True
+
+
+PACKET_TASK = "approvals.packet_complete"
 
 
 def packet_render_for_review(*, deployment: DeploymentRequest, actor: User) -> ApprovalPacket:
-    """A reviewer asks for the packet before signing (the UI shows it with the meaning text)."""
+    """A reviewer asks for the packet before signing (the UI shows it with the meaning text); it is
+    rendered by the heavy worker when the current evidence has none yet."""
     if not has_role(actor, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER, Role.ADMIN):
         raise PermissionDeniedError("only reviewers render approval packets")
     with transaction.atomic():
@@ -115,12 +116,13 @@ def packet_render_for_review(*, deployment: DeploymentRequest, actor: User) -> A
             raise ConflictError(
                 f"a {deployment.status} request is not in review", extra={"fields": {"status": [deployment.status]}}
             )
-        return packet_prepare(deployment=deployment, actor=actor)
+        packet, _ = packet_queue(deployment=deployment, actor=actor)
+        return packet
 
 
 def _void_packet(packet: ApprovalPacket, reason: str) -> None:
     packet.voided_at, packet.void_reason = timezone.now(), reason
-    if packet.status != PacketStatus.REJECTED:
+    if packet.status not in (PacketStatus.REJECTED, PacketStatus.FAILED):
         packet.status = PacketStatus.VOID
     packet.save(update_fields=["voided_at", "void_reason", "status", "updated_at"])
 

@@ -1,11 +1,10 @@
 """Sign-offs: `sign_off` is the one way a reviewer decides on a request (the API, the deployments
 review endpoint and the UI call it). Each rule it checks refuses with a message and a code; a
 refusal is written to the audit trail in a transaction of its own, so it survives the refusal
-itself. The second approval verifies the signed file and moves the request to approved."""
+itself. The PDF is signed afterwards by the heavy worker (services/packet_jobs.py)."""
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import Any
 
@@ -14,41 +13,35 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from governance.approvals import pki
 from governance.approvals.choices import (
     ROLE_GROUPS,
     SIGNATURE_FIELDS,
     AuthMethod,
-    AuthorityKind,
     Decision,
-    PacketStatus,
     RefusalCode,
+    SignatureStatus,
     SigningRole,
 )
-from governance.approvals.models import Authority, SigningCertificate, SignOff
+from governance.approvals.models import SigningCertificate, SignOff
 from governance.approvals.selectors import (
     certificate_for,
     live_signoffs,
     printed_name,
     root_ca,
     signoff_meaning,
-    signoff_meaning_short,
 )
-from governance.approvals.services.certificates import certificate_issue, load_issued, require_pki
-from governance.approvals.services.packets import packet_facts, packet_prepare
-from governance.approvals.services.verifications import verification_store
+from governance.approvals.services.certificates import certificate_issue
+from governance.approvals.services.packets import PACKET_TASK, packet_queue
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_checkpoint_create, audit_record, format_time
+from governance.audit.services import audit_record, format_time
 from governance.core.errors import ApplicationError, ConflictError, PermissionDeniedError, invalid_input
+from governance.core.outbox import outbox_enqueue
 from governance.core.roles import has_role
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest, ReviewDecision
 from governance.deployments.readiness import blocks_signing
 from governance.deployments.selectors import deployment_readiness
 from governance.deployments.services import deployment_lock, deployment_transition
-
-# signing (pyHanko) is imported where it is used: it takes seconds to import, and every request
-# and every management command loads this module through the URL configuration.
 
 
 class SignOffRefused(Exception):
@@ -86,7 +79,9 @@ def sign_off(
     `auth_time` of a step-up) within SSO_STEP_UP_MAX_AGE_S; the request is in
     review; `evidence_digest` is the current one; legal approves before engineering; each role
     signs once per digest; the certificate is not revoked; an approval has no blockers left.
-    The second approval verifies the signed file, stores the result, moves the request to
+    The decision is recorded at once (a rejection moves the request to rejected) and the heavy
+    task `approvals.packet_complete` then renders and signs the packet (`packet_jobs`); after the
+    second approval's signature it verifies the file, stores the result, moves the request to
     approved and signs an audit checkpoint."""
     if role not in SigningRole.values:
         raise invalid_input("role", f"one of {', '.join(SigningRole.values)}")
@@ -119,6 +114,31 @@ def sign_off(
                 },
             )
         raise refusal.error from None
+
+
+def signoff_refuse_locked_out(
+    *, deployment: DeploymentRequest, user: User, role: str, decision: str, evidence_digest: str
+) -> None:
+    """The account is locked out (django-axes): audit the refusal, then raise it (403)."""
+    error = _refuse(
+        RefusalCode.LOCKED_OUT,
+        "too many failed logins or sign-off passwords: this account is locked out for a while",
+        status=403,
+    ).error
+    with transaction.atomic():
+        audit_record(
+            actor=user,
+            action=AuditAction.SIGNOFF_REFUSED,
+            obj=deployment,
+            data={
+                "role": role,
+                "decision": decision,
+                "code": str(RefusalCode.LOCKED_OUT),
+                "message": error.message,
+                "evidence_digest": evidence_digest,
+            },
+        )
+    raise error
 
 
 def _sign_off(
@@ -189,7 +209,7 @@ def _sign_off(
         )
     if certificate is None:  # a reviewer who had the role before the PKI existed
         certificate = certificate_issue(user=user, role=role, actor=user)
-    return _sign_packet(deployment, user, role, decision, comment, certificate, live, auth_method)
+    return _signoff_record(deployment, user, role, decision, comment, certificate, auth_method)
 
 
 def _reauthentication(user: User, password: str, step_up_auth_time: datetime | None) -> AuthMethod:
@@ -221,51 +241,22 @@ def _reauthentication(user: User, password: str, step_up_auth_time: datetime | N
     return AuthMethod.OIDC_STEP_UP
 
 
-def _sign_packet(
+def _signoff_record(
     deployment: DeploymentRequest,
     user: User,
     role: str,
     decision: str,
     comment: str,
     certificate: SigningCertificate,
-    live: list[SignOff],
     auth_method: AuthMethod = AuthMethod.PASSWORD,
 ) -> SignOff:
-    from governance.approvals.signing import SigningParty, StampText, sign_packet
-
-    packet = packet_prepare(deployment=deployment, actor=user)
+    """Record the decision (pending its signature) and queue the heavy task that renders and signs
+    the packet: no PDF work under the request row lock or the audit chain head."""
+    packet, queued = packet_queue(deployment=deployment, actor=user)
+    if not queued:
+        outbox_enqueue(PACKET_TASK, packet.pk)
     meaning = signoff_meaning(role, decision, user)
-    signer = load_issued(certificate)
-    root = require_pki()
-    tsa = load_issued(Authority.objects.get(kind=AuthorityKind.TSA))
-    signed = sign_packet(
-        bytes(packet.pdf),
-        field_name=SIGNATURE_FIELDS[role],
-        certify=packet.status == PacketStatus.RENDERED,  # the first signature certifies
-        signer=SigningParty(signer.certificate, signer.key),
-        ca_certificate=pki.load_cert(root.certificate_pem),
-        tsa=SigningParty(tsa.certificate, tsa.key),
-        reason=meaning,
-        stamp=StampText(
-            signer_name=printed_name(user),
-            role=role,
-            decision=decision,
-            meaning_short=signoff_meaning_short(decision),
-            fingerprint=certificate.fingerprint_sha256[:16],
-        ),
-    )
-    signed_at = timezone.now()
-    packet.pdf, packet.pdf_sha256 = signed, hashlib.sha256(signed).hexdigest()
-    approvals = {s.role for s in live if s.decision == Decision.APPROVE} | (
-        {role} if decision == Decision.APPROVE else set()
-    )
-    if decision == Decision.REJECT:
-        packet.status = PacketStatus.REJECTED
-    elif approvals == set(SigningRole.values):
-        packet.status, packet.completed_at = PacketStatus.COMPLETE, signed_at
-    else:
-        packet.status = PacketStatus.PARTIAL
-    packet.save(update_fields=["pdf", "pdf_sha256", "status", "completed_at", "updated_at"])
+    recorded_at = timezone.now()
     review_decision = ReviewDecision.objects.create(
         request=deployment,
         role=role,
@@ -284,11 +275,12 @@ def _sign_packet(
         signer_name=printed_name(user),
         meaning=meaning,
         comment=comment,
-        signed_at=signed_at,
+        signed_at=recorded_at,  # when the decision was made; the PDF's timestamp says when it was signed
         evidence_digest=deployment.evidence_digest,
         certificate=certificate,
         field_name=SIGNATURE_FIELDS[role],
-        pdf_sha256=packet.pdf_sha256,
+        pdf_sha256="",
+        signature_status=SignatureStatus.PENDING,
         auth_method=auth_method,
     )
     audit_record(
@@ -302,25 +294,11 @@ def _sign_packet(
             "meaning": meaning,
             "comment": comment,
             "certificate_sha256": certificate.fingerprint_sha256,
-            "signed_at": format_time(signed_at),
+            "signed_at": format_time(recorded_at),
             "auth_method": str(auth_method),
         },
     )
-    audit_record(
-        actor=user,
-        action=AuditAction.PACKET_SIGNED,
-        obj=deployment,
-        data=packet_facts(packet, field=SIGNATURE_FIELDS[role]),
-    )
     if decision == Decision.REJECT:
+        # A rejection takes effect when it is made; the worker still signs it into the packet.
         deployment_transition(deployment, Status.REJECTED, user, f"{role} rejected: {comment}")
-    elif packet.status == PacketStatus.COMPLETE:
-        report, _ = verification_store(signed, deployment=deployment, actor=user)
-        if not (report.valid_for(SigningRole.LEGAL) and report.valid_for(SigningRole.ENGINEERING)):
-            # Never approve on a packet that does not verify; roll the signature back.
-            raise ConflictError(
-                "the signed packet did not verify; nothing was recorded", extra={"verification": report.as_dict()}
-            )
-        deployment_transition(deployment, Status.APPROVED, user, "legal and engineering signed the packet")
-        audit_checkpoint_create(force=True)  # the final PDF's hash is now under a signed checkpoint
     return signoff

@@ -3,9 +3,11 @@ the result under the file's SHA-256."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.db import transaction
 
 from governance.approvals import pki
@@ -17,16 +19,29 @@ from governance.audit.services import audit_record
 from governance.deployments.models import DeploymentRequest
 
 if TYPE_CHECKING:
-    from governance.approvals.verification import PacketReport
+    from governance.approvals.verification import PacketReport, VerifyLimits
 
 # verification (pyHanko) is imported where it is used: it takes seconds to import.
 
 
+def verify_limits() -> VerifyLimits:
+    from governance.approvals.verification import VerifyLimits
+
+    return VerifyLimits(
+        max_signatures=settings.APPROVALS_VERIFY_MAX_SIGNATURES,
+        max_revisions=settings.APPROVALS_VERIFY_MAX_REVISIONS,
+        max_evidence_bytes=settings.APPROVALS_VERIFY_MAX_EVIDENCE_BYTES,
+    )
+
+
 def verify_bytes(data: bytes) -> PacketReport:
+    """Verify a file within the configured bounds; a file over one raises UploadRefused."""
     from governance.approvals.verification import verify_packet
 
     root = require_pki()
-    return verify_packet(data, trust_root=pki.load_cert(root.certificate_pem), crls=[bytes(root.crl_der or b"")])
+    return verify_packet(
+        data, trust_root=pki.load_cert(root.certificate_pem), crls=[bytes(root.crl_der or b"")], limits=verify_limits()
+    )
 
 
 def verification_store(
@@ -34,11 +49,22 @@ def verification_store(
 ) -> tuple[PacketReport, PacketVerification]:
     """Verify `data` and store the result (in the caller's transaction); the request is found from
     the packet's embedded evidence when not given."""
-    report = verify_bytes(data)
+    return verification_record(verify_bytes(data), deployment=deployment, actor=actor)
+
+
+def verification_record(
+    report: PacketReport, *, deployment: DeploymentRequest | None, actor: Actor
+) -> tuple[PacketReport, PacketVerification]:
+    """Store a verification already made (pyHanko's work done outside any lock), with its audit event.
+    The request named inside the file is linked (and the event put on its timeline) only when the
+    actor may read that request; "evidence current" only for a valid, trusted packet."""
     if deployment is None and report.deployment_code:
-        deployment = DeploymentRequest.objects.filter(code=report.deployment_code).first()
+        deployment = _readable_deployment(report.deployment_code, actor)
     current = bool(
-        deployment is not None and report.evidence_digest and report.evidence_digest == deployment.evidence_digest
+        report.all_valid
+        and deployment is not None
+        and report.evidence_digest
+        and report.evidence_digest == deployment.evidence_digest
     )
     verification, _ = PacketVerification.objects.update_or_create(
         pdf_sha256=report.pdf_sha256,
@@ -67,6 +93,18 @@ def verification_store(
         },
     )
     return report, verification
+
+
+def _readable_deployment(code: str, actor: Actor) -> DeploymentRequest | None:
+    """The request a file names, if the actor may read it (a system actor reads every request)."""
+    from governance.deployments.selectors import deployments_visible_to
+
+    try:
+        parsed = uuid.UUID(code)
+    except ValueError:
+        return None
+    requests = DeploymentRequest.objects.all() if isinstance(actor, str) else deployments_visible_to(actor)
+    return requests.filter(code=parsed).first()
 
 
 def packet_verify(*, data: bytes, actor: Actor) -> tuple[PacketReport, PacketVerification]:

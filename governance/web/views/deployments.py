@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -14,9 +13,10 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
-from django_ratelimit.decorators import ratelimit
+from django_ratelimit.exceptions import Ratelimited
 
 from governance.approvals import services as approval_services
+from governance.approvals.attempts import signoff_attempt, signoff_budget_allows
 from governance.artifacts.api import ArtifactInputSerializer
 from governance.artifacts.services import artifact_register
 from governance.core.errors import ApplicationError, NotFoundError
@@ -292,31 +292,40 @@ def waiver_grant(request: HttpRequest, code: str) -> HttpResponse:
     )
 
 
-def _signoff_rate(group: str, request: HttpRequest) -> str:
-    return str(settings.SIGNOFF_RATE)
-
-
 @require_POST
 @roles_required(Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
-@ratelimit(key="user", rate=_signoff_rate, method="POST", block=True)  # the password is re-entered here
 def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
+    if not signoff_budget_allows(request):  # the password is re-entered here: the API's budget, shared
+        raise Ratelimited()
     target = deployment_get(request.user, code)
     actions = selectors.deployment_actions(request.user, target)
     form = ReviewForm(request.POST, roles=actions["review_roles"])
     if not form.is_valid():
         return act(request, lambda: _raise_form(form), "", _page(code, "signoff"))
     data = form.cleaned_data
+    user = _user(request)
 
     def signed() -> Any:
-        signoff = approval_services.sign_off(
-            deployment=target,
-            user=_user(request),
-            role=data["role"],
-            decision=data["verdict"],
-            password=data["password"],
-            step_up_auth_time=step_up_auth_time(request, request.user),
-            evidence_digest=data["evidence_digest"],
-            comment=data["comment"],
+        signoff = signoff_attempt(
+            request,
+            user,
+            lambda: approval_services.sign_off(
+                deployment=target,
+                user=user,
+                role=data["role"],
+                decision=data["verdict"],
+                password=data["password"],
+                step_up_auth_time=step_up_auth_time(request, request.user),
+                evidence_digest=data["evidence_digest"],
+                comment=data["comment"],
+            ),
+            lambda: approval_services.signoff_refuse_locked_out(
+                deployment=target,
+                user=user,
+                role=data["role"],
+                decision=data["verdict"],
+                evidence_digest=data["evidence_digest"],
+            ),
         )
         step_up_consume(request)  # one step-up, one signature
         return signoff
@@ -324,7 +333,7 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
     return act(
         request,
         signed,
-        _("Your decision is recorded."),
+        _("Your decision is recorded; the packet is being signed (the sign-off list shows when it is)."),
         _page(code, "signoff"),
     )
 

@@ -17,8 +17,9 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
+from django_ratelimit.exceptions import Ratelimited
 
-from governance.approvals.services import packet_verify
+from governance.approvals.api import VerifyRateThrottle, verify_upload
 from governance.core.errors import ApplicationError, NotFoundError, PermissionDeniedError
 from governance.core.models import Team
 from governance.gate.api import CiTokenInputSerializer, ci_token_issue_from_input
@@ -95,6 +96,8 @@ def token_revoke(request: HttpRequest, code: str) -> HttpResponse:
 def verify(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return render(request, "web/verify.html", {"form": VerifyForm()})
+    if not VerifyRateThrottle().allow_request(request, None):  # type: ignore[arg-type]
+        raise Ratelimited()  # the API's budget: one per user, whichever way the file comes
     form = VerifyForm(request.POST, request.FILES)
     report = None
     if form.is_valid():
@@ -105,7 +108,7 @@ def verify(request: HttpRequest) -> HttpResponse:
             )
         else:
             try:
-                checked, stored = packet_verify(data=upload.read(), actor=cast(User, request.user))
+                checked, stored = verify_upload(upload.read(), cast(User, request.user))
             except (NotFoundError, PermissionDeniedError):
                 raise
             except ApplicationError as exc:  # e.g. no PKI yet: nothing to verify against

@@ -24,7 +24,12 @@ class Command(BaseCommand):
             data = path.read_bytes()
         except OSError as exc:
             raise CommandError(f"cannot read {path}: {exc.strerror}") from None
-        report, stored = packet_verify(data=data, actor="system:verify_approval")
+        from governance.approvals.verification import UploadRefused
+
+        try:
+            report, stored = packet_verify(data=data, actor="system:verify_approval")
+        except UploadRefused as refused:
+            raise CommandError(f"{path}: {refused}") from None
         result = {**report.as_dict(), "evidence_current": stored.evidence_current}
         self.stdout.write(json.dumps(result, indent=2))
         if not (report.all_valid and stored.evidence_current):

@@ -1,0 +1,250 @@
+"""The heavy worker's side of a sign-off: render the packet, then sign each recorded decision into
+it in turn, each PDF step outside every transaction. Only the short writes that store a result
+take locks, in the documented order: the request row, the packet row, the audit chain head last.
+
+A stored result is compared-and-swapped: the packet's hash must still be the one the signature
+was made over, and nothing voided meanwhile; otherwise the work is dropped and looked at again."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from governance.approvals import pki
+from governance.approvals.choices import (
+    SIGNATURE_FIELDS,
+    AuthorityKind,
+    Decision,
+    PacketStatus,
+    SignatureStatus,
+    SigningRole,
+)
+from governance.approvals.models import ApprovalPacket, Authority, SignOff
+from governance.approvals.selectors import printed_name, signoff_meaning_short
+from governance.approvals.services.certificates import load_issued, require_pki
+from governance.approvals.services.packets import packet_facts, packet_input
+from governance.approvals.services.verifications import verification_record, verify_bytes
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_checkpoint_create, audit_record
+from governance.deployments.choices import Status
+from governance.deployments.models import ReviewDecision
+from governance.deployments.services import deployment_lock, deployment_transition
+
+# Rounds of "sign the next pending decision" one task run makes at most (two roles, and a retry
+# for each lost compare-and-swap); whatever is left is picked up by the next run.
+MAX_ROUNDS = 6
+
+
+def _texts(value: Any, path: str) -> Iterator[tuple[str, int]]:
+    if isinstance(value, str):
+        yield path, len(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _texts(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _texts(item, f"{path}[{index}]")
+
+
+def longest_text(evidence: dict[str, Any]) -> tuple[str, int]:
+    """The evidence field with the longest text (JSON path, characters): what a slow render names."""
+    return max(_texts(evidence, ""), key=lambda item: item[1], default=("evidence", 0))
+
+
+def render_failure_reason(evidence: dict[str, Any], seconds: int) -> str:
+    field, length = longest_text(evidence)
+    return (
+        f"the packet did not render within {seconds} s; the longest text is {field} ({length} characters): "
+        "shorten it and sign again"
+    )
+
+
+def packet_complete(*, packet_id: int) -> str:
+    """The task's service: render the packet when it has no PDF yet, then sign the pending
+    decisions in the order they were made. Idempotent; returns the packet's status. A render past
+    the soft time limit (SoftTimeLimitExceeded, raised inside WeasyPrint) marks the packet failed."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    packet = ApprovalPacket.objects.filter(pk=packet_id).defer("pdf").first()
+    if packet is None:
+        return "missing"
+    if packet.voided_at is None and packet.status == PacketStatus.RENDERING:
+        try:
+            packet_render(packet_id=packet.pk)
+        except SoftTimeLimitExceeded:
+            return packet_render_timed_out(packet_id=packet.pk, seconds=settings.APPROVALS_RENDER_SOFT_TIME_LIMIT_S)
+    for _ in range(MAX_ROUNDS):
+        pending = (
+            SignOff.objects.filter(
+                packet_id=packet.pk, voided_at__isnull=True, signature_status=SignatureStatus.PENDING
+            )
+            .order_by("signed_at", "id")
+            .first()
+        )
+        packet.refresh_from_db(fields=["status", "voided_at"])
+        if pending is None or packet.voided_at is not None or packet.status == PacketStatus.RENDERING:
+            break
+        signoff_sign(signoff_id=pending.pk)
+    packet.refresh_from_db(fields=["status"])
+    return str(packet.status)
+
+
+def packet_render(*, packet_id: int) -> None:
+    """Render outside any transaction; store the PDF in a short one. The packet's audit checkpoint
+    is signed first in a transaction of its own, so the chain head is locked only while it is signed."""
+    from governance.approvals.packet import render_packet
+
+    packet = ApprovalPacket.objects.select_related("deployment").defer("pdf").get(pk=packet_id)
+    deployment = packet.deployment
+    if deployment.evidence_digest != packet.evidence_digest:
+        return  # the void-on-change path voids this packet
+    pdf = render_packet(packet_input(deployment))
+    with transaction.atomic():
+        deployment = deployment_lock(deployment)
+        packet = ApprovalPacket.objects.select_for_update(of=("self",)).defer("pdf").get(pk=packet_id)
+        if packet.voided_at is not None or packet.status != PacketStatus.RENDERING:
+            return
+        if deployment.evidence_digest != packet.evidence_digest:
+            return
+        packet.pdf, packet.pdf_sha256 = pdf, hashlib.sha256(pdf).hexdigest()
+        packet.status, packet.rendered_at = PacketStatus.RENDERED, timezone.now()
+        packet.save(update_fields=["pdf", "pdf_sha256", "status", "rendered_at", "updated_at"])
+        facts = packet_facts(packet, evidence_digest=packet.evidence_digest)
+        audit_record(actor="system:approvals", action=AuditAction.PACKET_RENDERED, obj=deployment, data=facts)
+
+
+def packet_render_timed_out(*, packet_id: int, seconds: int) -> str:
+    """The soft time limit struck while rendering: fail the packet, naming the longest text."""
+    packet = ApprovalPacket.objects.select_related("deployment").defer("pdf").get(pk=packet_id)
+    packet_render_failed(packet_id=packet_id, reason=render_failure_reason(packet.deployment.evidence or {}, seconds))
+    packet.refresh_from_db(fields=["status"])
+    return str(packet.status)
+
+
+def packet_render_failed(*, packet_id: int, reason: str) -> None:
+    """The render failed or ran past its limit: the packet is marked failed (no PDF), and the
+    decisions waiting for it are voided with the reason, so the reviewers can decide again."""
+    with transaction.atomic():
+        packet = ApprovalPacket.objects.select_related("deployment").defer("pdf").get(pk=packet_id)
+        deployment = deployment_lock(packet.deployment)
+        packet = ApprovalPacket.objects.select_for_update(of=("self",)).defer("pdf").get(pk=packet_id)
+        if packet.status != PacketStatus.RENDERING:
+            return
+        now = timezone.now()
+        packet.status, packet.voided_at, packet.void_reason = PacketStatus.FAILED, now, reason
+        packet.save(update_fields=["status", "voided_at", "void_reason", "updated_at"])
+        _fail_pending(packet, reason, now)
+        audit_record(
+            actor="system:approvals",
+            action=AuditAction.PACKET_RENDER_FAILED,
+            obj=deployment,
+            data={"packet": str(packet.code), "evidence_digest": packet.evidence_digest, "reason": reason},
+        )
+
+
+def _fail_pending(packet: ApprovalPacket, reason: str, now: Any) -> None:
+    pending = SignOff.objects.select_for_update(of=("self",)).filter(
+        packet=packet, voided_at__isnull=True, signature_status=SignatureStatus.PENDING
+    )
+    for signoff in pending:
+        signoff.signature_status, signoff.signature_error = SignatureStatus.FAILED, reason
+        signoff.voided_at, signoff.void_reason = now, reason
+        signoff.save(update_fields=["signature_status", "signature_error", "voided_at", "void_reason", "updated_at"])
+        ReviewDecision.objects.filter(pk=signoff.review_decision_id, voided_at__isnull=True).update(
+            voided_at=now, void_reason=reason
+        )
+        audit_record(
+            actor="system:approvals",
+            action=AuditAction.SIGNOFF_VOIDED,
+            obj=packet.deployment,
+            data={"role": signoff.role, "verdict": signoff.decision, "reason": reason},
+        )
+
+
+def _new_status(signoff: SignOff) -> PacketStatus:
+    if signoff.decision == Decision.REJECT:
+        return PacketStatus.REJECTED
+    signed = set(
+        SignOff.objects.filter(
+            packet_id=signoff.packet_id,
+            voided_at__isnull=True,
+            signature_status=SignatureStatus.SIGNED,
+            decision=Decision.APPROVE,
+        ).values_list("role", flat=True)
+    )
+    return PacketStatus.COMPLETE if signed | {signoff.role} == set(SigningRole.values) else PacketStatus.PARTIAL
+
+
+def signoff_sign(*, signoff_id: int) -> None:
+    """Sign one recorded decision into the packet (pyHanko outside any lock), then store it."""
+    from governance.approvals.signing import SigningParty, StampText, sign_packet
+
+    signoff = SignOff.objects.select_related("signer", "certificate", "deployment").get(pk=signoff_id)
+    packet = ApprovalPacket.objects.get(pk=signoff.packet_id)
+    if packet.status in (PacketStatus.RENDERING, PacketStatus.FAILED) or packet.voided_at is not None:
+        return
+    before = packet.pdf_sha256
+    signer = load_issued(signoff.certificate)
+    root = require_pki()
+    tsa = load_issued(Authority.objects.get(kind=AuthorityKind.TSA))
+    signed = sign_packet(
+        bytes(packet.pdf),
+        field_name=SIGNATURE_FIELDS[signoff.role],
+        certify=packet.status == PacketStatus.RENDERED,  # the first signature certifies
+        signer=SigningParty(signer.certificate, signer.key),
+        ca_certificate=pki.load_cert(root.certificate_pem),
+        tsa=SigningParty(tsa.certificate, tsa.key),
+        reason=signoff.meaning,
+        stamp=StampText(
+            signer_name=printed_name(signoff.signer),
+            role=signoff.role,
+            decision=signoff.decision,
+            meaning_short=signoff_meaning_short(signoff.decision),
+            fingerprint=signoff.certificate.fingerprint_sha256[:16],
+        ),
+    )
+    status = _new_status(signoff)
+    # Never approve on a packet that does not verify; verified here, outside the lock.
+    report = verify_bytes(signed) if status == PacketStatus.COMPLETE else None
+    approved = False
+    with transaction.atomic():
+        deployment = deployment_lock(signoff.deployment)
+        packet = ApprovalPacket.objects.select_for_update(of=("self",)).defer("pdf").get(pk=packet.pk)
+        signoff = SignOff.objects.select_for_update(of=("self",)).get(pk=signoff_id)
+        if packet.voided_at is not None or packet.pdf_sha256 != before:
+            return  # voided, or another run signed first: looked at again
+        if signoff.voided_at is not None or signoff.signature_status != SignatureStatus.PENDING:
+            return
+        if report is not None and not (
+            report.valid_for(SigningRole.LEGAL) and report.valid_for(SigningRole.ENGINEERING)
+        ):
+            reason = "the signed packet did not verify; the signature was not kept: " + "; ".join(report.problems)
+            _fail_pending(packet, reason, timezone.now())
+            return
+        signed_at = timezone.now()
+        packet.pdf, packet.pdf_sha256, packet.status = signed, hashlib.sha256(signed).hexdigest(), status
+        if status == PacketStatus.COMPLETE:
+            packet.completed_at = signed_at
+        packet.save(update_fields=["pdf", "pdf_sha256", "status", "completed_at", "updated_at"])
+        signoff.pdf_sha256, signoff.signature_status = packet.pdf_sha256, SignatureStatus.SIGNED
+        signoff.save(update_fields=["pdf_sha256", "signature_status", "updated_at"])
+        audit_record(
+            actor=signoff.signer,
+            action=AuditAction.PACKET_SIGNED,
+            obj=deployment,
+            data=packet_facts(packet, field=SIGNATURE_FIELDS[signoff.role]),
+        )
+        if report is not None:
+            verification_record(report, deployment=deployment, actor=signoff.signer)
+            if deployment.status == Status.IN_REVIEW:
+                deployment_transition(
+                    deployment, Status.APPROVED, signoff.signer, "legal and engineering signed the packet"
+                )
+                approved = True
+    if approved:
+        audit_checkpoint_create(force=True)  # the final PDF's hash under a signed checkpoint, its own transaction

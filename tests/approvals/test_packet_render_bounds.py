@@ -1,0 +1,76 @@
+"""Finding 1 (render time) and finding 7 (URL fetcher): the packet's text gets break opportunities,
+so the longest text the API accepts renders in well under 10 s; WeasyPrint fetches nothing but the
+packet's own embedded (data:) assets."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from governance.approvals import packet
+from governance.approvals.packet import PacketInput, html_to_pdfa, render_packet
+from governance.approvals.selectors import meaning_templates
+from governance.core.canonical import canonical_sha256
+
+MAX_TEXT = 4000  # the API's limit on how_met, a waiver's reason, a comment (see the schema)
+
+
+def _input(how_met: str) -> PacketInput:
+    evidence: dict[str, Any] = {
+        "request": {"product_name": "长" * 200, "team": "platform", "facts": {"use_case": "internal"}},
+        "obligations": [
+            {"license": "llama-3.1", "code": "attribution", "clause": "5(a)", "status": "accepted", "how_met": how_met}
+        ],
+        "waivers": [],
+        "licenses": [],
+    }
+    return PacketInput(
+        deployment_code="bench",
+        evidence_digest=canonical_sha256(evidence),
+        evidence=evidence,
+        eval_categories={},
+        audit_checkpoint=None,
+        signatures=meaning_templates(),
+        organisation="Test Org",
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", ["义" * MAX_TEXT, "x" * MAX_TEXT], ids=["cjk", "one-long-token"])
+def test_the_longest_allowed_text_renders_in_well_under_10_s(text: str) -> None:
+    render_packet(_input("warm"))  # fonts and fontconfig caches, as in a running worker
+    start = time.perf_counter()
+    pdf = render_packet(_input(text))
+    elapsed = time.perf_counter() - start
+    assert pdf.startswith(b"%PDF")
+    assert elapsed < 5, f"{elapsed:.1f} s"
+
+
+def test_the_fetcher_serves_data_urls_only() -> None:
+    assert packet.PACKET_URL_FETCHER("data:text/plain;base64,aGk=").read() == b"hi"
+    for url in ("file:///etc/passwd", "http://127.0.0.1:9/x.css", "https://example.org/a.png", "ftp://x/y"):
+        with pytest.raises(ValueError, match="fetches nothing"):
+            packet.PACKET_URL_FETCHER(url)
+
+
+def test_rendering_never_fetches_a_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    from weasyprint.urls import URLFetcher
+
+    fetched: list[str] = []
+    real = URLFetcher.fetch
+
+    def recording(self: URLFetcher, url: str, headers: Any = None) -> Any:
+        fetched.append(url)
+        return real(self, url, headers)
+
+    monkeypatch.setattr(URLFetcher, "fetch", recording)
+    html = (
+        '<html><head><link rel="stylesheet" href="file:///etc/hostname"></head>'
+        '<body><img src="file:///etc/passwd"><img src="http://127.0.0.1:9/x.png">'
+        '<img src="data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4=">'
+        "</body></html>"
+    )
+    assert html_to_pdfa(html, b"{}").startswith(b"%PDF")
+    assert [url for url in fetched if not url.startswith("data:")] == []
