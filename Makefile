@@ -36,8 +36,13 @@ run: migrate
 	$(BIN)/python manage.py bootstrap
 	exec $(BIN)/honcho start -f Procfile
 
+# Two pytest-xdist workers (the CI machine has 2 cores), each with a test database of its own; the
+# fault, cluster and browser suites each stay on one worker (tests/conftest.py, --dist loadgroup).
+# PYTEST_WORKERS=0 runs the suite in this process, serially.
+PYTEST_WORKERS ?= 2
+
 test: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

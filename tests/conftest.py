@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -31,6 +32,40 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     concurrent writers); on the embedded SQLite default it is skipped, saying why."""
     if item.get_closest_marker("postgres") is not None and connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: set DATABASE_URL=postgres://… (.ci/run does)")
+
+
+# Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) each worker has a test database of
+# its own (pytest-django suffixes its name: test_<name>_gw0, var/test.sqlite3_gw0), which every URL
+# handed to a subprocess is derived from (`_database_url_for_tests`). What the workers cannot split
+# is shared with the machine: the sshd + Slurm test cluster (a test stops sshd and kills its
+# sessions), the fault suite's timing (gunicorn, a worker and beat racing the other worker for the
+# CPU) and Chromium. Each of those suites stays on one worker, in order, in a group of its own.
+XDIST_GROUP_BY_MARKER = {"fault": "fault", "cluster": "cluster", "e2e": "e2e"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return  # an older environment without the dev extra's pytest-xdist runs serially
+    for item in items:
+        for marker, group in XDIST_GROUP_BY_MARKER.items():
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
+def compile_messages() -> None:
+    """`compilemessages` for the zh_Hans catalog, once per machine at a time: two xdist workers
+    writing the same .mo file would let one read the other's half-written file. The second one in
+    finds the .mo up to date and leaves it alone."""
+    from django.core.management import call_command
+
+    lock_path = ROOT / "var" / "compilemessages.lock"
+    lock_path.parent.mkdir(exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        call_command(
+            "compilemessages", locale=["zh_Hans"], ignore_patterns=[".venv", "var", "node_modules"], verbosity=0
+        )
 
 
 def _flush_with_audit_triggers_suspended() -> None:

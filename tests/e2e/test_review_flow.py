@@ -20,7 +20,7 @@ from governance.evaluations.models import Cluster, ExecutorKind
 from tests.conftest import Personas
 from tests.e2e.conftest import Recorder, local_cluster_setup, tiny_checkpoint, wait_for
 
-pytestmark = [pytest.mark.worker]
+pytestmark = [pytest.mark.worker, pytest.mark.e2e, pytest.mark.slow]
 KIMI = "kimi-k2-modified-mit"
 DISPLAY = '#preview .finding[data-code="attribution.display"]'
 GATE_CHECK = Path(__file__).resolve().parents[2] / "scripts" / "gate-check"
