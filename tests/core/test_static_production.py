@@ -41,6 +41,7 @@ def test_dockerfile_collects_with_production_settings() -> None:
     assert env.get("DEBUG", "0") in ("0", "false", ""), "collectstatic with DEBUG on writes no manifest"
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_pages_answer_200_with_debug_off_and_the_collected_manifest(tmp_path: Path, settings: Any) -> None:
     var_dir = tmp_path / "var"
