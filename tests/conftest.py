@@ -34,23 +34,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip("needs PostgreSQL: set DATABASE_URL=postgres://… (.ci/run does)")
 
 
-# Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) each worker has a test database of
-# its own (pytest-django suffixes its name: test_<name>_gw0, var/test.sqlite3_gw0), which every URL
-# handed to a subprocess is derived from (`_database_url_for_tests`). What the workers cannot split
-# is shared with the machine: the sshd + Slurm test cluster (a test stops sshd and kills its
-# sessions), the fault suite's timing (gunicorn, a worker and beat racing the other worker for the
-# CPU) and Chromium. Each of those suites stays on one worker, in order, in a group of its own.
-XDIST_GROUP_BY_MARKER = {"fault": "fault", "cluster": "cluster", "e2e": "e2e"}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return  # an older environment without the dev extra's pytest-xdist runs serially
-    for item in items:
-        for marker, group in XDIST_GROUP_BY_MARKER.items():
-            if item.get_closest_marker(marker) is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+# Under pytest-xdist (`make test`, scripts/test-suite) each worker has a test database of its own
+# (pytest-django suffixes its name: test_<name>_gw0, var/test.sqlite3_gw0), which every URL handed
+# to a subprocess is derived from (`_database_url_for_tests`). The fault, cluster and browser suites
+# run afterwards in one process (scripts/test-suite).
 
 
 def compile_messages() -> None:
