@@ -36,8 +36,12 @@ run: migrate
 	$(BIN)/python manage.py bootstrap
 	exec $(BIN)/honcho start -f Procfile
 
+# Two pytest-xdist workers (the CI machine has 2 cores), each with a test database of its own, then
+# the fault, cluster and browser suites serially (scripts/test-suite). PYTEST_WORKERS=0: all serial.
+PYTEST_WORKERS ?= 2
+
 test: setup
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	PYTHON=$(BIN)/python PYTEST_WORKERS=$(PYTEST_WORKERS) scripts/test-suite $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

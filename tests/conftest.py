@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -31,6 +32,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     concurrent writers); on the embedded SQLite default it is skipped, saying why."""
     if item.get_closest_marker("postgres") is not None and connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: set DATABASE_URL=postgres://… (.ci/run does)")
+
+
+# Under pytest-xdist (`make test`, scripts/test-suite) each worker has a test database of its own
+# (pytest-django suffixes its name: test_<name>_gw0, var/test.sqlite3_gw0), which every URL handed
+# to a subprocess is derived from (`_database_url_for_tests`). The fault, cluster and browser suites
+# run afterwards in one process (scripts/test-suite).
+
+
+def compile_messages() -> None:
+    """`compilemessages` for the zh_Hans catalog, once per machine at a time: two xdist workers
+    writing the same .mo file would let one read the other's half-written file. The second one in
+    finds the .mo up to date and leaves it alone."""
+    from django.core.management import call_command
+
+    lock_path = ROOT / "var" / "compilemessages.lock"
+    lock_path.parent.mkdir(exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        call_command(
+            "compilemessages", locale=["zh_Hans"], ignore_patterns=[".venv", "var", "node_modules"], verbosity=0
+        )
 
 
 def _flush_with_audit_triggers_suspended() -> None:

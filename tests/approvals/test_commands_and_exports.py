@@ -21,6 +21,7 @@ from tests.approvals.conftest import SignFlow
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_verify_approval_command(sign_flow: SignFlow, artifacts, tmp_path: Path, capsys, personas) -> None:  # type: ignore[no-untyped-def]
     code = sign_flow.kimi(artifacts)
     sign_flow.approve_signed(code)
@@ -42,6 +43,7 @@ def test_verify_approval_command(sign_flow: SignFlow, artifacts, tmp_path: Path,
     assert json.loads(capsys.readouterr().out)["evidence_current"] is False
 
 
+@pytest.mark.slow
 def test_ca_crl_revisions_and_audit_bundle(
     sign_flow: SignFlow, artifacts, personas, org_pki: Authority, tmp_path: Path, django_capture_on_commit_callbacks
 ) -> None:  # type: ignore[no-untyped-def]

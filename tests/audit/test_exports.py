@@ -135,6 +135,7 @@ def test_verifier_usage_errors_exit_2(tmp_path: Path) -> None:
     assert run_verifier(str(tmp_path / "missing.zip")).returncode == 2
 
 
+@pytest.mark.slow
 def test_export_of_100k_events_streams_in_bounded_memory(db: None, tmp_path: Path) -> None:
     bulk_chain(100_000)
     audit_checkpoint_create()

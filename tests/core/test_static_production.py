@@ -41,6 +41,7 @@ def test_dockerfile_collects_with_production_settings() -> None:
     assert env.get("DEBUG", "0") in ("0", "false", ""), "collectstatic with DEBUG on writes no manifest"
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_pages_answer_200_with_debug_off_and_the_collected_manifest(tmp_path: Path, settings: Any) -> None:
     var_dir = tmp_path / "var"
@@ -89,6 +90,7 @@ def test_the_code_version_reads_a_manifest_kept_outside_the_code(tmp_path: Path,
     pagecache.code_version.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)  # the page cache keys pages only outside a transaction
 def test_every_cached_page_answers_200_for_each_persona_with_the_var_directory_outside_the_code(
     tmp_path: Path, settings: Any, personas: Any

@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.core.management import call_command
 
 from governance.celery import app
-from tests.conftest import WorkerHandle
+from tests.conftest import WorkerHandle, compile_messages
 from tests.deployments.conftest import catalog  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +39,7 @@ SERIOUS = ("serious", "critical")
 
 @pytest.fixture(scope="session", autouse=True)
 def compiled_messages() -> None:
-    call_command("compilemessages", locale=["zh_Hans"], ignore_patterns=[".venv", "var", "node_modules"], verbosity=0)
+    compile_messages()
 
 
 # Module scope: Playwright's sync API keeps an asyncio loop running in the test thread while it is

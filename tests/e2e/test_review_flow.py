@@ -22,7 +22,7 @@ from tests.conftest import Personas
 from tests.e2e.conftest import Recorder, local_cluster_setup, tiny_checkpoint, wait_for
 from tests.evaluations.conftest import locate
 
-pytestmark = [pytest.mark.worker]
+pytestmark = [pytest.mark.worker, pytest.mark.e2e, pytest.mark.slow]
 KIMI = "kimi-k2-modified-mit"
 DISPLAY = '#preview .finding[data-code="attribution.display"]'
 GATE_CHECK = Path(__file__).resolve().parents[2] / "scripts" / "gate-check"

@@ -79,6 +79,7 @@ def test_cancel_of_a_running_job(cluster: Cluster, personas: Personas) -> None:
     assert run.slurm_state.startswith("CANCELLED")
 
 
+@pytest.mark.slow
 def test_timeout_is_retried_once_with_more_time(cluster: Cluster) -> None:
     # Attempt 1 sleeps past its 10 s limit; attempt 2 (20 s) finishes.
     script = f'if [ "$GOV_ATTEMPT" = 1 ]; then sleep 300; fi; python3 -c "{RESULT_WRITER}"'

@@ -59,6 +59,7 @@ def test_bootstrap_makes_the_local_cluster_with_this_interpreter(db: None, fast_
     assert AuditEvent.objects.filter(object_type="evaluations.cluster").count() == 2
 
 
+@pytest.mark.slow
 def test_eval_of_the_tiny_model_completes_on_the_local_default(  # type: ignore[no-untyped-def]
     flow, artifacts, personas, fast_polling, tiny_model, django_capture_on_commit_callbacks
 ) -> None:

@@ -73,6 +73,7 @@ def _check_result(result: dict[str, Any], cases: int) -> None:
     assert result["versions"]["torch"]
 
 
+@pytest.mark.slow
 def test_job_runs_through_the_local_executor_and_resumes(tmp_path: Path) -> None:
     executor = LocalExecutor(tmp_path / "runs")
     files = _job_files(tmp_path)
