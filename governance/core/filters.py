@@ -47,7 +47,7 @@ class StrictFilterBackend(DjangoFilterBackend):
     """django-filter's backend; a view with a FilterSet also refuses parameters it does not know
     (the FilterSet's filters, the paginator's parameters, and the view's `extra_query_params`)."""
 
-    def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: Any) -> QuerySet[Any]:  # type: ignore[override]  # DRF passes its Request (the stubs say HttpRequest)
+    def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: Any) -> QuerySet[Any]:
         filterset_class = self.get_filterset_class(view, queryset)
         if filterset_class is not None:
             allowed = set(filterset_class.base_filters) | paging_params(view)
