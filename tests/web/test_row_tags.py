@@ -20,7 +20,7 @@ MOMENTS = [
     datetime(2026, 1, 2, 0, 5, tzinfo=UTC),
     datetime(2026, 6, 30, 12, 0, tzinfo=UTC),
     datetime(2026, 11, 30, 23, 59, 59, tzinfo=UTC),
-    datetime(2026, 3, 4, 15, 30),  # naive: formatted as it is
+    datetime(2026, 3, 4, 15, 30),  # noqa: DTZ001  (naive on purpose: formatted as it is)
 ]
 
 
