@@ -447,6 +447,9 @@ OIDC_ROLE_GROUPS = _json_map("OIDC_ROLE_GROUPS")
 OIDC_TEAM_GROUPS = _json_map("OIDC_TEAM_GROUPS")
 # A sign-off under SSO needs a provider sign-in (step-up) no older than this.
 SSO_STEP_UP_MAX_AGE_S = env_int("SSO_STEP_UP_MAX_AGE_S", 300, minimum=30, maximum=3600)
+# An SSO session lasts at most this long: roles follow the provider's groups at each sign-in, so
+# this bounds how long someone removed at the provider keeps access here.
+SSO_SESSION_MAX_AGE_S = env_int("SSO_SESSION_MAX_AGE_S", 8 * 3600, minimum=300, maximum=14 * 24 * 3600)
 if SSO_ENABLED:
     AUTHENTICATION_BACKENDS.append("governance.sso.backends.OidcBackend")
 if not LOCAL_LOGIN_ENABLED:

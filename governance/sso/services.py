@@ -27,9 +27,14 @@ logger = logging.getLogger(__name__)
 SSO_ACTOR = "system:sso"
 
 
+CI_ACCOUNT_PREFIX = "ci-"
+
+
 def _username(claims: Mapping[str, Any]) -> str:
     """The provider's preferred user name when it is free; else made unique with a hash of the subject."""
     wanted = str(claims.get("preferred_username") or claims.get("email") or "user").split("@")[0][:100] or "user"
+    if wanted.startswith(CI_ACCOUNT_PREFIX):  # the gate's CI service accounts are named so: never take one
+        wanted = f"sso-{wanted}"
     if not User.objects.filter(username=wanted).exists():
         return wanted
     suffix = hashlib.sha256(f"{claims.get('iss')}|{claims.get('sub')}".encode()).hexdigest()[:10]

@@ -7,8 +7,10 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
+import requests
 from django.conf import settings
 from django.contrib import auth
+from django.contrib.auth import BACKEND_SESSION_KEY
 from django.contrib.auth import views as auth_views
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect
@@ -19,6 +21,7 @@ from governance.sso.backends import IdTokenRefused
 from governance.sso.selectors import STEP_UP_REQUEST_SESSION_KEY
 
 logger = logging.getLogger(__name__)
+SSO_BACKEND = "governance.sso.backends.OidcBackend"
 
 
 def _require_sso() -> None:
@@ -54,6 +57,19 @@ class SsoCallbackView(OIDCAuthenticationCallbackView):
         except IdTokenRefused as exc:
             logger.warning("sso: sign-in refused: %s", exc)
             return HttpResponse(f"sign-in refused: {exc}\n", status=403, content_type="text/plain")
+        except requests.RequestException as exc:
+            # A code the provider refuses (a forged or replayed callback) or a provider that is down:
+            # the provider's own answer stays in the log, never in the page.
+            logger.warning("sso: the provider refused the code exchange or did not answer: %s", type(exc).__name__)
+            return HttpResponse(
+                "sign-in failed: the identity provider did not accept this sign-in; start again\n",
+                status=502,
+                content_type="text/plain",
+            )
+        if request.user.is_authenticated and request.session.get(BACKEND_SESSION_KEY) == SSO_BACKEND:
+            # Roles follow the provider's groups only at sign-in: a bounded session means someone
+            # removed at the provider loses access here within SSO_SESSION_MAX_AGE_S.
+            request.session.set_expiry(settings.SSO_SESSION_MAX_AGE_S)
         return response
 
 

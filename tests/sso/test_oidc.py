@@ -7,6 +7,7 @@ import base64
 import time
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import jwt
 import pytest
@@ -192,7 +193,7 @@ def test_sign_off_under_sso_needs_a_step_up_and_records_it(sso: Provider, sign_f
     assert signed_in_user(client) == user
 
     signed = _sign(client, sign_flow, code)
-    assert signed.status_code == 201, signed.json()
+    assert signed.status_code == 202, signed.json()
     assert signed.json()["auth_method"] == "oidc_step_up"
     assert SignOff.objects.get(deployment__code=code).auth_method == "oidc_step_up"
     event = AuditEvent.objects.filter(action=AuditAction.SIGNOFF_RECORDED).last()
@@ -206,7 +207,7 @@ def test_a_step_up_is_used_once(sso: Provider, sign_flow: SignFlow, artifacts: A
     client = Client()
     _sso_legal(client, sso, "lars")
     sign_in(client, sso, "lars", step_up=True)
-    assert _sign(client, sign_flow, code).status_code == 201
+    assert _sign(client, sign_flow, code).status_code == 202
     again = _sign(client, sign_flow, code, decision="reject", comment="changed my mind")
     assert again.status_code == 400  # no step-up left for a second signature
 
@@ -301,3 +302,33 @@ def test_the_web_sign_off_form_takes_a_step_up_instead_of_a_password(
     response = client.post(f"/requests/{code}/review", form)
     assert response.status_code == 302
     assert SignOff.objects.get(deployment__code=code).auth_method == "oidc_step_up"
+
+
+# --- found by an attacker's pass -------------------------------------------------------------------
+
+
+def test_a_callback_with_a_code_the_provider_refuses_answers_502_not_500(sso: Provider) -> None:
+    client = Client()
+    start = client.get("/oidc/authenticate/")
+    assert start.status_code == 302
+    state = parse_qs(urlparse(start["Location"]).query)["state"][0]
+    response = client.get("/oidc/callback/", {"state": state, "code": "forged-code"})
+    assert response.status_code == 502
+    assert b"did not accept" in response.content
+    assert signed_in_user(client) is None
+
+
+def test_an_sso_session_is_bounded_so_removal_at_the_provider_takes_effect(sso: Provider, settings: Any) -> None:
+    settings.SSO_SESSION_MAX_AGE_S = 3600
+    sso.set_user("gina", ["gov-legal"])
+    client = Client()
+    sign_in(client, sso, "gina")
+    assert signed_in_user(client) is not None
+    assert client.session.get_expiry_age() <= 3600
+
+
+def test_a_provider_account_cannot_take_a_ci_service_account_name(sso: Provider) -> None:
+    sso.set_user("ci-0123456789ab", [])
+    sign_in(Client(), sso, "ci-0123456789ab")
+    assert User.objects.filter(username="sso-ci-0123456789ab").exists()  # created, under another name
+    assert not User.objects.filter(username__startswith="ci-").exists()
