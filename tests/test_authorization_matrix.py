@@ -47,6 +47,7 @@ ANON, OUTSIDER, REQ, OTHER_REQ, LEGAL, ENG, AUDITOR, ADMIN = (
 PERSONAS = (ANON, OUTSIDER, REQ, OTHER_REQ, LEGAL, ENG, AUDITOR, ADMIN)
 ROLES = frozenset({REQ, OTHER_REQ, LEGAL, ENG, AUDITOR, ADMIN})  # every persona holding a role
 REVIEWERS = frozenset({LEGAL, ENG})
+REQUESTERS = frozenset({REQ, OTHER_REQ})
 DENIED = {401, 403, 404}
 
 PLAN_INPUT = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "max_model_len": 8192}
@@ -157,6 +158,22 @@ def _ci_token_body(world: World, persona: str) -> dict[str, Any]:
     return {"name": f"x-{persona}", "team": "platform", "expires_at": (timezone.now() + timedelta(days=30)).isoformat()}
 
 
+def _quantize_run(world: World) -> None:
+    from governance.artifacts.models import ModelArtifact
+    from governance.quantization.services import quantize_run_request
+
+    run = quantize_run_request(
+        parent=ModelArtifact.objects.get(code=world.ids["own_artifact"]),
+        cluster=Cluster.objects.get(code=world.ids["cluster"]),
+        recipe_name="w4a16-rtn",
+        derivative_name="Llama-matrix-w4a16",
+        actor=world.personas.requester,
+        model_path="/models/m",
+        distribution="internal",
+    )
+    world.ids["quantize_run"] = str(run.code)
+
+
 def _calibration(world: World) -> None:
     from governance.calibration.services import calibration_run_request
 
@@ -225,7 +242,11 @@ ROWS: list[Row] = [
     Row("audit-export-jsonl", "GET", "/api/v1/audit/events/export.jsonl", frozenset({AUDITOR, ADMIN})),
     Row("audit-export-csv", "GET", "/api/v1/audit/events/export.csv", frozenset({AUDITOR, ADMIN})),
     Row("audit-bundle", "GET", "/api/v1/audit/bundle", frozenset({AUDITOR, ADMIN})),
-    Row("approval-verify", "POST", "/api/v1/approvals/verify", ROLES | {OUTSIDER}, note="anyone signed in verifies"),
+    Row("approval-verify", "POST", "/api/v1/approvals/verify", ROLES, note="any role verifies (docs/access.md)"),
+    Row("quantize-recipes", "GET", "/api/v1/quantize/recipes", ROLES),
+    Row("quantize-create", "POST", "/api/v1/quantize", REQUESTERS, {}, note="bad body: past authorization"),
+    Row("quantize-detail", "GET", "/api/v1/quantize/{quantize_run}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}),
+        prepare=_quantize_run),
     Row("approval-ca", "GET", "/api/v1/approvals/ca.pem", frozenset(PERSONAS), note="public trust root"),
     Row("approval-crl", "GET", "/api/v1/approvals/crl", frozenset(PERSONAS), note="public CRL"),
     Row("approval-packet", "POST", "/api/v1/approvals/deployments/{own_review}/packet", frozenset({LEGAL, ENG, ADMIN}),

@@ -1,7 +1,8 @@
 """Import rule: each app imports only apps below it, so the apps built on top (approvals, gate, web)
 can change without touching the base, and no cycle can form.
 
-    core  <-  audit  <-  licenses  <-  artifacts, capacity, evaluations  <-  deployments, calibration  <-  approvals  <-  gate  <-  web, observability
+    core  <-  audit  <-  licenses, sso  <-  artifacts  <-  capacity, evaluations  <-  deployments, calibration, quantization
+          <-  approvals  <-  gate  <-  web, observability, observability
 
 Apps of one layer do not import each other. Lower apps announce events with Django signals (each app's
 signals.py) and the app above connects receivers in its AppConfig.ready(). `planner` is a library
@@ -22,15 +23,15 @@ LAYERS: dict[str, int] = {
     "licenses": 2,
     "sso": 2,  # users and roles from the provider's ID token; approvals reads its step-up
     "artifacts": 3,
-    "capacity": 3,
-    "evaluations": 3,
-    "deployments": 4,
-    "calibration": 4,
-    "quantization": 4,  # quantize runs: artifacts + evaluations (jobs) + licenses
-    "approvals": 5,
-    "gate": 6,  # the gate reads the approvals' verified packet state
-    "web": 7,  # the UI sits on every app, approvals and gate included
-    "observability": 7,  # /metrics reads every app's tables; the instruments themselves are core.metrics
+    "capacity": 4,
+    "evaluations": 4,  # an eval names registered artifacts (candidate, baseline, where they lie)
+    "deployments": 5,
+    "calibration": 5,
+    "quantization": 5,  # quantize runs: artifacts + evaluations (jobs) + licenses
+    "approvals": 6,
+    "gate": 7,  # the gate reads the approvals' verified packet state
+    "web": 8,  # the UI sits on every app, approvals and gate included
+    "observability": 8,  # /metrics reads every app's tables; the instruments themselves are core.metrics
 }
 
 

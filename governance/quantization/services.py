@@ -60,7 +60,7 @@ def quantize_run_request(
         raise invalid_input("name", "1-100 letters, digits, '_', '.', '-', starting with a letter or digit")
     if distribution not in DISTRIBUTIONS:
         raise invalid_input("distribution", f"one of {', '.join(DISTRIBUTIONS)}")
-    source = resolve_model_path(cluster, model_path)
+    source = resolve_model_path(cluster, model_path, "model_path")
     roots = [posixpath.normpath(root) for root in cluster.model_roots]
     calibration = None
     if calibration_path:

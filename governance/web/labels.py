@@ -127,6 +127,7 @@ TABLES: dict[str, dict[str, Any]] = {
         "approval.signoff_refused": _("Sign-off refused"),
         "approval.packet_signed": _("Approval packet signed"),
         "approval.packet_rendered": _("Approval packet rendered"),
+        "approval.packet_render_failed": _("Approval packet render failed"),
         "approval.packet_verified": _("Approval packet verified"),
         "approval.pki_initialised": _("Signing PKI set up"),
         "approval.certificate_issued": _("Signing certificate issued"),

@@ -49,7 +49,7 @@ def test_vllm_single_allocation_two_node_launch_is_pinned(kimi_plan: dict) -> No
     argv = resolved(list(launch.argv))
     assert shlex.join(argv) == (
         "vllm serve /models/kimi-k2-w4a8 --tensor-parallel-size 8 --pipeline-parallel-size 2 --max-model-len 32768 "
-        "--gpu-memory-utilization 0.9 --max-num-seqs 64 --host 127.0.0.1 --port 8000 --seed 0 "
+        "--gpu-memory-utilization 0.9 --max-num-seqs 64 --max-num-batched-tokens 8192 --host 127.0.0.1 --port 8000 --seed 0 "
         "--served-model-name candidate"
     )
     assert launch.health_path == "/health"
@@ -70,7 +70,7 @@ def test_sglang_two_node_launch_is_pinned(kimi_plan: dict) -> None:  # type: ign
     argv = resolved(list(launch.argv))
     assert shlex.join(argv) == (
         "python3 -m sglang.launch_server --model-path /models/kimi-k2-w4a8 --tp 8 --pp-size 2 --context-length 32768 "
-        "--mem-fraction-static 0.9 --max-running-requests 64 --host 127.0.0.1 --port 8000 --random-seed 0 "
+        "--mem-fraction-static 0.9 --max-running-requests 64 --chunked-prefill-size 8192 --host 127.0.0.1 --port 8000 --random-seed 0 "
         "--served-model-name candidate"
     )
     script = multinode_script("sglang", argv, nnodes=2, gpus_per_node=8)

@@ -221,8 +221,11 @@ def test_verify_reports_a_tampered_packet_and_a_missing_file(
     missing = client.post("/verify/", {})
     assert missing.status_code == 400
     assert 'aria-invalid="true"' in missing.content.decode()
+    # A file the parsers cannot read is refused naming the problem (400), never reported as verified.
     garbage = client.post("/verify/", {"file": _upload(b"not a pdf at all")})
-    assert 'data-all-valid="false"' in garbage.content.decode()
+    assert garbage.status_code == 400
+    assert 'aria-invalid="true"' in garbage.content.decode()
+    assert 'data-accepted="true"' not in garbage.content.decode()
 
 
 # --- the request page's packet and gate panels ---------------------------------------------------
