@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest
 from django.urls import get_script_prefix, get_urlconf, reverse
 from django.utils.translation import gettext_lazy as _
@@ -37,8 +38,10 @@ def _navigation_urls() -> list[str]:
 
 def navigation(request: HttpRequest) -> dict[str, Any]:
     roles = access.roles(request.user) if hasattr(request, "user") else set()
+    # how people sign in here: the login page offers single sign-on and/or the password form
+    sign_in = {"sso_enabled": settings.SSO_ENABLED, "local_login_enabled": settings.LOCAL_LOGIN_ENABLED}
     if not roles:
-        return {"navigation": [], "manages_tokens": False}
+        return {"navigation": [], "manages_tokens": False, **sign_in}
     manages_tokens = access.may_manage_tokens(request.user)
     if manages_tokens:
         roles = {*roles, TOKEN_MANAGERS}
@@ -49,4 +52,4 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
             continue
         current = path == url if url == "/" else path.startswith(url)
         items.append({"url": url, "label": label, "current": current})
-    return {"navigation": items, "manages_tokens": manages_tokens}
+    return {"navigation": items, "manages_tokens": manages_tokens, **sign_in}

@@ -332,3 +332,14 @@ def test_a_provider_account_cannot_take_a_ci_service_account_name(sso: Provider)
     sign_in(Client(), sso, "ci-0123456789ab")
     assert User.objects.filter(username="sso-ci-0123456789ab").exists()  # created, under another name
     assert not User.objects.filter(username__startswith="ci-").exists()
+
+
+def test_the_login_page_offers_single_sign_on_and_hides_switched_off_passwords(sso: Provider, settings: Any) -> None:
+    page = Client().get("/accounts/login/?next=/audit/").content.decode()
+    assert 'id="sso-sign-in"' in page
+    assert "/oidc/authenticate/?next=/audit/" in page
+    assert 'name="password"' in page
+    settings.LOCAL_LOGIN_ENABLED = False
+    page = Client().get("/accounts/login/").content.decode()
+    assert 'id="sso-sign-in"' in page
+    assert 'name="password"' not in page
