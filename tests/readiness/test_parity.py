@@ -1,0 +1,37 @@
+"""The readiness rule reads the same state through both loaders: the ORM one the sign-off service,
+the page and the API use (deployments.selectors) and the gate's single hand-written statement
+(gate.selectors), on the same data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from governance.core.models import ApiToken
+from governance.core.tokens import PREFIX_LENGTH
+from governance.deployments.models import DeploymentRequest, ReviewDecision
+from governance.deployments.selectors import deployment_readiness_state
+from governance.gate.selectors import gate_deployment_for_token, gate_state
+from tests.gate.conftest import Gate, gate  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+def _both(gate: Gate) -> tuple[Any, Any]:  # noqa: F811
+    token = ApiToken.objects.get(prefix=gate.token[:PREFIX_LENGTH])
+    orm = deployment_readiness_state(DeploymentRequest.objects.get(code=gate.code))
+    sql = gate_state(gate_deployment_for_token(token, gate.code, "production"))[0].readiness
+    return orm, sql
+
+
+def test_both_loaders_read_the_same_state_approved_then_voided_then_flagged(gate: Gate) -> None:  # noqa: F811
+    orm, sql = _both(gate)
+    assert orm == sql
+    assert set(orm.signatures) == {"legal", "engineering"}
+    ReviewDecision.objects.filter(request__code=gate.code, role="legal").update(voided_at="2026-12-01T00:00:00Z")
+    DeploymentRequest.objects.filter(code=gate.code).update(flagged=True, flag_reason="usage 2026-11 crossed")
+    orm, sql = _both(gate)
+    assert orm == sql
+    assert orm.signatures["legal"].voided
+    assert orm.flagged
