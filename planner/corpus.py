@@ -181,7 +181,7 @@ def markdown(results: list[CaseResult]) -> str:
 # Leave-one-source-out (issue 31): the in-sample figures above score the planner on the very cases its
 # efficiency factors were set against. Here each source's cases are scored with factors fitted without
 # that source: a factor only that source's cases read falls back to what it refines (a GPU's own figure
-# to the default, a weight format's multiplier to none, an engine's overheads to the other engines'
+# to the default, a weight format's grouped-expert multiplier to its dense one, another multiplier to none, an engine's overheads to the other engines'
 # median), and a factor other sources read too is refitted on those sources' cases alone.
 REFIT_GRID = (1.0, 0.7, 0.85, 1.15, 1.3)  # multipliers of the committed value (kept on a tie: tried first)
 ENGINE_FITTED = ("request_overhead_ms", "step_overhead_ms")  # the engines' fitted figures (the budget is a default)
@@ -268,6 +268,12 @@ def held_out_catalog(
                 values = [e[path[2]] for k, e in catalog["engines"].items() if k != path[1] and path[2] in e]
                 parent[path[-1]] = statistics.median(values)
                 fallen.append(f"{name} -> {parent[path[-1]]:g} (the other engines' median)")
+            elif path[0] == "precisions" and path[2].startswith("moe_") and path[2][4:] in parent:
+                # The grouped-expert path of a weight format refines the format's dense path: the same
+                # unpacking of the same weights, so without its own source it keeps the dense figure
+                # (W4A16's is measured) rather than no slowdown at all.
+                parent[path[-1]] = parent[path[2][4:]]
+                fallen.append(f"{name} -> {parent[path[-1]]:g} (precisions.{path[1]}.{path[2][4:]})")
             else:
                 del parent[path[-1]]
                 fallen.append(

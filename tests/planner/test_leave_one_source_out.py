@@ -32,7 +32,12 @@ def test_a_measured_factor_is_kept_whichever_source_is_left_out() -> None:
     assert "precisions.w4a16.memory" in catalog["measured"]
     fitted, fallen, _, _ = corpus.held_out_catalog(TT_AWQ, catalog, refit=False)
     assert fitted["precisions"]["w4a16"]["memory"] == catalog["precisions"]["w4a16"]["memory"]
-    assert "precisions.w4a16.moe_memory -> none" in fallen  # set against the corpus, backed by this source only
+    # Set against the corpus and backed by this source only, the grouped-expert multiplier falls back to the
+    # format's dense one: the same INT4 unpacking (measured 0.45 on the H200), not BF16's speed. Before,
+    # it fell back to none and this source's short-prompt TTFT went from +19% and +2% to -26%.
+    dense = catalog["precisions"]["w4a16"]["memory"]
+    assert fitted["precisions"]["w4a16"]["moe_memory"] == dense
+    assert f"precisions.w4a16.moe_memory -> {dense:g} (precisions.w4a16.memory)" in fallen
 
 
 def test_a_substituted_catalog_is_what_plans_read_and_only_inside_the_block() -> None:
