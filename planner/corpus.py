@@ -211,23 +211,39 @@ def fitted_factors(catalog: dict[str, Any]) -> list[FactorPath]:
     the engines' own defaults, not fitted)."""
     paths: list[FactorPath] = [("default", name) for name in catalog["default"]]
     for key, entry in catalog.items():
-        if key in ("default", "engines", "precisions", "measured"):
+        if key in ("default", "engines", "precisions", "gpu_precisions", "measured"):
             continue
         paths += [(key, name) for name in entry]
     for key, entry in catalog.get("precisions", {}).items():
         paths += [("precisions", key, name) for name in entry]
+    for gpu, formats in catalog.get("gpu_precisions", {}).items():
+        paths += [("gpu_precisions", gpu, key, name) for key, entry in formats.items() for name in entry]
     for key, entry in catalog.get("engines", {}).items():
         paths += [("engines", key, name) for name in ENGINE_FITTED if name in entry]
     measured = set(catalog.get("measured") or ())
     return [path for path in paths if ".".join(path) not in measured]
 
 
+def _is_moe(case: dict[str, Any]) -> bool:
+    from planner.hf_config import parse_config
+    from planner.specs import model
+
+    spec = parse_config(case["config"]) if "config" in case else model(case["model"])
+    return spec.is_moe
+
+
 def reads(catalog: dict[str, Any], path: FactorPath, case: dict[str, Any]) -> bool:
-    """Whether planning `case` reads the factor at `path`."""
+    """Whether planning `case` reads the factor at `path`. A grouped-expert figure (moe_*) is read by
+    mixture-of-experts models only: a dense model's runs say nothing of it, and a refit on them alone
+    would keep it by a tie rather than fall back."""
+    if path[-1].startswith("moe_") and not _is_moe(case):
+        return False
     if path[0] == "default":
         return path[1] not in catalog.get(case["gpu"], {})
     if path[0] == "precisions":
         return bool(case["precision"] == path[1])
+    if path[0] == "gpu_precisions":
+        return bool(case["gpu"] == path[1] and case["precision"] == path[2])
     if path[0] == "engines":
         return bool(case["engine"] == path[1])
     return bool(case["gpu"] == path[0])
@@ -276,9 +292,13 @@ def held_out_catalog(
                 fallen.append(f"{name} -> {parent[path[-1]]:g} (precisions.{path[1]}.{path[2][4:]})")
             else:
                 del parent[path[-1]]
-                fallen.append(
-                    f"{name} -> " + ("none" if path[0] == "precisions" else f"default {fitted['default'][path[1]]:g}")
-                )
+                if path[0] == "precisions":
+                    instead = "none"
+                elif path[0] == "gpu_precisions":
+                    instead = f"precisions.{path[2]}"  # the format's multiplier on other GPUs
+                else:
+                    instead = f"default {fitted['default'][path[1]]:g}"
+                fallen.append(f"{name} -> {instead}")
             continue
         if not refit:
             continue

@@ -86,7 +86,7 @@ def _efficiency_catalog() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((CATALOG_DIR / "efficiency.yaml").read_text(encoding="utf-8"))
     names = set(Factors.__slots__)
     for key, entry in data.items():
-        if key in ("engines", "precisions", "measured"):
+        if key in ("engines", "precisions", "gpu_precisions", "measured"):
             continue
         unknown = set(entry) - names
         if unknown:
@@ -101,7 +101,12 @@ def default_factors(gpu_key: str, precision_key: str = "bf16") -> Factors:
     """The GPU's factors, with the weight-streaming ones scaled for the precision's kernel path."""
     catalog = efficiency_catalog()
     factors = {**catalog["default"], **catalog.get(gpu_key, {})}
-    for name, scale in catalog.get("precisions", {}).get(precision_key, {}).items():
+    # The format's kernel path on this GPU where it is not the default one (Marlin on Ampere and Ada).
+    scales = {
+        **catalog.get("precisions", {}).get(precision_key, {}),
+        **catalog.get("gpu_precisions", {}).get(gpu_key, {}).get(precision_key, {}),
+    }
+    for name, scale in scales.items():
         factors[name] = factors[name] * float(scale)
     return Factors(**factors)
 

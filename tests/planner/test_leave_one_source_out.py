@@ -12,15 +12,23 @@ from planner.efficiency import default_factors, efficiency_catalog, substituted
 NIM = "https://docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance"
 TT_A100 = "https://github.com/tenstorrent/tt-inference-server/issues/340"
 TT_AWQ = "https://github.com/tenstorrent/tt-inference-server/issues/356"
+MI300X = "https://github.com/SemiAnalysisAI/InferenceX/pull/1053"
 
 
 def test_a_factor_only_the_left_out_source_backs_falls_back() -> None:
     catalog = efficiency_catalog()
-    fitted, fallen, _refitted, _ = corpus.held_out_catalog(TT_A100, catalog, refit=False)
-    # The A100's own figures came from this source's runs alone: without it, the A100 has the defaults.
-    assert "a100-80g" in catalog
-    assert fitted["a100-80g"] == {}
-    assert any(line.startswith("a100-80g.memory -> default") for line in fallen)
+    fitted, fallen, _refitted, _ = corpus.held_out_catalog(MI300X, catalog, refit=False)
+    # The MI300X's own figures came from this source's runs alone: without it, the MI300X has the defaults.
+    assert "mi300x" in catalog
+    assert fitted["mi300x"] == {}
+    assert any(line.startswith("mi300x.memory -> default") for line in fallen)
+    # The A100's stand on two publishers (tenstorrent's sweeps and Qwen's speed benchmark): without one,
+    # they are refitted on the other, not dropped.
+    fitted, fallen, _, _ = corpus.held_out_catalog(TT_A100, catalog, refit=False)
+    dense = {name: value for name, value in catalog["a100-80g"].items() if not name.startswith("moe_")}
+    assert fitted["a100-80g"] == dense
+    # Its grouped-expert figure stands on tenstorrent's Qwen3-30B-A3B alone (Qwen's sweep is dense).
+    assert fallen == [f"a100-80g.moe_memory -> default {catalog['default']['moe_memory']:g}"]
     # TensorRT-LLM's overheads came from NIM's page alone: without it, the other engines' median.
     fitted, fallen, _, _ = corpus.held_out_catalog(NIM, catalog, refit=False)
     assert fitted["engines"]["trtllm"]["request_overhead_ms"] == 3.0
@@ -42,10 +50,10 @@ def test_a_measured_factor_is_kept_whichever_source_is_left_out() -> None:
 
 def test_a_substituted_catalog_is_what_plans_read_and_only_inside_the_block() -> None:
     catalog = efficiency_catalog()
-    fitted, _, _, _ = corpus.held_out_catalog(TT_A100, catalog, refit=False)
+    fitted, _, _, _ = corpus.held_out_catalog(MI300X, catalog, refit=False)
     with substituted(fitted):
-        assert default_factors("a100-80g").memory == catalog["default"]["memory"]
-    assert default_factors("a100-80g").memory == catalog["a100-80g"]["memory"]
+        assert default_factors("mi300x").memory == catalog["default"]["memory"]
+    assert default_factors("mi300x").memory == catalog["mi300x"]["memory"]
 
 
 @pytest.mark.slow
@@ -112,4 +120,6 @@ def test_a_refit_is_not_steered_by_figures_the_corpus_lists_outside_the_model() 
     _, _, refitted, _ = corpus.held_out_catalog(
         "https://github.com/SemiAnalysisAI/InferenceX/issues/870", efficiency_catalog()
     )
-    assert not any(line.startswith("default.moe_memory") for line in refitted), refitted
+    # Pulled by nothing but the figures the model can explain, it does not sink toward the AWQ runs.
+    moved = [line for line in refitted if line.startswith("default.moe_memory")]
+    assert all(float(line.split(" -> ")[1]) >= efficiency_catalog()["default"]["moe_memory"] for line in moved), moved
