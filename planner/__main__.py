@@ -61,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="with --arrival poisson: requests/s over all replicas (--concurrency: the most in flight)",
     )
+    p.add_argument(
+        "--range-ratio",
+        type=float,
+        default=1.0,
+        help="each request's input and output lengths drawn uniformly from [ratio x len, len], as "
+        "sglang.bench_serving --random-range-ratio draws them (default 1: fixed lengths)",
+    )
     p.add_argument("--calibration", help="calibration profile JSON (python -m planner.calibrate run)")
     c = commands.add_parser("check-log", help="hold the plan for a startup log's settings against the log")
     c.add_argument("log", metavar="FILE", help="an engine startup log (vLLM, SGLang)")
@@ -221,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             calibration=_calibration(args.calibration),
             arrival=args.arrival,
             request_rate=args.request_rate,
+            range_ratio=args.range_ratio,
         )
         contract = plan(request).as_contract()
     except ValueError as exc:

@@ -59,6 +59,16 @@ class Workload:
     # clients whose requests arrive one at a time.
     arrival: str = "burst"
     request_rate: float | None = None  # requests/s over all replicas, with arrival "poisson" (an open loop)
+    # Each request's input and output lengths drawn uniformly from [range_ratio x len, len], as
+    # `sglang.bench_serving --random-range-ratio` and InferenceX's client (0.8 in its benchmark template)
+    # draw them; 1: every request has the nominal lengths.
+    range_ratio: float = 1.0
+
+
+def mean_length(length: int, range_ratio: float) -> float:
+    """Mean of integers drawn uniformly from [int(length x range_ratio), length] (numpy's randint over
+    that range, as the benchmark clients call it)."""
+    return (int(length * range_ratio) + length) / 2 if range_ratio < 1 else float(length)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +90,7 @@ class Throughput:
     queued: int = 0  # requests per replica waiting for a slot (concurrency above max_num_seqs)
     arrival: str = "burst"
     request_rate: float | None = None
+    range_ratio: float = 1.0
     prefill_ms: float = 0.0  # a prompt's own prefill, arriving alone
     calibration: str | None = None
     fallbacks: tuple[str, ...] = ()
@@ -100,6 +111,7 @@ class Throughput:
                 "keep_bf16": list(self.keep_bf16),
                 "arrival": self.arrival,
                 **({"request_rate": self.request_rate} if self.request_rate is not None else {}),
+                **({"range_ratio": self.range_ratio} if self.range_ratio < 1 else {}),
                 **({"queued_per_replica": self.queued} if self.queued else {}),
                 **(
                     {"scheduler_recv_interval": self.scheduler_recv_interval}
@@ -274,7 +286,10 @@ def estimate(
     rates = Rates(gpu, precision, profile)
     clients = max(1, -(-workload.concurrency // layout.dp))
     batch = min(clients, workload.max_num_seqs) if workload.max_num_seqs else clients
-    prompt, output = max(1, workload.input_len), max(1, workload.output_len)
+    # Lengths drawn from a range: the mean request stands for them (prefill work, KV read and output
+    # tokens are linear in the lengths).
+    prompt = max(1, round(mean_length(workload.input_len, workload.range_ratio)))
+    output = max(1, round(mean_length(workload.output_len, workload.range_ratio)))
     # A cached prefix is not prefilled again (an engine recomputes at least the prompt's last token).
     cached = min(max(workload.cached_prefix_len, 0), prompt - 1)
     new = prompt - cached
@@ -327,7 +342,10 @@ def estimate(
     # fits). Prompts that do not fit spread the group's completions by a step or more, so the next
     # prompts arrive apart. A prompt queues behind, on average, half of the rest of its group, and
     # behind the other groups' prefills still waiting when it arrives.
-    group = max(1, min(batch, int(budget // new))) if workload.arrival == "burst" else 1
+    # Outputs of unequal length finish apart, so a closed loop whose lengths are drawn from a range
+    # sends its requests one at a time after the first wave, whatever the client's start.
+    aligned = workload.arrival == "burst" and int(workload.output_len * workload.range_ratio) >= workload.output_len
+    group = max(1, min(batch, int(budget // new))) if aligned else 1
 
     def prefill_s(tokens: float) -> float:
         """Steps prefilling `tokens` in chunks of the step budget, the decode batch sharing them."""
@@ -380,14 +398,15 @@ def estimate(
         decode_step_ms=decode_s * 1e3,
         prefill_tokens_per_step=prefill_per_step,
         delivered_fraction=delivered,
-        input_len=prompt,
-        output_len=output,
+        input_len=max(1, workload.input_len),
+        output_len=max(1, workload.output_len),
         cached_prefix_len=cached,
         engine=engine.name,
         max_num_batched_tokens=engine.max_num_batched_tokens,
         scheduler_recv_interval=engine.scheduler_recv_interval,
         queued=clients - batch,
         arrival=workload.arrival,
+        range_ratio=workload.range_ratio,
         prefill_ms=own_s * 1e3,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
@@ -404,7 +423,7 @@ def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **
     The concurrency is the most sequences per replica the plan holds: a rate needing more is refused."""
     rate = float(workload.request_rate or 0.0) / layout.dp  # per replica
     cap = max(1, -(-workload.concurrency // layout.dp))
-    output = max(1, workload.output_len)
+    output = max(1, round(mean_length(workload.output_len, workload.range_ratio)))
     overhead_s = engine.request_overhead_ms / 1e3
 
     def closed(running: int) -> Throughput:

@@ -59,6 +59,7 @@ class PlanRequest:
     calibration: CalibrationProfile | None = None  # measured efficiencies (planner.calibrate)
     arrival: str = "burst"  # how the requests arrive (planner.perf.ARRIVALS)
     request_rate: float | None = None  # requests/s over all replicas, with arrival "poisson"
+    range_ratio: float = 1.0  # each request's lengths drawn from [range_ratio x len, len] (planner.perf.Workload)
 
     def validate(self) -> None:
         if self.kv_dtype not in KV_BYTES:
@@ -98,6 +99,10 @@ class PlanRequest:
             raise ValueError("request_rate: a Poisson stream needs its rate, in requests/s (> 0)")
         if self.arrival != "poisson" and self.request_rate is not None:
             raise ValueError("request_rate: only with arrival poisson (a closed loop is set by its concurrency)")
+        if not (isinstance(self.range_ratio, int | float) and 0 < self.range_ratio <= 1):
+            raise ValueError(
+                "range_ratio: must be above 0 and at most 1 (lengths drawn from [range_ratio x len, len]; 1: fixed)"
+            )
         engine_settings(self.engine, self.max_num_batched_tokens, self.scheduler_recv_interval)
         if self.calibration is not None and self.calibration.gpu_key not in (None, self.gpu):
             raise ValueError(f"calibration: profile was measured on {self.calibration.gpu_key}, not {self.gpu}")
@@ -482,6 +487,7 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
             max_num_seqs=request.max_num_seqs,
             arrival=request.arrival,
             request_rate=request.request_rate,
+            range_ratio=float(request.range_ratio),
         ),
         kv_dtype=request.kv_dtype,
         # The one list of BF16 parts the memory model sized (asked, the checkpoint's own, the

@@ -89,6 +89,13 @@ class PlanInputSerializer(StrictSerializer):
         max_value=1e6,
         help_text="with arrival poisson: requests/s over all replicas (concurrency: the most in flight)",
     )
+    range_ratio = serializers.FloatField(
+        required=False,
+        min_value=1e-6,
+        max_value=1.0,
+        help_text="each request's input and output lengths drawn uniformly from [range_ratio x len, len], as "
+        "sglang.bench_serving --random-range-ratio draws them (default 1: fixed lengths)",
+    )
     cluster = serializers.CharField(
         required=False,
         allow_null=True,
@@ -161,5 +168,6 @@ def plan_request_from(data: dict[str, Any], calibration: CalibrationProfile | No
         cached_prefix_len=data.get("cached_prefix_len") or 0,
         arrival=data.get("arrival") or "burst",
         request_rate=data.get("request_rate"),
+        range_ratio=data.get("range_ratio") or 1.0,
         calibration=calibration,
     )

@@ -211,3 +211,20 @@ def test_plan_apis_take_a_poisson_rate_and_refuse_it_without_poisson(personas: P
         bad = client.post(endpoint, bad_body, format="json")
         assert bad.status_code == 400, bad.json()
         assert "request_rate" in bad.json()["extra"]["fields"]
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
+def test_plan_apis_take_a_length_spread_and_refuse_one_outside_0_1(personas: Personas, endpoint: str) -> None:
+    """Lengths drawn from [range_ratio x len, len] as the benchmark client draws them (issue 31)."""
+    body = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 32}
+    body |= {"input_len": 1024, "output_len": 1024, "range_ratio": 0.8}
+    client = personas.client(personas.engineer)
+    good = client.post(endpoint, body, format="json")
+    assert good.status_code in (200, 202), good.json()
+    if endpoint == "/api/v1/planner/plan":
+        assert good.json() == json.loads(json.dumps(plan(PlanRequest(**body)).as_contract()))
+        assert good.json()["throughput_estimate"]["inputs"]["range_ratio"] == 0.8
+    for ratio in (0, 1.5):
+        bad = client.post(endpoint, {**body, "range_ratio": ratio}, format="json")
+        assert bad.status_code == 400, bad.json()
+        assert "range_ratio" in bad.json()["extra"]["fields"]

@@ -100,3 +100,37 @@ def test_the_cli_takes_a_request_rate() -> None:
     refused = planner_cli(*args, "--request-rate", "4")
     assert refused.returncode == 2
     assert "--request-rate" in refused.stderr
+
+
+def test_lengths_drawn_from_a_range_are_planned_as_the_client_draws_them() -> None:
+    """InferenceX's client draws each request's input and output length uniformly from [0.8 x len, len]
+    (RANDOM_RANGE_RATIO 0.8 in its .github/workflows/benchmark-tmpl.yml; sample_uniform in
+    utils/bench_serving/benchmark_serving.py, as sglang.bench_serving's --random-range-ratio does): the
+    mean request is 0.9 of the nominal one, and outputs of unequal length finish apart, so the closed
+    loop's requests stop coming back in waves. Before, only fixed lengths could be planned."""
+    drawn = plan(PlanRequest(**NIM, range_ratio=0.8))
+    # The mean of 800..1000 is 900 tokens in and out, arriving one at a time.
+    same = plan(PlanRequest(**{**NIM, "input_len": 900, "output_len": 900}, arrival="spread")).throughput
+    assert drawn.throughput.ttft_ms == pytest.approx(same.ttft_ms, rel=1e-9)
+    assert drawn.throughput.tpot_ms == pytest.approx(same.tpot_ms, rel=1e-9)
+    assert drawn.throughput.ttft_ms < plan(PlanRequest(**NIM)).throughput.ttft_ms  # no aligned waves
+    inputs = drawn.as_contract()["throughput_estimate"]["inputs"]
+    assert (inputs["input_len"], inputs["output_len"], inputs["range_ratio"]) == (1000, 1000, 0.8)
+    # The plan still holds the longest request: the memory model sizes max_model_len, not the mean.
+    assert drawn.chosen.fits
+
+
+@pytest.mark.parametrize("ratio", [0, -0.5, 1.5])
+def test_a_range_ratio_outside_0_1_is_refused_naming_the_field(ratio: float) -> None:
+    with pytest.raises(ValueError, match=r"^range_ratio: "):
+        plan(PlanRequest(**NIM, range_ratio=ratio))
+    done = planner_cli("plan", "--model", "llama-3.1-8b", "--gpu", "h100-80g", "--range-ratio", str(ratio))
+    assert done.returncode == 2
+    assert "--range-ratio" in done.stderr
+
+
+def test_the_cli_takes_the_range_ratio() -> None:
+    args = ["plan", "--model", "llama-3.1-8b", "--gpu", "h100-80g", "--concurrency", "32", "--format", "json"]
+    done = planner_cli(*args, "--input-len", "1024", "--output-len", "1024", "--range-ratio", "0.8")
+    assert done.returncode == 0, done.stderr
+    assert '"range_ratio": 0.8' in done.stdout
