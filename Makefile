@@ -36,8 +36,9 @@ run: migrate
 	$(BIN)/python manage.py bootstrap
 	exec $(BIN)/honcho start -f Procfile
 
-# Two pytest-xdist workers (the CI machine has 2 cores), each with a test database of its own, then
-# the fault, cluster and browser suites serially (scripts/test-suite). PYTEST_WORKERS=0: all serial.
+# Two pytest-xdist workers (the CI machine has 2 cores), each with a test database of its own, and
+# alongside them the fault, cluster and browser suites in one process (scripts/test-suite;
+# SERIAL_AFTER=1: after the workers). PYTEST_WORKERS=0: the workers' part in one process.
 PYTEST_WORKERS ?= 2
 
 test: setup

@@ -1,16 +1,21 @@
 """Gate benchmark: POST /api/v1/gate/check against a trivial token-authenticated DRF endpoint
 (GET /api/v1/me), both served by gunicorn (4 workers) on PostgreSQL, loaded by wrk, in one run.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/gate.py [--duration 8]
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/gate.py [--duration 8] [--variants]
 
 Also measures two floors (bench/gate_floors.py): the same POST committed as one row, and as one
 audit event, so the ratios show how much of the gap any fail-closed log pays.
 
-Runs in a scratch database (`governance_gate_bench`, created and dropped here). Every gate call
+Runs in a scratch database (`governance_gate_bench`, or $GATE_BENCH_DB; created and dropped here). Every gate call
 is a full decision: it reads the stored state, writes the decision row and its audit event, and
 commits before answering. Targets (issue 12): saturated throughput ratio >= 0.8, p50 at one
-client <= 1.5x the trivial endpoint, p99 at four clients <= 2x. Runs alternate between the two
-endpoints and the median of the rounds is reported, so a noisy neighbour hits both alike.
+client <= 1.5x the trivial endpoint, p99 at four clients <= 2x. Runs alternate between the
+endpoints and the median of the rounds is reported, so a noisy neighbour hits all alike.
+
+--variants also serves the same check with its state read two other ways (bench/gate_floors.
+gate_variant): without the body peek (the token on its own, then the gate's statement) and
+through the ORM selectors the page and the sign-off use, and prints by how much the gate's own
+way wins: issue 27 keeps hand-written SQL or a peek only where it wins >= 20% on throughput or p50.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH_DB = "governance_gate_bench"
+BENCH_DB = os.environ.get("GATE_BENCH_DB", "governance_gate_bench")  # one per concurrent run
 TARGETS = {"throughput_ratio": (">=", 0.8), "p50_ratio_1_client": ("<=", 1.5), "p99_ratio_4_clients": ("<=", 2.0)}
 
 
@@ -54,7 +59,7 @@ def seed() -> None:
     from governance.core.tokens import api_token_issue
     from governance.deployments import services
     from governance.deployments.selectors import latest_capacity_plan
-    from governance.evaluations.models import Cluster, EvalRun, EvalStatus, ExecutorKind
+    from governance.evaluations.models import Cluster, EvalKind, EvalRun, EvalStatus, ExecutorKind
     from governance.gate.services import ci_token_issue
     from governance.licenses.services import license_catalog_load
 
@@ -89,12 +94,21 @@ def seed() -> None:
     assert plan is not None
     capacity_plan_compute(plan_id=plan.pk)  # the deployments hook refreshes the evidence after commit
     cluster = Cluster.objects.create(name="local", executor=ExecutorKind.LOCAL, remote_root="/tmp/bench-runs")
-    evaluation = EvalRun.objects.create(
+    deployment.refresh_from_db()
+    planned = deployment.evidence["capacity_plan"]["result"]["parallel"]
+    evaluation = EvalRun.objects.create(  # a served eval bound to the request's weights and layout
         request=deployment,
         cluster=cluster,
         scheme="fp8",
         status=EvalStatus.PASSED,
+        kind=EvalKind.SERVED,
+        candidate=deployment.artifact,
+        candidate_digest=deployment.artifact.weights_digest,
+        engine="vllm",
+        engine_version="0.11.0",
+        serving={"precision": "fp8", **{name: planned.get(name, 1) for name in ("tp", "pp", "ep", "dp")}},
         summary={"pass": True, "overall": {"n": 400, "upper_bound_95": 0.02}},
+        eval_set_sha256="e" * 64,
     )
     services.on_eval_finished(evaluation=evaluation)
     for item in deployment.obligations.filter(status="open"):
@@ -215,6 +229,11 @@ def main() -> int:
         action="store_false",
         help="skip the floors: a bench-only endpoint that commits the body as one row, and one that audits it",
     )
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="also the gate without its body peek (gate-nopeek) and through the ORM selectors (gate-orm)",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("bench/gate.py needs wrk (Debian package 'wrk'; scripts/system-deps installs it)", file=sys.stderr)
@@ -257,7 +276,7 @@ def main() -> int:
         )
         seeded = json.loads(
             subprocess.run(
-                [sys.executable, __file__, "--seed"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+                [sys.executable, __file__, "--seed"], cwd=ROOT, env=env, check=True, stdout=subprocess.PIPE, text=True
             )
             .stdout.strip()
             .splitlines()[-1]
@@ -303,6 +322,11 @@ def main() -> int:
             for name in ("write", "audit"):
                 scripts[name] = _lua(scratch / f"{name}.lua", seeded["personal_token"], seeded["body"])
                 urls[name] = f"{base}/bench/floor/{name}"
+        if args.variants:  # the same check, its state read other ways (bench/gate_floors.gate_variant)
+            scripts["gate-orm"] = scripts["gate"]
+            urls["gate-orm"] = f"{base}/bench/gate-orm"
+            scripts["gate-nopeek"] = scripts["gate"]  # the same SQL read, the token resolved apart
+            urls["gate-nopeek"] = f"{base}/bench/gate-nopeek"
         names = list(urls)
         for name in names:  # warm up every worker's connections and caches
             _wrk(urls[name], scripts[name], 8, 2)
@@ -314,13 +338,13 @@ def main() -> int:
                         _wrk(urls[name], scripts[name], connections, args.duration)
                     )
         print(f"gunicorn {args.workers} workers, PostgreSQL, wrk {args.duration}s x {args.rounds} rounds (medians)")
-        print(f"{'endpoint':<8} {'load':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
+        print(f"{'endpoint':<11} {'load':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8}")
         median: dict[tuple[str, str], dict[str, float]] = {}
         for (name, label), results in runs.items():
             median[(name, label)] = {key: statistics.median(r[key] for r in results) for key in results[0]}
             m = median[(name, label)]
             print(
-                f"{name:<8} {label:<10} {m['rps']:>9.0f} {m['p50_ms']:>8.2f} {m['p99_ms']:>8.2f} {m['non_2xx']:>8.0f}"
+                f"{name:<11} {label:<10} {m['rps']:>9.0f} {m['p50_ms']:>8.2f} {m['p99_ms']:>8.2f} {m['non_2xx']:>8.0f}"
             )
         ratios = {
             "throughput_ratio": median[("gate", "saturated")]["rps"] / median[("trivial", "saturated")]["rps"],
@@ -333,6 +357,16 @@ def main() -> int:
             met = value >= target if op == ">=" else value <= target
             ok &= met
             print(f"{key:<22} {value:6.2f}  (target {op} {target}: {'met' if met else 'NOT met'})")
+        if args.variants:
+            # Issue 27's rule: the hand-written read (and the body peek) stay only while they win
+            # >= 20% on a user-facing figure over what they replace, in the same run.
+            gate_rps, gate_p50 = median[("gate", "saturated")]["rps"], median[("gate", "1 client")]["p50_ms"]
+            print(f"{'variant':<12} {'req/s':>7} {'p50 ms':>7} {'gate wins: throughput':>22} {'p50':>6}  verdict")
+            for variant in ("gate-nopeek", "gate-orm"):
+                rps, p50 = median[(variant, "saturated")]["rps"], median[(variant, "1 client")]["p50_ms"]
+                throughput_win, p50_win = gate_rps / rps - 1, p50 / gate_p50 - 1
+                verdict = "the gate's way earns its place" if max(throughput_win, p50_win) >= 0.2 else "use the variant"
+                print(f"{variant:<12} {rps:>7.0f} {p50:>7.2f} {throughput_win:>21.0%} {p50_win:>6.0%}  {verdict}")
         if args.floors:
             # The same three ratios for the floors: how much of the gap any fail-closed log costs.
             print(f"{'floor':<8} {'throughput':>11} {'p50 1 client':>13} {'p99 4 clients':>14}")

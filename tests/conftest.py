@@ -37,7 +37,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 # Under pytest-xdist (`make test`, scripts/test-suite) each worker has a test database of its own
 # (pytest-django suffixes its name: test_<name>_gw0, var/test.sqlite3_gw0), which every URL handed
 # to a subprocess is derived from (`_database_url_for_tests`). The fault, cluster and browser suites
-# run afterwards in one process (scripts/test-suite).
+# run alongside the workers in one process of their own (scripts/test-suite), on `test_<name>`.
 
 
 def compile_messages() -> None:

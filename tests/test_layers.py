@@ -39,7 +39,7 @@ def _imports(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
     """Every module a file imports, as an absolute dotted name: `from governance import deployments`
     reads as governance.deployments, and relative imports are resolved against the file's package."""
     package = path.relative_to(root).with_suffix("").parts[:-1]
-    found = []
+    found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)

@@ -6,11 +6,12 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import QuerySet
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, SigningRole
@@ -189,6 +190,10 @@ def approval_state_from_row(deployment: DeploymentRequest) -> ApprovalState | No
     verified_at = deployment.approval_verified_at  # type: ignore[attr-defined]
     if isinstance(verified_at, str):  # SQLite hands raw columns back as text
         verified_at = parse_datetime(verified_at)
+    if verified_at is not None and timezone.is_naive(verified_at):
+        # SQLite keeps UTC without an offset (text, or a naive datetime from its column converter);
+        # made aware as the ORM reads it, so both databases give the same value
+        verified_at = timezone.make_aware(verified_at, UTC)
     packet_digest = deployment.approval_packet_digest  # type: ignore[attr-defined]
     return ApprovalState(
         pdf_sha256=deployment.approval_pdf_sha256,  # type: ignore[attr-defined]

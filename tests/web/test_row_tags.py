@@ -102,3 +102,33 @@ def test_the_request_timeline_names_each_action(personas: Any, flow: Any, artifa
     expected = [words[e.action] for e in events.order_by("-seq")]
     assert expected
     assert re.findall(r"<strong>([^<]*)</strong>", timeline) == expected
+
+
+def test_select_options_are_escaped_and_marked_as_format_html_would() -> None:
+    """The `field` tag writes a select's options without format_html (bench/ui.py: the audit
+    filter's 500 requests): each value and label still escaped, a safe label kept, one selected."""
+    from django import forms
+    from django.utils.html import format_html_join
+    from django.utils.safestring import mark_safe
+
+    from governance.web.templatetags.web import field
+
+    choices = [
+        ("", "any"),
+        ('x"><script>alert(1)</script>', "<b>&'\"</b>"),
+        ("safe", mark_safe("<i>kept</i>")),
+        (uuid.UUID(int=7), "Product (00000000)"),
+    ]
+
+    class Form(forms.Form):
+        pick = forms.ChoiceField(choices=choices, required=False)
+
+    expected = format_html_join(
+        "",
+        '<option value="{}"{}>{}</option>',
+        ((value, mark_safe(" selected") if str(value) == "safe" else "", label) for value, label in choices),
+    )
+    html = field(Form({"pick": "safe"})["pick"])
+    assert expected in html
+    assert "<script>" not in html
+    assert html.count(" selected") == 1
