@@ -529,3 +529,13 @@ APPROVALS_VERIFY_MAX_SIGNATURES = env_int("APPROVALS_VERIFY_MAX_SIGNATURES", 4, 
 APPROVALS_VERIFY_MAX_REVISIONS = env_int("APPROVALS_VERIFY_MAX_REVISIONS", 6, minimum=4)
 APPROVALS_VERIFY_MAX_EVIDENCE_BYTES = env_int("APPROVALS_VERIFY_MAX_EVIDENCE_BYTES", 8 * 1024 * 1024, minimum=65536)
 APPROVALS_RENDER_SOFT_TIME_LIMIT_S = env_int("APPROVALS_RENDER_SOFT_TIME_LIMIT_S", 60, minimum=5)
+# An uploaded file is verified by the heavy worker, never in a web request: the API answers 202 and a
+# status URL. The task's soft limit (hard limit 10 s later) ends a verification as `failed` naming
+# it; a user has at most APPROVALS_VERIFY_MAX_PENDING files waiting; the bytes are deleted when the
+# worker is done with them, a job no worker took is failed after APPROVALS_VERIFY_JOB_EXPIRE_S, and
+# the job rows (not the stored verification) are deleted after APPROVALS_VERIFY_JOB_KEEP_S.
+APPROVALS_VERIFY_SOFT_TIME_LIMIT_S = env_int("APPROVALS_VERIFY_SOFT_TIME_LIMIT_S", 30, minimum=1)
+APPROVALS_VERIFY_MAX_PENDING = env_int("APPROVALS_VERIFY_MAX_PENDING", 3, minimum=1)
+APPROVALS_VERIFY_JOB_EXPIRE_S = env_int("APPROVALS_VERIFY_JOB_EXPIRE_S", 900, minimum=60)
+APPROVALS_VERIFY_JOB_KEEP_S = env_int("APPROVALS_VERIFY_JOB_KEEP_S", 86400, minimum=60)
+CELERY_BEAT_SCHEDULE["approvals-verifications-expire"] = {"task": "approvals.verifications_expire", "schedule": 60.0}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,7 +15,14 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 
 from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, SigningRole
-from governance.approvals.models import ApprovalPacket, Authority, PacketVerification, SigningCertificate, SignOff
+from governance.approvals.models import (
+    ApprovalPacket,
+    Authority,
+    PacketVerification,
+    SigningCertificate,
+    SignOff,
+    VerificationJob,
+)
 from governance.deployments.models import DeploymentRequest
 
 _MEANINGS: dict[tuple[str, str], str] = {
@@ -163,6 +171,20 @@ def packet_url(deployment: DeploymentRequest) -> str:
 def signoffs_url(deployment: DeploymentRequest) -> str:
     """Where a client polls a sign-off's signature_status and the packet's status."""
     return reverse("v1:approval-signoffs", kwargs={"code": deployment.code})
+
+
+def verification_url(job: VerificationJob) -> str:
+    return reverse("v1:approval-verification", kwargs={"code": job.code})
+
+
+def verification_job_of(user: Any, code: Any) -> VerificationJob | None:
+    """An upload's verification job, for the user who uploaded it only (None for anyone else, so
+    that another user's job answers exactly as one that does not exist). The bytes are not read."""
+    try:
+        parsed = code if isinstance(code, uuid.UUID) else uuid.UUID(str(code))
+    except ValueError:
+        return None
+    return VerificationJob.objects.defer("upload").filter(code=parsed, requested_by_id=user.pk).first()
 
 
 # approval_state() as SQL, for a caller that reads the request in one hand-written statement (the
