@@ -7,34 +7,63 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0003_signoff_signature_status_packet_rendering'),
+        ("approvals", "0003_signoff_signature_status_packet_rendering"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='VerificationJob',
+            name="VerificationJob",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('code', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('refused', 'Refused'), ('failed', 'Failed')], default='queued', max_length=8)),
-                ('upload', models.BinaryField(default=b'')),
-                ('upload_size', models.PositiveIntegerField()),
-                ('upload_sha256', models.CharField(max_length=64)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('requested_by', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('verification', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='approvals.packetverification')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("code", models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("refused", "Refused"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=8,
+                    ),
+                ),
+                ("upload", models.BinaryField(default=b"")),
+                ("upload_size", models.PositiveIntegerField()),
+                ("upload_sha256", models.CharField(max_length=64)),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "verification",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="approvals.packetverification",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
-                'indexes': [models.Index(fields=['requested_by', 'status'], name='verifyjob_user_status_idx'), models.Index(fields=['status', 'created_at'], name='verifyjob_status_created_idx')],
+                "ordering": ["-created_at"],
+                "indexes": [
+                    models.Index(fields=["requested_by", "status"], name="verifyjob_user_status_idx"),
+                    models.Index(fields=["status", "created_at"], name="verifyjob_status_created_idx"),
+                ],
             },
         ),
     ]

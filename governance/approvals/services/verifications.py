@@ -144,7 +144,9 @@ def verification_job_create(*, data: bytes, actor: User) -> VerificationJob:
     if len(data) > limit:
         raise invalid_input("file", f"larger than {limit} bytes")
     if PDF_HEADER not in data[:PDF_HEADER_WITHIN]:
-        raise invalid_input("file", f"not a PDF: no {PDF_HEADER.decode()} header in its first {PDF_HEADER_WITHIN} bytes")
+        raise invalid_input(
+            "file", f"not a PDF: no {PDF_HEADER.decode()} header in its first {PDF_HEADER_WITHIN} bytes"
+        )
     require_pki()  # 503 now rather than a failed job: nothing to verify against yet
     pending = settings.APPROVALS_VERIFY_MAX_PENDING
     with transaction.atomic():
