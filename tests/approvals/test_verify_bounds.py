@@ -97,7 +97,8 @@ def test_the_worker_refuses_a_crafted_file_naming_the_problem(personas: Personas
     response = _verified(personas.auditor, html_to_pdfa("<p>x</p>", b"[" * 200_000))
     assert response.status_code == 200, response.json()
     body = response.json()
-    assert body["status"] == "refused" and body["report"] is None
+    assert body["status"] == "refused"
+    assert body["report"] is None
     assert "nests deeper" in body["fields"]["file"][0]
 
 
