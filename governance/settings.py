@@ -205,6 +205,10 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # Request bodies larger than API_MAX_BODY_BYTES (below) answer 413 before any view reads them; a
 # path listed here has a smaller limit of its own (the gate reads a few hundred bytes).
 REQUEST_MAX_BYTES_BY_PATH = {"/api/v1/gate/check": 64 * 1024}
+# Paths that take a packet upload: their body may be APPROVALS_MAX_UPLOAD_BYTES plus the multipart
+# framing (and the web form's CSRF field), no more: a larger one answers 413 before it is read.
+UPLOAD_BOUND_PATHS = frozenset({"/api/v1/approvals/verify", "/verify/"})
+UPLOAD_FRAMING_BYTES = 64 * 1024
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
 
 # Login: django-axes locks a username+address out after repeated failures (and records them);

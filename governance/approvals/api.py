@@ -175,10 +175,14 @@ class PacketByHashApi(APIView):
         summary="A signed packet revision by its SHA-256",
     )
     def get(self, request: Request, sha256: str) -> HttpResponse:
-        data, deployment = selectors.pdf_by_sha256(sha256)
-        if data is None or deployment is None:
+        packet = selectors.packet_by_sha256(sha256)
+        if packet is None:
             raise NotFoundError("no approval packet with this SHA-256")
-        deployment_get(_user(request), deployment.code)  # 404 unless the user may see the request
+        # 404 unless the user may see the request, before the PDF is loaded (or its revisions hashed)
+        deployment = deployment_get(_user(request), packet.deployment.code)
+        data = selectors.pdf_revision(packet, sha256)
+        if data is None:
+            raise NotFoundError("no approval packet with this SHA-256")
         return _pdf_response(data, f"approval-{deployment.code}-{sha256[:12]}.pdf")
 
 

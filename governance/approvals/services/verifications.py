@@ -41,6 +41,7 @@ VERIFY_TASK = "approvals.verify_upload"
 # A PDF starts with this header; PDF readers accept it within the first KiB (garbage before it).
 PDF_HEADER, PDF_HEADER_WITHIN = b"%PDF-", 1024
 VERIFY_HARD_EXTRA_S = 10  # the task's hard limit comes this long after the soft one
+MAX_ERROR_CHARS = 2000
 FINISHED = (VerificationStatus.DONE, VerificationStatus.REFUSED, VerificationStatus.FAILED)
 
 
@@ -195,6 +196,8 @@ def _limit_message(seconds: int, which: str) -> str:
 def _finish(job_id: int, status: str, *, error: str = "", **fields: Any) -> None:
     """Store the outcome and empty the stored bytes: they are not kept once the worker is done."""
     now = timezone.now()
+    # A parser's message may quote the file; the page and the API show a bounded part of it.
+    error = error if len(error) <= MAX_ERROR_CHARS else error[: MAX_ERROR_CHARS - 1] + "…"
     VerificationJob.objects.filter(pk=job_id).exclude(status__in=FINISHED).update(
         status=status, error=error, upload=b"", finished_at=now, updated_at=now, **fields
     )
