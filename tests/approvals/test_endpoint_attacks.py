@@ -55,3 +55,39 @@ def test_a_packet_by_hash_checks_the_reader_before_loading_the_pdf(
     assert not [q["sql"] for q in queries.captured_queries if '"pdf"' in q["sql"] and "SELECT" in q["sql"]]
     for bad in ("x" * 64, sha.upper(), sha[:63], "0" * 4000):
         assert sign_flow.client(personas.requester).get(f"/api/v1/approvals/packets/{bad}").status_code == 404, bad
+
+
+def test_an_upload_does_not_rewrite_the_verification_the_gate_reads(
+    sign_flow: SignFlow, artifacts: Any, personas: Personas
+) -> None:
+    """The gate and the request page read the verification stored for the approved packet's bytes
+    (made by the worker when the packet completed). An upload of the same bytes by anyone with a role
+    re-verified them and overwrote that row: its time, and, for a user of another team, its link to
+    the request and "evidence current" (gone from the request's record of its own approval)."""
+    from governance.approvals.models import ApprovalPacket, PacketVerification
+    from governance.approvals.selectors import approval_state
+    from governance.deployments.models import DeploymentRequest
+    from tests.approvals.conftest import verify_api
+
+    code = sign_flow.ready(artifacts["apache"])
+    sign_flow.approve_signed(code)
+    deployment = DeploymentRequest.objects.get(code=code)
+    before = approval_state(deployment)
+    assert before is not None
+    pdf = bytes(ApprovalPacket.objects.get(deployment=deployment, voided_at__isnull=True).pdf)
+    stored = PacketVerification.objects.get(pdf_sha256=before.pdf_sha256)
+    assert stored.deployment_id == deployment.pk
+    assert stored.evidence_current
+    other = verify_api(sign_flow.client(personas.other_requester), pdf).json()
+    assert other["status"] == "done", other
+    assert other["report"]["all_valid"] is True
+    assert other["report"]["evidence_current"] is False  # not theirs to know
+    own = verify_api(sign_flow.client(personas.auditor), pdf).json()
+    assert own["report"]["evidence_current"] is True
+    after = PacketVerification.objects.get(pdf_sha256=before.pdf_sha256)
+    assert (after.deployment_id, after.evidence_current, after.verified_at) == (
+        deployment.pk,
+        True,
+        stored.verified_at,
+    )
+    assert approval_state(deployment) == before

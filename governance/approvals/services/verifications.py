@@ -76,31 +76,68 @@ def verification_store(
 def verification_record(
     report: PacketReport, *, deployment: DeploymentRequest | None, actor: Actor
 ) -> tuple[PacketReport, PacketVerification]:
-    """Store a verification already made (pyHanko's work done outside any lock), with its audit event.
-    The request named inside the file is linked (and the event put on its timeline) only when the
-    actor may read that request; "evidence current" only for a valid, trusted packet."""
+    """Store a verification already made (pyHanko's work done outside any lock), with its audit event:
+    the service's own verifications (a packet just completed, `manage.py verify_approval`), which
+    replace what is stored for the same bytes. The request named inside the file is linked (and the
+    event put on its timeline) only when the actor may read that request; "evidence current" only
+    for a valid, trusted packet."""
     if deployment is None and report.deployment_code:
         deployment = _readable_deployment(report.deployment_code, actor)
-    current = bool(
+    current = _evidence_current(report, deployment)
+    verification, _ = PacketVerification.objects.update_or_create(
+        pdf_sha256=report.pdf_sha256, defaults=_stored_fields(report, deployment, current)
+    )
+    _audit_verified(report, verification, deployment, current, actor)
+    return report, verification
+
+
+def upload_verification_record(
+    report: PacketReport, *, actor: User
+) -> tuple[PacketVerification, bool, DeploymentRequest | None]:
+    """Store an upload's verification: only when nothing is stored for these bytes yet. The stored
+    row of an approved packet is what the gate and the request page read; an upload of the same
+    bytes (by anyone with a role, of any team) must not rewrite its time, its request or "evidence
+    current". Returns the stored row, and what this uploader sees: evidence current, and the
+    request when they may read it."""
+    deployment = _readable_deployment(report.deployment_code, actor) if report.deployment_code else None
+    current = _evidence_current(report, deployment)
+    verification, _ = PacketVerification.objects.get_or_create(
+        pdf_sha256=report.pdf_sha256, defaults=_stored_fields(report, deployment, current)
+    )
+    _audit_verified(report, verification, deployment, current, actor)
+    return verification, current, deployment
+
+
+def _evidence_current(report: PacketReport, deployment: DeploymentRequest | None) -> bool:
+    return bool(
         report.all_valid
         and deployment is not None
         and report.evidence_digest
         and report.evidence_digest == deployment.evidence_digest
     )
-    verification, _ = PacketVerification.objects.update_or_create(
-        pdf_sha256=report.pdf_sha256,
-        defaults={
-            "deployment": deployment,
-            "evidence_digest": report.evidence_digest,
-            "evidence_current": current,
-            "signatures": report.as_dict()["signatures"],
-            "legal_valid": report.valid_for(SigningRole.LEGAL),
-            "engineering_valid": report.valid_for(SigningRole.ENGINEERING),
-            "all_valid": report.all_valid,
-            "problems": report.problems,
-            "verified_at": datetime.now(UTC),
-        },
-    )
+
+
+def _stored_fields(report: PacketReport, deployment: DeploymentRequest | None, current: bool) -> dict[str, Any]:
+    return {
+        "deployment": deployment,
+        "evidence_digest": report.evidence_digest,
+        "evidence_current": current,
+        "signatures": report.as_dict()["signatures"],
+        "legal_valid": report.valid_for(SigningRole.LEGAL),
+        "engineering_valid": report.valid_for(SigningRole.ENGINEERING),
+        "all_valid": report.all_valid,
+        "problems": report.problems,
+        "verified_at": datetime.now(UTC),
+    }
+
+
+def _audit_verified(
+    report: PacketReport,
+    verification: PacketVerification,
+    deployment: DeploymentRequest | None,
+    current: bool,
+    actor: Actor,
+) -> None:
     audit_record(
         actor=actor,
         action=AuditAction.PACKET_VERIFIED,
@@ -108,12 +145,11 @@ def verification_record(
         data={
             "pdf_sha256": report.pdf_sha256,
             "all_valid": report.all_valid,
-            "legal_valid": verification.legal_valid,
-            "engineering_valid": verification.engineering_valid,
+            "legal_valid": report.valid_for(SigningRole.LEGAL),
+            "engineering_valid": report.valid_for(SigningRole.ENGINEERING),
             "evidence_current": current,
         },
     )
-    return report, verification
 
 
 def _readable_deployment(code: str, actor: Actor) -> DeploymentRequest | None:
@@ -210,8 +246,8 @@ def verification_job_run(*, job_id: int) -> str:
 
     job = _claim(job_id)
     if job is None:
-        current = VerificationJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
-        return str(current or "missing")
+        status = VerificationJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+        return str(status or "missing")
     try:
         report = verify_bytes(bytes(job.upload))
     except UploadRefused as refused:
@@ -221,15 +257,16 @@ def verification_job_run(*, job_id: int) -> str:
         _finish(job.pk, VerificationStatus.FAILED, error=exc.message)
         return str(VerificationStatus.FAILED)
     with transaction.atomic():
-        _, stored = verification_record(report, deployment=None, actor=job.requested_by)
-        result = {**report.as_dict(), "evidence_current": stored.evidence_current, "verified_at": stored.verified_at}
-        _finish(job.pk, VerificationStatus.DONE, result=_json_ready(result), verification=stored)
+        stored, current, deployment = upload_verification_record(report, actor=job.requested_by)
+        result = {
+            **report.as_dict(),
+            "evidence_current": current,
+            "verified_at": timezone.now().isoformat(),
+            # the request the file names, when the uploader may read it (the page links its packet)
+            "request": str(deployment.code) if deployment is not None else None,
+        }
+        _finish(job.pk, VerificationStatus.DONE, result=result, verification=stored)
     return str(VerificationStatus.DONE)
-
-
-def _json_ready(result: dict[str, Any]) -> dict[str, Any]:
-    verified_at = result["verified_at"]
-    return {**result, "verified_at": verified_at.isoformat() if isinstance(verified_at, datetime) else verified_at}
 
 
 def verification_job_timed_out(*, job_id: int, seconds: int) -> str:

@@ -80,9 +80,9 @@ def verification_job(user: Any, code: Any) -> Any:
     return verification_job_of(user, code)
 
 
-def verification_report(result: dict[str, Any], stored: Any) -> dict[str, Any]:
-    """A packet's verification as the heavy worker stored it (the API's report, and the stored
-    PacketVerification) as the page shows it."""
+def verification_report(result: dict[str, Any]) -> dict[str, Any]:
+    """An upload's verification report as the heavy worker stored it (the API's `report`: what the
+    file proves, and what its uploader may know of the request it names) as the page shows it."""
     from django.utils.dateparse import parse_datetime
 
     signatures = []
@@ -120,17 +120,14 @@ def verification_report(result: dict[str, Any], stored: Any) -> dict[str, Any]:
         "problems": list(result.get("problems", [])),
         "verified_at": parse_datetime(verified_at) if isinstance(verified_at, str) else verified_at,
         # Valid signatures over evidence the request no longer has: not the approval any more.
-        "superseded": bool(all_valid and not evidence_current and stored is not None and stored.deployment_id),
-        "current_url": _current_packet_url(stored) if stored is not None else "",
+        "superseded": bool(all_valid and not evidence_current and result.get("request")),
+        "current_url": _current_packet_url(result.get("request")),
     }
 
 
-def _current_packet_url(stored: Any) -> str:
+def _current_packet_url(code: str | None) -> str:
     """Where the request's current packet is: its sign-off section (which links the live packet,
     if one is rendered, and says what still blocks approval). Visibility is checked there."""
     from django.urls import reverse
 
-    deployment = stored.deployment if stored.deployment_id else None
-    if deployment is None:
-        return ""
-    return reverse("web:deployment", args=[deployment.code]) + "#signoff"
+    return reverse("web:deployment", args=[code]) + "#signoff" if code else ""

@@ -132,6 +132,6 @@ def verification(request: HttpRequest, code: str) -> HttpResponse:
         raise NotFoundError("no such verification")
     report = None
     if job.status == VerificationStatus.DONE and job.result is not None:
-        report = selectors.verification_report(job.result, job.verification)
+        report = selectors.verification_report(job.result)
     context = {"form": VerifyForm(), "job": job, "report": report, "finished": job.finished_at is not None}
     return render(request, "web/verify.html", context)
