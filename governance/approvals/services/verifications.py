@@ -208,12 +208,15 @@ def verification_job_create(*, data: bytes, actor: User) -> VerificationJob:
 
 def _claim(job_id: int) -> VerificationJob | None:
     """The worker takes a queued job (a duplicate delivery finds it taken and does nothing). A job
-    left `running` past the hard time limit was being verified by a worker that was killed there:
-    it fails, naming the limit, rather than being tried again on the same file."""
+    still `running` past the soft time limit when its message comes again was being verified by a
+    worker that was killed (the hard limit, or a crash; the soft limit would have ended it): it fails,
+    naming the limit, rather than being tried again on the same file."""
     now = timezone.now()
     hard = settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S + VERIFY_HARD_EXTRA_S
     stale = VerificationJob.objects.filter(
-        pk=job_id, status=VerificationStatus.RUNNING, started_at__lt=now - timedelta(seconds=hard)
+        pk=job_id,
+        status=VerificationStatus.RUNNING,
+        started_at__lt=now - timedelta(seconds=settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S + 1),
     )
     if stale.exists():
         _finish(job_id, VerificationStatus.FAILED, error=_limit_message(hard, "hard"))
