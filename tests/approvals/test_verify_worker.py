@@ -146,11 +146,12 @@ def test_the_web_page_follows_the_worker(personas: Personas, org_pki: Any, signe
     waiting = browser.get(posted["Location"]).content.decode()
     assert 'data-status="queued"' in waiting
     assert 'hx-trigger="every 2s"' in waiting  # asks again until the worker is done
-    run_verifications()
     chinese = Client()
     chinese.force_login(personas.auditor)
     chinese.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
-    assert "正在等待验证" in chinese.get(posted["Location"]).content.decode()
+    page = chinese.get(posted["Location"]).content.decode()
+    assert "正在等待验证" in page
+    run_verifications()
     done = browser.get(posted["Location"]).content.decode()
     assert 'data-status="done"' in done
     assert 'id="report"' in done
