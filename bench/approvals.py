@@ -9,9 +9,11 @@ Target: render + two signatures <= 1.5 s median. Needs no database (keys are mad
 Issue 29 adds, in the same run: the render of the largest input the API accepts (4,000 CJK
 characters without a space in an obligation's how_met; target <= 10 s), the verification of a
 crafted upload (the packet plus 20 signature fields pointing at its signature; target: refused or
-<= 2 s), and with --gate the gate-check and login p99 during renders and crafted uploads against
-idle, through gunicorn as the Dockerfile starts it (tests/resilience/test_approvals_load.py, which
-needs DATABASE_URL at PostgreSQL and redis-server; target <= 2x).
+<= 2 s; the worker's cost, measured here directly), and with --gate the gate-check and login p99
+during renders and crafted uploads against idle, through gunicorn as the Dockerfile starts it
+(tests/resilience/test_approvals_load.py, which needs DATABASE_URL at PostgreSQL and redis-server;
+target <= 2x), plus how fast the API answered those uploads (202: the heavy worker verifies them)
+and how long after the upload the worker had refused them.
 """
 
 from __future__ import annotations
@@ -247,6 +249,7 @@ def _issue29(args: argparse.Namespace, data: object, bare: float, final: bytes, 
 
     crafted_s, outcome = _median(verify_crafted, args.runs)
     print(f"{'render, 4,000 CJK chars in how_met':38s} {largest_s:9.3f} {largest_s / bare:8.2f}")
+    # What the heavy worker spends on such an upload (the web request only queues it: --gate measures both).
     print(f"{'verify, packet + 20 crafted fields':38s} {crafted_s:9.3f} {crafted_s / bare:8.2f}  ({outcome})")
     print(
         f"target largest input <= {MAX_INPUT_TARGET_S} s: {'met' if largest_s <= MAX_INPUT_TARGET_S else 'NOT met'}; "
@@ -272,8 +275,13 @@ def _issue29(args: argparse.Namespace, data: object, bare: float, final: bytes, 
             text=True,
             check=False,
         )
-        lines = [line for line in result.stdout.splitlines() if "p99" in line or "passed" in line or "failed" in line]
-        print("gate + login p99 (gunicorn as in the Dockerfile; target during <= 2x idle):")
+        lines = [
+            line
+            for line in result.stdout.splitlines()
+            if any(word in line for word in ("p99", "crafted", "passed", "failed"))
+        ]
+        print("through the service (fault test: gunicorn as in the Dockerfile, uploads verified by the heavy worker;")
+        print("target: gate + login p99 during renders and uploads <= 2x idle):")
         for line in lines:
             print("  " + line)
 

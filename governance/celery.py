@@ -13,7 +13,7 @@ if "DJANGO_SETTINGS_MODULE" not in os.environ:  # the celery CLI from a checkout
     load_local_env()  # reads the same .env as manage.py (the environment wins)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
 
-HEAVY_TASKS = frozenset({"capacity.compute_plan", "approvals.packet_complete"})
+HEAVY_TASKS = frozenset({"capacity.compute_plan", "approvals.packet_complete", "approvals.verify_upload"})
 
 
 def route_task(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **kw: Any) -> dict[str, str] | None:

@@ -205,6 +205,10 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # Request bodies larger than API_MAX_BODY_BYTES (below) answer 413 before any view reads them; a
 # path listed here has a smaller limit of its own (the gate reads a few hundred bytes).
 REQUEST_MAX_BYTES_BY_PATH = {"/api/v1/gate/check": 64 * 1024}
+# Paths that take a packet upload: their body may be APPROVALS_MAX_UPLOAD_BYTES plus the multipart
+# framing (and the web form's CSRF field), no more: a larger one answers 413 before it is read.
+UPLOAD_BOUND_PATHS = frozenset({"/api/v1/approvals/verify", "/verify/"})
+UPLOAD_FRAMING_BYTES = 64 * 1024
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
 
 # Login: django-axes locks a username+address out after repeated failures (and records them);
@@ -529,3 +533,13 @@ APPROVALS_VERIFY_MAX_SIGNATURES = env_int("APPROVALS_VERIFY_MAX_SIGNATURES", 4, 
 APPROVALS_VERIFY_MAX_REVISIONS = env_int("APPROVALS_VERIFY_MAX_REVISIONS", 6, minimum=4)
 APPROVALS_VERIFY_MAX_EVIDENCE_BYTES = env_int("APPROVALS_VERIFY_MAX_EVIDENCE_BYTES", 8 * 1024 * 1024, minimum=65536)
 APPROVALS_RENDER_SOFT_TIME_LIMIT_S = env_int("APPROVALS_RENDER_SOFT_TIME_LIMIT_S", 60, minimum=5)
+# An uploaded file is verified by the heavy worker, never in a web request: the API answers 202 and a
+# status URL. The task's soft limit (hard limit 10 s later) ends a verification as `failed` naming
+# it; a user has at most APPROVALS_VERIFY_MAX_PENDING files waiting; the bytes are deleted when the
+# worker is done with them, a job no worker took is failed after APPROVALS_VERIFY_JOB_EXPIRE_S, and
+# the job rows (not the stored verification) are deleted after APPROVALS_VERIFY_JOB_KEEP_S.
+APPROVALS_VERIFY_SOFT_TIME_LIMIT_S = env_int("APPROVALS_VERIFY_SOFT_TIME_LIMIT_S", 30, minimum=1)
+APPROVALS_VERIFY_MAX_PENDING = env_int("APPROVALS_VERIFY_MAX_PENDING", 3, minimum=1)
+APPROVALS_VERIFY_JOB_EXPIRE_S = env_int("APPROVALS_VERIFY_JOB_EXPIRE_S", 900, minimum=60)
+APPROVALS_VERIFY_JOB_KEEP_S = env_int("APPROVALS_VERIFY_JOB_KEEP_S", 86400, minimum=60)
+CELERY_BEAT_SCHEDULE["approvals-verifications-expire"] = {"task": "approvals.verifications_expire", "schedule": 60.0}

@@ -153,8 +153,17 @@ class WorkerHandle:
     audit_key_path: Path | None = None  # the worker signs audit checkpoints with this key (packets)
 
 
-def start_worker(queue: str, log_path: Path, audit_key_path: Path | None = None) -> subprocess.Popen[bytes]:
-    """A real `celery worker` process consuming `queue`, against the test database."""
+def start_worker(
+    queue: str,
+    log_path: Path,
+    audit_key_path: Path | None = None,
+    *,
+    pool: str = "solo",
+    extra_env: dict[str, str] | None = None,
+    include: tuple[str, ...] = (),
+) -> subprocess.Popen[bytes]:
+    """A real `celery worker` process consuming `queue`, against the test database. Task time
+    limits are enforced by the prefork pool only (`pool="prefork"`, one process), not by solo."""
     env = dict(os.environ)
     if audit_key_path is not None:  # a packet render signs a checkpoint in the worker
         env["AUDIT_SIGNING_KEY_PATH"] = str(audit_key_path)
@@ -170,6 +179,7 @@ def start_worker(queue: str, log_path: Path, audit_key_path: Path | None = None)
         JOB_POLL_MAX_S="2",
         JOB_LOST_GRACE_S="5",
     )
+    env.update(extra_env or {})
     with log_path.open("ab") as log:
         return subprocess.Popen(
             [
@@ -181,7 +191,9 @@ def start_worker(queue: str, log_path: Path, audit_key_path: Path | None = None)
                 "worker",
                 "-Q",
                 queue,
-                "--pool=solo",
+                f"--pool={pool}",
+                *(["--concurrency=1"] if pool == "prefork" else []),
+                *(arg for module in include for arg in ("--include", module)),
                 "--loglevel=INFO",
                 "--without-heartbeat",
                 "--without-gossip",

@@ -108,6 +108,16 @@ def _render_packet(world: World) -> None:
     world.ids["packet_sha"] = packet.pdf_sha256
 
 
+def _auditor_verification(world: World) -> None:
+    """An upload waiting for the heavy worker, by the auditor: only its uploader reads it."""
+    from governance.approvals.models import VerificationJob
+
+    job = VerificationJob.objects.create(
+        requested_by=world.personas.auditor, upload=b"%PDF-1.7", upload_size=8, upload_sha256="0" * 64
+    )
+    world.ids["verification"] = str(job.code)
+
+
 def _proposed_waiver(world: World) -> None:
     """A waiver of a blocker proposed by another legal reviewer: the matrix's legal persona may confirm it."""
     from datetime import timedelta
@@ -243,6 +253,8 @@ ROWS: list[Row] = [
     Row("audit-export-csv", "GET", "/api/v1/audit/events/export.csv", frozenset({AUDITOR, ADMIN})),
     Row("audit-bundle", "GET", "/api/v1/audit/bundle", frozenset({AUDITOR, ADMIN})),
     Row("approval-verify", "POST", "/api/v1/approvals/verify", ROLES, note="any role verifies (docs/access.md)"),
+    Row("approval-verification", "GET", "/api/v1/approvals/verifications/{verification}", frozenset({AUDITOR}),
+        note="the uploader only", prepare=_auditor_verification),
     Row("quantize-recipes", "GET", "/api/v1/quantize/recipes", ROLES),
     Row("quantize-create", "POST", "/api/v1/quantize", REQUESTERS, {}, note="bad body: past authorization"),
     Row("quantize-detail", "GET", "/api/v1/quantize/{quantize_run}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}),

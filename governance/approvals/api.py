@@ -3,7 +3,7 @@ and sign off (the same service as the deployments review endpoint)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -20,8 +20,8 @@ from rest_framework.views import APIView
 
 from governance.approvals import selectors, services
 from governance.approvals.attempts import SignOffRateThrottle, signoff_attempt
-from governance.approvals.choices import ROLE_GROUPS, Decision, PacketStatus, SigningRole
-from governance.approvals.models import ApprovalPacket, PacketVerification, SignOff
+from governance.approvals.choices import ROLE_GROUPS, Decision, PacketStatus, SigningRole, VerificationStatus
+from governance.approvals.models import ApprovalPacket, SignOff, VerificationJob
 from governance.core.errors import NotFoundError, PermissionDeniedError, invalid_input
 from governance.core.permissions import HasAnyRole
 from governance.core.roles import has_role
@@ -30,9 +30,6 @@ from governance.deployments.api import DeploymentOutputSerializer
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import deployment_get
 from governance.sso.selectors import step_up_auth_time, step_up_consume
-
-if TYPE_CHECKING:
-    from governance.approvals.verification import PacketReport
 
 
 def _user(request: Request) -> User:
@@ -59,20 +56,40 @@ class VerifyRateThrottle(UserRateThrottle):
         return str(settings.VERIFY_RATE)
 
 
-def verify_upload(data: bytes, actor: User) -> tuple[PacketReport, PacketVerification]:
-    """The API's and the web form's verification: a refused file is a 400 naming the problem."""
-    from governance.approvals.verification import UploadRefused
+def verification_queue(upload: Any, actor: User) -> VerificationJob:
+    """The API's and the web form's upload: bounded, then queued for the heavy worker (no parsing
+    here). The size is checked before the bytes are read."""
+    if upload.size > settings.APPROVALS_MAX_UPLOAD_BYTES:
+        raise invalid_input("file", f"larger than {settings.APPROVALS_MAX_UPLOAD_BYTES} bytes")
+    return services.verification_job_create(data=upload.read(), actor=actor)
 
-    try:
-        return services.packet_verify(data=data, actor=actor)
-    except UploadRefused as refused:
-        raise invalid_input("file", str(refused)) from None
+
+def verification_dict(job: VerificationJob) -> dict[str, Any]:
+    """A verification job as the API answers it: `report` once done, `error` (and `fields.file`
+    for a refused file) when it ends without one."""
+    body: dict[str, Any] = {
+        "verification": str(job.code),
+        "status": job.status,
+        "status_url": selectors.verification_url(job),
+        "file_sha256": job.upload_sha256,
+        "file_size": job.upload_size,
+        "queued_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "time_limit_s": settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S,
+        "report": job.result if job.status == VerificationStatus.DONE else None,
+        "error": job.error,
+    }
+    if job.status == VerificationStatus.REFUSED:
+        body["fields"] = {"file": [job.error]}
+    return body
 
 
 class VerifyApi(APIView):
     """Anyone with a role may verify a packet: the answer says only what the file itself proves,
     plus whether its evidence digest is still the request's current one (for a valid packet).
-    The file is bounded (APPROVALS_VERIFY_*) before any signature is validated."""
+    The heavy worker verifies the file (bounded by APPROVALS_VERIFY_*, under a time limit); this
+    answers 202 at once with the job and its status URL."""
 
     permission_classes = [HasAnyRole]
     parser_classes = [MultiPartParser, FormParser]
@@ -80,19 +97,28 @@ class VerifyApi(APIView):
 
     @extend_schema(
         request={"multipart/form-data": VerifyInputSerializer},
-        responses=OpenApiTypes.OBJECT,
-        summary="Verify an approval packet PDF (signatures, trust, evidence digest)",
+        responses={202: OpenApiTypes.OBJECT},
+        summary="Verify an approval packet PDF: 202 and a status URL; the heavy worker verifies it",
     )
     def post(self, request: Request) -> Response:
         serializer = VerifyInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        upload = serializer.validated_data["file"]
-        if upload.size > settings.APPROVALS_MAX_UPLOAD_BYTES:
-            raise invalid_input("file", f"larger than {settings.APPROVALS_MAX_UPLOAD_BYTES} bytes")
-        report, stored = verify_upload(upload.read(), _user(request))
-        return Response(
-            {**report.as_dict(), "evidence_current": stored.evidence_current, "verified_at": stored.verified_at}
-        )
+        job = verification_queue(serializer.validated_data["file"], _user(request))
+        body = verification_dict(job)
+        return Response(body, status=202, headers={"Location": body["status_url"]})
+
+
+class VerificationApi(APIView):
+    """An upload's verification, for the user who uploaded it (404 for anyone else)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT, summary="Status and report of an uploaded packet's verification")
+    def get(self, request: Request, code: str) -> Response:
+        job = selectors.verification_job_of(_user(request), code)
+        if job is None:
+            raise NotFoundError("no such verification")
+        return Response(verification_dict(job))
 
 
 def _packet_status(deployment: DeploymentRequest, packet: ApprovalPacket) -> Response:
@@ -149,10 +175,14 @@ class PacketByHashApi(APIView):
         summary="A signed packet revision by its SHA-256",
     )
     def get(self, request: Request, sha256: str) -> HttpResponse:
-        data, deployment = selectors.pdf_by_sha256(sha256)
-        if data is None or deployment is None:
+        packet = selectors.packet_by_sha256(sha256)
+        if packet is None:
             raise NotFoundError("no approval packet with this SHA-256")
-        deployment_get(_user(request), deployment.code)  # 404 unless the user may see the request
+        # 404 unless the user may see the request, before the PDF is loaded (or its revisions hashed)
+        deployment = deployment_get(_user(request), packet.deployment.code)
+        data = selectors.pdf_revision(packet, sha256)
+        if data is None:
+            raise NotFoundError("no approval packet with this SHA-256")
         return _pdf_response(data, f"approval-{deployment.code}-{sha256[:12]}.pdf")
 
 

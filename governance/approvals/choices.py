@@ -38,6 +38,16 @@ class PacketStatus(models.TextChoices):
     VOID = "void"  # the evidence changed after rendering
 
 
+class VerificationStatus(models.TextChoices):
+    """An uploaded file's verification by the heavy worker (VerificationJob)."""
+
+    QUEUED = "queued"  # waiting for the worker
+    RUNNING = "running"  # the worker is verifying it
+    DONE = "done"  # verified: the report says what the file proves (valid or not)
+    REFUSED = "refused"  # over a bound or unreadable: `error` names the problem, nothing verified
+    FAILED = "failed"  # past its time limit, or no worker took it: `error` says which
+
+
 class SignatureStatus(models.TextChoices):
     """A sign-off records the decision at once; the heavy worker then signs the packet."""
 

@@ -16,6 +16,7 @@ from governance.approvals.choices import (
     RevocationReason,
     SignatureStatus,
     SigningRole,
+    VerificationStatus,
 )
 from governance.core.models import BaseModel
 from governance.deployments.models import DeploymentRequest, ReviewDecision
@@ -139,3 +140,32 @@ class PacketVerification(BaseModel):
 
     class Meta:
         ordering = ["-verified_at"]
+
+
+class VerificationJob(BaseModel):
+    """An uploaded file on its way through the heavy worker's verifier. The bytes live here only
+    until the worker is done with them (emptied then, whatever the outcome); the row is deleted
+    after APPROVALS_VERIFY_JOB_KEEP_S (the stored PacketVerification stays). Only the uploader
+    reads it."""
+
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=8, choices=VerificationStatus.choices, default=VerificationStatus.QUEUED)
+    upload = models.BinaryField(editable=False, default=b"")  # at most APPROVALS_MAX_UPLOAD_BYTES
+    upload_size = models.PositiveIntegerField()
+    upload_sha256 = models.CharField(max_length=64)
+    result = models.JSONField(null=True, blank=True)  # the report as the API answers it (status done)
+    verification = models.ForeignKey(
+        PacketVerification, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    error = models.TextField(blank=True)  # refused or failed: the problem, in words
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # a user's files still waiting (the APPROVALS_VERIFY_MAX_PENDING bound)
+            models.Index(fields=["requested_by", "status"], name="verifyjob_user_status_idx"),
+            # the expiry sweep
+            models.Index(fields=["status", "created_at"], name="verifyjob_status_created_idx"),
+        ]

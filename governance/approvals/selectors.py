@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,7 +17,14 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, SigningRole
-from governance.approvals.models import ApprovalPacket, Authority, PacketVerification, SigningCertificate, SignOff
+from governance.approvals.models import (
+    ApprovalPacket,
+    Authority,
+    PacketVerification,
+    SigningCertificate,
+    SignOff,
+    VerificationJob,
+)
 from governance.deployments.models import DeploymentRequest
 
 _MEANINGS: dict[tuple[str, str], str] = {
@@ -128,33 +137,38 @@ def signoffs_of(deployment: DeploymentRequest) -> QuerySet[SignOff]:
     return SignOff.objects.filter(deployment=deployment).select_related("signer", "certificate").order_by("signed_at")
 
 
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
 def packet_by_sha256(pdf_sha256: str) -> ApprovalPacket | None:
-    """A packet whose latest revision, or one of whose signed revisions, has this hash."""
-    found = ApprovalPacket.objects.filter(pdf_sha256=pdf_sha256).first()
+    """A packet whose latest revision, or one of whose signed revisions, has this hash (without
+    its PDF bytes: the caller checks who may read the request before anything is loaded). Anything
+    but 64 lowercase hex digits finds nothing."""
+    if not SHA256_HEX.fullmatch(pdf_sha256):
+        return None
+    packets = ApprovalPacket.objects.defer("pdf").select_related("deployment")
+    found = packets.filter(pdf_sha256=pdf_sha256).first()
     if found is not None:
         return found
-    signoff = SignOff.objects.filter(pdf_sha256=pdf_sha256).select_related("packet").first()
-    return signoff.packet if signoff else None
+    packet_id = SignOff.objects.filter(pdf_sha256=pdf_sha256).values_list("packet_id", flat=True).first()
+    return packets.filter(pk=packet_id).first() if packet_id is not None else None
 
 
-def pdf_by_sha256(pdf_sha256: str) -> tuple[bytes | None, DeploymentRequest | None]:
-    """The bytes of a packet revision by hash: the latest revision is stored; an earlier signed
-    revision is a prefix of it (incremental updates), cut at the end of that revision."""
-    packet = packet_by_sha256(pdf_sha256)
-    if packet is None:
-        return None, None
+def pdf_revision(packet: ApprovalPacket, pdf_sha256: str) -> bytes | None:
+    """The bytes of the packet's revision with this hash: the latest revision is stored; an earlier
+    signed revision is a prefix of it (incremental updates), cut at the end of that revision."""
     data = bytes(ApprovalPacket.objects.values_list("pdf", flat=True).get(pk=packet.pk))
     if packet.pdf_sha256 == pdf_sha256:
-        return data, packet.deployment
+        return data
     marker = b"%%EOF"
     end = data.find(marker)
     while end != -1:
         cut = end + len(marker)
         for candidate in (data[:cut], data[: cut + 1], data[: cut + 2]):
             if hashlib.sha256(candidate).hexdigest() == pdf_sha256:
-                return candidate, packet.deployment
+                return candidate
         end = data.find(marker, cut)
-    return None, None
+    return None
 
 
 def packet_url(deployment: DeploymentRequest) -> str:
@@ -164,6 +178,20 @@ def packet_url(deployment: DeploymentRequest) -> str:
 def signoffs_url(deployment: DeploymentRequest) -> str:
     """Where a client polls a sign-off's signature_status and the packet's status."""
     return reverse("v1:approval-signoffs", kwargs={"code": deployment.code})
+
+
+def verification_url(job: VerificationJob) -> str:
+    return reverse("v1:approval-verification", kwargs={"code": job.code})
+
+
+def verification_job_of(user: Any, code: Any) -> VerificationJob | None:
+    """An upload's verification job, for the user who uploaded it only (None for anyone else, so
+    that another user's job answers exactly as one that does not exist). The bytes are not read."""
+    try:
+        parsed = code if isinstance(code, uuid.UUID) else uuid.UUID(str(code))
+    except ValueError:
+        return None
+    return VerificationJob.objects.defer("upload").filter(code=parsed, requested_by_id=user.pk).first()
 
 
 # approval_state() as SQL, for a caller that reads the request in one hand-written statement (the

@@ -40,7 +40,10 @@ class RequestSizeLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        limit = settings.REQUEST_MAX_BYTES_BY_PATH.get(request.path, settings.API_MAX_BODY_BYTES)
+        if request.path in settings.UPLOAD_BOUND_PATHS:
+            limit = settings.APPROVALS_MAX_UPLOAD_BYTES + settings.UPLOAD_FRAMING_BYTES
+        else:
+            limit = settings.REQUEST_MAX_BYTES_BY_PATH.get(request.path, settings.API_MAX_BODY_BYTES)
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:

@@ -43,4 +43,5 @@ urlpatterns = [
     path("tokens/", tools.tokens, name="tokens"),
     path("tokens/<uuid:code>/revoke", tools.token_revoke, name="token-revoke"),
     path("verify/", tools.verify, name="verify"),
+    path("verify/<uuid:code>/", tools.verification, name="verification"),
 ]

@@ -131,3 +131,33 @@ def as_file(data: bytes) -> io.BytesIO:
     handle = io.BytesIO(data)
     handle.name = "packet.pdf"
     return handle
+
+
+def run_verifications() -> list[str]:
+    """What the heavy worker does with uploads: verify every queued file, inline (no worker
+    process, no broker); tests/approvals/test_verify_worker.py runs them through real workers."""
+    from governance.approvals.models import VerificationJob
+    from governance.approvals.services import verification_job_run
+
+    queued = VerificationJob.objects.filter(status="queued").order_by("id").values_list("pk", flat=True)
+    return [verification_job_run(job_id=pk) for pk in list(queued)]
+
+
+def verify_api(client: Any, data: bytes) -> Any:
+    """Upload through the API (202), let the worker's part run here, and read the status URL."""
+    answer = client.post("/api/v1/approvals/verify", {"file": as_file(data)}, format="multipart")
+    if answer.status_code != 202:
+        return answer
+    run_verifications()
+    return client.get(answer.json()["status_url"])
+
+
+def verify_web(client: Any, data: bytes, name: str = "packet.pdf") -> Any:
+    """Upload through /verify/ (303 to the upload's page), run the worker's part here, read the page."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    answer = client.post("/verify/", {"file": SimpleUploadedFile(name, data, "application/pdf")})
+    if answer.status_code != 302:
+        return answer
+    run_verifications()
+    return client.get(answer["Location"])

@@ -20,7 +20,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.models import AuditCheckpoint, AuditEvent
 from governance.core.canonical import canonical_sha256
 from governance.deployments.models import DeploymentRequest
-from tests.approvals.conftest import KIMI_PRODUCT, SignFlow, pdfsig
+from tests.approvals.conftest import KIMI_PRODUCT, SignFlow, pdfsig, verify_api
 
 
 def _final_pdf(code: str) -> bytes:
@@ -110,11 +110,10 @@ def test_download_and_verify_endpoint(sign_flow: SignFlow, artifacts, personas) 
         sign_flow.client(personas.other_requester).get(f"/api/v1/approvals/deployments/{code}/packet").status_code
         == 404
     )
-    upload = io.BytesIO(data)
-    upload.name = "packet.pdf"
-    answer = sign_flow.client(personas.auditor).post("/api/v1/approvals/verify", {"file": upload}, format="multipart")
+    answer = verify_api(sign_flow.client(personas.auditor), data)
     assert answer.status_code == 200, answer.json()
-    body = answer.json()
+    assert answer.json()["status"] == "done", answer.json()
+    body = answer.json()["report"]
     assert body["all_valid"]
     assert body["legal_valid"]
     assert body["engineering_valid"]

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from tests.approvals.conftest import SignFlow
+from tests.approvals.conftest import SignFlow, verify_web
 
 
 def test_a_superseded_packet_is_not_shown_as_the_approval(sign_flow: SignFlow, artifacts: Any, personas: Any) -> None:
@@ -21,7 +20,7 @@ def test_a_superseded_packet_is_not_shown_as_the_approval(sign_flow: SignFlow, a
     client.force_login(personas.auditor)
 
     def verify() -> str:
-        page = client.post("/verify/", {"file": SimpleUploadedFile("packet.pdf", old, "application/pdf")})
+        page = verify_web(client, old)
         assert page.status_code == 200
         return page.content.decode()
 

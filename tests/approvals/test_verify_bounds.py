@@ -18,7 +18,7 @@ from governance.approvals.verification import UploadRefused, VerifyLimits, verif
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.deployments.models import DeploymentRequest
-from tests.approvals.conftest import as_file
+from tests.approvals.conftest import as_file, run_verifications
 from tests.approvals.crafted import Signed, packet_input, signed_packet, with_fields_pointing_at_the_first_signature
 from tests.conftest import Personas
 
@@ -75,16 +75,31 @@ def test_garbage_is_refused_naming_the_problem() -> None:
 # --- the API ---------------------------------------------------------------------------------
 
 
-def _upload(user: Any, data: bytes) -> Any:
+def _client(user: Any) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
-    return client.post("/api/v1/approvals/verify", {"file": as_file(data)}, format="multipart")
+    return client
 
 
-def test_the_api_answers_a_refusal_with_400_naming_it(personas: Personas, org_pki: Any) -> None:
-    response = _upload(personas.auditor, html_to_pdfa("<p>x</p>", b"[" * 200_000))
-    assert response.status_code == 400, response.json()
-    assert "nests deeper" in response.json()["extra"]["fields"]["file"][0]
+def _upload(user: Any, data: bytes) -> Any:
+    return _client(user).post("/api/v1/approvals/verify", {"file": as_file(data)}, format="multipart")
+
+
+def _verified(user: Any, data: bytes) -> Any:
+    """Upload (202), the heavy worker's part run here, then the status URL's answer."""
+    queued = _upload(user, data)
+    assert queued.status_code == 202, queued.json()
+    run_verifications()
+    return _client(user).get(queued.json()["status_url"])
+
+
+def test_the_worker_refuses_a_crafted_file_naming_the_problem(personas: Personas, org_pki: Any) -> None:
+    response = _verified(personas.auditor, html_to_pdfa("<p>x</p>", b"[" * 200_000))
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["status"] == "refused"
+    assert body["report"] is None
+    assert "nests deeper" in body["fields"]["file"][0]
 
 
 def test_verifying_needs_a_role(personas: Personas, org_pki: Any) -> None:
@@ -97,9 +112,9 @@ def test_verifying_is_throttled_per_user(personas: Personas, org_pki: Any, setti
 
     cache.clear()
     settings.VERIFY_RATE = "2/m"
-    statuses = [_upload(personas.auditor, b"%PDF-1.7 nothing").status_code for _ in range(3)]
+    statuses = [_upload(personas.auditor, b"not a PDF").status_code for _ in range(3)]
     assert statuses == [400, 400, 429]
-    assert _upload(personas.requester, b"%PDF-1.7 nothing").status_code == 400  # another user's budget
+    assert _upload(personas.requester, b"not a PDF").status_code == 400  # another user's budget
     cache.clear()
 
 
@@ -111,11 +126,11 @@ def test_the_timeline_shows_only_uploads_by_readers_and_forgeries_are_not_curren
     code = Flow(personas).create(artifacts["apache"])["code"]
     deployment = DeploymentRequest.objects.get(code=code)
     forged = render_packet(packet_input(code, deployment.evidence_digest))  # states the current digest, unsigned
-    outsider_upload = _upload(personas.other_requester, forged)
-    assert outsider_upload.status_code == 200, outsider_upload.json()
-    assert outsider_upload.json()["evidence_current"] is False
+    outsider_upload = _verified(personas.other_requester, forged)
+    assert outsider_upload.json()["status"] == "done", outsider_upload.json()
+    assert outsider_upload.json()["report"]["evidence_current"] is False
     assert not AuditEvent.objects.filter(action=AuditAction.PACKET_VERIFIED, object_id=code).exists()
-    own = _upload(personas.requester, forged)
-    assert own.status_code == 200
-    assert own.json()["evidence_current"] is False  # not a trusted, valid packet
+    own = _verified(personas.requester, forged)
+    assert own.json()["status"] == "done"
+    assert own.json()["report"]["evidence_current"] is False  # not a trusted, valid packet
     assert AuditEvent.objects.filter(action=AuditAction.PACKET_VERIFIED, object_id=code).count() == 1

@@ -32,7 +32,7 @@ def test_every_task_is_routed_and_plans_go_to_the_heavy_queue() -> None:
         queue = router.route({}, name, args=(), kwargs={})["queue"].name
         expected = settings.CELERY_HEAVY_QUEUE if name in HEAVY_TASKS else settings.CELERY_TASK_DEFAULT_QUEUE
         assert queue == expected, name
-    assert sorted(HEAVY_TASKS) == ["approvals.packet_complete", "capacity.compute_plan"]
+    assert sorted(HEAVY_TASKS) == ["approvals.packet_complete", "approvals.verify_upload", "capacity.compute_plan"]
 
 
 def test_the_workers_consume_both_queues() -> None:

@@ -265,7 +265,7 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
         page.goto("/verify/")
         page.set_input_files("#id_file", str(packet))
         page.click('form[action="/verify/"] button[type=submit]')
-        wait_for(page, ".verify-report")
+        wait_for(page, ".verify-report")  # the heavy worker verifies it; the upload's page fills in the report
         assert page.get_attribute(".verify-report", "data-all-valid") == "true"
         assert page.locator('tr.signature[data-accepted="true"]').count() == 2
         assert page.locator('tr.signature[data-accepted="false"]').count() == 0

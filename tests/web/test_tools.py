@@ -20,6 +20,7 @@ from governance.audit.models import AuditEvent
 from governance.core.models import ApiToken
 from governance.core.tokens import api_token_resolve
 from governance.gate.services import ci_token_issue
+from tests.approvals.conftest import verify_web
 from tests.conftest import Personas
 from tests.deployments.conftest import Flow
 from tests.gate.conftest import Gate, approved_request, bearer, gate  # noqa: F401  (fixture)
@@ -192,9 +193,10 @@ def test_verify_a_signed_packet(personas: Personas, flow: Flow, artifacts: Any, 
     for user in (personas.requester, personas.legal, personas.engineer, personas.auditor, personas.admin):
         assert browser(user).get("/verify/").status_code == 200, user.username
     assert browser(personas.outsider).get("/verify/").status_code == 403
-    response = browser(personas.auditor).post("/verify/", {"file": _upload(data)})
+    response = verify_web(browser(personas.auditor), data)
     assert response.status_code == 200
     page = response.content.decode()
+    assert 'data-status="done"' in page
     assert 'data-all-valid="true"' in page
     assert page.count('class="signature"') == 2
     assert 'data-role="legal" data-accepted="true"' in page
@@ -215,17 +217,22 @@ def test_verify_reports_a_tampered_packet_and_a_missing_file(
     assert at > 0
     data[at + 12] ^= 0x01  # one byte inside the signed range
     client = browser(personas.legal)
-    page = client.post("/verify/", {"file": _upload(bytes(data))}).content.decode()
+    page = verify_web(client, bytes(data)).content.decode()
     assert 'data-all-valid="false"' in page
     assert 'data-accepted="true"' not in page
     missing = client.post("/verify/", {})
     assert missing.status_code == 400
     assert 'aria-invalid="true"' in missing.content.decode()
-    # A file the parsers cannot read is refused naming the problem (400), never reported as verified.
+    # Not a PDF at all: refused at once naming the problem (400), never queued or reported as verified.
     garbage = client.post("/verify/", {"file": _upload(b"not a pdf at all")})
     assert garbage.status_code == 400
     assert 'aria-invalid="true"' in garbage.content.decode()
     assert 'data-accepted="true"' not in garbage.content.decode()
+    # One the parsers cannot read: the worker refuses it, and the upload's page says why.
+    unreadable = verify_web(client, b"%PDF-1.7\n" + b"(" * 5000).content.decode()
+    assert 'data-status="refused"' in unreadable
+    assert "not a readable PDF" in unreadable
+    assert 'data-accepted="true"' not in unreadable
 
 
 # --- the request page's packet and gate panels ---------------------------------------------------

@@ -27,6 +27,7 @@ from tests.test_authorization_matrix import (
     REQ,
     ROLES,
     World,
+    _auditor_verification,
     _ci_token,
     artifacts,
     catalog,
@@ -100,6 +101,8 @@ ROWS: list[WebRow] = [
     WebRow("token-revoke", "POST", "/tokens/{ci_token}/revoke", frozenset({ADMIN}), prepare=_ci_token),
     WebRow("verify", "GET", "/verify/", ROLES),
     WebRow("verify", "POST", "/verify/", ROLES, note="no file"),
+    WebRow("verification", "GET", "/verify/{verification}/", frozenset({AUDITOR}), note="the uploader only",
+           prepare=_auditor_verification),
 ]  # fmt: skip
 
 

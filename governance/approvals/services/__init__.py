@@ -4,7 +4,7 @@
 - packets: the packet's input, queueing its render for the current evidence digest, voiding on change
 - packet_jobs: the heavy worker's part: render, sign each recorded decision, store (no lock held meanwhile)
 - signoffs: `sign_off`, the one way a reviewer decides on a request, and its refusals
-- verifications: verifying a signed packet and storing the result
+- verifications: verifying a signed packet and storing the result; uploads queued for the heavy worker
 
 Callers import from `governance.approvals.services`; the submodules are the layout, not the API."""
 
@@ -23,7 +23,14 @@ from governance.approvals.services.packet_jobs import (
 )
 from governance.approvals.services.packets import packet_input, packet_queue, packet_render_for_review, signoffs_void
 from governance.approvals.services.signoffs import SignOffRefused, sign_off, signoff_refuse_locked_out
-from governance.approvals.services.verifications import packet_verify, verify_bytes
+from governance.approvals.services.verifications import (
+    packet_verify,
+    verification_job_create,
+    verification_job_run,
+    verification_job_timed_out,
+    verification_jobs_expire,
+    verify_bytes,
+)
 
 __all__ = [
     "Actor",
@@ -43,5 +50,9 @@ __all__ = [
     "signoff_refuse_locked_out",
     "signoff_sign",
     "signoffs_void",
+    "verification_job_create",
+    "verification_job_run",
+    "verification_job_timed_out",
+    "verification_jobs_expire",
     "verify_bytes",
 ]

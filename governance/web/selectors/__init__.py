@@ -28,6 +28,7 @@ from governance.web.selectors.tools import (
     ci_tokens,
     clusters,
     token_teams,
+    verification_job,
     verification_report,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "license_version_diff",
     "memory_chart",
     "token_teams",
+    "verification_job",
     "verification_report",
     "wizard_artifact",
     "wizard_choices",

@@ -73,52 +73,61 @@ def ci_token(user: Any, code: Any) -> ApiToken | None:
 # --- packet verification ------------------------------------------------------------------------
 
 
-def verification_report(report: Any, stored: Any) -> dict[str, Any]:
-    """A packet's verification (governance.approvals) as the page shows it."""
+def verification_job(user: Any, code: Any) -> Any:
+    """The user's own upload verification (None for another user's: a 404, as for none)."""
+    from governance.approvals.selectors import verification_job_of
+
+    return verification_job_of(user, code)
+
+
+def verification_report(result: dict[str, Any]) -> dict[str, Any]:
+    """An upload's verification report as the heavy worker stored it (the API's `report`: what the
+    file proves, and what its uploader may know of the request it names) as the page shows it."""
     from django.utils.dateparse import parse_datetime
 
     signatures = []
-    for signature in report.signatures:
-        signed_at = parse_datetime(signature.signed_at) if signature.signed_at else None
+    for signature in result.get("signatures", []):
+        signed_at = parse_datetime(signature["signed_at"]) if signature.get("signed_at") else None
+        role = signature.get("role") or ""
         signatures.append(
             {
-                "field": signature.field,
-                "role": signature.role or "",
-                "role_label": labels.label("review_role", signature.role) if signature.role else "—",
-                "signer": signature.signer,
-                "fingerprint": signature.signer_fingerprint,
+                "field": signature["field"],
+                "role": role,
+                "role_label": labels.label("review_role", role) if role else "—",
+                "signer": signature["signer"],
+                "fingerprint": signature["signer_fingerprint"],
                 "signed_at": signed_at,
-                "timestamp_trusted": signature.timestamp_trusted,
-                "trusted": signature.trusted,
-                "intact": signature.intact,
-                "revoked": signature.revoked,
-                "accepted": signature.accepted,
-                "summary": signature.summary,
+                "timestamp_trusted": signature["timestamp_trusted"],
+                "trusted": signature["trusted"],
+                "intact": signature["intact"],
+                "revoked": signature["revoked"],
+                "accepted": signature["accepted"],
+                "summary": signature["summary"],
             }
         )
+    verified_at = result.get("verified_at")
+    evidence_current = bool(result.get("evidence_current"))
+    all_valid = bool(result.get("all_valid"))
     return {
-        "pdf_sha256": report.pdf_sha256,
-        "deployment": report.deployment_code,
-        "evidence_digest": report.evidence_digest,
-        "evidence_current": stored.evidence_current,
+        "pdf_sha256": result.get("pdf_sha256", ""),
+        "deployment": result.get("deployment", ""),
+        "evidence_digest": result.get("evidence_digest", ""),
+        "evidence_current": evidence_current,
         "signatures": signatures,
-        "all_valid": report.all_valid,
-        "legal_valid": stored.legal_valid,
-        "engineering_valid": stored.engineering_valid,
-        "problems": list(report.problems),
-        "verified_at": stored.verified_at,
+        "all_valid": all_valid,
+        "legal_valid": bool(result.get("legal_valid")),
+        "engineering_valid": bool(result.get("engineering_valid")),
+        "problems": list(result.get("problems", [])),
+        "verified_at": parse_datetime(verified_at) if isinstance(verified_at, str) else verified_at,
         # Valid signatures over evidence the request no longer has: not the approval any more.
-        "superseded": bool(report.all_valid and not stored.evidence_current and stored.deployment_id),
-        "current_url": _current_packet_url(stored),
+        "superseded": bool(all_valid and not evidence_current and result.get("request")),
+        "current_url": _current_packet_url(result.get("request")),
     }
 
 
-def _current_packet_url(stored: Any) -> str:
+def _current_packet_url(code: str | None) -> str:
     """Where the request's current packet is: its sign-off section (which links the live packet,
     if one is rendered, and says what still blocks approval). Visibility is checked there."""
     from django.urls import reverse
 
-    deployment = stored.deployment if stored.deployment_id else None
-    if deployment is None:
-        return ""
-    return reverse("web:deployment", args=[deployment.code]) + "#signoff"
+    return reverse("web:deployment", args=[code]) + "#signoff" if code else ""

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -19,7 +19,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_ratelimit.exceptions import Ratelimited
 
-from governance.approvals.api import VerifyRateThrottle, verify_upload
+from governance.approvals.api import VerifyRateThrottle, verification_queue
+from governance.approvals.choices import VerificationStatus
 from governance.core.errors import ApplicationError, NotFoundError, PermissionDeniedError
 from governance.core.models import Team
 from governance.gate.api import CiTokenInputSerializer, ci_token_issue_from_input
@@ -94,12 +95,14 @@ def token_revoke(request: HttpRequest, code: str) -> HttpResponse:
 @roles_required()
 @cached_page
 def verify(request: HttpRequest) -> HttpResponse:
+    """The upload form. A file is queued for the heavy worker (never verified in this request) and
+    the browser is sent to its verification page, which follows the worker's progress."""
     if request.method != "POST":
         return render(request, "web/verify.html", {"form": VerifyForm()})
     if not VerifyRateThrottle().allow_request(request, None):  # type: ignore[arg-type]
         raise Ratelimited()  # the API's budget: one per user, whichever way the file comes
     form = VerifyForm(request.POST, request.FILES)
-    report = None
+    status = 400
     if form.is_valid():
         upload = form.cleaned_data["file"]
         if upload.size > settings.APPROVALS_MAX_UPLOAD_BYTES:
@@ -108,13 +111,27 @@ def verify(request: HttpRequest) -> HttpResponse:
             )
         else:
             try:
-                checked, stored = verify_upload(upload.read(), cast(User, request.user))
+                job = verification_queue(upload, cast(User, request.user))
             except (NotFoundError, PermissionDeniedError):
                 raise
-            except ApplicationError as exc:  # e.g. no PKI yet: nothing to verify against
+            except ApplicationError as exc:  # not a PDF, too many waiting, no PKI yet
                 form.add_error("file", exc.message)
+                status = exc.status if 400 <= exc.status < 500 else 400
             else:
-                report = selectors.verification_report(checked, stored)
-    if report is None:
-        return render(request, "web/verify.html", {"form": form}, status=400)
-    return render(request, "web/verify.html", {"form": VerifyForm(), "report": report})
+                return redirect("web:verification", code=job.code)
+    return render(request, "web/verify.html", {"form": form}, status=status)
+
+
+@never_cache
+@roles_required()
+def verification(request: HttpRequest, code: str) -> HttpResponse:
+    """One upload's verification, for its uploader: progress while the worker works (the section
+    asks again every 2 s through htmx), then the report or the reason there is none."""
+    job = selectors.verification_job(request.user, code)
+    if job is None:
+        raise NotFoundError("no such verification")
+    report = None
+    if job.status == VerificationStatus.DONE and job.result is not None:
+        report = selectors.verification_report(job.result)
+    context = {"form": VerifyForm(), "job": job, "report": report, "finished": job.finished_at is not None}
+    return render(request, "web/verify.html", context)
