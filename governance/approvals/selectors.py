@@ -13,24 +13,31 @@ from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 
-from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, SigningRole
-from governance.approvals.models import ApprovalPacket, Authority, PacketVerification, SigningCertificate, SignOff
-from governance.deployments.models import DeploymentRequest
+from governance.approvals.choices import AuthorityKind, PacketStatus, SignatureStatus
+from governance.approvals.models import (
+    ApprovalPacket,
+    Authority,
+    PacketSignature,
+    PacketVerification,
+    SigningCertificate,
+)
+from governance.deployments.choices import ReviewRole, SignOffDecision
+from governance.deployments.models import DeploymentRequest, SignOff
 
 _MEANINGS: dict[tuple[str, str], str] = {
-    (SigningRole.LEGAL, Decision.APPROVE): (
+    (ReviewRole.LEGAL, SignOffDecision.APPROVE): (
         "I, {name}, approve this deployment on legal grounds: I reviewed the license terms, every finding and "
         "waiver, and the obligations checklist in this packet, and I take responsibility for this approval."
     ),
-    (SigningRole.ENGINEERING, Decision.APPROVE): (
+    (ReviewRole.ENGINEERING, SignOffDecision.APPROVE): (
         "I, {name}, approve this deployment on engineering grounds: I reviewed the capacity plan, the memory per "
         "GPU and the eval results in this packet, and I take responsibility for this approval."
     ),
 }
 _REJECT_MEANING = "I, {name}, reject this deployment request as its {role} reviewer, for the reason in my comment."
 _SHORT: dict[str, str] = {
-    Decision.APPROVE: "approval",
-    Decision.REJECT: "rejection",
+    SignOffDecision.APPROVE: "approval",
+    SignOffDecision.REJECT: "rejection",
 }
 
 
@@ -62,12 +69,12 @@ def signoff_meaning_short(decision: str) -> str:
 # one whose name, UTC time and certificate the signature box prints (no "[signer]" placeholder);
 # the signature's own /Reason and the sign-off record carry the first-person text with the name.
 _PACKET_MEANINGS: dict[str, str] = {
-    SigningRole.LEGAL: (
+    ReviewRole.LEGAL: (
         "The legal reviewer of {organisation} whose name, UTC time and certificate the {field} signature box "
         "prints approves this deployment on legal grounds: they reviewed the license terms, every finding and "
         "waiver, and the obligations checklist in this packet, and take responsibility for this approval."
     ),
-    SigningRole.ENGINEERING: (
+    ReviewRole.ENGINEERING: (
         "The engineering reviewer of {organisation} whose name, UTC time and certificate the {field} signature "
         "box prints approves this deployment on engineering grounds: they reviewed the capacity plan, the memory "
         "per GPU, the serving envelope and the eval results in this packet, and take responsibility for this "
@@ -112,19 +119,38 @@ def certificate_for(user: Any, role: str) -> SigningCertificate | None:
     return SigningCertificate.objects.filter(user=user, role=role).order_by("-created_at").first()
 
 
+def current_packets(deployment: DeploymentRequest) -> QuerySet[ApprovalPacket]:
+    """The packets of the request's current evidence: not voided, of its current digest, and with no
+    voided sign-off's signature in the PDF. Any other packet is superseded; that follows from the
+    sign-offs (voided by the deployments app when the evidence changes), so nothing has to void it.
+    (A pending or failed signature of a voided sign-off never reached the PDF: it does not count.)"""
+    signed_then_voided = PacketSignature.objects.filter(
+        status=SignatureStatus.SIGNED, signoff__voided_at__isnull=False
+    ).values("packet_id")
+    return (
+        ApprovalPacket.objects.filter(
+            deployment=deployment, voided_at__isnull=True, evidence_digest=deployment.evidence_digest
+        )
+        .exclude(pk__in=signed_then_voided)
+        .order_by("-created_at")
+    )
+
+
 def live_packet(deployment: DeploymentRequest, *, with_pdf: bool = False) -> ApprovalPacket | None:
-    packets = ApprovalPacket.objects.filter(deployment=deployment, voided_at__isnull=True).order_by("-created_at")
+    """The newest current packet of the request (current_packets), or None."""
+    packets = current_packets(deployment)
     if not with_pdf:
         packets = packets.defer("pdf")
     return packets.first()
 
 
-def live_signoffs(deployment: DeploymentRequest) -> QuerySet[SignOff]:
-    return SignOff.objects.filter(deployment=deployment, voided_at__isnull=True).select_related("signer", "certificate")
-
-
 def signoffs_of(deployment: DeploymentRequest) -> QuerySet[SignOff]:
-    return SignOff.objects.filter(deployment=deployment).select_related("signer", "certificate").order_by("signed_at")
+    """Every sign-off of a request, voided ones included, with its PDF signature (the API's list)."""
+    return (
+        SignOff.objects.filter(deployment=deployment)
+        .select_related("signer", "signature__certificate")
+        .order_by("signed_at", "id")
+    )
 
 
 def packet_by_sha256(pdf_sha256: str) -> ApprovalPacket | None:
@@ -132,8 +158,8 @@ def packet_by_sha256(pdf_sha256: str) -> ApprovalPacket | None:
     found = ApprovalPacket.objects.filter(pdf_sha256=pdf_sha256).first()
     if found is not None:
         return found
-    signoff = SignOff.objects.filter(pdf_sha256=pdf_sha256).select_related("packet").first()
-    return signoff.packet if signoff else None
+    signature = PacketSignature.objects.filter(pdf_sha256=pdf_sha256).select_related("packet").first()
+    return signature.packet if signature else None
 
 
 def pdf_by_sha256(pdf_sha256: str) -> tuple[bytes | None, DeploymentRequest | None]:
@@ -168,7 +194,7 @@ def signoffs_url(deployment: DeploymentRequest) -> str:
 # approval_state() as SQL, for a caller that reads the request in one hand-written statement (the
 # gate's hot path: gate/selectors._GATE_SQL). `d` is the deployment request; the columns read
 # back through approval_state_from_row(). Same rule as approval_state(): the latest complete,
-# unvoided packet and the stored verification of exactly its bytes.
+# unvoided packet of the current evidence digest and the stored verification of exactly its bytes.
 APPROVAL_STATE_COLUMNS = """
        packet.pdf_sha256 AS approval_pdf_sha256, packet.evidence_digest AS approval_packet_digest,
        verification.pdf_sha256 AS approval_verified_sha256, verification.legal_valid AS approval_legal_valid,
@@ -178,6 +204,7 @@ APPROVAL_STATE_JOINS = f"""
 LEFT JOIN approvals_approvalpacket packet ON packet.id = (
     SELECT p.id FROM approvals_approvalpacket p
     WHERE p.deployment_id = d.id AND p.voided_at IS NULL AND p.status = '{PacketStatus.COMPLETE.value}'
+      AND p.evidence_digest = d.evidence_digest
     ORDER BY p.created_at DESC LIMIT 1)
 LEFT JOIN approvals_packetverification verification ON verification.pdf_sha256 = packet.pdf_sha256"""  # noqa: S608 (code constants only; values are parameters)
 
@@ -201,10 +228,16 @@ def approval_state_from_row(deployment: DeploymentRequest) -> ApprovalState | No
 
 
 def approval_state(deployment: DeploymentRequest) -> ApprovalState | None:
-    """The stored verification of the request's completed packet, or None when there is none.
+    """The stored verification of the request's completed packet of the current evidence digest, or
+    None when there is none.
     Two indexed queries; the PDF itself is neither loaded nor parsed."""
     packet = (
-        ApprovalPacket.objects.filter(deployment=deployment, voided_at__isnull=True, status=PacketStatus.COMPLETE)
+        ApprovalPacket.objects.filter(
+            deployment=deployment,
+            voided_at__isnull=True,
+            status=PacketStatus.COMPLETE,
+            evidence_digest=deployment.evidence_digest,  # a packet of another digest is superseded
+        )
         .order_by("-created_at")
         .values("pdf_sha256", "evidence_digest")
         .first()

@@ -11,11 +11,11 @@ from django.conf import settings
 from django.db import transaction
 
 from governance.approvals import pki
-from governance.approvals.choices import SigningRole
 from governance.approvals.models import PacketVerification
 from governance.approvals.services.certificates import Actor, require_pki
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
+from governance.deployments.choices import ReviewRole
 from governance.deployments.models import DeploymentRequest
 
 if TYPE_CHECKING:
@@ -73,8 +73,8 @@ def verification_record(
             "evidence_digest": report.evidence_digest,
             "evidence_current": current,
             "signatures": report.as_dict()["signatures"],
-            "legal_valid": report.valid_for(SigningRole.LEGAL),
-            "engineering_valid": report.valid_for(SigningRole.ENGINEERING),
+            "legal_valid": report.valid_for(ReviewRole.LEGAL),
+            "engineering_valid": report.valid_for(ReviewRole.ENGINEERING),
             "all_valid": report.all_valid,
             "problems": report.problems,
             "verified_at": datetime.now(UTC),
