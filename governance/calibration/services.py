@@ -10,9 +10,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
 from governance.calibration.models import CalibrationRun, CalibrationStatus
 from governance.core.errors import invalid_input
+from governance.core.services import write_service
 from governance.evaluations.models import Cluster, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create
 from planner.calibrate.profile import validate

@@ -12,12 +12,13 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
 from governance.calibration.selectors import calibration_profile_for, cluster_get
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.capacity.serializers import plan_request_from
 from governance.capacity.signals import plan_computed
 from governance.core.errors import ApplicationError, invalid_input
+from governance.core.services import write_service
 from planner import __version__ as planner_version
 from planner.calibrate.profile import CalibrationProfile
 from planner.plan import plan

@@ -40,7 +40,7 @@ class ReviewRole(models.TextChoices):
 
 class SignOffDecision(models.TextChoices):
     """What a reviewer decided on one evidence digest. Not the license engine's decision
-    (licenses.choices.Decision) nor the gate's answer (gate.choices.Decision)."""
+    (licenses.choices.LicenseDecision) nor the gate's answer (gate.choices.GateOutcome)."""
 
     APPROVE = "approve"
     REJECT = "reject"

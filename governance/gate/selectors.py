@@ -29,7 +29,7 @@ from governance.core.tokens import (
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import SIGNING_ROLES, ReadinessState, Signature
 from governance.deployments.selectors import deployments_visible_to
-from governance.gate.choices import Decision
+from governance.gate.choices import GateOutcome
 from governance.gate.conditions import GateState
 from governance.gate.models import GateDecision
 
@@ -184,7 +184,7 @@ def gate_decisions_visible_to(user: Any) -> QuerySet[GateDecision]:
 
 class GateDecisionFilter(django_filters.FilterSet):
     deployment = django_filters.UUIDFilter(field_name="deployment__code")
-    decision = django_filters.ChoiceFilter(choices=Decision.choices)
+    decision = django_filters.ChoiceFilter(choices=GateOutcome.choices)
     environment = django_filters.CharFilter()
     token = django_filters.CharFilter(field_name="token_prefix", help_text="the token's public prefix")
     since = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")

@@ -33,7 +33,7 @@ def _no_render(*args: Any, **kwargs: Any) -> bytes:
 def test_signoff_answers_202_without_rendering(
     sign_flow: SignFlow, ready: str, personas: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import governance.approvals.packet as packet_module
+    import governance.approvals.packet_render as packet_module
 
     monkeypatch.setattr(packet_module, "render_packet", _no_render)
     monkeypatch.setattr(packet_module, "html_to_pdfa", _no_render)
@@ -53,7 +53,7 @@ def test_signoff_answers_202_without_rendering(
 def test_render_for_review_is_queued(
     sign_flow: SignFlow, ready: str, personas: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import governance.approvals.packet as packet_module
+    import governance.approvals.packet_render as packet_module
 
     monkeypatch.setattr(packet_module, "render_packet", _no_render)
     response = sign_flow.client(personas.legal).post(f"/api/v1/approvals/deployments/{ready}/packet")
@@ -64,7 +64,7 @@ def test_render_for_review_is_queued(
 def test_render_past_its_time_limit_names_the_field(
     sign_flow: SignFlow, artifacts: dict[str, Any], personas: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import governance.approvals.packet as packet_module
+    import governance.approvals.packet_render as packet_module
 
     ready = sign_flow.ready(artifacts["llama"], how_met="义" * 4000)
 
@@ -116,7 +116,7 @@ def test_render_and_sign_hold_no_shared_lock(
 ) -> None:
     if connection.vendor != "postgresql":
         pytest.skip("row locks are PostgreSQL's")
-    import governance.approvals.packet as packet_module
+    import governance.approvals.packet_render as packet_module
     import governance.approvals.signing as signing_module
 
     deployment = DeploymentRequest.objects.get(code=ready)

@@ -20,7 +20,7 @@ from governance.approvals.choices import SIGNATURE_FIELDS, AuthorityKind, Packet
 from governance.approvals.models import ApprovalPacket, Authority, PacketSignature
 from governance.approvals.selectors import printed_name, signoff_meaning_short
 from governance.approvals.services.certificates import load_issued, require_pki
-from governance.approvals.services.packets import packet_facts, packet_input
+from governance.approvals.services.packet_queue import packet_facts, packet_input
 from governance.approvals.services.verifications import verification_record, verify_bytes
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_checkpoint_create, audit_record
@@ -90,7 +90,7 @@ def packet_complete(*, packet_id: int) -> str:
 def packet_render(*, packet_id: int) -> None:
     """Render outside any transaction; store the PDF in a short one. The packet's audit checkpoint
     is signed first in a transaction of its own, so the chain head is locked only while it is signed."""
-    from governance.approvals.packet import render_packet
+    from governance.approvals.packet_render import render_packet
 
     packet = ApprovalPacket.objects.select_related("deployment").defer("pdf").get(pk=packet_id)
     deployment = packet.deployment

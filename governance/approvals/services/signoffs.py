@@ -17,7 +17,7 @@ from governance.approvals.choices import ROLE_GROUPS, SIGNATURE_FIELDS, RefusalC
 from governance.approvals.models import PacketSignature, SigningCertificate
 from governance.approvals.selectors import certificate_for, printed_name, root_ca, signoff_meaning
 from governance.approvals.services.certificates import certificate_issue
-from governance.approvals.services.packets import PACKET_TASK, packet_queue
+from governance.approvals.services.packet_queue import PACKET_TASK, packet_queue
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record, format_time
 from governance.core.errors import ApplicationError, ConflictError, PermissionDeniedError, invalid_input

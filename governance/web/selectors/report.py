@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, date, datetime, time, timedelta
 
-from governance.approvals.content import DECISIONS, summary
+from governance.approvals.packet_content import DECISIONS, summary
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.deployments.choices import Status

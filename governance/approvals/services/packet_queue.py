@@ -30,9 +30,9 @@ from governance.deployments.selectors import deployment_readiness
 from governance.deployments.services import deployment_lock
 
 if TYPE_CHECKING:
-    from governance.approvals.packet import PacketInput
+    from governance.approvals.packet_render import PacketInput
 
-# packet (WeasyPrint) is imported where it is used: it takes seconds to import, and every request
+# packet_render (WeasyPrint) is imported where it is used: it takes seconds to import, and every request
 # and every management command loads this module through the URL configuration.
 
 from governance.approvals.services.certificates import Actor
@@ -69,7 +69,7 @@ def packet_facts(packet: ApprovalPacket, **extra: Any) -> dict[str, Any]:
 
 
 def packet_input(deployment: DeploymentRequest) -> PacketInput:
-    from governance.approvals.packet import PacketInput
+    from governance.approvals.packet_render import PacketInput
 
     evidence = deployment.evidence or {}
     return PacketInput(
