@@ -194,7 +194,8 @@ def signoffs_url(deployment: DeploymentRequest) -> str:
 # approval_state() as SQL, for a caller that reads the request in one hand-written statement (the
 # gate's hot path: gate/selectors._GATE_SQL). `d` is the deployment request; the columns read
 # back through approval_state_from_row(). Same rule as approval_state(): the latest complete,
-# unvoided packet of the current evidence digest and the stored verification of exactly its bytes.
+# current packet (current_packets: of the current digest, no voided sign-off's signature in it) and
+# the stored verification of exactly its bytes.
 APPROVAL_STATE_COLUMNS = """
        packet.pdf_sha256 AS approval_pdf_sha256, packet.evidence_digest AS approval_packet_digest,
        verification.pdf_sha256 AS approval_verified_sha256, verification.legal_valid AS approval_legal_valid,
@@ -204,7 +205,9 @@ APPROVAL_STATE_JOINS = f"""
 LEFT JOIN approvals_approvalpacket packet ON packet.id = (
     SELECT p.id FROM approvals_approvalpacket p
     WHERE p.deployment_id = d.id AND p.voided_at IS NULL AND p.status = '{PacketStatus.COMPLETE.value}'
-      AND p.evidence_digest = d.evidence_digest
+      AND p.evidence_digest = d.evidence_digest AND NOT EXISTS (
+        SELECT 1 FROM approvals_packetsignature s JOIN deployments_signoff o ON o.id = s.signoff_id
+        WHERE s.packet_id = p.id AND s.status = '{SignatureStatus.SIGNED.value}' AND o.voided_at IS NOT NULL)
     ORDER BY p.created_at DESC LIMIT 1)
 LEFT JOIN approvals_packetverification verification ON verification.pdf_sha256 = packet.pdf_sha256"""  # noqa: S608 (code constants only; values are parameters)
 
@@ -228,17 +231,12 @@ def approval_state_from_row(deployment: DeploymentRequest) -> ApprovalState | No
 
 
 def approval_state(deployment: DeploymentRequest) -> ApprovalState | None:
-    """The stored verification of the request's completed packet of the current evidence digest, or
+    """The stored verification of the request's completed current packet (current_packets), or
     None when there is none.
     Two indexed queries; the PDF itself is neither loaded nor parsed."""
     packet = (
-        ApprovalPacket.objects.filter(
-            deployment=deployment,
-            voided_at__isnull=True,
-            status=PacketStatus.COMPLETE,
-            evidence_digest=deployment.evidence_digest,  # a packet of another digest is superseded
-        )
-        .order_by("-created_at")
+        current_packets(deployment)
+        .filter(status=PacketStatus.COMPLETE)
         .values("pdf_sha256", "evidence_digest")
         .first()
     )

@@ -8,11 +8,16 @@ from typing import Any
 
 import pytest
 from django.apps import apps
-from django.db import models
+from django.db import connection, models
 
 from governance.approvals.choices import PacketStatus, SignatureStatus
 from governance.approvals.models import ApprovalPacket, PacketSignature
-from governance.approvals.selectors import approval_state, live_packet
+from governance.approvals.selectors import (
+    APPROVAL_STATE_COLUMNS,
+    APPROVAL_STATE_JOINS,
+    approval_state,
+    live_packet,
+)
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.deployments.choices import SignOffDecision
@@ -67,6 +72,22 @@ def test_no_receiver_voids_on_an_evidence_change() -> None:
     assert ".send(" not in inspect.getsource(evidence)
 
 
+def _approved_pdf(deployment: DeploymentRequest) -> str | None:
+    """The completed packet the ORM reads (approval_state), after checking that the gate's
+    hand-written statement (APPROVAL_STATE_JOINS) reads the same one."""
+    sql = (
+        f"SELECT d.id,{APPROVAL_STATE_COLUMNS} FROM deployments_deploymentrequest d{APPROVAL_STATE_JOINS} "
+        "WHERE d.id = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [deployment.pk])
+        names = [column[0] for column in cursor.description]
+        row = dict(zip(names, cursor.fetchone(), strict=True))
+    orm = approval_state(deployment)
+    assert row["approval_verified_sha256"] == (orm.pdf_sha256 if orm else None)
+    return orm.pdf_sha256 if orm else None
+
+
 def _live_on(digest: str, code: str) -> dict[str, Any]:
     return {
         "signoffs": SignOff.objects.filter(
@@ -89,7 +110,7 @@ def test_an_evidence_change_leaves_no_live_signature_on_the_old_digest(
     old = deployment.evidence_digest
     signed = ApprovalPacket.objects.get(deployment=deployment, status=PacketStatus.COMPLETE)
     assert _live_on(old, code) == {"signoffs": 2, "signatures": 2}
-    assert approval_state(deployment) is not None
+    assert _approved_pdf(deployment) == signed.pdf_sha256
 
     facts = {**FACTS, "monthly_active_users": 5_000_000}
     response = sign_flow.client(personas.requester).patch(
@@ -101,7 +122,7 @@ def test_an_evidence_change_leaves_no_live_signature_on_the_old_digest(
     assert deployment.evidence_digest != old
     assert _live_on(old, code) == {"signoffs": 0, "signatures": 0}
     assert live_packet(deployment) is None  # the signed packet of the old digest is superseded
-    assert approval_state(deployment) is None
+    assert _approved_pdf(deployment) is None
     assert AuditEvent.objects.filter(action=AuditAction.SIGNOFF_VOIDED, object_id=code).count() == 2
     body = sign_flow.client(personas.legal).get(f"/api/v1/approvals/deployments/{code}/signoffs").json()
     assert body["packet_status"] is None
@@ -117,7 +138,7 @@ def test_an_evidence_change_leaves_no_live_signature_on_the_old_digest(
     deployment.refresh_from_db()
     assert deployment.evidence_digest == old
     assert live_packet(deployment) is None
-    assert approval_state(deployment) is None
+    assert _approved_pdf(deployment) is None
     assert sign_flow.sign(personas.legal, code, "legal").status_code == 202
     fresh = live_packet(deployment)
     assert fresh is not None
