@@ -235,10 +235,7 @@ def approval_state(deployment: DeploymentRequest) -> ApprovalState | None:
     None when there is none.
     Two indexed queries; the PDF itself is neither loaded nor parsed."""
     packet = (
-        current_packets(deployment)
-        .filter(status=PacketStatus.COMPLETE)
-        .values("pdf_sha256", "evidence_digest")
-        .first()
+        current_packets(deployment).filter(status=PacketStatus.COMPLETE).values("pdf_sha256", "evidence_digest").first()
     )
     if packet is None:
         return None
@@ -260,10 +257,17 @@ def approval_state(deployment: DeploymentRequest) -> ApprovalState | None:
 
 
 def approval_bundle_files() -> Iterator[tuple[str, bytes]]:
-    """For the audit bundle: every signed packet (its latest revision) and an index of them."""
+    """For the audit bundle: every signed packet (its latest revision) and an index of them. The
+    index says whether each is its request's current packet (current_packets): a packet superseded
+    by an evidence change keeps its status until the next packet is queued."""
     index = []
     unsigned = (PacketStatus.RENDERED, PacketStatus.RENDERING, PacketStatus.FAILED)
     signed = ApprovalPacket.objects.exclude(status__in=unsigned).select_related("deployment").order_by("id")
+    carries_voided = set(
+        PacketSignature.objects.filter(status=SignatureStatus.SIGNED, signoff__voided_at__isnull=False).values_list(
+            "packet_id", flat=True
+        )
+    )
     for packet in signed.defer("pdf").iterator():
         name = f"approvals/{packet.pdf_sha256}.pdf"
         yield name, bytes(ApprovalPacket.objects.values_list("pdf", flat=True).get(pk=packet.pk))
@@ -276,6 +280,9 @@ def approval_bundle_files() -> Iterator[tuple[str, bytes]]:
                 "status": packet.status,
                 "evidence_digest": packet.evidence_digest,
                 "voided_at": packet.voided_at.isoformat() if packet.voided_at else None,
+                "current": packet.voided_at is None
+                and packet.evidence_digest == packet.deployment.evidence_digest
+                and packet.pk not in carries_voided,
             }
         )
     if index:  # a trail without approvals gets a bundle without an approvals folder

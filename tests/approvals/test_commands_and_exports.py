@@ -76,6 +76,7 @@ def test_ca_crl_revisions_and_audit_bundle(
         index = json.loads(bundle.read("approvals/index.json"))
     assert index[0]["deployment"] == code
     assert index[0]["status"] == "complete"
+    assert index[0]["current"] is True
     public_key = tmp_path / "public.pem"
     with zipfile.ZipFile(bundle_path) as bundle:
         public_key.write_bytes(bundle.read("audit-public-key.pem"))
