@@ -4,6 +4,7 @@ place (deployments.services.evidence, a direct call), and nothing on the old dig
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from governance.approvals.models import ApprovalPacket, PacketSignature
 from governance.approvals.selectors import (
     APPROVAL_STATE_COLUMNS,
     APPROVAL_STATE_JOINS,
+    approval_bundle_files,
     approval_state,
     live_packet,
 )
@@ -128,6 +130,8 @@ def test_an_evidence_change_leaves_no_live_signature_on_the_old_digest(
     assert body["packet_status"] is None
     assert [s["voided_at"] is not None for s in body["signoffs"]] == [True, True]
     assert {s["signature_status"] for s in body["signoffs"]} == {SignatureStatus.SIGNED}
+    index = json.loads(dict(approval_bundle_files())["approvals/index.json"])
+    assert [e["current"] for e in index if e["packet"] == str(signed.code)] == [False]  # the audit bundle says so
 
     # Back to the same evidence (A -> B -> A): the signed packet of A carries voided sign-offs'
     # signatures, so it stays superseded and the next sign-off gets a fresh packet.
