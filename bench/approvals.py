@@ -141,7 +141,7 @@ def main() -> None:
     from weasyprint import HTML
 
     from governance.approvals import pki
-    from governance.approvals.packet import PacketInput, render_html, render_packet
+    from governance.approvals.packet_render import PacketInput, render_html, render_packet
     from governance.approvals.selectors import meaning_templates
     from governance.approvals.signing import SigningParty, StampText, sign_packet
     from governance.approvals.verification import verify_packet
@@ -225,7 +225,7 @@ def _issue29(args: argparse.Namespace, data: object, bare: float, final: bytes, 
     """Render of the largest allowed input, verify of a crafted upload, and (--gate) gate p99."""
     import dataclasses
 
-    from governance.approvals.packet import PacketInput, render_packet
+    from governance.approvals.packet_render import PacketInput, render_packet
     from governance.approvals.verification import UploadRefused, verify_packet
     from governance.core.canonical import canonical_sha256
     from tests.approvals.crafted import with_fields_pointing_at_the_first_signature

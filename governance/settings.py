@@ -304,7 +304,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Several models have a `status` or `decision`: name their enums so the schema's names stay stable.
     "ENUM_NAME_OVERRIDES": {
-        "SignOffDecisionEnum": "governance.approvals.choices.Decision",
+        "SignOffDecisionEnum": "governance.deployments.choices.SignOffDecision",
         "CalibrationStatusEnum": "governance.calibration.models.CalibrationStatus",
         # A serving plan's and the gate's engine and precision (the planner's inputs have their own).
         "ServingEngineEnum": "governance.deployments.choices.Engine",
@@ -511,7 +511,7 @@ AUDIT_SIGNING_KEY_PATH = env_str("AUDIT_SIGNING_KEY_PATH", str(VAR_DIR / "keys" 
 AUDIT_CHECKPOINT_PUBLISH_PATH = env_str("AUDIT_CHECKPOINT_PUBLISH_PATH", str(VAR_DIR / "audit-checkpoints.jsonl"))
 AUDIT_CHECKPOINT_INTERVAL_S = env_int("AUDIT_CHECKPOINT_INTERVAL_S", 300, minimum=10)
 # Write services run again this many times in all when PostgreSQL rolls them back as a deadlock or
-# serialization-failure victim (governance.audit.services.write_service).
+# serialization-failure victim (governance.core.services.write_service).
 SERVICE_RETRY_ATTEMPTS = 4
 CELERY_BEAT_SCHEDULE["audit-checkpoint"] = {
     "task": "audit.checkpoint",

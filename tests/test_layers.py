@@ -1,8 +1,8 @@
 """Import rule: each app imports only apps below it, so the apps built on top (approvals, gate, web)
 can change without touching the base, and no cycle can form.
 
-    core  <-  audit  <-  licenses, sso  <-  artifacts  <-  capacity, evaluations  <-  deployments, calibration, quantization
-          <-  approvals  <-  gate  <-  web, observability, observability
+    core  <-  audit  <-  licenses, sso  <-  artifacts  <-  evaluations  <-  calibration, quantization  <-  capacity
+          <-  deployments  <-  approvals  <-  gate  <-  web, observability
 
 Apps of one layer do not import each other. Lower apps announce events with Django signals (each app's
 signals.py) and the app above connects receivers in its AppConfig.ready(). `planner` is a library
@@ -23,15 +23,15 @@ LAYERS: dict[str, int] = {
     "licenses": 2,
     "sso": 2,  # users and roles from the provider's ID token; approvals reads its step-up
     "artifacts": 3,
-    "capacity": 4,
     "evaluations": 4,  # an eval names registered artifacts (candidate, baseline, where they lie)
-    "deployments": 5,
-    "calibration": 5,
+    "calibration": 5,  # calibration runs are jobs on a cluster (evaluations)
     "quantization": 5,  # quantize runs: artifacts + evaluations (jobs) + licenses
-    "approvals": 6,
-    "gate": 7,  # the gate reads the approvals' verified packet state
-    "web": 8,  # the UI sits on every app, approvals and gate included
-    "observability": 8,  # /metrics reads every app's tables; the instruments themselves are core.metrics
+    "capacity": 6,  # a plan naming a cluster reads its calibration profile (a direct call)
+    "deployments": 7,
+    "approvals": 8,
+    "gate": 9,  # the gate reads the approvals' verified packet state
+    "web": 10,  # the UI sits on every app, approvals and gate included
+    "observability": 10,  # /metrics reads every app's tables; the instruments themselves are core.metrics
 }
 
 

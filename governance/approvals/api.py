@@ -20,14 +20,15 @@ from rest_framework.views import APIView
 
 from governance.approvals import selectors, services
 from governance.approvals.attempts import SignOffRateThrottle, signoff_attempt
-from governance.approvals.choices import ROLE_GROUPS, Decision, PacketStatus, SigningRole, VerificationStatus
-from governance.approvals.models import ApprovalPacket, SignOff, VerificationJob
+from governance.approvals.choices import ROLE_GROUPS, PacketStatus, VerificationStatus
+from governance.approvals.models import ApprovalPacket, VerificationJob
 from governance.core.errors import NotFoundError, PermissionDeniedError, invalid_input
 from governance.core.permissions import HasAnyRole
 from governance.core.roles import has_role
 from governance.core.serializers import StrictSerializer
 from governance.deployments.api import DeploymentOutputSerializer
-from governance.deployments.models import DeploymentRequest
+from governance.deployments.choices import ReviewRole, SignOffDecision
+from governance.deployments.models import DeploymentRequest, SignOff
 from governance.deployments.selectors import deployment_get
 from governance.sso.selectors import step_up_auth_time, step_up_consume
 
@@ -187,8 +188,8 @@ class PacketByHashApi(APIView):
 
 
 class SignOffInputSerializer(StrictSerializer):
-    role = serializers.ChoiceField(choices=SigningRole.choices)
-    decision = serializers.ChoiceField(choices=Decision.choices)
+    role = serializers.ChoiceField(choices=ReviewRole.choices)
+    decision = serializers.ChoiceField(choices=SignOffDecision.choices)
     # Left out under single sign-on: a fresh sign-in at the provider (GET /oidc/step-up/) re-authenticates.
     password = serializers.CharField(
         max_length=4096, trim_whitespace=False, write_only=True, required=False, allow_blank=True, default=""
@@ -221,6 +222,8 @@ def _attempt(
 
 
 def signoff_dict(signoff: SignOff) -> dict[str, Any]:
+    """A sign-off as the API shows it: the decision (deployments.SignOff) and its PDF signature."""
+    signature = getattr(signoff, "signature", None)
     return {
         "code": str(signoff.code),
         "role": signoff.role,
@@ -231,11 +234,12 @@ def signoff_dict(signoff: SignOff) -> dict[str, Any]:
         "comment": signoff.comment,
         "signed_at": signoff.signed_at,
         "evidence_digest": signoff.evidence_digest,
-        "certificate_sha256": signoff.certificate.fingerprint_sha256,
-        "pdf_sha256": signoff.pdf_sha256,
+        "certificate_sha256": signature.certificate.fingerprint_sha256 if signature else "",
+        "pdf_sha256": signature.pdf_sha256 if signature else "",
         "auth_method": signoff.auth_method,
-        "signature_status": signoff.signature_status,  # pending until the heavy worker signed the packet
-        "signature_error": signoff.signature_error,
+        # pending until the heavy worker signed the packet
+        "signature_status": signature.status if signature else "",
+        "signature_error": signature.error if signature else "",
         "voided_at": signoff.voided_at,
         "void_reason": signoff.void_reason,
     }
@@ -253,8 +257,8 @@ class SignOffApi(APIView):
         user = _user(request)
         deployment = deployment_get(user, code)
         meanings = {
-            role: {decision: selectors.signoff_meaning(role, decision, user) for decision in Decision.values}
-            for role in SigningRole.values
+            role: {decision: selectors.signoff_meaning(role, decision, user) for decision in SignOffDecision.values}
+            for role in ReviewRole.values
         }
         packet = selectors.live_packet(deployment)
         return Response(
@@ -314,12 +318,12 @@ class CrlApi(APIView):
 
 
 class ReviewInputSerializer(StrictSerializer):
-    verdict = serializers.ChoiceField(choices=Decision.choices)
+    verdict = serializers.ChoiceField(choices=SignOffDecision.choices)
     evidence_digest = serializers.RegexField(r"^[0-9a-f]{64}$")
     password = serializers.CharField(
         max_length=4096, trim_whitespace=False, write_only=True, required=False, allow_blank=True, default=""
     )
-    role = serializers.ChoiceField(choices=SigningRole.choices, required=False)
+    role = serializers.ChoiceField(choices=ReviewRole.choices, required=False)
     comment = serializers.CharField(required=False, allow_blank=True, max_length=4000, default="")
 
 
@@ -345,7 +349,7 @@ class DeploymentReviewApi(APIView):
             raise PermissionDeniedError("signing off needs the legal or engineering reviewer role")
         role = data.get("role") or selectors.only_signing_role(user)
         if role is None:
-            raise invalid_input("role", f"say which role you sign as: {', '.join(SigningRole.values)}")
+            raise invalid_input("role", f"say which role you sign as: {', '.join(ReviewRole.values)}")
         _attempt(request, deployment, user, role, data["verdict"], data)
         step_up_consume(request._request)
         return Response(DeploymentOutputSerializer(deployment_get(user, code)).data, status=202)

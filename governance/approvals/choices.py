@@ -1,6 +1,7 @@
 from django.db import models
 
 from governance.core.roles import Role
+from governance.deployments.choices import ReviewRole
 
 
 class AuthorityKind(models.TextChoices):
@@ -8,24 +9,14 @@ class AuthorityKind(models.TextChoices):
     TSA = "tsa", "Timestamping authority"
 
 
-class SigningRole(models.TextChoices):
-    LEGAL = "legal"
-    ENGINEERING = "engineering"
-
-
 # The group a user needs to sign as each role.
 ROLE_GROUPS: dict[str, str] = {
-    SigningRole.LEGAL: Role.LEGAL_REVIEWER,
-    SigningRole.ENGINEERING: Role.ENGINEERING_REVIEWER,
+    ReviewRole.LEGAL: Role.LEGAL_REVIEWER,
+    ReviewRole.ENGINEERING: Role.ENGINEERING_REVIEWER,
 }
 # The pre-created signature field of each role; legal signs first (a certification signature).
-SIGNATURE_FIELDS: dict[str, str] = {SigningRole.LEGAL: "LegalApproval", SigningRole.ENGINEERING: "EngineeringApproval"}
-SIGNING_ORDER: tuple[str, ...] = (SigningRole.LEGAL, SigningRole.ENGINEERING)
-
-
-class Decision(models.TextChoices):
-    APPROVE = "approve"
-    REJECT = "reject"
+SIGNATURE_FIELDS: dict[str, str] = {ReviewRole.LEGAL: "LegalApproval", ReviewRole.ENGINEERING: "EngineeringApproval"}
+SIGNING_ORDER: tuple[str, ...] = (ReviewRole.LEGAL, ReviewRole.ENGINEERING)
 
 
 class PacketStatus(models.TextChoices):
@@ -49,7 +40,8 @@ class VerificationStatus(models.TextChoices):
 
 
 class SignatureStatus(models.TextChoices):
-    """A sign-off records the decision at once; the heavy worker then signs the packet."""
+    """A sign-off records the decision at once (deployments.SignOff); the heavy worker then signs
+    it into the packet (PacketSignature)."""
 
     PENDING = "pending"
     SIGNED = "signed"
@@ -78,10 +70,3 @@ class RefusalCode(models.TextChoices):
     BLOCKERS = "blockers.present"
     STEP_UP_STALE = "step_up.stale"  # the provider sign-in (step-up) is older than SSO_STEP_UP_MAX_AGE_S
     PASSWORD_DISABLED = "password.disabled"  # noqa: S105 - a refusal code; LOCAL_LOGIN_ENABLED is off
-
-
-class AuthMethod(models.TextChoices):
-    """How the signer re-authenticated for a signature (recorded on the sign-off and its audit event)."""
-
-    PASSWORD = "password", "local password re-entered"
-    OIDC_STEP_UP = "oidc_step_up", "fresh sign-in at the identity provider (step-up)"

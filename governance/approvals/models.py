@@ -1,4 +1,4 @@
-"""The organisation's PKI, approval packets, sign-offs and stored verification results.
+"""The organisation's PKI, approval packets, the PDF signatures of sign-offs and stored verification results.
 
 Private keys are stored only encrypted (PKCS#8, key-encryption key outside the database)."""
 
@@ -9,17 +9,15 @@ from django.db import models
 from django.db.models import Q
 
 from governance.approvals.choices import (
-    AuthMethod,
     AuthorityKind,
-    Decision,
     PacketStatus,
     RevocationReason,
     SignatureStatus,
-    SigningRole,
     VerificationStatus,
 )
 from governance.core.models import BaseModel
-from governance.deployments.models import DeploymentRequest, ReviewDecision
+from governance.deployments.choices import ReviewRole
+from governance.deployments.models import DeploymentRequest, SignOff
 
 
 class Authority(BaseModel):
@@ -44,7 +42,7 @@ class SigningCertificate(BaseModel):
     """A reviewer's personal signing certificate for one role, issued by the root CA."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="signing_certificates")
-    role = models.CharField(max_length=12, choices=SigningRole.choices)
+    role = models.CharField(max_length=12, choices=ReviewRole.choices)
     serial_number = models.CharField(max_length=64, unique=True)  # decimal text: serials exceed 64 bits
     subject = models.CharField(max_length=300)
     certificate_pem = models.TextField()
@@ -89,37 +87,22 @@ class ApprovalPacket(BaseModel):
         indexes = [models.Index(fields=["deployment", "voided_at", "-created_at"], name="packet_live_idx")]
 
 
-class SignOff(BaseModel):
-    """One reviewer's signed decision: who, as which role, what it means, on which evidence."""
+class PacketSignature(BaseModel):
+    """The PDF signature of one sign-off: its packet, certificate, field and the packet's hash right
+    after it. The decision itself (who, role, approve/reject, meaning, evidence digest, voided) is
+    the sign-off's (deployments.SignOff): a signature is live exactly when its sign-off is."""
 
-    deployment = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="signoffs")
-    # The deployments app's record of the decision (its `decisions`, voided there on evidence change).
-    review_decision = models.OneToOneField(ReviewDecision, on_delete=models.CASCADE, related_name="signoff")
-    packet = models.ForeignKey(ApprovalPacket, on_delete=models.PROTECT, related_name="signoffs")
-    role = models.CharField(max_length=12, choices=SigningRole.choices)
-    decision = models.CharField(max_length=8, choices=Decision.choices)
-    signer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    signer_name = models.CharField(max_length=300)  # the printed name, as signed
-    meaning = models.TextField()
-    comment = models.TextField(blank=True)
-    signed_at = models.DateTimeField()
-    evidence_digest = models.CharField(max_length=64)
-    certificate = models.ForeignKey(SigningCertificate, on_delete=models.PROTECT, related_name="signoffs")
+    signoff = models.OneToOneField(SignOff, on_delete=models.CASCADE, related_name="signature")
+    packet = models.ForeignKey(ApprovalPacket, on_delete=models.PROTECT, related_name="signatures")
+    certificate = models.ForeignKey(SigningCertificate, on_delete=models.PROTECT, related_name="signatures")
     field_name = models.CharField(max_length=40)
-    pdf_sha256 = models.CharField(max_length=64)  # the packet right after this signature
-    # How the signer re-authenticated for this signature (21 CFR 11.200: signing re-authenticates).
-    auth_method = models.CharField(max_length=20, choices=AuthMethod.choices, default=AuthMethod.PASSWORD)
     pdf_sha256 = models.CharField(max_length=64, blank=True)  # the packet right after this signature
     # The decision is recorded first; the heavy worker signs the packet afterwards.
-    signature_status = models.CharField(max_length=8, choices=SignatureStatus.choices, default=SignatureStatus.SIGNED)
-    signature_error = models.TextField(blank=True)
-    voided_at = models.DateTimeField(null=True, blank=True)
-    void_reason = models.TextField(blank=True)
+    status = models.CharField(max_length=8, choices=SignatureStatus.choices, default=SignatureStatus.PENDING)
+    error = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["signed_at"]
-        # serves the live sign-offs of a request (rules, void-on-change)
-        indexes = [models.Index(fields=["deployment", "voided_at"], name="signoff_live_idx")]
+        ordering = ["id"]
 
 
 class PacketVerification(BaseModel):

@@ -16,31 +16,32 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from governance.approvals.choices import AuthorityKind, Decision, PacketStatus, SigningRole
+from governance.approvals.choices import AuthorityKind, PacketStatus, SignatureStatus
 from governance.approvals.models import (
     ApprovalPacket,
     Authority,
+    PacketSignature,
     PacketVerification,
     SigningCertificate,
-    SignOff,
     VerificationJob,
 )
-from governance.deployments.models import DeploymentRequest
+from governance.deployments.choices import ReviewRole, SignOffDecision
+from governance.deployments.models import DeploymentRequest, SignOff
 
 _MEANINGS: dict[tuple[str, str], str] = {
-    (SigningRole.LEGAL, Decision.APPROVE): (
+    (ReviewRole.LEGAL, SignOffDecision.APPROVE): (
         "I, {name}, approve this deployment on legal grounds: I reviewed the license terms, every finding and "
         "waiver, and the obligations checklist in this packet, and I take responsibility for this approval."
     ),
-    (SigningRole.ENGINEERING, Decision.APPROVE): (
+    (ReviewRole.ENGINEERING, SignOffDecision.APPROVE): (
         "I, {name}, approve this deployment on engineering grounds: I reviewed the capacity plan, the memory per "
         "GPU and the eval results in this packet, and I take responsibility for this approval."
     ),
 }
 _REJECT_MEANING = "I, {name}, reject this deployment request as its {role} reviewer, for the reason in my comment."
 _SHORT: dict[str, str] = {
-    Decision.APPROVE: "approval",
-    Decision.REJECT: "rejection",
+    SignOffDecision.APPROVE: "approval",
+    SignOffDecision.REJECT: "rejection",
 }
 
 
@@ -72,12 +73,12 @@ def signoff_meaning_short(decision: str) -> str:
 # one whose name, UTC time and certificate the signature box prints (no "[signer]" placeholder);
 # the signature's own /Reason and the sign-off record carry the first-person text with the name.
 _PACKET_MEANINGS: dict[str, str] = {
-    SigningRole.LEGAL: (
+    ReviewRole.LEGAL: (
         "The legal reviewer of {organisation} whose name, UTC time and certificate the {field} signature box "
         "prints approves this deployment on legal grounds: they reviewed the license terms, every finding and "
         "waiver, and the obligations checklist in this packet, and take responsibility for this approval."
     ),
-    SigningRole.ENGINEERING: (
+    ReviewRole.ENGINEERING: (
         "The engineering reviewer of {organisation} whose name, UTC time and certificate the {field} signature "
         "box prints approves this deployment on engineering grounds: they reviewed the capacity plan, the memory "
         "per GPU, the serving envelope and the eval results in this packet, and take responsibility for this "
@@ -122,19 +123,38 @@ def certificate_for(user: Any, role: str) -> SigningCertificate | None:
     return SigningCertificate.objects.filter(user=user, role=role).order_by("-created_at").first()
 
 
+def current_packets(deployment: DeploymentRequest) -> QuerySet[ApprovalPacket]:
+    """The packets of the request's current evidence: not voided, of its current digest, and with no
+    voided sign-off's signature in the PDF. Any other packet is superseded; that follows from the
+    sign-offs (voided by the deployments app when the evidence changes), so nothing has to void it.
+    (A pending or failed signature of a voided sign-off never reached the PDF: it does not count.)"""
+    signed_then_voided = PacketSignature.objects.filter(
+        status=SignatureStatus.SIGNED, signoff__voided_at__isnull=False
+    ).values("packet_id")
+    return (
+        ApprovalPacket.objects.filter(
+            deployment=deployment, voided_at__isnull=True, evidence_digest=deployment.evidence_digest
+        )
+        .exclude(pk__in=signed_then_voided)
+        .order_by("-created_at")
+    )
+
+
 def live_packet(deployment: DeploymentRequest, *, with_pdf: bool = False) -> ApprovalPacket | None:
-    packets = ApprovalPacket.objects.filter(deployment=deployment, voided_at__isnull=True).order_by("-created_at")
+    """The newest current packet of the request (current_packets), or None."""
+    packets = current_packets(deployment)
     if not with_pdf:
         packets = packets.defer("pdf")
     return packets.first()
 
 
-def live_signoffs(deployment: DeploymentRequest) -> QuerySet[SignOff]:
-    return SignOff.objects.filter(deployment=deployment, voided_at__isnull=True).select_related("signer", "certificate")
-
-
 def signoffs_of(deployment: DeploymentRequest) -> QuerySet[SignOff]:
-    return SignOff.objects.filter(deployment=deployment).select_related("signer", "certificate").order_by("signed_at")
+    """Every sign-off of a request, voided ones included, with its PDF signature (the API's list)."""
+    return (
+        SignOff.objects.filter(deployment=deployment)
+        .select_related("signer", "signature__certificate")
+        .order_by("signed_at", "id")
+    )
 
 
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -150,7 +170,7 @@ def packet_by_sha256(pdf_sha256: str) -> ApprovalPacket | None:
     found = packets.filter(pdf_sha256=pdf_sha256).first()
     if found is not None:
         return found
-    packet_id = SignOff.objects.filter(pdf_sha256=pdf_sha256).values_list("packet_id", flat=True).first()
+    packet_id = PacketSignature.objects.filter(pdf_sha256=pdf_sha256).values_list("packet_id", flat=True).first()
     return packets.filter(pk=packet_id).first() if packet_id is not None else None
 
 
@@ -197,7 +217,8 @@ def verification_job_of(user: Any, code: Any) -> VerificationJob | None:
 # approval_state() as SQL, for a caller that reads the request in one hand-written statement (the
 # gate's hot path: gate/selectors._GATE_SQL). `d` is the deployment request; the columns read
 # back through approval_state_from_row(). Same rule as approval_state(): the latest complete,
-# unvoided packet and the stored verification of exactly its bytes.
+# current packet (current_packets: of the current digest, no voided sign-off's signature in it) and
+# the stored verification of exactly its bytes.
 APPROVAL_STATE_COLUMNS = """
        packet.pdf_sha256 AS approval_pdf_sha256, packet.evidence_digest AS approval_packet_digest,
        verification.pdf_sha256 AS approval_verified_sha256, verification.legal_valid AS approval_legal_valid,
@@ -207,6 +228,9 @@ APPROVAL_STATE_JOINS = f"""
 LEFT JOIN approvals_approvalpacket packet ON packet.id = (
     SELECT p.id FROM approvals_approvalpacket p
     WHERE p.deployment_id = d.id AND p.voided_at IS NULL AND p.status = '{PacketStatus.COMPLETE.value}'
+      AND p.evidence_digest = d.evidence_digest AND NOT EXISTS (
+        SELECT 1 FROM approvals_packetsignature s JOIN deployments_signoff o ON o.id = s.signoff_id
+        WHERE s.packet_id = p.id AND s.status = '{SignatureStatus.SIGNED.value}' AND o.voided_at IS NOT NULL)
     ORDER BY p.created_at DESC LIMIT 1)
 LEFT JOIN approvals_packetverification verification ON verification.pdf_sha256 = packet.pdf_sha256"""  # noqa: S608 (code constants only; values are parameters)
 
@@ -234,13 +258,11 @@ def approval_state_from_row(deployment: DeploymentRequest) -> ApprovalState | No
 
 
 def approval_state(deployment: DeploymentRequest) -> ApprovalState | None:
-    """The stored verification of the request's completed packet, or None when there is none.
+    """The stored verification of the request's completed current packet (current_packets), or
+    None when there is none.
     Two indexed queries; the PDF itself is neither loaded nor parsed."""
     packet = (
-        ApprovalPacket.objects.filter(deployment=deployment, voided_at__isnull=True, status=PacketStatus.COMPLETE)
-        .order_by("-created_at")
-        .values("pdf_sha256", "evidence_digest")
-        .first()
+        current_packets(deployment).filter(status=PacketStatus.COMPLETE).values("pdf_sha256", "evidence_digest").first()
     )
     if packet is None:
         return None
@@ -262,10 +284,17 @@ def approval_state(deployment: DeploymentRequest) -> ApprovalState | None:
 
 
 def approval_bundle_files() -> Iterator[tuple[str, bytes]]:
-    """For the audit bundle: every signed packet (its latest revision) and an index of them."""
+    """For the audit bundle: every signed packet (its latest revision) and an index of them. The
+    index says whether each is its request's current packet (current_packets): a packet superseded
+    by an evidence change keeps its status until the next packet is queued."""
     index = []
     unsigned = (PacketStatus.RENDERED, PacketStatus.RENDERING, PacketStatus.FAILED)
     signed = ApprovalPacket.objects.exclude(status__in=unsigned).select_related("deployment").order_by("id")
+    carries_voided = set(
+        PacketSignature.objects.filter(status=SignatureStatus.SIGNED, signoff__voided_at__isnull=False).values_list(
+            "packet_id", flat=True
+        )
+    )
     for packet in signed.defer("pdf").iterator():
         name = f"approvals/{packet.pdf_sha256}.pdf"
         yield name, bytes(ApprovalPacket.objects.values_list("pdf", flat=True).get(pk=packet.pk))
@@ -278,6 +307,9 @@ def approval_bundle_files() -> Iterator[tuple[str, bytes]]:
                 "status": packet.status,
                 "evidence_digest": packet.evidence_digest,
                 "voided_at": packet.voided_at.isoformat() if packet.voided_at else None,
+                "current": packet.voided_at is None
+                and packet.evidence_digest == packet.deployment.evidence_digest
+                and packet.pk not in carries_voided,
             }
         )
     if index:  # a trail without approvals gets a bundle without an approvals folder

@@ -1,5 +1,7 @@
-"""Receivers: role changes (Django group membership) issue or revoke signing certificates; an
-evidence change voids the sign-offs and packets of the old digest."""
+"""Receivers: role changes (Django group membership) issue or revoke signing certificates; the
+audit bundle asks for the signed packets. An evidence change is not received here: the deployments
+app voids the sign-offs itself, and a packet of an old digest is superseded by definition
+(approvals.selectors.current_packets)."""
 
 from __future__ import annotations
 
@@ -39,12 +41,6 @@ def _role_changed(
         certificates_sync(user=user, actor="system:roles", issue=False)
         # Issuing generates an RSA key (slow): after commit; sign_off issues lazily if this never ran.
         transaction.on_commit(partial(certificates_sync, user=user, actor="system:roles"))
-
-
-def on_evidence_changed(sender: Any, deployment: Any, actor: Any, reason: str, **kwargs: Any) -> None:
-    from governance.approvals.services import signoffs_void
-
-    signoffs_void(deployment=deployment, reason=reason)
 
 
 def on_bundle_files(sender: Any, **kwargs: Any) -> Any:

@@ -10,10 +10,11 @@ from django.db import transaction
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.selectors import artifact_usable_by
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
 from governance.core.errors import PermissionDeniedError, invalid_input
 from governance.core.models import Team
 from governance.core.roles import Role, has_role
+from governance.core.services import write_service
 from governance.licenses.selectors import license_current_version
 from planner.hf_config import checkpoint_quantization, parse_config
 from planner.specs import closest_models

@@ -10,16 +10,12 @@ import base64
 import functools
 import json
 import logging
-import random
-import time
-from collections.abc import Callable
-from contextvars import ContextVar
 from datetime import UTC
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
-from django.db import OperationalError, models, transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from governance.audit.actions import AuditAction
@@ -31,6 +27,7 @@ from governance.core.canonical import canonical_json
 from governance.core.errors import ConflictError
 from governance.core.logging import current_request_id
 from governance.core.prepared import fetch_one_prepared
+from governance.core.services import defer_to_boundary
 
 logger = logging.getLogger(__name__)
 
@@ -165,12 +162,10 @@ def audit_record(
 ) -> AuditEvent:
     """Append one event to the chain. Serialized on the chain-head row; never forks."""
     event, prefix, suffix = _event(actor, action, obj, data, request_id)
-    pending = _pending.get()
-    if pending is not None and transaction.get_connection().in_atomic_block:
-        # Inside a write service: appended as the transaction's last write (lock order, below).
-        pending.append((event, prefix, suffix))
-        return event
-    _append(event, prefix, suffix)
+    # Inside a write service the append is the transaction's last write, so the chain-head lock,
+    # which every writer takes, is never held while waiting for another row (docs/architecture.md).
+    if not defer_to_boundary(functools.partial(_append, event, prefix, suffix)):
+        _append(event, prefix, suffix)
     return event
 
 
@@ -263,62 +258,6 @@ def _append(event: AuditEvent, prefix: str, suffix: str, side: tuple[str, dict[s
         event.hash = chain_hash(head.hash, event.body.encode())
         event.save(force_insert=True)
         AuditChainHead.objects.filter(pk=1).update(seq=event.seq, hash=event.hash)
-
-
-# The lock order (docs/architecture.md): a transaction locks the rows it changes first and the
-# audit chain head last. Inside `write_service`, audit_record queues its events and the boundary
-# appends them after the service's own writes, so the head lock, which every writer takes, is
-# never held while waiting for another row.
-_pending: ContextVar[list[tuple[AuditEvent, str, str]] | None] = ContextVar("audit_pending", default=None)
-
-# PostgreSQL's deadlock_detected and serialization_failure: the transaction was rolled back as a
-# whole and may simply run again.
-RETRYABLE_SQLSTATES = frozenset({"40P01", "40001"})
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _retryable(exc: OperationalError) -> bool:
-    return getattr(exc.__cause__, "sqlstate", None) in RETRYABLE_SQLSTATES
-
-
-def _flush(pending: list[tuple[AuditEvent, str, str]]) -> None:
-    while pending:
-        _append(*pending.pop(0))
-
-
-def write_service(fn: Callable[P, R]) -> Callable[P, R]:
-    """The service boundary of a write: one transaction whose audit events are its last writes,
-    run again (`SERVICE_RETRY_ATTEMPTS` times in all) when PostgreSQL picks it as a deadlock or
-    serialization-failure victim. A write service called by another joins the caller's boundary;
-    one called inside a caller's open transaction cannot be retried alone and runs once."""
-
-    @functools.wraps(fn)
-    def boundary(*args: P.args, **kwargs: P.kwargs) -> R:
-        if _pending.get() is not None:
-            return fn(*args, **kwargs)
-        attempts = 1 if transaction.get_connection().in_atomic_block else settings.SERVICE_RETRY_ATTEMPTS
-        for attempt in range(1, attempts + 1):
-            token = _pending.set([])
-            try:
-                with transaction.atomic():
-                    result = fn(*args, **kwargs)
-                    _flush(_pending.get() or [])
-                return result
-            except OperationalError as exc:
-                if attempt >= attempts or not _retryable(exc):
-                    raise
-                logger.warning(
-                    "write service retried after a deadlock or serialization failure",
-                    extra={"service": fn.__qualname__, "attempt": attempt, "sqlstate": exc.__cause__.sqlstate},  # type: ignore[union-attr]
-                )
-                time.sleep(random.uniform(0, 0.05 * 2**attempt))  # noqa: S311 - jitter, not a secret
-            finally:
-                _pending.reset(token)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    return boundary
 
 
 def checkpoint_line(checkpoint: AuditCheckpoint) -> bytes:

@@ -13,9 +13,3 @@ class CalibrationConfig(AppConfig):
 
         # The calibration job runs on the eval-job machinery; its finished jobs become profiles here.
         job_finished.connect(on_job_finished, dispatch_uid="calibration.job_finished")
-
-        from governance.calibration.services import calibration_for_plan
-        from governance.capacity.signals import calibration_wanted
-
-        # A plan that names a cluster uses that cluster's latest profile for its GPU.
-        calibration_wanted.connect(calibration_for_plan, dispatch_uid="calibration.calibration_wanted")

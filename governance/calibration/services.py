@@ -10,13 +10,13 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
 from governance.calibration.models import CalibrationRun, CalibrationStatus
-from governance.calibration.selectors import calibration_profile_for, cluster_get
 from governance.core.errors import invalid_input
+from governance.core.services import write_service
 from governance.evaluations.models import Cluster, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create
-from planner.calibrate.profile import CalibrationProfile, validate
+from planner.calibrate.profile import validate
 from planner.hf_config import parse_config
 from planner.specs import gpus
 from planner.specs import model as catalog_model
@@ -116,11 +116,3 @@ def _record(run: CalibrationRun, job: JobRun) -> None:
                 "error": error[:500],
             },
         )
-
-
-def calibration_for_plan(sender: Any = None, *, cluster: str, gpu: str, **kwargs: Any) -> CalibrationProfile | None:
-    """Receiver of capacity.signals.calibration_wanted: the cluster's latest profile for `gpu`."""
-    found = cluster_get(code=cluster)
-    if found is None:
-        raise invalid_input("cluster", "no such cluster")
-    return calibration_profile_for(cluster=found, gpu=gpu)

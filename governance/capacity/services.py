@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
@@ -12,11 +12,13 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
+from governance.calibration.selectors import calibration_profile_for, cluster_get
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.capacity.serializers import plan_request_from
-from governance.capacity.signals import calibration_wanted, plan_computed
+from governance.capacity.signals import plan_computed
 from governance.core.errors import ApplicationError, invalid_input
+from governance.core.services import write_service
 from planner import __version__ as planner_version
 from planner.calibrate.profile import CalibrationProfile
 from planner.plan import plan
@@ -37,11 +39,12 @@ def capacity_plan_run(inputs: dict[str, Any]) -> dict[str, Any]:
     throughput uses that cluster's latest calibration profile for the GPU (defaults when it has none)."""
     calibration: CalibrationProfile | None = None
     if inputs.get("cluster"):
-        answers = calibration_wanted.send(sender=CapacityPlan, cluster=inputs["cluster"], gpu=inputs["gpu"])
-        if not answers:
-            raise invalid_input("cluster", "calibration profiles are not installed on this service")
-        profiles = [cast(CalibrationProfile, profile) for _receiver, profile in answers if profile is not None]
-        calibration = profiles[0] if profiles else None
+        # A direct call, not a signal: the plan's numbers depend on the answer (the calibration
+        # app sits below this one for that reason: tests/test_layers.py).
+        cluster = cluster_get(code=inputs["cluster"])
+        if cluster is None:
+            raise invalid_input("cluster", "no such cluster")
+        calibration = calibration_profile_for(cluster=cluster, gpu=inputs["gpu"])
     try:
         return plan(plan_request_from(inputs, calibration)).as_contract()
     except ValueError as exc:

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from governance.core.admin_base import ReadOnlyModelAdmin
-from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, UsageReport, Waiver
+from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff, UsageReport, Waiver
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -18,9 +18,21 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
-class DecisionInline(ReadOnlyInline):
-    model = ReviewDecision
-    fields = ("role", "verdict", "reviewer", "evidence_digest", "voided_at", "void_reason")
+class SignOffInline(ReadOnlyInline):
+    # The decision and how it was made; its PDF signature is the approvals app's (PacketSignature).
+    model = SignOff
+    fields = (
+        "role",
+        "decision",
+        "signer",
+        "signer_name",
+        "signed_at",
+        "auth_method",
+        "evidence_digest",
+        "comment",
+        "voided_at",
+        "void_reason",
+    )
 
 
 class ObligationInline(ReadOnlyInline):
@@ -41,7 +53,7 @@ class DeploymentRequestAdmin(ReadOnlyModelAdmin):
     list_filter = ("status", "flagged", "team")
     search_fields = ("product_name", "code")
     readonly_fields = [f.name for f in DeploymentRequest._meta.fields]
-    inlines = [DecisionInline, ObligationInline, WaiverInline]
+    inlines = [SignOffInline, ObligationInline, WaiverInline]
 
 
 @admin.register(UsageReport)

@@ -32,13 +32,25 @@ EDITABLE = (Status.DRAFT, Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED)
 
 
 class ReviewRole(models.TextChoices):
+    """The role a reviewer signs off as (the approvals app signs the packet field of that role)."""
+
     LEGAL = "legal"
     ENGINEERING = "engineering"
 
 
-class ReviewVerdict(models.TextChoices):
+class SignOffDecision(models.TextChoices):
+    """What a reviewer decided on one evidence digest. Not the license engine's decision
+    (licenses.choices.LicenseDecision) nor the gate's answer (gate.choices.GateOutcome)."""
+
     APPROVE = "approve"
     REJECT = "reject"
+
+
+class AuthMethod(models.TextChoices):
+    """How the signer re-authenticated for a sign-off (recorded on it and its audit event)."""
+
+    PASSWORD = "password", "local password re-entered"
+    OIDC_STEP_UP = "oidc_step_up", "fresh sign-in at the identity provider (step-up)"
 
 
 class ObligationStatus(models.TextChoices):

@@ -7,7 +7,7 @@ from django.db import models
 
 from governance.artifacts.models import ModelArtifact
 from governance.core.models import BaseModel, Team
-from governance.deployments.choices import ObligationStatus, ReviewRole, ReviewVerdict, Status
+from governance.deployments.choices import AuthMethod, ObligationStatus, ReviewRole, SignOffDecision, Status
 
 
 class DeploymentRequest(BaseModel):
@@ -37,20 +37,33 @@ class DeploymentRequest(BaseModel):
         return f"{self.product_name} ({self.status})"
 
 
-class ReviewDecision(BaseModel):
-    """A reviewer's verdict on one evidence digest. Voided when the evidence changes."""
+class SignOff(BaseModel):
+    """A reviewer's decision on one evidence digest: who, as which role, what it means, how they
+    re-authenticated. The one record of it: the approvals app keeps only the cryptographic facts of
+    its PDF signature (approvals.PacketSignature, one-to-one). Voided when the evidence changes
+    (services.evidence, the only place that voids on change) or when its signature fails."""
 
-    request = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="decisions")
+    deployment = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="signoffs")
     role = models.CharField(max_length=12, choices=ReviewRole.choices)
-    verdict = models.CharField(max_length=8, choices=ReviewVerdict.choices)
-    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    evidence_digest = models.CharField(max_length=64)
+    decision = models.CharField(max_length=8, choices=SignOffDecision.choices)
+    signer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    signer_name = models.CharField(max_length=300, blank=True)  # the printed name, as signed
+    meaning = models.TextField(blank=True)  # the text the signer was shown (21 CFR 11.50)
     comment = models.TextField(blank=True)
+    signed_at = models.DateTimeField()  # when the decision was made; the PDF's timestamp says when it was signed
+    evidence_digest = models.CharField(max_length=64)
+    # How the signer re-authenticated (21 CFR 11.200: signing re-authenticates).
+    auth_method = models.CharField(max_length=20, choices=AuthMethod.choices, default=AuthMethod.PASSWORD)
     voided_at = models.DateTimeField(null=True, blank=True)
     void_reason = models.TextField(blank=True)
 
     class Meta:
-        ordering = ["created_at"]
+        ordering = ["signed_at", "id"]
+        # serves the live sign-offs of a request (readiness, sign-off rules, void-on-change)
+        indexes = [models.Index(fields=["deployment", "voided_at"], name="deployment_signoff_live_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.decision} by {self.signer_id} ({'voided' if self.voided_at else 'live'})"
 
 
 class ObligationItem(BaseModel):

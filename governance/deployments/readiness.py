@@ -22,6 +22,8 @@ from typing import Any
 
 from django.db import models
 
+from governance.deployments.choices import ReviewRole
+
 REQUESTER = "the requester"
 LEGAL = "a legal reviewer"
 ENGINEERING = "an engineering reviewer"
@@ -80,7 +82,7 @@ CLEARED_BY_SIGNING = frozenset(
 # Precisions served without quantizing the weights: no quantization eval is needed for them.
 UNQUANTIZED_PRECISIONS = frozenset({"bf16"})
 
-SIGNING_ROLES = ("legal", "engineering")
+SIGNING_ROLES: tuple[str, ...] = tuple(ReviewRole.values)  # legal first: the signing order
 _ROLE_ACTOR = {"legal": (Actor.LEGAL, LEGAL), "engineering": (Actor.ENGINEERING, ENGINEERING)}
 
 

@@ -15,8 +15,8 @@ from governance.core.errors import NotFoundError
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role
 from governance.core.tokens import token_covers_deployment
-from governance.deployments.choices import ReviewVerdict, Status
-from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, Waiver
+from governance.deployments.choices import SignOffDecision, Status
+from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff, Waiver
 from governance.deployments.readiness import ReadinessState, Reason, Signature, readiness
 from governance.evaluations.models import EvalRun
 
@@ -68,7 +68,7 @@ def deployments_list(user: Any) -> QuerySet[DeploymentRequest]:
         .prefetch_related(
             "obligations",
             Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by", "confirmed_by")),
-            Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer")),
+            Prefetch("signoffs", queryset=SignOff.objects.select_related("signer")),
             Prefetch("eval_runs", queryset=EvalRun.objects.order_by("created_at")),
         )
         .order_by("-created_at")
@@ -187,9 +187,15 @@ def deployment_waivers(deployment: DeploymentRequest) -> list[Waiver]:
     return list(deployment.waivers.select_related("granted_by", "confirmed_by"))
 
 
-def deployment_decisions(deployment: DeploymentRequest) -> list[ReviewDecision]:
-    prefetched = _prefetched(deployment, "decisions")
-    return prefetched if prefetched is not None else list(deployment.decisions.select_related("reviewer"))
+def deployment_signoffs(deployment: DeploymentRequest) -> list[SignOff]:
+    """Every sign-off of a request, voided ones included, oldest first."""
+    prefetched = _prefetched(deployment, "signoffs")
+    return prefetched if prefetched is not None else list(deployment.signoffs.select_related("signer"))
+
+
+def deployment_live_signoffs(deployment: DeploymentRequest) -> QuerySet[SignOff]:
+    """The sign-offs not voided (on any digest: the void-on-change path leaves none on an old one)."""
+    return SignOff.objects.filter(deployment=deployment, voided_at__isnull=True).select_related("signer")
 
 
 def waiver_get(deployment: DeploymentRequest, code: Any) -> Waiver:
@@ -204,14 +210,14 @@ def deployment_readiness_state(deployment: DeploymentRequest) -> ReadinessState:
     """What the readiness rule reads, with the ORM: the stored evidence, each role's approving
     sign-off (the live one, else the latest voided one) and the usage flag. The gate reads
     the same in its own single statement (gate.selectors); a parity test runs both."""
-    decisions = sorted(
-        (d for d in deployment_decisions(deployment) if d.verdict == ReviewVerdict.APPROVE),
-        key=lambda d: (d.voided_at is None, d.created_at),  # live last, newest last
+    approvals = sorted(
+        (s for s in deployment_signoffs(deployment) if s.decision == SignOffDecision.APPROVE),
+        key=lambda s: (s.voided_at is None, s.created_at),  # live last, newest last
     )
     signatures: dict[str, Signature] = {}
-    for decision in decisions:
-        signatures[decision.role] = Signature(
-            role=decision.role, evidence_digest=decision.evidence_digest, voided=decision.voided_at is not None
+    for signoff in approvals:
+        signatures[signoff.role] = Signature(
+            role=signoff.role, evidence_digest=signoff.evidence_digest, voided=signoff.voided_at is not None
         )
     return ReadinessState(
         evidence=deployment.evidence or {},

@@ -16,8 +16,8 @@ from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import finding_waived
 from governance.deployments.selectors import (
     deployment_blockers,
-    deployment_decisions,
     deployment_obligations,
+    deployment_signoffs,
     deployment_waivers,
     latest_capacity_plan,
 )
@@ -169,15 +169,15 @@ class DeploymentOutputSerializer(serializers.ModelSerializer):
         return [
             {
                 "role": d.role,
-                "verdict": d.verdict,
-                "reviewer": d.reviewer.username,
+                "verdict": d.decision,
+                "reviewer": d.signer.username,
                 "evidence_digest": d.evidence_digest,
                 "comment": d.comment,
                 "voided": d.voided_at is not None,
                 "void_reason": d.void_reason,
                 "created_at": d.created_at,
             }
-            for d in deployment_decisions(obj)
+            for d in deployment_signoffs(obj)
         ]
 
     def get_capacity_plan(self, obj: DeploymentRequest) -> dict[str, Any] | None:

@@ -14,8 +14,9 @@ from django.db import transaction
 from governance.artifacts.manifest import manifest_lines
 from governance.artifacts.models import ModelArtifact
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
 from governance.core.errors import invalid_input
+from governance.core.services import write_service
 from governance.evaluations.models import (
     ArtifactLocation,
     Cluster,

@@ -7,10 +7,12 @@ from django.db import models
 from governance.deployments.readiness import UNQUANTIZED_PRECISIONS, ReasonCode
 
 
-class Decision(models.TextChoices):
+class GateOutcome(models.TextChoices):
+    """The gate's answer to CI (a row of the decision log, GateDecision, stores it)."""
+
     ALLOW = "allow"
     DENY = "deny"
 
 
 # The vocabulary of reasons is the readiness rule's (the gate adds its deploy-time codes there too).
-__all__ = ["UNQUANTIZED_PRECISIONS", "Decision", "ReasonCode"]
+__all__ = ["UNQUANTIZED_PRECISIONS", "GateOutcome", "ReasonCode"]

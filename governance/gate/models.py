@@ -6,7 +6,7 @@ from django.db import models
 
 from governance.core.models import ApiToken, BaseModel
 from governance.deployments.models import DeploymentRequest
-from governance.gate.choices import Decision
+from governance.gate.choices import GateOutcome
 
 
 class GateDecision(BaseModel):
@@ -15,7 +15,7 @@ class GateDecision(BaseModel):
     token_name = models.CharField(max_length=120)  # a snapshot: the token row may be deleted later
     token_prefix = models.CharField(max_length=16)
     environment = models.CharField(max_length=40)
-    decision = models.CharField(max_length=5, choices=Decision.choices)
+    decision = models.CharField(max_length=5, choices=GateOutcome.choices)
     reasons = models.JSONField(default=list)
     artifact_digest = models.CharField(max_length=100)
     serving = models.JSONField()

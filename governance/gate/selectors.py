@@ -29,7 +29,7 @@ from governance.core.tokens import (
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import SIGNING_ROLES, ReadinessState, Signature
 from governance.deployments.selectors import deployments_visible_to
-from governance.gate.choices import Decision
+from governance.gate.choices import GateOutcome
 from governance.gate.conditions import GateState
 from governance.gate.models import GateDecision
 
@@ -47,13 +47,13 @@ SELECT d.id, d.code, d.team_id, d.status, d.approved_at, d.approval_expires_at, 
        engineering.evidence_digest AS gate_engineering_digest,
        CASE WHEN engineering.voided_at IS NULL THEN 0 ELSE 1 END AS gate_engineering_voided,{APPROVAL_STATE_COLUMNS}
 FROM deployments_deploymentrequest d
-LEFT JOIN deployments_reviewdecision legal ON legal.id = (
-    SELECT r.id FROM deployments_reviewdecision r
-    WHERE r.request_id = d.id AND r.role = 'legal' AND r.verdict = 'approve'
+LEFT JOIN deployments_signoff legal ON legal.id = (
+    SELECT r.id FROM deployments_signoff r
+    WHERE r.deployment_id = d.id AND r.role = 'legal' AND r.decision = 'approve'
     ORDER BY CASE WHEN r.voided_at IS NULL THEN 0 ELSE 1 END, r.created_at DESC LIMIT 1)
-LEFT JOIN deployments_reviewdecision engineering ON engineering.id = (
-    SELECT r.id FROM deployments_reviewdecision r
-    WHERE r.request_id = d.id AND r.role = 'engineering' AND r.verdict = 'approve'
+LEFT JOIN deployments_signoff engineering ON engineering.id = (
+    SELECT r.id FROM deployments_signoff r
+    WHERE r.deployment_id = d.id AND r.role = 'engineering' AND r.decision = 'approve'
     ORDER BY CASE WHEN r.voided_at IS NULL THEN 0 ELSE 1 END, r.created_at DESC LIMIT 1){APPROVAL_STATE_JOINS}
 WHERE d.code = %s
 """  # noqa: S608 (code constants only; values are parameters)
@@ -184,7 +184,7 @@ def gate_decisions_visible_to(user: Any) -> QuerySet[GateDecision]:
 
 class GateDecisionFilter(django_filters.FilterSet):
     deployment = django_filters.UUIDFilter(field_name="deployment__code")
-    decision = django_filters.ChoiceFilter(choices=Decision.choices)
+    decision = django_filters.ChoiceFilter(choices=GateOutcome.choices)
     environment = django_filters.CharFilter()
     token = django_filters.CharFilter(field_name="token_prefix", help_text="the token's public prefix")
     since = UtcIsoDateTimeFilter(field_name="created_at", lookup_expr="gte")

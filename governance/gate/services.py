@@ -19,7 +19,7 @@ from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role, user_roles
 from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope, api_token_issue, api_token_revoke, validate_scopes
 from governance.deployments.models import DeploymentRequest
-from governance.gate.choices import Decision
+from governance.gate.choices import GateOutcome
 from governance.gate.conditions import GateCheck, evaluate
 from governance.gate.models import GateDecision
 from governance.gate.selectors import gate_state
@@ -120,7 +120,7 @@ def gate_decide(
     An exception here (an unwritable log included) must reach the caller before any answer."""
     state, approval = gate_state(deployment)
     reasons = [reason.as_dict() for reason in evaluate(state, check, timezone.now())]
-    outcome = Decision.DENY if reasons else Decision.ALLOW
+    outcome = GateOutcome.DENY if reasons else GateOutcome.ALLOW
     decision = GateDecision(
         deployment=deployment,
         token=token,

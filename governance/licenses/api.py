@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from governance.core.exceptions import validation_error_response
 from governance.core.serializers import StrictSerializer
-from governance.licenses.choices import FACTS_ASSUMED, Decision, FindingCode, Severity
+from governance.licenses.choices import FACTS_ASSUMED, FindingCode, LicenseDecision, Severity
 from governance.licenses.engine import TERM_FIELDS
 from governance.licenses.facts import FactsError
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
@@ -45,7 +45,7 @@ class LicenseRefSerializer(serializers.Serializer):
 
 
 class EvaluateOutputSerializer(serializers.Serializer):
-    decision = serializers.ChoiceField(choices=Decision.values)
+    decision = serializers.ChoiceField(choices=LicenseDecision.values)
     license = LicenseRefSerializer()
     findings = FindingSerializer(many=True)
 

@@ -48,7 +48,9 @@ class AppliesTo(models.TextChoices):
     OUTPUTS = "outputs"
 
 
-class Decision(models.TextChoices):
+class LicenseDecision(models.TextChoices):
+    """What the license engine concludes for a set of facts (derived from the findings' severities)."""
+
     PROHIBITED = "prohibited"
     LICENSOR_APPROVAL_REQUIRED = "licensor_approval_required"
     ALLOWED_WITH_OBLIGATIONS = "allowed_with_obligations"

@@ -23,8 +23,8 @@ from governance.licenses.choices import (
     FACTS_ASSUMED,
     AppliesTo,
     Confidence,
-    Decision,
     FindingCode,
+    LicenseDecision,
     Severity,
 )
 from governance.licenses.facts import (
@@ -233,12 +233,12 @@ class _Placeholders(dict[str, Any]):
 def decide(findings: tuple[Finding, ...] | list[Finding]) -> str:
     severities = {finding.severity for finding in findings}
     if Severity.BLOCKER in severities:
-        return Decision.PROHIBITED.value
+        return LicenseDecision.PROHIBITED.value
     if Severity.APPROVAL in severities:
-        return Decision.LICENSOR_APPROVAL_REQUIRED.value
+        return LicenseDecision.LICENSOR_APPROVAL_REQUIRED.value
     if Severity.OBLIGATION in severities:
-        return Decision.ALLOWED_WITH_OBLIGATIONS.value
-    return Decision.ALLOWED.value
+        return LicenseDecision.ALLOWED_WITH_OBLIGATIONS.value
+    return LicenseDecision.ALLOWED.value
 
 
 # A missing fact's conservative value in words, for the `facts.assumed` message (never a repr).

@@ -10,7 +10,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 from governance.core.models import BaseModel
-from governance.licenses.choices import AppliesTo, Confidence, Decision, FindingCode, Severity
+from governance.licenses.choices import AppliesTo, Confidence, FindingCode, LicenseDecision, Severity
 from governance.licenses.engine import TermError, TermSpec
 
 LICENSE_KEY_VALIDATOR = RegexValidator(r"^[a-z0-9][a-z0-9.-]{0,63}$", "lower-case letters, digits, dots and hyphens")
@@ -145,7 +145,7 @@ class LicenseEvaluation(BaseModel):
     subject_type = models.CharField(max_length=64)
     subject_id = models.CharField(max_length=64)
     facts = models.JSONField()
-    decision = models.CharField(max_length=32, choices=Decision.choices)
+    decision = models.CharField(max_length=32, choices=LicenseDecision.choices)
     findings = models.JSONField()
     engine_version = models.CharField(max_length=20)
 

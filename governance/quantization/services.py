@@ -16,9 +16,10 @@ from django.db import transaction
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.services import artifact_register
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
 from governance.core.errors import PermissionDeniedError, invalid_input
 from governance.core.roles import Role, has_role
+from governance.core.services import write_service
 from governance.evaluations.evals import resolve_model_path
 from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKind, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create

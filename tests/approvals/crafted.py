@@ -13,7 +13,7 @@ from pyhanko.pdf_utils import generic
 from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
 
 from governance.approvals import pki
-from governance.approvals.packet import PacketInput, render_packet
+from governance.approvals.packet_render import PacketInput, render_packet
 from governance.approvals.selectors import meaning_templates
 from governance.approvals.signing import SigningParty, StampText, sign_packet
 from governance.core.canonical import canonical_sha256

@@ -14,7 +14,7 @@ from cryptography import x509
 from django.conf import settings
 from django.core.management import call_command
 
-from governance.approvals.models import ApprovalPacket, Authority, SignOff
+from governance.approvals.models import ApprovalPacket, Authority, PacketSignature
 from governance.audit.exports import write_bundle
 from tests.approvals.conftest import SignFlow
 
@@ -56,7 +56,7 @@ def test_ca_crl_revisions_and_audit_bundle(
     crl = x509.load_der_x509_crl(anonymous.get("/api/v1/approvals/crl").content)
     assert crl.is_signature_valid(x509.load_pem_x509_certificate(ca.content).public_key())
 
-    legal_revision = SignOff.objects.get(deployment__code=code, role="legal").pdf_sha256
+    legal_revision = PacketSignature.objects.get(signoff__deployment__code=code, signoff__role="legal").pdf_sha256
     response = sign_flow.client(personas.auditor).get(f"/api/v1/approvals/packets/{legal_revision}")
     assert response.status_code == 200
     assert hashlib.sha256(response.content).hexdigest() == legal_revision
@@ -76,6 +76,7 @@ def test_ca_crl_revisions_and_audit_bundle(
         index = json.loads(bundle.read("approvals/index.json"))
     assert index[0]["deployment"] == code
     assert index[0]["status"] == "complete"
+    assert index[0]["current"] is True
     public_key = tmp_path / "public.pem"
     with zipfile.ZipFile(bundle_path) as bundle:
         public_key.write_bytes(bundle.read("audit-public-key.pem"))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from governance.approvals.content import fact_rows, format_money, summary
+from governance.approvals.packet_content import fact_rows, format_money, summary
 
 MAXIMAL_FACTS: dict[str, Any] = {
     "use_case": "external_commercial",
@@ -172,7 +172,7 @@ def test_the_summary_states_what_each_signer_signs_and_the_whole_envelope() -> N
 
 
 def _render(tmp_path: Path) -> Path:
-    from governance.approvals.packet import PacketInput, render_packet
+    from governance.approvals.packet_render import PacketInput, render_packet
     from governance.approvals.selectors import meaning_templates
 
     evidence = _evidence()

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from governance.approvals import packet
-from governance.approvals.packet import PacketInput, html_to_pdfa, render_packet
+from governance.approvals import packet_render
+from governance.approvals.packet_render import PacketInput, html_to_pdfa, render_packet
 from governance.approvals.selectors import meaning_templates
 from governance.core.canonical import canonical_sha256
 
@@ -49,10 +49,10 @@ def test_the_longest_allowed_text_renders_in_well_under_10_s(text: str) -> None:
 
 
 def test_the_fetcher_serves_data_urls_only() -> None:
-    assert packet.PACKET_URL_FETCHER("data:text/plain;base64,aGk=").read() == b"hi"
+    assert packet_render.PACKET_URL_FETCHER("data:text/plain;base64,aGk=").read() == b"hi"
     for url in ("file:///etc/passwd", "http://127.0.0.1:9/x.css", "https://example.org/a.png", "ftp://x/y"):
         with pytest.raises(ValueError, match="fetches nothing"):
-            packet.PACKET_URL_FETCHER(url)
+            packet_render.PACKET_URL_FETCHER(url)
 
 
 def test_rendering_never_fetches_a_url(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,14 +9,14 @@ from cryptography import x509
 from django.contrib.auth.models import User
 
 from governance.approvals.choices import RevocationReason
-from governance.approvals.models import ApprovalPacket, Authority, SignOff
+from governance.approvals.models import ApprovalPacket, Authority
 from governance.approvals.selectors import certificate_for
 from governance.approvals.services import certificate_revoke, certificates_sync, sign_off
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.core.errors import PermissionDeniedError
 from governance.core.roles import Role
-from governance.deployments.models import DeploymentRequest
+from governance.deployments.models import DeploymentRequest, SignOff
 from tests.approvals.conftest import SignFlow, run_packet_jobs
 from tests.conftest import make_user
 

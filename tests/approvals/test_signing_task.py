@@ -12,12 +12,12 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import connection
 
 from governance.approvals.choices import PacketStatus, SignatureStatus
-from governance.approvals.models import ApprovalPacket, SignOff
+from governance.approvals.models import ApprovalPacket
 from governance.approvals.services import packet_complete
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.core.models import OutboxMessage
-from governance.deployments.models import DeploymentRequest, ReviewDecision
+from governance.deployments.models import DeploymentRequest, SignOff
 from tests.approvals.conftest import SignFlow
 
 
@@ -33,7 +33,7 @@ def _no_render(*args: Any, **kwargs: Any) -> bytes:
 def test_signoff_answers_202_without_rendering(
     sign_flow: SignFlow, ready: str, personas: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import governance.approvals.packet as packet_module
+    import governance.approvals.packet_render as packet_module
 
     monkeypatch.setattr(packet_module, "render_packet", _no_render)
     monkeypatch.setattr(packet_module, "html_to_pdfa", _no_render)
@@ -43,7 +43,7 @@ def test_signoff_answers_202_without_rendering(
     assert body["signature_status"] == "pending"
     assert body["status_url"].endswith(f"/deployments/{ready}/signoffs")
     # The decision is recorded; the heavy task that signs it is queued in the same transaction.
-    assert SignOff.objects.get(deployment__code=ready).signature_status == SignatureStatus.PENDING
+    assert SignOff.objects.get(deployment__code=ready).signature.status == SignatureStatus.PENDING
     assert OutboxMessage.objects.filter(task="approvals.packet_complete").count() == 1
     packet = ApprovalPacket.objects.get(deployment__code=ready)
     assert packet.status == PacketStatus.RENDERING
@@ -53,7 +53,7 @@ def test_signoff_answers_202_without_rendering(
 def test_render_for_review_is_queued(
     sign_flow: SignFlow, ready: str, personas: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import governance.approvals.packet as packet_module
+    import governance.approvals.packet_render as packet_module
 
     monkeypatch.setattr(packet_module, "render_packet", _no_render)
     response = sign_flow.client(personas.legal).post(f"/api/v1/approvals/deployments/{ready}/packet")
@@ -64,7 +64,7 @@ def test_render_for_review_is_queued(
 def test_render_past_its_time_limit_names_the_field(
     sign_flow: SignFlow, artifacts: dict[str, Any], personas: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import governance.approvals.packet as packet_module
+    import governance.approvals.packet_render as packet_module
 
     ready = sign_flow.ready(artifacts["llama"], how_met="义" * 4000)
 
@@ -80,10 +80,9 @@ def test_render_past_its_time_limit_names_the_field(
     assert packet.voided_at is not None
     assert bytes(packet.pdf) == b""  # nothing half-written
     assert "obligations[0].how_met" in packet.void_reason
-    signoff = SignOff.objects.get(deployment__code=ready)
-    assert signoff.signature_status == SignatureStatus.FAILED
+    signoff = SignOff.objects.select_related("signature").get(deployment__code=ready)
+    assert signoff.signature.status == SignatureStatus.FAILED
     assert signoff.voided_at is not None
-    assert ReviewDecision.objects.get(pk=signoff.review_decision_id).voided_at is not None
     event = AuditEvent.objects.filter(action=AuditAction.PACKET_RENDER_FAILED).get()
     assert "obligations[0].how_met" in event.data["reason"]
     body = sign_flow.client(personas.legal).get(f"/api/v1/approvals/deployments/{ready}/signoffs").json()
@@ -117,7 +116,7 @@ def test_render_and_sign_hold_no_shared_lock(
 ) -> None:
     if connection.vendor != "postgresql":
         pytest.skip("row locks are PostgreSQL's")
-    import governance.approvals.packet as packet_module
+    import governance.approvals.packet_render as packet_module
     import governance.approvals.signing as signing_module
 
     deployment = DeploymentRequest.objects.get(code=ready)

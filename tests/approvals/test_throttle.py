@@ -9,7 +9,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
-from governance.approvals.models import SignOff
+from governance.deployments.models import SignOff
 from tests.approvals.conftest import SignFlow
 
 

@@ -13,7 +13,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from governance.approvals import pki
-from governance.approvals.packet import html_to_pdfa, render_packet
+from governance.approvals.packet_render import html_to_pdfa, render_packet
 from governance.approvals.verification import UploadRefused, VerifyLimits, verify_packet
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent

@@ -4,12 +4,14 @@ the latest one used by that cluster's plans, visible in the API."""
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.dispatch import Signal
 
 from governance.audit.models import AuditEvent
 from governance.calibration.models import CalibrationRun
@@ -189,3 +191,35 @@ def test_roles_and_unknown_clusters(local_cluster: Cluster, personas: Personas) 
     )
     assert plan.status_code == 400
     assert "cluster" in plan.json()["extra"]["fields"]
+
+
+def test_a_plan_reads_the_clusters_profile_with_no_signal_receiver_connected(
+    local_cluster: Cluster, personas: Personas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Signals only announce: a plan that names a cluster gets its profile by a direct call. Before,
+    the capacity app asked for it with a signal (`calibration_wanted`) and a missing receiver made
+    every such plan a 400 ("calibration profiles are not installed")."""
+    run = _finished_with(local_cluster, H200_PROFILE)
+    for signal in _governance_signals():
+        monkeypatch.setattr(signal, "receivers", [])
+        signal.sender_receivers_cache.clear()
+    response = personas.client(personas.engineer).post(
+        "/api/v1/planner/plan", {**PLAN, "cluster": str(local_cluster.code)}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert str(run.code) in response.json()["throughput_estimate"]["calibration"]
+    unknown = personas.client(personas.engineer).post(
+        "/api/v1/planner/plan", {**PLAN, "cluster": "00000000-0000-0000-0000-000000000000"}, format="json"
+    )
+    assert unknown.status_code == 400
+    assert "cluster" in unknown.json()["extra"]["fields"]
+
+
+def _governance_signals() -> list[Signal]:
+    """Every signal a governance app declares (its signals.py)."""
+    found = []
+    for app in sorted(p.name for p in (ROOT / "governance").iterdir() if (p / "signals.py").exists()):
+        module = importlib.import_module(f"governance.{app}.signals")
+        found.extend(value for value in vars(module).values() if isinstance(value, Signal))
+    assert found, "no signals found: the helper is broken"
+    return found

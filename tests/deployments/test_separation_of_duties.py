@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.core.roles import Role
-from governance.deployments.models import DeploymentRequest, ReviewDecision
+from governance.deployments.models import DeploymentRequest, SignOff
 from tests.approvals.conftest import run_packet_jobs
 from tests.conftest import Personas, make_user
 from tests.deployments.conftest import FACTS, SERVING, Flow, ensure_passed_eval
@@ -39,7 +39,7 @@ def test_one_person_with_both_reviewer_roles_cannot_sign_both(
     assert "distinct" in second.json()["message"]
     deployment = DeploymentRequest.objects.get(code=code)
     assert deployment.status == "in_review"
-    assert list(ReviewDecision.objects.filter(request=deployment).values_list("role", flat=True)) == ["legal"]
+    assert list(SignOff.objects.filter(deployment=deployment).values_list("role", flat=True)) == ["legal"]
     # Another engineer completes it.
     done = flow.post(
         personas.engineer,

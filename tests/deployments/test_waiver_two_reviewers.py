@@ -11,7 +11,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from governance.approvals.packet import render_html
+from governance.approvals.packet_render import render_html
 from governance.approvals.services import packet_input
 from governance.artifacts.services import artifact_register
 from governance.audit.actions import AuditAction

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.core.tokens import TokenScope, api_token_issue
-from governance.deployments.models import DeploymentRequest, ReviewDecision
+from governance.deployments.models import DeploymentRequest, SignOff
 from governance.evaluations.models import EvalStatus
 from governance.gate.choices import ReasonCode
 from governance.gate.models import GateDecision
@@ -87,7 +87,7 @@ def test_revoked_approval_is_denied(gate: Gate) -> None:
 def test_one_stale_signature_is_denied(gate: Gate) -> None:
     # A stored sign-off that covers other evidence than the current digest (e.g. a row altered
     # in the database): the gate compares digests, it never trusts the status alone.
-    ReviewDecision.objects.filter(request__code=gate.code, role="legal").update(evidence_digest="f" * 64)
+    SignOff.objects.filter(deployment__code=gate.code, role="legal").update(evidence_digest="f" * 64)
     assert gate.codes() == [ReasonCode.SIGNATURE_STALE]
 
 

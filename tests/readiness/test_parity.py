@@ -14,7 +14,7 @@ from governance.approvals.models import ApprovalPacket, PacketVerification
 from governance.approvals.selectors import approval_state, approval_state_from_row
 from governance.core.models import ApiToken
 from governance.core.tokens import PREFIX_LENGTH
-from governance.deployments.models import DeploymentRequest, ReviewDecision
+from governance.deployments.models import DeploymentRequest, SignOff
 from governance.deployments.selectors import deployment_readiness_state
 from governance.gate.selectors import gate_deployment_for_token, gate_state
 from tests.gate.conftest import Gate, gate  # noqa: F401
@@ -41,7 +41,7 @@ def test_both_loaders_read_the_same_state_approved_then_voided_then_flagged_then
     orm, sql = _both(gate)
     assert orm == sql
     assert set(orm.signatures) == {"legal", "engineering"}
-    ReviewDecision.objects.filter(request__code=gate.code, role="legal").update(voided_at="2026-12-01T00:00:00Z")
+    SignOff.objects.filter(deployment__code=gate.code, role="legal").update(voided_at="2026-12-01T00:00:00Z")
     DeploymentRequest.objects.filter(code=gate.code).update(flagged=True, flag_reason="usage 2026-11 crossed")
     orm, sql = _both(gate)
     assert orm == sql

@@ -19,11 +19,11 @@ from django.core.exceptions import SuspiciousOperation
 from django.test import Client
 from django.utils import timezone
 
-from governance.approvals.models import SignOff
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.core.models import Team
 from governance.core.roles import user_roles
+from governance.deployments.models import SignOff
 from governance.sso.backends import IdTokenRefused, OidcBackend
 from governance.sso.models import ExternalIdentity
 from tests.approvals.conftest import SignFlow

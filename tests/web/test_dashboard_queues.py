@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from governance.core.roles import ROLES_CACHE
 from governance.deployments.choices import ReviewRole
-from governance.deployments.models import DeploymentRequest, ReviewDecision
+from governance.deployments.models import DeploymentRequest, SignOff
 from governance.web.selectors import dashboard
 from tests.conftest import Personas
 from tests.deployments.conftest import Flow
@@ -23,11 +23,12 @@ def _queue(user: Any) -> set[str]:
 
 
 def _decide(request: DeploymentRequest, role: str, reviewer: Any, voided: bool) -> None:
-    ReviewDecision.objects.create(
-        request=request,
+    SignOff.objects.create(
+        deployment=request,
         role=role,
-        verdict="approve",
-        reviewer=reviewer,
+        decision="approve",
+        signer=reviewer,
+        signed_at=timezone.now(),
         evidence_digest=request.evidence_digest,
         voided_at=timezone.now() if voided else None,
     )

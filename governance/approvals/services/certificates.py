@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.approvals import pki
-from governance.approvals.choices import ROLE_GROUPS, AuthorityKind, RevocationReason, SigningRole
+from governance.approvals.choices import ROLE_GROUPS, AuthorityKind, RevocationReason
 from governance.approvals.keys import ensure_development_kek, key_encryption_key
 from governance.approvals.models import Authority, SigningCertificate
 from governance.approvals.selectors import printed_name, root_ca
@@ -21,6 +21,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ApplicationError, invalid_input
 from governance.core.roles import has_role
+from governance.deployments.choices import ReviewRole
 
 Actor = User | str
 _REVOCATION_FLAGS = {
@@ -106,8 +107,8 @@ def _certificate_facts(certificate: SigningCertificate, **extra: Any) -> dict[st
 
 def certificate_issue(*, user: User, role: str, actor: Actor) -> SigningCertificate:
     """A personal signing certificate for `user` as `role`, from the root CA (key encrypted at rest)."""
-    if role not in SigningRole.values:
-        raise invalid_input("role", f"one of {', '.join(SigningRole.values)}")
+    if role not in ReviewRole.values:
+        raise invalid_input("role", f"one of {', '.join(ReviewRole.values)}")
     root = require_pki()
     issued = pki.make_signer(
         load_issued(root),

@@ -16,23 +16,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.approvals import pki
-from governance.approvals.choices import (
-    SIGNATURE_FIELDS,
-    AuthorityKind,
-    Decision,
-    PacketStatus,
-    SignatureStatus,
-    SigningRole,
-)
-from governance.approvals.models import ApprovalPacket, Authority, SignOff
+from governance.approvals.choices import SIGNATURE_FIELDS, AuthorityKind, PacketStatus, SignatureStatus
+from governance.approvals.models import ApprovalPacket, Authority, PacketSignature
 from governance.approvals.selectors import printed_name, signoff_meaning_short
 from governance.approvals.services.certificates import load_issued, require_pki
-from governance.approvals.services.packets import packet_facts, packet_input
+from governance.approvals.services.packet_queue import packet_facts, packet_input
 from governance.approvals.services.verifications import verification_record, verify_bytes
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_checkpoint_create, audit_record
-from governance.deployments.choices import Status
-from governance.deployments.models import ReviewDecision
+from governance.deployments.choices import ReviewRole, SignOffDecision, Status
+from governance.deployments.models import SignOff
 from governance.deployments.services import deployment_lock, deployment_transition
 
 # Rounds of "sign the next pending decision" one task run makes at most (two roles, and a retry
@@ -80,16 +73,16 @@ def packet_complete(*, packet_id: int) -> str:
             return packet_render_timed_out(packet_id=packet.pk, seconds=settings.APPROVALS_RENDER_SOFT_TIME_LIMIT_S)
     for _ in range(MAX_ROUNDS):
         pending = (
-            SignOff.objects.filter(
-                packet_id=packet.pk, voided_at__isnull=True, signature_status=SignatureStatus.PENDING
+            PacketSignature.objects.filter(
+                packet_id=packet.pk, signoff__voided_at__isnull=True, status=SignatureStatus.PENDING
             )
-            .order_by("signed_at", "id")
+            .order_by("signoff__signed_at", "id")
             .first()
         )
         packet.refresh_from_db(fields=["status", "voided_at"])
         if pending is None or packet.voided_at is not None or packet.status == PacketStatus.RENDERING:
             break
-        signoff_sign(signoff_id=pending.pk)
+        signoff_sign(signature_id=pending.pk)
     packet.refresh_from_db(fields=["status"])
     return str(packet.status)
 
@@ -97,12 +90,12 @@ def packet_complete(*, packet_id: int) -> str:
 def packet_render(*, packet_id: int) -> None:
     """Render outside any transaction; store the PDF in a short one. The packet's audit checkpoint
     is signed first in a transaction of its own, so the chain head is locked only while it is signed."""
-    from governance.approvals.packet import render_packet
+    from governance.approvals.packet_render import render_packet
 
     packet = ApprovalPacket.objects.select_related("deployment").defer("pdf").get(pk=packet_id)
     deployment = packet.deployment
     if deployment.evidence_digest != packet.evidence_digest:
-        return  # the void-on-change path voids this packet
+        return  # superseded (approvals.selectors.current_packets): its sign-offs are voided
     pdf = render_packet(packet_input(deployment))
     with transaction.atomic():
         deployment = deployment_lock(deployment)
@@ -148,15 +141,19 @@ def packet_render_failed(*, packet_id: int, reason: str) -> None:
 
 
 def _fail_pending(packet: ApprovalPacket, reason: str, now: Any) -> None:
-    pending = SignOff.objects.select_for_update(of=("self",)).filter(
-        packet=packet, voided_at__isnull=True, signature_status=SignatureStatus.PENDING
+    """The pending signatures of a packet failed: each is marked failed and its sign-off voided, so
+    the reviewer decides again (the decision without its signature does not count)."""
+    pending = (
+        PacketSignature.objects.select_for_update(of=("self",))
+        .filter(packet=packet, signoff__voided_at__isnull=True, status=SignatureStatus.PENDING)
+        .select_related("signoff")
     )
-    for signoff in pending:
-        signoff.signature_status, signoff.signature_error = SignatureStatus.FAILED, reason
-        signoff.voided_at, signoff.void_reason = now, reason
-        signoff.save(update_fields=["signature_status", "signature_error", "voided_at", "void_reason", "updated_at"])
-        ReviewDecision.objects.filter(pk=signoff.review_decision_id, voided_at__isnull=True).update(
-            voided_at=now, void_reason=reason
+    for signature in pending:
+        signature.status, signature.error = SignatureStatus.FAILED, reason
+        signature.save(update_fields=["status", "error", "updated_at"])
+        signoff = signature.signoff
+        SignOff.objects.filter(pk=signoff.pk, voided_at__isnull=True).update(
+            voided_at=now, void_reason=reason, updated_at=now
         )
         audit_record(
             actor="system:approvals",
@@ -166,30 +163,36 @@ def _fail_pending(packet: ApprovalPacket, reason: str, now: Any) -> None:
         )
 
 
-def _new_status(signoff: SignOff) -> PacketStatus:
-    if signoff.decision == Decision.REJECT:
+def _new_status(signature: PacketSignature) -> PacketStatus:
+    signoff = signature.signoff
+    if signoff.decision == SignOffDecision.REJECT:
         return PacketStatus.REJECTED
     signed = set(
-        SignOff.objects.filter(
-            packet_id=signoff.packet_id,
-            voided_at__isnull=True,
-            signature_status=SignatureStatus.SIGNED,
-            decision=Decision.APPROVE,
-        ).values_list("role", flat=True)
+        PacketSignature.objects.filter(
+            packet_id=signature.packet_id,
+            signoff__voided_at__isnull=True,
+            status=SignatureStatus.SIGNED,
+            signoff__decision=SignOffDecision.APPROVE,
+        ).values_list("signoff__role", flat=True)
     )
-    return PacketStatus.COMPLETE if signed | {signoff.role} == set(SigningRole.values) else PacketStatus.PARTIAL
+    return PacketStatus.COMPLETE if signed | {signoff.role} == set(ReviewRole.values) else PacketStatus.PARTIAL
 
 
-def signoff_sign(*, signoff_id: int) -> None:
+def signoff_sign(*, signature_id: int) -> None:
     """Sign one recorded decision into the packet (pyHanko outside any lock), then store it."""
     from governance.approvals.signing import SigningParty, StampText, sign_packet
 
-    signoff = SignOff.objects.select_related("signer", "certificate", "deployment").get(pk=signoff_id)
-    packet = ApprovalPacket.objects.get(pk=signoff.packet_id)
+    signature = PacketSignature.objects.select_related("certificate", "signoff__signer", "signoff__deployment").get(
+        pk=signature_id
+    )
+    signoff = signature.signoff
+    packet = ApprovalPacket.objects.get(pk=signature.packet_id)
     if packet.status in (PacketStatus.RENDERING, PacketStatus.FAILED) or packet.voided_at is not None:
         return
+    if packet.evidence_digest != signoff.deployment.evidence_digest:
+        return  # superseded: the evidence changed and the sign-off was voided with it
     before = packet.pdf_sha256
-    signer = load_issued(signoff.certificate)
+    signer = load_issued(signature.certificate)
     root = require_pki()
     tsa = load_issued(Authority.objects.get(kind=AuthorityKind.TSA))
     signed = sign_packet(
@@ -205,24 +208,23 @@ def signoff_sign(*, signoff_id: int) -> None:
             role=signoff.role,
             decision=signoff.decision,
             meaning_short=signoff_meaning_short(signoff.decision),
-            fingerprint=signoff.certificate.fingerprint_sha256[:16],
+            fingerprint=signature.certificate.fingerprint_sha256[:16],
         ),
     )
-    status = _new_status(signoff)
+    status = _new_status(signature)
     # Never approve on a packet that does not verify; verified here, outside the lock.
     report = verify_bytes(signed) if status == PacketStatus.COMPLETE else None
     approved = False
     with transaction.atomic():
         deployment = deployment_lock(signoff.deployment)
         packet = ApprovalPacket.objects.select_for_update(of=("self",)).defer("pdf").get(pk=packet.pk)
-        signoff = SignOff.objects.select_for_update(of=("self",)).get(pk=signoff_id)
+        signature = PacketSignature.objects.select_for_update(of=("self",)).get(pk=signature_id)
+        signoff = SignOff.objects.select_related("signer").get(pk=signature.signoff_id)
         if packet.voided_at is not None or packet.pdf_sha256 != before:
             return  # voided, or another run signed first: looked at again
-        if signoff.voided_at is not None or signoff.signature_status != SignatureStatus.PENDING:
+        if signoff.voided_at is not None or signature.status != SignatureStatus.PENDING:
             return
-        if report is not None and not (
-            report.valid_for(SigningRole.LEGAL) and report.valid_for(SigningRole.ENGINEERING)
-        ):
+        if report is not None and not (report.valid_for(ReviewRole.LEGAL) and report.valid_for(ReviewRole.ENGINEERING)):
             reason = "the signed packet did not verify; the signature was not kept: " + "; ".join(report.problems)
             _fail_pending(packet, reason, timezone.now())
             return
@@ -231,8 +233,8 @@ def signoff_sign(*, signoff_id: int) -> None:
         if status == PacketStatus.COMPLETE:
             packet.completed_at = signed_at
         packet.save(update_fields=["pdf", "pdf_sha256", "status", "completed_at", "updated_at"])
-        signoff.pdf_sha256, signoff.signature_status = packet.pdf_sha256, SignatureStatus.SIGNED
-        signoff.save(update_fields=["pdf_sha256", "signature_status", "updated_at"])
+        signature.pdf_sha256, signature.status = packet.pdf_sha256, SignatureStatus.SIGNED
+        signature.save(update_fields=["pdf_sha256", "status", "updated_at"])
         audit_record(
             actor=signoff.signer,
             action=AuditAction.PACKET_SIGNED,

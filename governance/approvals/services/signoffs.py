@@ -13,34 +13,20 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from governance.approvals.choices import (
-    ROLE_GROUPS,
-    SIGNATURE_FIELDS,
-    AuthMethod,
-    Decision,
-    RefusalCode,
-    SignatureStatus,
-    SigningRole,
-)
-from governance.approvals.models import SigningCertificate, SignOff
-from governance.approvals.selectors import (
-    certificate_for,
-    live_signoffs,
-    printed_name,
-    root_ca,
-    signoff_meaning,
-)
+from governance.approvals.choices import ROLE_GROUPS, SIGNATURE_FIELDS, RefusalCode, SignatureStatus
+from governance.approvals.models import PacketSignature, SigningCertificate
+from governance.approvals.selectors import certificate_for, printed_name, root_ca, signoff_meaning
 from governance.approvals.services.certificates import certificate_issue
-from governance.approvals.services.packets import PACKET_TASK, packet_queue
+from governance.approvals.services.packet_queue import PACKET_TASK, packet_queue
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record, format_time
 from governance.core.errors import ApplicationError, ConflictError, PermissionDeniedError, invalid_input
 from governance.core.outbox import outbox_enqueue
 from governance.core.roles import has_role
-from governance.deployments.choices import Status
-from governance.deployments.models import DeploymentRequest, ReviewDecision
+from governance.deployments.choices import AuthMethod, ReviewRole, SignOffDecision, Status
+from governance.deployments.models import DeploymentRequest, SignOff
 from governance.deployments.readiness import blocks_signing
-from governance.deployments.selectors import deployment_readiness
+from governance.deployments.selectors import deployment_live_signoffs, deployment_readiness
 from governance.deployments.services import deployment_lock, deployment_transition
 
 
@@ -83,16 +69,16 @@ def sign_off(
     task `approvals.packet_complete` then renders and signs the packet (`packet_jobs`); after the
     second approval's signature it verifies the file, stores the result, moves the request to
     approved and signs an audit checkpoint."""
-    if role not in SigningRole.values:
-        raise invalid_input("role", f"one of {', '.join(SigningRole.values)}")
-    if decision not in Decision.values:
-        raise invalid_input("decision", f"one of {', '.join(Decision.values)}")
+    if role not in ReviewRole.values:
+        raise invalid_input("role", f"one of {', '.join(ReviewRole.values)}")
+    if decision not in SignOffDecision.values:
+        raise invalid_input("decision", f"one of {', '.join(SignOffDecision.values)}")
     if not isinstance(password, str) or (not password and step_up_auth_time is None):
         how = "your password again" if settings.LOCAL_LOGIN_ENABLED else "a fresh sign-in"
         if settings.SSO_ENABLED:
             how += " (or a fresh sign-in at the identity provider: /oidc/step-up/)"
         raise invalid_input("password", f"signing needs {how}")
-    if decision == Decision.REJECT and not comment.strip():
+    if decision == SignOffDecision.REJECT and not comment.strip():
         raise invalid_input("comment", "say why you reject")
     try:
         with transaction.atomic():
@@ -171,11 +157,12 @@ def _sign_off(
             "the evidence changed since you looked; review the new packet",
             extra={"fields": {"evidence_digest": [f"current is {deployment.evidence_digest}"]}},
         )
-    live = list(live_signoffs(deployment).filter(evidence_digest=deployment.evidence_digest))
+    any_digest = list(deployment_live_signoffs(deployment))
+    live = [s for s in any_digest if s.evidence_digest == deployment.evidence_digest]
     if any(s.role == role for s in live):
         raise _refuse(RefusalCode.ALREADY_SIGNED, f"the {role} sign-off on this evidence is already recorded")
     # Separation of duties: whoever holds both reviewer roles still signs only one of them.
-    other = next((s for s in live_signoffs(deployment) if s.signer_id == user.pk and s.role != role), None)
+    other = next((s for s in any_digest if s.signer_id == user.pk and s.role != role), None)
     if other is not None:
         raise _refuse(
             RefusalCode.SAME_SIGNER,
@@ -183,7 +170,7 @@ def _sign_off(
             "(separation of duties)",
             status=403,
         )
-    if decision == Decision.APPROVE:
+    if decision == SignOffDecision.APPROVE:
         # The readiness rule: anything but the signatures still to be given refuses the sign-off.
         blocking = blocks_signing(deployment_readiness(deployment))
         if blocking:
@@ -193,9 +180,9 @@ def _sign_off(
                 extra={"blockers": [reason.as_blocker() for reason in blocking]},
             )
     if (
-        decision == Decision.APPROVE
-        and role == SigningRole.ENGINEERING
-        and not any(s.role == SigningRole.LEGAL and s.decision == Decision.APPROVE for s in live)
+        decision == SignOffDecision.APPROVE
+        and role == ReviewRole.ENGINEERING
+        and not any(s.role == ReviewRole.LEGAL and s.decision == SignOffDecision.APPROVE for s in live)
     ):
         raise _refuse(RefusalCode.WRONG_ORDER, "legal signs first; engineering signs after the legal approval")
     if root_ca() is None:
@@ -257,18 +244,8 @@ def _signoff_record(
         outbox_enqueue(PACKET_TASK, packet.pk)
     meaning = signoff_meaning(role, decision, user)
     recorded_at = timezone.now()
-    review_decision = ReviewDecision.objects.create(
-        request=deployment,
-        role=role,
-        verdict=decision,
-        reviewer=user,
-        evidence_digest=deployment.evidence_digest,
-        comment=comment,
-    )
     signoff = SignOff.objects.create(
         deployment=deployment,
-        review_decision=review_decision,
-        packet=packet,
         role=role,
         decision=decision,
         signer=user,
@@ -277,11 +254,15 @@ def _signoff_record(
         comment=comment,
         signed_at=recorded_at,  # when the decision was made; the PDF's timestamp says when it was signed
         evidence_digest=deployment.evidence_digest,
+        auth_method=auth_method,
+    )
+    # Its PDF signature, pending until the heavy worker signs the packet.
+    signoff.signature = PacketSignature.objects.create(
+        signoff=signoff,
+        packet=packet,
         certificate=certificate,
         field_name=SIGNATURE_FIELDS[role],
-        pdf_sha256="",
-        signature_status=SignatureStatus.PENDING,
-        auth_method=auth_method,
+        status=SignatureStatus.PENDING,
     )
     audit_record(
         actor=user,
@@ -298,7 +279,7 @@ def _signoff_record(
             "auth_method": str(auth_method),
         },
     )
-    if decision == Decision.REJECT:
+    if decision == SignOffDecision.REJECT:
         # A rejection takes effect when it is made; the worker still signs it into the packet.
         deployment_transition(deployment, Status.REJECTED, user, f"{role} rejected: {comment}")
     return signoff

@@ -21,13 +21,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from governance.approvals import pki
-from governance.approvals.choices import SigningRole, VerificationStatus
+from governance.approvals.choices import VerificationStatus
 from governance.approvals.models import PacketVerification, VerificationJob
 from governance.approvals.services.certificates import Actor, require_pki
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ApplicationError, invalid_input
 from governance.core.outbox import outbox_enqueue
+from governance.deployments.choices import ReviewRole
 from governance.deployments.models import DeploymentRequest
 
 if TYPE_CHECKING:
@@ -123,8 +124,8 @@ def _stored_fields(report: PacketReport, deployment: DeploymentRequest | None, c
         "evidence_digest": report.evidence_digest,
         "evidence_current": current,
         "signatures": report.as_dict()["signatures"],
-        "legal_valid": report.valid_for(SigningRole.LEGAL),
-        "engineering_valid": report.valid_for(SigningRole.ENGINEERING),
+        "legal_valid": report.valid_for(ReviewRole.LEGAL),
+        "engineering_valid": report.valid_for(ReviewRole.ENGINEERING),
         "all_valid": report.all_valid,
         "problems": report.problems,
         "verified_at": datetime.now(UTC),
@@ -145,8 +146,8 @@ def _audit_verified(
         data={
             "pdf_sha256": report.pdf_sha256,
             "all_valid": report.all_valid,
-            "legal_valid": report.valid_for(SigningRole.LEGAL),
-            "engineering_valid": report.valid_for(SigningRole.ENGINEERING),
+            "legal_valid": report.valid_for(ReviewRole.LEGAL),
+            "engineering_valid": report.valid_for(ReviewRole.ENGINEERING),
             "evidence_current": current,
         },
     )

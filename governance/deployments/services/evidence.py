@@ -18,10 +18,9 @@ from governance.core.canonical import canonical_sha256
 from governance.core.errors import ApplicationError
 from governance.core.outbox import outbox_enqueue
 from governance.deployments.choices import ObligationStatus, Status
-from governance.deployments.models import DeploymentRequest, ObligationItem
+from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff
 from governance.deployments.selectors import active_waivers, latest_capacity_plan
 from governance.deployments.services.transitions import SYSTEM, Actor, deployment_lock, deployment_transition
-from governance.deployments.signals import evidence_changed
 from governance.evaluations.evals import eval_evidence
 from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
@@ -217,17 +216,9 @@ def deployment_evidence_refresh(
     previous = deployment.evidence_digest
     deployment.evidence, deployment.evidence_digest = evidence, digest
     deployment.save(update_fields=["evidence", "evidence_digest", "updated_at"])
-    now = timezone.now()
-    for decision in deployment.decisions.filter(voided_at__isnull=True).exclude(evidence_digest=digest):
-        decision.voided_at, decision.void_reason = now, reason
-        decision.save(update_fields=["voided_at", "void_reason", "updated_at"])
-        audit_record(
-            actor=actor,
-            action=AuditAction.SIGNOFF_VOIDED,
-            obj=deployment,
-            data={"role": decision.role, "reviewer": decision.reviewer.username, "reason": reason},
-        )
-    evidence_changed.send(sender=DeploymentRequest, deployment=deployment, actor=actor, reason=reason)
+    # A direct call, not a signal: voiding is a business rule. The approvals app needs no call of
+    # its own: a packet of another digest is superseded by definition (approvals.selectors.current_packets).
+    signoffs_void_stale(deployment, actor, reason)
     audit_record(
         actor=actor,
         action=AuditAction.DEPLOYMENT_REEVALUATED,
@@ -242,6 +233,32 @@ def deployment_evidence_refresh(
     if deployment.status == Status.APPROVED:
         deployment_transition(deployment, Status.IN_REVIEW, actor, f"evidence changed: {reason}")
     return True
+
+
+def signoffs_void_stale(deployment: DeploymentRequest, actor: Actor, reason: str) -> int:
+    """Void every live sign-off on a digest other than the current one, each audited
+    (`approval.signoff_voided`). The one place a sign-off is voided because the evidence changed:
+    the sign-off is one record (its PDF signature is live exactly while it is), so this leaves no
+    live signature on an old digest anywhere. Returns how many."""
+    now = timezone.now()
+    stale = (
+        SignOff.objects.select_for_update(of=("self",))
+        .filter(deployment=deployment, voided_at__isnull=True)
+        .exclude(evidence_digest=deployment.evidence_digest)
+        .select_related("signer")
+    )
+    count = 0
+    for signoff in stale:
+        signoff.voided_at, signoff.void_reason = now, reason
+        signoff.save(update_fields=["voided_at", "void_reason", "updated_at"])
+        audit_record(
+            actor=actor,
+            action=AuditAction.SIGNOFF_VOIDED,
+            obj=deployment,
+            data={"role": signoff.role, "reviewer": signoff.signer.username, "reason": reason},
+        )
+        count += 1
+    return count
 
 
 def deployments_reevaluate(*, license_key: str | None = None, request_ids: list[int] | None = None) -> int:

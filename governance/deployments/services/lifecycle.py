@@ -10,9 +10,10 @@ from django.db import transaction
 
 from governance.artifacts.selectors import artifact_usable_by
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.roles import Role
+from governance.core.services import write_service
 from governance.deployments.choices import EDITABLE, Status
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.services.evidence import capacity_plan_queue, deployment_evidence_refresh, validate_facts

@@ -6,9 +6,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.roles import Role
+from governance.core.services import write_service
 from governance.deployments.choices import ObligationStatus
 from governance.deployments.models import ObligationItem
 from governance.deployments.services.evidence import deployment_evidence_refresh

@@ -18,9 +18,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record, write_service
+from governance.audit.services import audit_record
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.roles import Role
+from governance.core.services import write_service
 from governance.deployments.models import DeploymentRequest, Waiver
 from governance.deployments.services.evidence import CLOSED, deployment_evidence_refresh
 from governance.deployments.services.notifications import notify_waiver_proposed

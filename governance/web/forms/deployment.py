@@ -8,7 +8,7 @@ from django import forms
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
-from governance.deployments.choices import ReviewVerdict
+from governance.deployments.choices import SignOffDecision
 from planner.quant.names import SCHEME_NAMES
 
 
@@ -59,7 +59,7 @@ class WaiverForm(forms.Form):
 class ReviewForm(forms.Form):
     role = forms.ChoiceField(label=_("Review as"))
     verdict = forms.ChoiceField(
-        label=_("Verdict"), choices=[(ReviewVerdict.APPROVE, _("Approve")), (ReviewVerdict.REJECT, _("Reject"))]
+        label=_("Verdict"), choices=[(SignOffDecision.APPROVE, _("Approve")), (SignOffDecision.REJECT, _("Reject"))]
     )
     evidence_digest = forms.RegexField(regex=r"^[0-9a-f]{64}$", widget=forms.HiddenInput)
     comment = forms.CharField(

@@ -16,7 +16,7 @@ from django.utils import timezone
 from governance.core.models import Team
 from governance.core.roles import Role, has_role, user_roles
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
-from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision
+from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff
 from governance.deployments.selectors import deployments_visible_condition
 from governance.evaluations.models import ACTIVE_STATES, EvalRun, EvalStatus
 from governance.web import labels
@@ -73,7 +73,7 @@ def _queues(user: Any, visible: QuerySet[DeploymentRequest]) -> dict[str, list[R
         # voided) decision of those roles, both tests on the same decision (an exclude() over the
         # relation would test them on any two, and build a slower statement)
         decided = Exists(
-            ReviewDecision.objects.filter(request=OuterRef("pk"), voided_at__isnull=True, role__in=review_roles)
+            SignOff.objects.filter(deployment=OuterRef("pk"), voided_at__isnull=True, role__in=review_roles)
         )
         lists["to_review"] = (
             visible.filter(status__in=[Status.SUBMITTED, Status.IN_REVIEW]).exclude(requester=user).filter(~decided),

@@ -17,7 +17,7 @@ from governance.core.errors import NotFoundError
 from governance.core.models import Team
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import ObligationStatus, ReviewRole, Status
-from governance.deployments.models import DeploymentRequest, ObligationItem, ReviewDecision, Waiver
+from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff, Waiver
 from governance.deployments.readiness import finding_waived
 from governance.deployments.selectors import (
     deployment_attach_capacity_plan,
@@ -165,7 +165,7 @@ def _deployment(user: Any, code: Any) -> DeploymentRequest:
             # job and cluster): each joined model adds its every column to compile and read
             Prefetch("waivers", queryset=Waiver.objects.select_related("granted_by").order_by("expires_at")),
             Prefetch("obligations", queryset=ObligationItem.objects.all()),
-            Prefetch("decisions", queryset=ReviewDecision.objects.select_related("reviewer").order_by("-created_at")),
+            Prefetch("signoffs", queryset=SignOff.objects.select_related("signer").order_by("-created_at")),
             Prefetch("eval_runs", queryset=EvalRun.objects.select_related("job", "cluster").order_by("-created_at")),
         )
     )
@@ -209,7 +209,7 @@ def _review(user: Any, request: DeploymentRequest) -> dict[str, Any]:
         "blockers": [] if drafting else [labels.blocker_guidance(b, request) for b in deployment_blockers(request)],
         "obligations": [item for item in request.obligations.all() if item.status != ObligationStatus.SUPERSEDED],
         "waivers": list(request.waivers.all()),
-        "decisions": list(request.decisions.all()),
+        "decisions": list(request.signoffs.all()),
         "actions": deployment_actions(user, request),
         "packet": packet,
         "packet_url": packet_url(request),

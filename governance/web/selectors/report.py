@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, date, datetime, time, timedelta
 
-from governance.approvals.content import DECISIONS, summary
-from governance.approvals.models import SignOff
+from governance.approvals.packet_content import DECISIONS, summary
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.deployments.choices import Status
-from governance.deployments.models import DeploymentRequest
+from governance.deployments.models import DeploymentRequest, SignOff
 from governance.gate.models import GateDecision
 
 REPORT_COLUMNS = (
@@ -59,7 +58,8 @@ def period_report(since: date, until: date) -> list[dict[str, str]]:
         str(d.code): d for d in DeploymentRequest.objects.filter(code__in=codes).select_related("team", "artifact")
     }
     signoffs: dict[tuple[int, str], list[SignOff]] = {}
-    for signoff in SignOff.objects.filter(deployment__in=deployments.values()).order_by("signed_at"):
+    signed = SignOff.objects.filter(deployment__in=deployments.values(), signature__isnull=False)
+    for signoff in signed.select_related("signature").order_by("signed_at"):
         signoffs.setdefault((signoff.deployment_id, signoff.evidence_digest), []).append(signoff)
     gate = Counter(
         GateDecision.objects.filter(
@@ -99,7 +99,7 @@ def _row(
             f"{s.role}: {s.signer_name} ({s.decision}, {s.signed_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC)"
             for s in signed
         ),
-        packet_sha256=signed[-1].pdf_sha256 if signed else "",
+        packet_sha256=signed[-1].signature.pdf_sha256 if signed else "",
         gate_decisions=", ".join(
             f"{gate[(deployment.pk, outcome)]} {outcome}"
             for outcome in ("allow", "deny")

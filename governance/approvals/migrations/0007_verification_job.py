@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("approvals", "0003_signoff_signature_status_packet_rendering"),
+        ("approvals", "0006_packetsignature_drop_decision_copies"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

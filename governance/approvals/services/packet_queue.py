@@ -1,5 +1,10 @@
-"""The approval packet: what goes into it, rendering it for the current evidence digest, and
-voiding packets and sign-offs bound to evidence that changed."""
+"""The approval packet: what goes into it and queueing its render for the current evidence digest.
+The PDF itself is made in packet_render.py (WeasyPrint) by the heavy worker (packet_jobs.py).
+
+Nothing here reacts to an evidence change: the deployments app voids the sign-offs of the old
+digest (deployments.services.evidence, a direct call), and a packet of any other digest, or one
+carrying a voided sign-off's signature, is superseded by definition (approvals.selectors.
+current_packets); packet_queue records that (`void`) when it queues the packet that replaces it."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from django.utils import timezone
 
 from governance.approvals.choices import PacketStatus
 from governance.approvals.models import ApprovalPacket
-from governance.approvals.selectors import live_packet, live_signoffs, meaning_templates
+from governance.approvals.selectors import current_packets, live_packet, meaning_templates
 from governance.audit.models import AuditCheckpoint
 from governance.audit.selectors import audit_checkpoints
 from governance.audit.services import audit_checkpoint_create, format_time
@@ -25,9 +30,9 @@ from governance.deployments.selectors import deployment_readiness
 from governance.deployments.services import deployment_lock
 
 if TYPE_CHECKING:
-    from governance.approvals.packet import PacketInput
+    from governance.approvals.packet_render import PacketInput
 
-# packet (WeasyPrint) is imported where it is used: it takes seconds to import, and every request
+# packet_render (WeasyPrint) is imported where it is used: it takes seconds to import, and every request
 # and every management command loads this module through the URL configuration.
 
 from governance.approvals.services.certificates import Actor
@@ -64,7 +69,7 @@ def packet_facts(packet: ApprovalPacket, **extra: Any) -> dict[str, Any]:
 
 
 def packet_input(deployment: DeploymentRequest) -> PacketInput:
-    from governance.approvals.packet import PacketInput
+    from governance.approvals.packet_render import PacketInput
 
     evidence = deployment.evidence or {}
     return PacketInput(
@@ -87,10 +92,14 @@ def packet_queue(*, deployment: DeploymentRequest, actor: Actor) -> tuple[Approv
     from governance.core.outbox import outbox_enqueue
 
     packet = live_packet(deployment)
-    if packet is not None and packet.evidence_digest == deployment.evidence_digest:
-        return packet, False
     if packet is not None:
-        _void_packet(packet, "the evidence changed")
+        return packet, False
+    # The superseded packets still marked live (another digest, or a voided sign-off's signature in
+    # the PDF: the evidence went A -> B -> A) are marked void now; the one_live_packet constraint
+    # needs that for the same digest, and the audit bundle's index shows it.
+    current = current_packets(deployment).values("pk")
+    for stale in ApprovalPacket.objects.filter(deployment=deployment, voided_at__isnull=True).exclude(pk__in=current):
+        _void_packet(stale, "the evidence changed")
     packet = ApprovalPacket.objects.create(
         deployment=deployment,
         evidence_digest=deployment.evidence_digest,
@@ -125,21 +134,3 @@ def _void_packet(packet: ApprovalPacket, reason: str) -> None:
     if packet.status not in (PacketStatus.REJECTED, PacketStatus.FAILED):
         packet.status = PacketStatus.VOID
     packet.save(update_fields=["voided_at", "void_reason", "status", "updated_at"])
-
-
-def signoffs_void(*, deployment: DeploymentRequest, reason: str) -> int:
-    """Evidence changed: void the sign-offs and packets bound to any other digest. Runs on the
-    deployments void-on-change path (its `evidence_changed` signal, request row locked), which has
-    just voided each sign-off's review decision and audited it (`approval.signoff_voided`).
-    Returns how many sign-offs."""
-    now = timezone.now()
-    count = 0
-    for signoff in live_signoffs(deployment).exclude(evidence_digest=deployment.evidence_digest):
-        signoff.voided_at, signoff.void_reason = now, reason
-        signoff.save(update_fields=["voided_at", "void_reason", "updated_at"])
-        count += 1
-    for packet in ApprovalPacket.objects.filter(deployment=deployment, voided_at__isnull=True).exclude(
-        evidence_digest=deployment.evidence_digest
-    ):
-        _void_packet(packet, reason)
-    return count

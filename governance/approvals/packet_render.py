@@ -11,7 +11,7 @@ from django.template.loader import render_to_string
 from weasyprint import HTML, Attachment
 from weasyprint.urls import URLFetcher, URLFetcherResponse
 
-from governance.approvals.content import DECISIONS, DEFAULT_EVAL_THRESHOLD, envelope_rows, fact_rows, summary
+from governance.approvals.packet_content import DECISIONS, DEFAULT_EVAL_THRESHOLD, envelope_rows, fact_rows, summary
 from governance.approvals.signing import add_signature_fields
 from governance.approvals.verification import EVIDENCE_ATTACHMENT
 from governance.core.canonical import canonical_json
