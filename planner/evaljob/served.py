@@ -93,15 +93,19 @@ def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
 
 
 class Engine:
-    """One engine process in its own session (so stopping it stops its workers too)."""
+    """One engine process in its own session (so stopping it stops its workers too, and never signals
+    this job), started through `planner.evaljob.tether`: a session of its own is out of reach of
+    whatever kills the job's process group, so the tether stops the engine when this job dies.
+    The group's id is written next to the log (`engine-<role>.pgid`) for operators and tests."""
 
     def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
         self.argv = argv
         self.log_path = log_path
         log = log_path.open("ab")
+        tethered = [sys.executable, "-m", "planner.evaljob.tether", str(os.getpid()), "--", *argv]
         try:
             self.process = subprocess.Popen(  # noqa: S603 - argv list from the validated spec, no shell
-                argv,
+                tethered,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -111,6 +115,7 @@ class Engine:
             raise EngineError(f"cannot start the engine {argv[0]!r}: {exc}") from None
         finally:
             log.close()
+        write_atomic(log_path.with_suffix(".pgid"), str(self.process.pid).encode())
 
     def wait_healthy(self, url: str, timeout_s: float) -> float:
         """Seconds until `url` answered 200; an engine that exits or stays unhealthy fails with its log."""

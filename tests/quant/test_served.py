@@ -19,6 +19,9 @@ import pytest
 from governance.artifacts.manifest import manifest_lines, weights_digest
 from planner.evaljob.engines import transformers_launch
 from planner.evaljob.manifest import ArtifactMismatch, verify_artifact
+from tests.quant.conftest import alive_in_group, processes_naming
+
+pytestmark = pytest.mark.usefixtures("no_engine_left")
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = Path(__file__).resolve().parent / "fake_engine.py"
@@ -145,8 +148,10 @@ def test_a_job_killed_mid_run_resumes_without_re_asking_finished_cases(tmp_path:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list(cache.glob("*.json"))) < 3:
         time.sleep(0.1)
-    os.killpg(job.pid, signal.SIGKILL)  # the node went away: no cleanup of any kind
+    os.killpg(job.pid, signal.SIGKILL)  # the job's whole group, no cleanup of any kind
     job.wait()
+    # the engine (a session of its own, out of reach of that signal) is stopped by its tether
+    assert wait_until_gone(str(asked)), f"engine processes left: {processes_naming(str(asked))}"
     finished = len(list(cache.glob("*.json")))
     assert 3 <= finished < 12
     asked_before = len(asked.read_text().splitlines())
@@ -159,6 +164,47 @@ def test_a_job_killed_mid_run_resumes_without_re_asking_finished_cases(tmp_path:
     result = json.loads((tmp_path / "run" / "attempt-2" / "result.json").read_text())
     assert result["overall"]["n"] == 12
     assert result["timing"]["runs"]["candidate"]["asked"] == 12 - finished
+
+
+def wait_until_gone(marker: str, timeout_s: float = 10) -> bool:
+    """No live process names `marker` (the fake engine's log path) within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while processes_naming(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not processes_naming(marker)
+
+
+@pytest.mark.fault
+def test_cancelling_the_job_on_the_local_executor_stops_its_engine(tmp_path: Path) -> None:
+    """The executor's cancel signals the job's process group; the engine runs in a session of its
+    own (so that stopping it never signals the job) and used to survive every cancel, keeping its
+    port and memory. Its tether stops it as soon as the job is gone."""
+    from planner.cluster.base import JobSpec
+    from planner.cluster.local import LocalExecutor
+
+    asked = tmp_path / "asked.log"
+    spec = spec_for(tmp_path, fake_engine(asked, "--delay-s", "0.5"), per_category=3, concurrency=1)
+    executor = LocalExecutor(tmp_path / "runs")
+    ref = executor.submit(
+        JobSpec(
+            run_id="cancelme",
+            attempt=1,
+            command=(sys.executable, "-m", "planner.evaljob.served", "run", "--spec", "spec.json", "--out", "."),
+            files={"spec.json": json.dumps(spec).encode()},
+            time_limit_s=300,
+            setup=(f"export PYTHONPATH={ROOT}",),
+        )
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (asked.exists() and asked.read_text()):
+        time.sleep(0.1)
+    assert asked.exists(), (Path(ref.run_dir) / "job.log").read_text()
+    assert processes_naming(str(asked))  # the engine is serving, mid-run
+    executor.cancel(ref)
+    assert wait_until_gone(str(asked)), f"engine processes left: {processes_naming(str(asked))}"
+    assert "tether: the eval job is gone" in (Path(ref.run_dir) / "engine-baseline.log").read_text()
+    engine_group = int((Path(ref.run_dir) / "engine-baseline.pgid").read_text())  # recorded for operators
+    assert not alive_in_group(engine_group)
 
 
 def test_baseline_answers_are_shared_by_a_second_candidate_and_logprobs_give_token_metrics(tmp_path: Path) -> None:
