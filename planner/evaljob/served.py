@@ -38,6 +38,7 @@ from planner.evaljob.cases import load_cases
 from planner.evaljob.engines import multinode_command
 from planner.evaljob.manifest import verify_artifact
 from planner.evaljob.metrics import case_verdict
+from planner.evaljob.standard import check_tasks, compare, run_standard_tasks, standard_key, tasks_dir_sha256
 from planner.evaljob.summary import summarize
 
 LOG_TAIL_LINES = 40
@@ -286,7 +287,11 @@ def serve_and_answer(
     spec: dict[str, Any], role: str, cases: list[dict[str, Any]], cache: Path, out: Path, values: dict[str, str]
 ) -> dict[str, Any]:
     """Launch the engine on one artifact, answer every uncached case, stop it. Nothing to ask: no launch."""
-    if all((cache / f"{case['id']}.json").exists() for case in cases):
+    standard: dict[str, Any] = spec.get("lm_eval") or {}
+    standard_file = cache / f"standard-{standard['key']}.json" if standard else None
+    if all((cache / f"{case['id']}.json").exists() for case in cases) and (
+        standard_file is None or standard_file.exists()
+    ):
         print(f"{role}: every answer cached, engine not started", flush=True)
         return {"started": False}
     engine = spec["engine"]
@@ -303,10 +308,11 @@ def serve_and_answer(
             f"http://127.0.0.1:{port}{engine['health_path']}", float(engine["health_timeout_s"])
         )
         print(f"{role}: healthy after {health_s:.1f} s", flush=True)
+        served_name = substitute([engine.get("served_model_name") or "{model}"], {"{model}": artifact["path"]})[0]
         try:
             asked = answer_all(
                 f"http://127.0.0.1:{port}",
-                substitute([engine.get("served_model_name") or "{model}"], {"{model}": artifact["path"]})[0],
+                served_name,
                 cases,
                 cache,
                 spec["generation"],
@@ -316,6 +322,23 @@ def serve_and_answer(
             )
         except EngineError as exc:  # e.g. out of memory mid-run: the engine's log says why
             raise EngineError(f"{exc}\nlast lines of the engine's log:\n{log_tail(log_path)}") from None
+        if standard_file is not None and not standard_file.exists():
+            began = time.perf_counter()
+            print(f"{role}: standard tasks {','.join(standard['tasks'])} through lm-eval", flush=True)
+            try:
+                outcome = run_standard_tasks(
+                    python=values["{python}"],
+                    base_url=f"http://127.0.0.1:{port}",
+                    model=served_name,
+                    config=standard,
+                    out=out / f"standard-{role}.json",
+                    log_path=out / f"lm-eval-{role}.log",
+                    seed=int(spec["generation"]["seed"]),
+                )
+            except ValueError as exc:
+                raise EngineError(f"{role}: standard tasks: {exc}") from None
+            write_atomic(standard_file, json.dumps(outcome, sort_keys=True).encode())
+            asked["standard_s"] = round(time.perf_counter() - began, 3)
     finally:
         process.stop()
     return {"started": True, "healthy_after_s": round(health_s, 3), **asked}
@@ -333,6 +356,15 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     if expected and version != expected:
         raise EngineError(f"engine version {version} is not the {expected} the plan names")
     generation = {"temperature": 0.0, **spec["generation"]}
+    standard = spec.get("lm_eval")
+    if standard:  # checked before anything is served: a task directory missing on this node fails now
+        directory = Path(standard["dir"])
+        if not directory.is_dir():
+            raise EngineError(f"lm_eval.dir: {directory} is not a directory on this node")
+        check_tasks(list(standard["tasks"]))
+        tasks_sha = tasks_dir_sha256(directory)
+        standard["tasks_dir_sha256"] = tasks_sha
+        standard["key"] = standard_key(standard, tasks_sha, int(generation["seed"]))
     key = cache_key(
         spec["artifacts"]["baseline"]["digest"], engine["name"], version, spec.get("serving", {}), set_sha, generation
     )
@@ -358,6 +390,19 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             }
         )
     compare_s = time.perf_counter() - compare_started
+    if standard:
+        outcomes = {
+            role: json.loads((cache / f"standard-{standard['key']}.json").read_text())
+            for role, cache in (("baseline", baseline_cache), ("candidate", candidate_cache))
+        }
+        standard_result = {
+            "harness": "lm-eval",
+            "lm_eval_version": outcomes["candidate"].get("lm_eval_version"),
+            "model": "local-chat-completions",
+            "tasks_dir_sha256": standard["tasks_dir_sha256"],
+            "limit": standard.get("limit"),
+            "tasks": compare(outcomes["baseline"], outcomes["candidate"]),
+        }
     result = summarize(records, float(spec.get("threshold", 0.05)))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     asked = sum(r.get("asked", 0) for r in runs.values())
@@ -387,6 +432,8 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             "client": {"peak_rss_mib": peak_rss_mib(usage)},
         }
     )
+    if standard:  # reported beside the verdict; the pass/fail is the eval set's
+        result["standard_tasks"] = standard_result
     write_result(out, json.dumps(result, ensure_ascii=False, sort_keys=True).encode())
     return result
 

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.usefixtures("no_engine_left")
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = Path(__file__).resolve().parent / "fake_engine.py"
+TASKS = ROOT / "tests" / "data" / "lm_eval_tasks"  # the tiny lm-eval task CI runs
 
 
 def checkpoint(path: Path, weights: bytes = b"\x01" * 64) -> dict[str, Any]:
@@ -228,6 +229,44 @@ def test_baseline_answers_are_shared_by_a_second_candidate_and_logprobs_give_tok
     other = {**spec, "engine": {**spec["engine"], "version_argv": ["{python}", "-c", "print('1.1-fake')"]}}
     assert run_job(tmp_path / "three" / "attempt-1", other).returncode == 0
     assert len(asked.read_text().splitlines()) == 5 * 8
+
+
+def test_standard_tasks_run_through_lm_eval_against_the_served_engine(tmp_path: Path) -> None:
+    """lm-eval's local-chat-completions model against the engine the eval serves, offline, on the
+    repository's tiny task: per task and metric the baseline's and candidate's values with their
+    standard errors; the baseline's results are cached with its answers like them."""
+    asked = tmp_path / "asked.log"
+    standard = {"tasks": ["tiny_copy"], "dir": str(TASKS), "concurrency": 2}
+    spec = spec_for(tmp_path, fake_engine(asked, "--model", "{model}"), per_category=1, lm_eval=standard)
+    done = run_job(tmp_path / "one" / "attempt-1", spec, timeout_s=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "one" / "attempt-1" / "result.json").read_text())
+    tasks = result["standard_tasks"]
+    assert tasks["harness"] == "lm-eval"
+    assert tasks["model"] == "local-chat-completions"
+    assert len(tasks["tasks_dir_sha256"]) == 64
+    exact = tasks["tasks"]["tiny_copy"]["metrics"]["exact_match"]
+    assert tasks["tasks"]["tiny_copy"]["n"] == 6
+    assert exact["baseline"] == 1.0
+    assert exact["candidate"] == pytest.approx(5 / 6)  # the w4a8 stand-in gets "apple" wrong
+    assert exact["candidate_stderr"] == pytest.approx(((5 / 6) * (1 / 6) / 5) ** 0.5)  # lm-eval's sample stderr
+    assert exact["delta"] == pytest.approx(-1 / 6)
+    assert exact["delta_stderr"] == pytest.approx(exact["candidate_stderr"])  # the baseline's is 0
+    assert set(result["overall"]) & {"tiny_copy", "standard_tasks"} == set()  # beside the verdict, not in it
+    # a second candidate: the baseline's answers and task results are reused, its engine not started
+    other = checkpoint(tmp_path / "models" / "w4a8-v2", b"\x05" * 64)
+    second = run_job(tmp_path / "two" / "attempt-1", {**spec, "artifacts": {**spec["artifacts"], "candidate": other}})
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "baseline: every answer cached, engine not started" in second.stdout
+
+
+def test_a_missing_task_directory_fails_the_job_before_anything_is_served(tmp_path: Path) -> None:
+    asked = tmp_path / "asked.log"
+    standard = {"tasks": ["tiny_copy"], "dir": str(tmp_path / "no-such-dir")}
+    done = run_job(tmp_path / "run" / "attempt-1", spec_for(tmp_path, fake_engine(asked), lm_eval=standard))
+    assert done.returncode != 0
+    assert "lm_eval.dir" in done.stderr
+    assert not asked.exists()
 
 
 @pytest.mark.slow
