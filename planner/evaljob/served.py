@@ -297,7 +297,9 @@ def serve_and_answer(
     engine = spec["engine"]
     port = str(free_port())
     artifact = spec["artifacts"][role]
-    argv = substitute(list(engine["argv"]), {**values, "{model}": artifact["path"], "{port}": port})
+    # online quantization: the candidate is the same artifact served with the engine's quantization flags
+    extra = list(engine.get("candidate_argv") or []) if role == "candidate" else []
+    argv = substitute([*engine["argv"], *extra], {**values, "{model}": artifact["path"], "{port}": port})
     if engine.get("multinode"):  # the plan spans nodes: the engine's own launch on every node of this allocation
         argv = multinode_command(engine["name"], argv, **engine["multinode"])
     log_path = out / f"engine-{role}.log"
@@ -365,8 +367,11 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         tasks_sha = tasks_dir_sha256(directory)
         standard["tasks_dir_sha256"] = tasks_sha
         standard["key"] = standard_key(standard, tasks_sha, int(generation["seed"]))
+    # The baseline is served unquantized even when the candidate is quantized at load: its answers
+    # depend on the serving config without the online quantization (and are shared accordingly).
+    baseline_serving = {k: v for k, v in spec.get("serving", {}).items() if k != "online_quantization"}
     key = cache_key(
-        spec["artifacts"]["baseline"]["digest"], engine["name"], version, spec.get("serving", {}), set_sha, generation
+        spec["artifacts"]["baseline"]["digest"], engine["name"], version, baseline_serving, set_sha, generation
     )
     baseline_cache = (out / spec["baseline_cache_dir"] / key).resolve()
     candidate_cache = (out / spec.get("cache_dir", "cache")).resolve()
@@ -412,7 +417,12 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             "scheme": spec["scheme"],
             "candidate": {k: spec["artifacts"]["candidate"][k] for k in ("digest", "path")},
             "baseline": {k: spec["artifacts"]["baseline"][k] for k in ("digest", "path")},
-            "engine": {"name": engine["name"], "version": version, "argv": engine["argv"]},
+            "engine": {
+                "name": engine["name"],
+                "version": version,
+                "argv": engine["argv"],
+                "candidate_argv": list(engine.get("candidate_argv") or []),
+            },
             "serving": spec.get("serving", {}),
             "generation": generation,
             "baseline_cache_key": key,

@@ -5,6 +5,7 @@ another, naming both. The same through the sshd + Slurm test cluster."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import tempfile
@@ -13,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from governance.artifacts.manifest import manifest_lines, weights_digest
 from governance.artifacts.services import artifact_register
+from governance.core.errors import ApplicationError
 from governance.deployments.models import DeploymentRequest
-from governance.evaluations.models import Cluster, EvalRun, ExecutorKind, JobRun
+from governance.evaluations.models import ArtifactLocation, Cluster, EvalRun, ExecutorKind, JobRun
 from governance.gate.choices import ReasonCode
 from governance.gate.services import ci_token_issue
 from tests.conftest import ROOT, Personas
@@ -27,6 +30,7 @@ from tests.evaluations.conftest import drive, testcluster  # noqa: F401  (shared
 from tests.gate.conftest import bearer, compute_capacity
 from tests.quant.conftest import no_engine_left  # noqa: F401  (shared fixture)
 
+TASKS = ROOT / "tests" / "data" / "lm_eval_tasks"  # lm-eval's tiny offline task
 SERVING = {"engine": "transformers", "precision": "w4a8", "gpu": "h200", "max_model_len": 4096, "concurrency": 4}
 
 
@@ -104,6 +108,8 @@ def _served_flow(  # type: ignore[no-untyped-def]
     assert "eval.missing" in [b["code"] for b in flow.get(personas.engineer, code)["blockers"]]
 
     body = {"cluster": cluster.name, "threshold": 0.5, "max_cases_per_category": cases_per_category}
+    if cluster.lm_eval_dir:  # lm-eval's tiny task through the same engines
+        body |= {"lm_eval_tasks": ["tiny_copy"], "lm_eval_limit": 3}
     response = engineer.post(f"/api/v1/deployments/{code}/evals", body | {"max_new_tokens": 4}, format="json")
     assert response.status_code == 202, response.json()
     assert response.json()["kind"] == "served"
@@ -133,6 +139,14 @@ def _served_flow(  # type: ignore[no-untyped-def]
     detail = flow.client(personas.auditor).get(f"/api/v1/evals/{evaluation.code}").json()
     assert detail["kind"] == "served"
     assert detail["summary"]["candidate"]["digest"] == derivative.weights_digest
+    if cluster.lm_eval_dir:  # per task both scores with standard errors: API, evidence, page
+        exact = detail["summary"]["standard_tasks"]["tasks"]["tiny_copy"]["metrics"]["exact_match"]
+        assert {"baseline", "baseline_stderr", "candidate", "candidate_stderr", "delta", "delta_stderr"} <= set(exact)
+        assert item["standard_tasks"]["tasks"]["tiny_copy"]["n"] == 3
+        browser = Client()
+        browser.force_login(personas.engineer)
+        page = browser.get(f"/requests/{code}/evals")
+        assert 'data-task="tiny_copy"' in page.content.decode()
 
     assert flow.approve(code)["status"] == "approved"
     personas.team.leads.add(personas.requester)
@@ -176,6 +190,7 @@ def test_served_eval_makes_the_request_approvable_and_binds_the_gate_to_the_dige
         model_roots=[str(tmp_path / "models")],
         default_time_limit_s=900,
         setup_lines=f"export PATH={Path(sys.executable).parent}:$PATH PYTHONPATH={ROOT} OMP_NUM_THREADS=1",
+        lm_eval_dir=str(TASKS),
     )
     # the local executor hashes the files itself when no manifest is given
     _served_flow(flow, personas, cluster, *tiny_pair, django_capture_on_commit_callbacks,
@@ -231,3 +246,87 @@ def test_served_eval_through_the_ssh_slurm_cluster_makes_the_request_approvable(
                      cases_per_category=5, with_manifest=True)  # fmt: skip
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_standard_tasks_need_the_cluster_s_task_directory_and_plain_task_names(  # type: ignore[no-untyped-def]
+    flow: Flow,  # noqa: F811 - the shared fixture
+    personas: Personas,
+    tmp_path: Path,
+) -> None:
+    """lm-eval tasks run only where the cluster has an offline task directory; a name that is not a
+    task name (it reaches lm-eval's command line on the node) is refused naming the field."""
+    base, candidate = tmp_path / "models" / "base", tmp_path / "models" / "w4a8"
+    for path, byte in ((base, b"\x01"), (candidate, b"\x02")):
+        path.mkdir(parents=True)
+        (path / "model.safetensors").write_bytes(byte * 64)
+    baseline, derivative = _register(personas, base, candidate)
+    cluster = Cluster.objects.create(
+        name="local", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"), model_roots=[str(tmp_path)]
+    )
+    for artifact, path in ((baseline, base), (derivative, candidate)):
+        ArtifactLocation.objects.create(artifact=artifact, cluster=cluster, path=str(path))
+    code = flow.create(derivative, serving_plan=SERVING)["code"]
+    assert flow.post(personas.requester, code, "submit").status_code == 200
+    engineer = flow.client(personas.engineer)
+    url = f"/api/v1/deployments/{code}/evals"
+    body = {"cluster": "local", "lm_eval_tasks": ["tiny_copy"]}
+    refused = engineer.post(url, body, format="json")
+    assert refused.status_code == 400
+    assert "lm_eval_tasks" in refused.json()["extra"]["fields"]
+    assert "lm_eval_dir" in str(refused.json())
+    cluster.lm_eval_dir = str(TASKS)
+    cluster.save()
+    for bad in (["tiny;rm -rf /"], ["--include_path=/etc"], ["x" * 101]):
+        response = engineer.post(url, {**body, "lm_eval_tasks": bad}, format="json")
+        assert response.status_code == 400, bad
+        assert [field for field in response.json()["extra"]["fields"] if field.startswith("lm_eval_tasks")]
+    assert engineer.post(url, {**body, "lm_eval_limit": 0}, format="json").status_code == 400
+    accepted = engineer.post(url, {**body, "lm_eval_limit": 3}, format="json")
+    assert accepted.status_code == 202, accepted.json()
+    spec = json.loads(JobRun.objects.get(code=accepted.json()["job"]["code"]).files["spec.json"])
+    assert spec["lm_eval"] == {"tasks": ["tiny_copy"], "dir": str(TASKS), "limit": 3, "concurrency": 4}
+
+
+def test_an_online_quantized_plan_evaluates_the_base_artifact_with_and_without_the_flag(  # type: ignore[no-untyped-def]
+    flow: Flow,  # noqa: F811 - the shared fixture
+    personas: Personas,
+    tmp_path: Path,
+) -> None:
+    """FP8 quantized by the engine at load from BF16 weights: no derivative checkpoint exists. The
+    served eval of the base artifact serves it twice, the candidate with the plan's
+    `--quantization fp8`, the baseline without; without such a flag there is no baseline (400)."""
+    from governance.evaluations.evals import eval_served_request
+
+    path = tmp_path / "models" / "base"
+    path.mkdir(parents=True)
+    (path / "model.safetensors").write_bytes(b"\x01" * 64)
+    common = {"revision": "abc123", "license": "apache-2.0", "architecture_key": "qwen3-30b-a3b"}
+    base = artifact_register(
+        actor=personas.requester,
+        team=personas.team,
+        data={"name": "tiny-base", "source_repo": "org/tiny-base", "weights_digest": weights_digest(path), **common},
+    )
+    cluster = Cluster.objects.create(
+        name="local", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"), model_roots=[str(tmp_path)]
+    )
+    ArtifactLocation.objects.create(artifact=base, cluster=cluster, path=str(path))
+    plan = {**SERVING, "engine": "vllm", "precision": "fp8"}
+    deployment = DeploymentRequest.objects.get(code=flow.create(base, serving_plan=plan)["code"])
+    command = "vllm serve /models/base --tensor-parallel-size 1 --max-model-len 4096 --quantization fp8"
+    result = {"serving": {"vllm": command}, "parallel": {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "nodes": 1}}
+    evaluation = eval_served_request(
+        deployment=deployment, cluster=cluster, actor=personas.engineer, engine="vllm", plan_result=result
+    )
+    assert evaluation.candidate_digest == evaluation.baseline_digest == base.weights_digest
+    assert evaluation.serving["online_quantization"] == "fp8"
+    assert evaluation.job is not None
+    spec = json.loads(evaluation.job.files["spec.json"])
+    assert "--quantization" not in spec["engine"]["argv"]
+    assert spec["engine"]["candidate_argv"] == ["--quantization", "fp8"]
+    assert spec["artifacts"]["baseline"]["path"] == spec["artifacts"]["candidate"]["path"] == str(path)
+    plain = {**result, "serving": {"vllm": command.removesuffix(" --quantization fp8")}}
+    with pytest.raises(ApplicationError) as refused:
+        eval_served_request(
+            deployment=deployment, cluster=cluster, actor=personas.engineer, engine="vllm", plan_result=plain
+        )
+    assert "candidate" in refused.value.extra["fields"]

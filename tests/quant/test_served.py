@@ -260,6 +260,32 @@ def test_standard_tasks_run_through_lm_eval_against_the_served_engine(tmp_path: 
     assert "baseline: every answer cached, engine not started" in second.stdout
 
 
+def test_online_quantization_serves_one_artifact_twice_with_the_flag_only_for_the_candidate(tmp_path: Path) -> None:
+    """A plan that quantizes base weights at load (vLLM `--quantization fp8` on BF16): the candidate
+    is the base artifact served with the flag, the baseline the same artifact without it; the
+    baseline's answers are keyed without the online quantization, so they are shared."""
+    asked = tmp_path / "asked.log"
+    base = checkpoint(tmp_path / "models" / "base")
+    engine = {**fake_engine(asked), "candidate_argv": ["--quantization", "fp8"]}
+    spec = spec_for(tmp_path, engine, per_category=1)
+    spec["artifacts"] = {"baseline": base, "candidate": base}
+    spec["serving"] = {**spec["serving"], "precision": "fp8", "online_quantization": "fp8"}
+    done = run_job(tmp_path / "run" / "attempt-1", spec)
+    assert done.returncode == 0, done.stderr[-3000:]
+    attempt = tmp_path / "run" / "attempt-1"
+    assert "--quantization fp8" in (attempt / "engine-candidate.log").read_text()
+    assert "--quantization" not in (attempt / "engine-baseline.log").read_text()
+    result = json.loads((attempt / "result.json").read_text())
+    assert result["candidate"]["digest"] == result["baseline"]["digest"] == base["digest"]
+    assert result["engine"]["candidate_argv"] == ["--quantization", "fp8"]
+    assert result["serving"]["online_quantization"] == "fp8"
+    # the same artifact's unquantized answers serve a plain (not online-quantized) eval's baseline
+    plain = {**spec, "engine": fake_engine(asked), "serving": {**spec["serving"]}}
+    del plain["serving"]["online_quantization"]
+    again = run_job(tmp_path / "plain" / "attempt-1", plain)
+    assert "baseline: every answer cached, engine not started" in again.stdout
+
+
 def test_a_missing_task_directory_fails_the_job_before_anything_is_served(tmp_path: Path) -> None:
     asked = tmp_path / "asked.log"
     standard = {"tasks": ["tiny_copy"], "dir": str(tmp_path / "no-such-dir")}
