@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 TASK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+DATASETS_CACHE = "hf-datasets"  # a datasets cache an operator prepared inside the task directory
 OFFLINE_ENV = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
@@ -38,9 +39,12 @@ def standard_key(config: dict[str, Any], tasks_sha256: str, seed: int) -> str:
 
 
 def tasks_dir_sha256(directory: Path) -> str:
-    """What the task definitions and their data were: SHA-256 over (relative path, file SHA-256)."""
+    """What the task definitions and their data files were: SHA-256 over (relative path, file
+    SHA-256), the prepared datasets cache left out (its lock files change on every read; what it
+    holds is named by the tasks' versions in the results)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+    files = (p for p in directory.rglob("*") if p.is_file() and DATASETS_CACHE not in p.relative_to(directory).parts)
+    for path in sorted(files):
         digest.update(f"{path.relative_to(directory).as_posix()}\0".encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
@@ -133,9 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=1)
     args = parser.parse_args(argv)
     args.tasks_dir = args.tasks_dir.resolve()
-    # data files are named relative to the task directory; built-in tasks read its datasets cache
+    # data files are named relative to the task directory; built-in tasks read the datasets cache an
+    # operator prepared there, if any. Otherwise the cache is the attempt's (HF_HOME): the task
+    # directory is configuration, never written by a job.
     os.chdir(args.tasks_dir)
-    os.environ.setdefault("HF_DATASETS_CACHE", str(args.tasks_dir / "hf-datasets"))
+    prepared = args.tasks_dir / DATASETS_CACHE
+    if prepared.is_dir():
+        os.environ["HF_DATASETS_CACHE"] = str(prepared)
     try:
         outcome = evaluate(args)
     except Exception as exc:  # any failure of the harness is reported, in words, to the job

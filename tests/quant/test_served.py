@@ -258,6 +258,8 @@ def test_standard_tasks_run_through_lm_eval_against_the_served_engine(tmp_path: 
     second = run_job(tmp_path / "two" / "attempt-1", {**spec, "artifacts": {**spec["artifacts"], "candidate": other}})
     assert second.returncode == 0, second.stderr[-3000:]
     assert "baseline: every answer cached, engine not started" in second.stdout
+    # the task directory is configuration: no job writes into it (a datasets cache there once did)
+    assert sorted(p.name for p in TASKS.iterdir()) == ["tiny_copy.jsonl", "tiny_copy.yaml"]
 
 
 def test_online_quantization_serves_one_artifact_twice_with_the_flag_only_for_the_candidate(tmp_path: Path) -> None:
