@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,eval]'
+	$(BIN)/python -m pip install -q -e '.[dev,eval,lmeval]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -362,6 +362,16 @@ class EvalRequestInputSerializer(StrictSerializer):
         trim_whitespace=False,
         help_text="your own eval set as JSONL (id, category, turns, key_items per line)",
     )
+    lm_eval_tasks = serializers.ListField(
+        child=serializers.RegexField(r"^[A-Za-z0-9_.-]{1,100}$", max_length=100),
+        required=False,
+        max_length=50,
+        help_text="served only: lm-eval-harness tasks run against the same engine, from the cluster's offline "
+        "task directory (lm_eval_dir); per task the baseline's and candidate's scores with standard errors",
+    )
+    lm_eval_limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=100_000, help_text="documents per lm-eval task (default: all)"
+    )
 
 
 class DeploymentEvalCreateApi(APIView):
@@ -404,5 +414,7 @@ class DeploymentEvalCreateApi(APIView):
                 max_new_tokens=data["max_new_tokens"],
                 concurrency=data["concurrency"],
                 eval_set=data.get("eval_set"),
+                lm_eval_tasks=data.get("lm_eval_tasks"),
+                lm_eval_limit=data.get("lm_eval_limit"),
             )
         return Response(EvalRunOutputSerializer(evaluation).data, status=202)

@@ -332,21 +332,27 @@ def _config_changes(run: Mapping[str, Any], engine: str, layout: Mapping[str, in
     return changes
 
 
-def approved_eval(evidence: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The passed eval that covers the approved artifact and serving config, if any."""
+def approved_evals(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every passed eval that covers the approved artifact and serving config, latest last: one per
+    engine version evaluated (an upgrade's fresh eval stands beside the one it followed)."""
     precision = str((evidence.get("serving_envelope") or {}).get("precision") or "")
     digest = str((evidence.get("artifact") or {}).get("weights_digest") or "").lower()
     engine, layout = approved_engine(evidence), approved_parallelism(evidence)
-    for run in reversed(list(evidence.get("eval_results") or [])):
-        if (
-            run.get("kind") == "served"
-            and run.get("status") == "passed"
-            and scheme_matches(str(run.get("scheme", "")), precision)
-            and str(run.get("candidate_digest", "")).lower() == digest
-            and not _config_changes(run, engine, layout)
-        ):
-            return run
-    return None
+    return [
+        run
+        for run in evidence.get("eval_results") or []
+        if run.get("kind") == "served"
+        and run.get("status") == "passed"
+        and scheme_matches(str(run.get("scheme", "")), precision)
+        and str(run.get("candidate_digest", "")).lower() == digest
+        and not _config_changes(run, engine, layout)
+    ]
+
+
+def approved_eval(evidence: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The latest passed eval that covers the approved artifact and serving config, if any."""
+    covering = approved_evals(evidence)
+    return covering[-1] if covering else None
 
 
 def _eval(evidence: Mapping[str, Any]) -> list[Reason]:

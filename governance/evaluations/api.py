@@ -39,6 +39,7 @@ class ClusterOutputSerializer(serializers.ModelSerializer):
             "user",
             "remote_root",
             "model_roots",
+            "lm_eval_dir",
             "partition",
             "account",
             "qos",

@@ -30,7 +30,8 @@ from governance.evaluations.models import (
 )
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
-from planner.evaljob.engines import ENGINES, plan_launch, transformers_launch
+from planner.evaljob.engines import ENGINES, plan_launch, split_online_quantization, transformers_launch
+from planner.evaljob.standard import check_tasks
 from planner.quant.names import SCHEME_NAMES
 
 EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
@@ -184,6 +185,22 @@ def _engine_spec(
     return spec, per_node
 
 
+def _standard_tasks(cluster: Cluster, tasks: list[str], limit: int | None, concurrency: int) -> dict[str, Any]:
+    """lm-eval tasks for the job: only where the cluster has an offline task directory (its YAMLs and
+    data); the names are checked here as on the node (they reach lm-eval's command line)."""
+    if not cluster.lm_eval_dir:
+        raise invalid_input(
+            "lm_eval_tasks", f"cluster {cluster.name} has no lm-eval task directory (lm_eval_dir) configured"
+        )
+    try:
+        check_tasks(list(tasks))
+    except ValueError as exc:
+        raise invalid_input("lm_eval_tasks", str(exc).removeprefix("lm_eval.tasks: ")) from None
+    if limit is not None and not 0 < limit <= 100_000:
+        raise invalid_input("lm_eval_limit", "between 1 and 100000 documents per task")
+    return {"tasks": list(tasks), "dir": cluster.lm_eval_dir, "limit": limit, "concurrency": min(concurrency, 8)}
+
+
 @write_service
 def eval_served_request(
     *,
@@ -200,13 +217,12 @@ def eval_served_request(
     health_timeout_s: int = 900,
     time_limit_s: int | None = None,
     eval_set: str | None = None,
+    lm_eval_tasks: list[str] | None = None,
+    lm_eval_limit: int | None = None,
 ) -> EvalRun:
     """Evaluate what ships: the request's artifact (the candidate) against the artifact it derives from
     (the baseline), both served through the engine the plan names with the plan's serving config."""
     candidate: ModelArtifact = deployment.artifact
-    baseline = candidate.parent
-    if baseline is None:
-        raise invalid_input("candidate", f"{candidate.name} derives from no artifact: there is no baseline to compare")
     if not 0 < threshold < 1:
         raise invalid_input("threshold", "must be between 0 and 1")
     scheme = deployment.serving_plan["precision"]
@@ -218,6 +234,20 @@ def eval_served_request(
         raise invalid_input("engine", f"one of {', '.join(ENGINES)}")
     config = serving_config(deployment, plan_result)
     engine_spec, gpus_per_node = _engine_spec(engine, cluster, plan_result, config, health_timeout_s)
+    baseline = candidate.parent
+    online = split_online_quantization(engine_spec["argv"]) if baseline is None else (engine_spec["argv"], [])
+    if baseline is None and online[1]:
+        # The plan quantizes the base weights at load (e.g. vLLM --quantization fp8 on BF16): what
+        # ships is this artifact with the flag; the baseline is the same artifact without it.
+        baseline = candidate
+        engine_spec["argv"], engine_spec["candidate_argv"] = online
+        config["online_quantization"] = online[1][1]
+    if baseline is None:
+        raise invalid_input(
+            "candidate",
+            f"{candidate.name} derives from no artifact and the plan's {engine} command quantizes nothing at "
+            "load: there is no baseline to compare",
+        )
     generation = {"temperature": 0.0, "seed": seed, "max_new_tokens": max_new_tokens}
     spec: dict[str, Any] = {
         "scheme": scheme,
@@ -235,6 +265,8 @@ def eval_served_request(
         "cache_dir": "../cache",
         "baseline_cache_dir": f"{cluster.remote_root}/baseline-answers",
     }
+    if lm_eval_tasks:
+        spec["lm_eval"] = _standard_tasks(cluster, lm_eval_tasks, lm_eval_limit, concurrency)
     files: dict[str, str] = {}
     if eval_set is not None:
         validate_eval_set(eval_set)
@@ -356,7 +388,17 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
 
     served = {
         key: result.get(key)
-        for key in ("mode", "candidate", "baseline", "engine", "serving", "generation", "token_metrics", "client")
+        for key in (
+            "mode",
+            "candidate",
+            "baseline",
+            "engine",
+            "serving",
+            "generation",
+            "token_metrics",
+            "client",
+            "standard_tasks",
+        )
         if key in result
     }
     return {
@@ -424,7 +466,7 @@ def _evidence_key(run: EvalRun) -> tuple[Any, ...]:
 
 
 def eval_evidence_item(run: EvalRun) -> dict[str, Any]:
-    return {
+    item: dict[str, Any] = {
         "eval": str(run.code),
         "kind": run.kind,
         "scheme": run.scheme,
@@ -439,6 +481,10 @@ def eval_evidence_item(run: EvalRun) -> dict[str, Any]:
         "threshold": run.threshold,
         "overall": (run.summary or {}).get("overall"),
     }
+    standard = (run.summary or {}).get("standard_tasks")
+    if standard:  # only where asked for: evidence of runs without them (and so their digests) is unchanged
+        item["standard_tasks"] = standard
+    return item
 
 
 def eval_evidence(deployment: Any) -> list[dict[str, Any]]:

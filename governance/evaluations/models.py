@@ -54,6 +54,12 @@ class Cluster(BaseModel):
         help_text="directories on the cluster that model checkpoints may be read from; an artifact's location "
         "on this cluster must resolve inside one of them",
     )
+    lm_eval_dir = models.CharField(
+        max_length=400,
+        blank=True,
+        validators=[PATH, no_parent_segments],
+        help_text="directory on the cluster with lm-eval task YAMLs and their data (offline); blank: no standard tasks",
+    )
     partition = models.CharField(max_length=64, blank=True, validators=[TOKEN])
     account = models.CharField(max_length=64, blank=True, validators=[TOKEN])
     qos = models.CharField(max_length=64, blank=True, validators=[TOKEN])

@@ -22,7 +22,7 @@ from governance.deployments.readiness import (
     ReadinessState,
     Reason,
     ReasonCode,
-    approved_eval,
+    approved_evals,
     readiness,
 )
 from governance.deployments.readiness import approved_parallelism as evidence_parallelism
@@ -223,14 +223,16 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
             )
         )
     wanted_version = serving.get("engine_version")
-    evaluated = approved_eval(state.evidence)
-    if wanted_version and evaluated is not None and evaluated.get("engine_version") != wanted_version:
-        # An engine upgrade is a high-risk change like a new quantization: it needs a fresh eval.
+    covering = approved_evals(state.evidence)
+    versions = sorted({str(run.get("engine_version")) for run in covering})
+    if wanted_version and covering and wanted_version not in versions:
+        # An engine upgrade is a high-risk change like a new quantization: it needs a fresh eval. A
+        # version whose own eval passed stays allowed (a roll-back to it is not a new risk).
         reasons.append(
             Reason(
                 ReasonCode.SERVING_ENGINE_VERSION,
-                f"engine version {wanted_version!r} is not the one the approved eval served "
-                f"({evaluated.get('engine_version')!r}): an engine upgrade needs a fresh eval",
+                f"engine version {wanted_version!r} is not one the approved evals served "
+                f"({', '.join(repr(v) for v in versions)}): an engine upgrade needs a fresh eval",
                 "an engineering reviewer runs the eval on this engine version; the reviewers approve it",
                 Actor.ENGINEERING,
             )

@@ -95,6 +95,18 @@ def plan_launch(engine: str, plan_command: str, *, seed: int = 0) -> EngineLaunc
     )
 
 
+def split_online_quantization(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(argv without, the flags) of the quantization the engine applies at load (`--quantization fp8`
+    on BF16 weights, which the planner emits for an online-FP8 plan). The eval of such a plan serves
+    one artifact twice: the baseline without the flags, the candidate with them."""
+    if "--quantization" not in argv:
+        return argv, []
+    index = argv.index("--quantization")
+    if index + 1 >= len(argv):
+        raise ValueError("engine: --quantization without a method")
+    return argv[:index] + argv[index + 2 :], argv[index : index + 2]
+
+
 def multinode_argv(name: str, argv: list[str], *, nnodes: int, node_rank: str, head: str, port: int) -> list[str]:
     """The engine's own multi-node launch on one node of the allocation (rank and head address filled
     in on each node from Slurm's variables: `node_rank` and `head` are shell words there)."""

@@ -38,6 +38,7 @@ from planner.evaljob.cases import load_cases
 from planner.evaljob.engines import multinode_command
 from planner.evaljob.manifest import verify_artifact
 from planner.evaljob.metrics import case_verdict
+from planner.evaljob.standard import check_tasks, compare, run_standard_tasks, standard_key, tasks_dir_sha256
 from planner.evaljob.summary import summarize
 
 LOG_TAIL_LINES = 40
@@ -93,15 +94,19 @@ def substitute(argv: list[str], values: dict[str, str]) -> list[str]:
 
 
 class Engine:
-    """One engine process in its own session (so stopping it stops its workers too)."""
+    """One engine process in its own session (so stopping it stops its workers too, and never signals
+    this job), started through `planner.evaljob.tether`: a session of its own is out of reach of
+    whatever kills the job's process group, so the tether stops the engine when this job dies.
+    The group's id is written next to the log (`engine-<role>.pgid`) for operators and tests."""
 
     def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
         self.argv = argv
         self.log_path = log_path
         log = log_path.open("ab")
+        tethered = [sys.executable, "-m", "planner.evaljob.tether", str(os.getpid()), "--", *argv]
         try:
             self.process = subprocess.Popen(  # noqa: S603 - argv list from the validated spec, no shell
-                argv,
+                tethered,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -111,6 +116,7 @@ class Engine:
             raise EngineError(f"cannot start the engine {argv[0]!r}: {exc}") from None
         finally:
             log.close()
+        write_atomic(log_path.with_suffix(".pgid"), str(self.process.pid).encode())
 
     def wait_healthy(self, url: str, timeout_s: float) -> float:
         """Seconds until `url` answered 200; an engine that exits or stays unhealthy fails with its log."""
@@ -281,13 +287,19 @@ def serve_and_answer(
     spec: dict[str, Any], role: str, cases: list[dict[str, Any]], cache: Path, out: Path, values: dict[str, str]
 ) -> dict[str, Any]:
     """Launch the engine on one artifact, answer every uncached case, stop it. Nothing to ask: no launch."""
-    if all((cache / f"{case['id']}.json").exists() for case in cases):
+    standard: dict[str, Any] = spec.get("lm_eval") or {}
+    standard_file = cache / f"standard-{standard['key']}.json" if standard else None
+    if all((cache / f"{case['id']}.json").exists() for case in cases) and (
+        standard_file is None or standard_file.exists()
+    ):
         print(f"{role}: every answer cached, engine not started", flush=True)
         return {"started": False}
     engine = spec["engine"]
     port = str(free_port())
     artifact = spec["artifacts"][role]
-    argv = substitute(list(engine["argv"]), {**values, "{model}": artifact["path"], "{port}": port})
+    # online quantization: the candidate is the same artifact served with the engine's quantization flags
+    extra = list(engine.get("candidate_argv") or []) if role == "candidate" else []
+    argv = substitute([*engine["argv"], *extra], {**values, "{model}": artifact["path"], "{port}": port})
     if engine.get("multinode"):  # the plan spans nodes: the engine's own launch on every node of this allocation
         argv = multinode_command(engine["name"], argv, **engine["multinode"])
     log_path = out / f"engine-{role}.log"
@@ -298,10 +310,11 @@ def serve_and_answer(
             f"http://127.0.0.1:{port}{engine['health_path']}", float(engine["health_timeout_s"])
         )
         print(f"{role}: healthy after {health_s:.1f} s", flush=True)
+        served_name = substitute([engine.get("served_model_name") or "{model}"], {"{model}": artifact["path"]})[0]
         try:
             asked = answer_all(
                 f"http://127.0.0.1:{port}",
-                substitute([engine.get("served_model_name") or "{model}"], {"{model}": artifact["path"]})[0],
+                served_name,
                 cases,
                 cache,
                 spec["generation"],
@@ -311,6 +324,23 @@ def serve_and_answer(
             )
         except EngineError as exc:  # e.g. out of memory mid-run: the engine's log says why
             raise EngineError(f"{exc}\nlast lines of the engine's log:\n{log_tail(log_path)}") from None
+        if standard_file is not None and not standard_file.exists():
+            began = time.perf_counter()
+            print(f"{role}: standard tasks {','.join(standard['tasks'])} through lm-eval", flush=True)
+            try:
+                outcome = run_standard_tasks(
+                    python=values["{python}"],
+                    base_url=f"http://127.0.0.1:{port}",
+                    model=served_name,
+                    config=standard,
+                    out=out / f"standard-{role}.json",
+                    log_path=out / f"lm-eval-{role}.log",
+                    seed=int(spec["generation"]["seed"]),
+                )
+            except ValueError as exc:
+                raise EngineError(f"{role}: standard tasks: {exc}") from None
+            write_atomic(standard_file, json.dumps(outcome, sort_keys=True).encode())
+            asked["standard_s"] = round(time.perf_counter() - began, 3)
     finally:
         process.stop()
     return {"started": True, "healthy_after_s": round(health_s, 3), **asked}
@@ -328,8 +358,20 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     if expected and version != expected:
         raise EngineError(f"engine version {version} is not the {expected} the plan names")
     generation = {"temperature": 0.0, **spec["generation"]}
+    standard = spec.get("lm_eval")
+    if standard:  # checked before anything is served: a task directory missing on this node fails now
+        directory = Path(standard["dir"])
+        if not directory.is_dir():
+            raise EngineError(f"lm_eval.dir: {directory} is not a directory on this node")
+        check_tasks(list(standard["tasks"]))
+        tasks_sha = tasks_dir_sha256(directory)
+        standard["tasks_dir_sha256"] = tasks_sha
+        standard["key"] = standard_key(standard, tasks_sha, int(generation["seed"]))
+    # The baseline is served unquantized even when the candidate is quantized at load: its answers
+    # depend on the serving config without the online quantization (and are shared accordingly).
+    baseline_serving = {k: v for k, v in spec.get("serving", {}).items() if k != "online_quantization"}
     key = cache_key(
-        spec["artifacts"]["baseline"]["digest"], engine["name"], version, spec.get("serving", {}), set_sha, generation
+        spec["artifacts"]["baseline"]["digest"], engine["name"], version, baseline_serving, set_sha, generation
     )
     baseline_cache = (out / spec["baseline_cache_dir"] / key).resolve()
     candidate_cache = (out / spec.get("cache_dir", "cache")).resolve()
@@ -353,6 +395,19 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             }
         )
     compare_s = time.perf_counter() - compare_started
+    if standard:
+        outcomes = {
+            role: json.loads((cache / f"standard-{standard['key']}.json").read_text())
+            for role, cache in (("baseline", baseline_cache), ("candidate", candidate_cache))
+        }
+        standard_result = {
+            "harness": "lm-eval",
+            "lm_eval_version": outcomes["candidate"].get("lm_eval_version"),
+            "model": "local-chat-completions",
+            "tasks_dir_sha256": standard["tasks_dir_sha256"],
+            "limit": standard.get("limit"),
+            "tasks": compare(outcomes["baseline"], outcomes["candidate"]),
+        }
     result = summarize(records, float(spec.get("threshold", 0.05)))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     asked = sum(r.get("asked", 0) for r in runs.values())
@@ -362,7 +417,12 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             "scheme": spec["scheme"],
             "candidate": {k: spec["artifacts"]["candidate"][k] for k in ("digest", "path")},
             "baseline": {k: spec["artifacts"]["baseline"][k] for k in ("digest", "path")},
-            "engine": {"name": engine["name"], "version": version, "argv": engine["argv"]},
+            "engine": {
+                "name": engine["name"],
+                "version": version,
+                "argv": engine["argv"],
+                "candidate_argv": list(engine.get("candidate_argv") or []),
+            },
             "serving": spec.get("serving", {}),
             "generation": generation,
             "baseline_cache_key": key,
@@ -382,6 +442,8 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             "client": {"peak_rss_mib": peak_rss_mib(usage)},
         }
     )
+    if standard:  # reported beside the verdict; the pass/fail is the eval set's
+        result["standard_tasks"] = standard_result
     write_result(out, json.dumps(result, ensure_ascii=False, sort_keys=True).encode())
     return result
 

@@ -131,3 +131,23 @@ def test_screening_never_satisfies_the_gate() -> None:
 
 def test_a_failed_eval_of_this_digest_is_denied() -> None:
     assert [r.code for r in eval_reasons([served_eval(status="failed")])] == [ReasonCode.EVAL_FAILED]
+
+
+def test_an_engine_upgrade_is_allowed_once_a_fresh_eval_of_it_passed_and_the_evaluated_versions_stay_allowed() -> None:
+    """The upgrade path end to end: 0.12 is denied until its own eval of these weights and layout
+    passed; a failed eval of 0.12 allows nothing new; once it passed, 0.12 is allowed and a roll-back
+    to 0.11 (its passed eval still in the evidence) is allowed too, not denied for not being the latest."""
+    old = served_eval()
+    failed = served_eval(eval="e2", engine_version="0.12.0", status="failed")
+    assert [r.code for r in evaluate(state([old, failed]), check(engine_version="0.12.0"), NOW)] == [
+        ReasonCode.SERVING_ENGINE_VERSION
+    ]
+    assert evaluate(state([old, failed]), check(engine_version="0.11.0"), NOW) == []
+    fresh = served_eval(eval="e3", engine_version="0.12.0")
+    assert evaluate(state([old, fresh]), check(engine_version="0.12.0"), NOW) == []
+    assert evaluate(state([old, fresh]), check(engine_version="0.11.0"), NOW) == []
+    # a version never evaluated names the ones that were
+    [reason] = evaluate(state([old, fresh]), check(engine_version="0.13.0"), NOW)
+    assert reason.code == ReasonCode.SERVING_ENGINE_VERSION
+    assert "0.11.0" in reason.message
+    assert "0.12.0" in reason.message

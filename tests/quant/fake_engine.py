@@ -2,7 +2,10 @@
 answers every chat request with the last user turn echoed, logs each case it was asked, and can be
 told to start slowly or never become healthy. The happy path runs the real `transformers serve`.
 
-python fake_engine.py --port N --log asked.log [--never-healthy] [--delay-s 0.2] [--logprobs]
+python fake_engine.py --port N --log asked.log [--never-healthy] [--delay-s 0.2] [--logprobs] [--model DIR]
+
+"Repeat the word: X" (the lm-eval test task) is answered X, except by a model whose directory name
+says w4a8 for words that start with a vowel: a candidate measurably worse than its baseline.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ def main() -> int:
     parser.add_argument("--never-healthy", action="store_true")
     parser.add_argument("--delay-s", type=float, default=0.0)
     parser.add_argument("--logprobs", action="store_true")
+    parser.add_argument("--model", default="")
     parser.add_argument("--crash", action="store_true", help="print an out-of-memory error and exit at start")
     args, _engine_flags = parser.parse_known_args()  # the real engine's flags (multi-node launch) pass by
     if args.crash:
@@ -44,6 +48,9 @@ def main() -> int:
                 log.write(body["messages"][-1]["content"][:40].replace("\n", " ") + "\n")
             time.sleep(args.delay_s)
             text = body["messages"][-1]["content"]
+            if text.startswith("Repeat the word: "):
+                word = text.removeprefix("Repeat the word: ").strip()
+                text = word if not ("w4a8" in args.model and word[:1] in "aeiou") else "banana"
             choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text}}
             if args.logprobs:
                 choice["logprobs"] = {

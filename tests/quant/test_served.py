@@ -19,9 +19,13 @@ import pytest
 from governance.artifacts.manifest import manifest_lines, weights_digest
 from planner.evaljob.engines import transformers_launch
 from planner.evaljob.manifest import ArtifactMismatch, verify_artifact
+from tests.quant.conftest import alive_in_group, processes_naming
+
+pytestmark = pytest.mark.usefixtures("no_engine_left")
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = Path(__file__).resolve().parent / "fake_engine.py"
+TASKS = ROOT / "tests" / "data" / "lm_eval_tasks"  # the tiny lm-eval task CI runs
 
 
 def checkpoint(path: Path, weights: bytes = b"\x01" * 64) -> dict[str, Any]:
@@ -145,8 +149,10 @@ def test_a_job_killed_mid_run_resumes_without_re_asking_finished_cases(tmp_path:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list(cache.glob("*.json"))) < 3:
         time.sleep(0.1)
-    os.killpg(job.pid, signal.SIGKILL)  # the node went away: no cleanup of any kind
+    os.killpg(job.pid, signal.SIGKILL)  # the job's whole group, no cleanup of any kind
     job.wait()
+    # the engine (a session of its own, out of reach of that signal) is stopped by its tether
+    assert wait_until_gone(str(asked)), f"engine processes left: {processes_naming(str(asked))}"
     finished = len(list(cache.glob("*.json")))
     assert 3 <= finished < 12
     asked_before = len(asked.read_text().splitlines())
@@ -159,6 +165,47 @@ def test_a_job_killed_mid_run_resumes_without_re_asking_finished_cases(tmp_path:
     result = json.loads((tmp_path / "run" / "attempt-2" / "result.json").read_text())
     assert result["overall"]["n"] == 12
     assert result["timing"]["runs"]["candidate"]["asked"] == 12 - finished
+
+
+def wait_until_gone(marker: str, timeout_s: float = 10) -> bool:
+    """No live process names `marker` (the fake engine's log path) within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while processes_naming(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not processes_naming(marker)
+
+
+@pytest.mark.fault
+def test_cancelling_the_job_on_the_local_executor_stops_its_engine(tmp_path: Path) -> None:
+    """The executor's cancel signals the job's process group; the engine runs in a session of its
+    own (so that stopping it never signals the job) and used to survive every cancel, keeping its
+    port and memory. Its tether stops it as soon as the job is gone."""
+    from planner.cluster.base import JobSpec
+    from planner.cluster.local import LocalExecutor
+
+    asked = tmp_path / "asked.log"
+    spec = spec_for(tmp_path, fake_engine(asked, "--delay-s", "0.5"), per_category=3, concurrency=1)
+    executor = LocalExecutor(tmp_path / "runs")
+    ref = executor.submit(
+        JobSpec(
+            run_id="cancelme",
+            attempt=1,
+            command=(sys.executable, "-m", "planner.evaljob.served", "run", "--spec", "spec.json", "--out", "."),
+            files={"spec.json": json.dumps(spec).encode()},
+            time_limit_s=300,
+            setup=(f"export PYTHONPATH={ROOT}",),
+        )
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (asked.exists() and asked.read_text()):
+        time.sleep(0.1)
+    assert asked.exists(), (Path(ref.run_dir) / "job.log").read_text()
+    assert processes_naming(str(asked))  # the engine is serving, mid-run
+    executor.cancel(ref)
+    assert wait_until_gone(str(asked)), f"engine processes left: {processes_naming(str(asked))}"
+    assert "tether: the eval job is gone" in (Path(ref.run_dir) / "engine-baseline.log").read_text()
+    engine_group = int((Path(ref.run_dir) / "engine-baseline.pgid").read_text())  # recorded for operators
+    assert not alive_in_group(engine_group)
 
 
 def test_baseline_answers_are_shared_by_a_second_candidate_and_logprobs_give_token_metrics(tmp_path: Path) -> None:
@@ -182,6 +229,72 @@ def test_baseline_answers_are_shared_by_a_second_candidate_and_logprobs_give_tok
     other = {**spec, "engine": {**spec["engine"], "version_argv": ["{python}", "-c", "print('1.1-fake')"]}}
     assert run_job(tmp_path / "three" / "attempt-1", other).returncode == 0
     assert len(asked.read_text().splitlines()) == 5 * 8
+
+
+def test_standard_tasks_run_through_lm_eval_against_the_served_engine(tmp_path: Path) -> None:
+    """lm-eval's local-chat-completions model against the engine the eval serves, offline, on the
+    repository's tiny task: per task and metric the baseline's and candidate's values with their
+    standard errors; the baseline's results are cached with its answers like them."""
+    asked = tmp_path / "asked.log"
+    standard = {"tasks": ["tiny_copy"], "dir": str(TASKS), "concurrency": 2}
+    spec = spec_for(tmp_path, fake_engine(asked, "--model", "{model}"), per_category=1, lm_eval=standard)
+    done = run_job(tmp_path / "one" / "attempt-1", spec, timeout_s=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "one" / "attempt-1" / "result.json").read_text())
+    tasks = result["standard_tasks"]
+    assert tasks["harness"] == "lm-eval"
+    assert tasks["model"] == "local-chat-completions"
+    assert len(tasks["tasks_dir_sha256"]) == 64
+    exact = tasks["tasks"]["tiny_copy"]["metrics"]["exact_match"]
+    assert tasks["tasks"]["tiny_copy"]["n"] == 6
+    assert exact["baseline"] == 1.0
+    assert exact["candidate"] == pytest.approx(5 / 6)  # the w4a8 stand-in gets "apple" wrong
+    assert exact["candidate_stderr"] == pytest.approx(((5 / 6) * (1 / 6) / 5) ** 0.5)  # lm-eval's sample stderr
+    assert exact["delta"] == pytest.approx(-1 / 6)
+    assert exact["delta_stderr"] == pytest.approx(exact["candidate_stderr"])  # the baseline's is 0
+    assert set(result["overall"]) & {"tiny_copy", "standard_tasks"} == set()  # beside the verdict, not in it
+    # a second candidate: the baseline's answers and task results are reused, its engine not started
+    other = checkpoint(tmp_path / "models" / "w4a8-v2", b"\x05" * 64)
+    second = run_job(tmp_path / "two" / "attempt-1", {**spec, "artifacts": {**spec["artifacts"], "candidate": other}})
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "baseline: every answer cached, engine not started" in second.stdout
+    # the task directory is configuration: no job writes into it (a datasets cache there once did)
+    assert sorted(p.name for p in TASKS.iterdir()) == ["tiny_copy.jsonl", "tiny_copy.yaml"]
+
+
+def test_online_quantization_serves_one_artifact_twice_with_the_flag_only_for_the_candidate(tmp_path: Path) -> None:
+    """A plan that quantizes base weights at load (vLLM `--quantization fp8` on BF16): the candidate
+    is the base artifact served with the flag, the baseline the same artifact without it; the
+    baseline's answers are keyed without the online quantization, so they are shared."""
+    asked = tmp_path / "asked.log"
+    base = checkpoint(tmp_path / "models" / "base")
+    engine = {**fake_engine(asked), "candidate_argv": ["--quantization", "fp8"]}
+    spec = spec_for(tmp_path, engine, per_category=1)
+    spec["artifacts"] = {"baseline": base, "candidate": base}
+    spec["serving"] = {**spec["serving"], "precision": "fp8", "online_quantization": "fp8"}
+    done = run_job(tmp_path / "run" / "attempt-1", spec)
+    assert done.returncode == 0, done.stderr[-3000:]
+    attempt = tmp_path / "run" / "attempt-1"
+    assert "--quantization fp8" in (attempt / "engine-candidate.log").read_text()
+    assert "--quantization" not in (attempt / "engine-baseline.log").read_text()
+    result = json.loads((attempt / "result.json").read_text())
+    assert result["candidate"]["digest"] == result["baseline"]["digest"] == base["digest"]
+    assert result["engine"]["candidate_argv"] == ["--quantization", "fp8"]
+    assert result["serving"]["online_quantization"] == "fp8"
+    # the same artifact's unquantized answers serve a plain (not online-quantized) eval's baseline
+    plain = {**spec, "engine": fake_engine(asked), "serving": {**spec["serving"]}}
+    del plain["serving"]["online_quantization"]
+    again = run_job(tmp_path / "plain" / "attempt-1", plain)
+    assert "baseline: every answer cached, engine not started" in again.stdout
+
+
+def test_a_missing_task_directory_fails_the_job_before_anything_is_served(tmp_path: Path) -> None:
+    asked = tmp_path / "asked.log"
+    standard = {"tasks": ["tiny_copy"], "dir": str(tmp_path / "no-such-dir")}
+    done = run_job(tmp_path / "run" / "attempt-1", spec_for(tmp_path, fake_engine(asked), lm_eval=standard))
+    assert done.returncode != 0
+    assert "lm_eval.dir" in done.stderr
+    assert not asked.exists()
 
 
 @pytest.mark.slow
