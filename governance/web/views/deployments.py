@@ -57,6 +57,7 @@ WIZARD_FIELDS = {
     "serving_plan.engine": "engine",
     "serving_plan.precision": "precision",
     "serving_plan.gpu": "gpu",
+    "serving_plan.gpu_spec": "gpu_spec",
     "serving_plan.kv_dtype": "kv_dtype",
     "serving_plan.max_model_len": "max_model_len",
     "serving_plan.concurrency": "concurrency",
