@@ -44,3 +44,32 @@ def test_a_bar_per_gpu_each_stacking_the_four_parts() -> None:
         svg = memory_chart_svg(chart)
     assert svg.count("<rect ") == 16 * 4
     assert memory_chart({"memory_per_gpu": {"capacity": 0}}) is None
+
+
+def test_the_chart_obeys_the_pages_csp_and_labels_its_axes() -> None:
+    """style-src 'self' blocks inline styles: the legend's colours come from classes in app.css,
+    the same classes as the bars; the axes say what they measure."""
+    from pathlib import Path
+
+    from django.template.loader import render_to_string
+
+    css = (Path(__file__).resolve().parents[2] / "static" / "css" / "app.css").read_text()
+    with translation.override("en"):
+        chart = memory_chart(RESULT)
+        assert chart is not None
+        svg = str(memory_chart_svg(chart))
+        html = render_to_string(
+            "web/partials/capacity.html",
+            {"page": {"plan": {"status": "done", "fits": True, "result": RESULT}, "chart": chart}, "d": {"code": "x"}},
+        )
+    assert "style=" not in html
+    assert "fill=" not in svg
+    for part in ("weights", "kv_cache", "activations", "overhead"):
+        name = part.replace("_", "-")
+        assert f"part-{name}" in svg
+        assert f'class="swatch part-{name}"' in html
+        assert f".part-{name}" in css
+    assert ">GiB per GPU<" in svg
+    assert ">GPU<" in svg
+    assert ">0<" in svg  # the axis starts at 0 GiB …
+    assert ">141<" in svg  # … and ends at the capacity

@@ -33,7 +33,8 @@ from governance.web import labels
 
 @dataclass
 class MemoryChart:
-    """A stacked bar per GPU: weights, KV cache, activations, reserve, free (SVG coordinates)."""
+    """A stacked bar per GPU: weights, KV cache, activations, reserve, free (SVG coordinates), with
+    an axis in GiB below the bars (`ticks`, `axis_y`) and the capacity marked (`capacity_x`)."""
 
     gpus: int
     bars: list[dict[str, Any]]
@@ -41,14 +42,18 @@ class MemoryChart:
     capacity_gib: float
     width: int
     height: int
+    ticks: list[dict[str, str]]
+    axis_y: int  # the axis line, below the bars (the bars start at CHART_TOP)
+    capacity_x: str
+    plot_left: int
+    plot_right: str
 
 
-CHART_PARTS = (
-    ("weights", "#1f5fa8"),
-    ("kv_cache", "#2e7d32"),
-    ("activations", "#b25e00"),
-    ("overhead", "#6a3d9a"),
-)
+# Each part's colour is a class in static/css/app.css (.part-weights, …), for the bars and the
+# legend alike: the page's CSP (style-src 'self') refuses inline styles.
+CHART_PARTS = ("weights", "kv_cache", "activations", "overhead")
+CHART_TOP = 18  # room for the y axis' title above the GPU labels
+CHART_AXIS = 40  # room below the bars for the tick labels and the x axis' title
 GIB = 1024**3
 PROGRESS = re.compile(r"progress (\d+)/(\d+)")
 
@@ -63,15 +68,14 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
     bar_height, gap, label_width, plot_width = 22, 6, 56, 480
     scale = plot_width / max(capacity, int(memory.get("total") or 0))
     # every GPU holds the same parts (memory_per_gpu): one set of segments, named once, for each bar
-    names = {name: labels.label("memory_part", name) for name, _colour in CHART_PARTS}
+    names = {name: labels.label("memory_part", name) for name in CHART_PARTS}
     parts = []
     x = float(label_width)
-    for name, colour in CHART_PARTS:
+    for name in CHART_PARTS:
         size = int(memory.get(name) or 0)
         width = size * scale
-        parts.append(
-            {"x": f"{x:.1f}", "width": f"{width:.1f}", "colour": colour, "label": names[name], "gib": size / GIB}
-        )
+        css = "part-" + name.replace("_", "-")
+        parts.append({"x": f"{x:.1f}", "width": f"{width:.1f}", "css": css, "label": names[name], "gib": size / GIB})
         x += width
     bars = [
         {
@@ -84,16 +88,27 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
         for index in range(shown)
     ]
     legend = [
-        {"label": names[p_name], "colour": colour, "gib": int(memory.get(p_name) or 0) / GIB}
-        for p_name, colour in CHART_PARTS
+        {"label": names[name], "css": "part-" + name.replace("_", "-"), "gib": int(memory.get(name) or 0) / GIB}
+        for name in CHART_PARTS
     ]
+    top_bytes = plot_width / scale  # the axis ends at the larger of the capacity and the total
+    ticks = [
+        {"x": f"{label_width + plot_width * step / 4:.1f}", "label": f"{top_bytes * step / 4 / GIB:.0f}"}
+        for step in range(5)
+    ]
+    bars_height = shown * (bar_height + gap)
     return MemoryChart(
         gpus=gpus,
         bars=bars,
         legend=legend,
         capacity_gib=capacity / GIB,
-        width=label_width + plot_width + 10,
-        height=shown * (bar_height + gap),
+        width=label_width + plot_width + 24,
+        height=CHART_TOP + bars_height + CHART_AXIS,
+        ticks=ticks,
+        axis_y=CHART_TOP + bars_height,
+        capacity_x=f"{label_width + capacity * scale:.1f}",
+        plot_left=label_width,
+        plot_right=f"{label_width + plot_width:.1f}",
     )
 
 
