@@ -7,6 +7,7 @@ app_name = "web"
 # One request's page and the forms on it, under requests/<code>/.
 request_patterns = [
     path("", deployments.deployment, name="deployment"),
+    path("blockers", deployments.deployment_blockers, name="deployment-blockers"),
     path("evals", deployments.deployment_evals, name="deployment-evals"),
     path("evals/new", deployments.eval_run_create, name="eval-create"),
     path("submit", deployments.deployment_submit, name="deployment-submit"),

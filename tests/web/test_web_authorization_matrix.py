@@ -84,6 +84,8 @@ ROWS: list[WebRow] = [
     WebRow("wizard-preview", "POST", "/requests/new/preview", REQUESTERS, {"step": "x"}),
     WebRow("deployment", "GET", "/requests/{own_review}/", SEES_OWN_REVIEW),
     WebRow("deployment", "GET", "/requests/{own_draft}/", SEES_OWN_DRAFT, note="draft"),
+    WebRow("deployment-blockers", "GET", "/requests/{own_review}/blockers", SEES_OWN_REVIEW),
+    WebRow("deployment-blockers", "GET", "/requests/{own_draft}/blockers", SEES_OWN_DRAFT, note="draft"),
     WebRow("deployment-evals", "GET", "/requests/{own_review}/evals", SEES_OWN_REVIEW),
     WebRow("deployment-evals", "GET", "/requests/{own_draft}/evals", SEES_OWN_DRAFT, note="draft"),
     WebRow("eval-create", "POST", "/requests/{own_review}/evals/new", frozenset({ENG, ADMIN}), {"scheme": "fp8"}),

@@ -12,7 +12,7 @@ from django.utils import timezone
 from governance.approvals.choices import PacketStatus
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
-from governance.capacity.models import CapacityPlan
+from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.core.errors import NotFoundError
 from governance.core.models import Team
 from governance.core.roles import Role, has_role
@@ -163,6 +163,29 @@ class DeploymentPage:
     approval: ApprovalState | None = None
     approval_current: bool = False
     gate_decisions: list[dict[str, Any]] = field(default_factory=list)
+    blockers_shown: bool = True
+    blockers_pending: bool = False
+
+
+def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_active: bool) -> dict[str, bool]:
+    """Whether the blocker list is shown, and whether it is waiting on something that will change
+    it by itself (the capacity plan computing, an eval running): htmx polls it only then. Gone once
+    approved (what stood between is behind it) unless a usage report flagged it again, and once
+    the request ended."""
+    shown = request.status not in ENDED and (request.status != Status.APPROVED or request.flagged)
+    pending = plan is not None and plan.status == CapacityPlanStatus.PENDING
+    return {"blockers_shown": shown, "blockers_pending": shown and (pending or evals_active)}
+
+
+def deployment_blockers_part(user: Any, code: Any) -> dict[str, Any]:
+    """The blocker list alone (polled while something it depends on is pending)."""
+    request = deployment_get(user, code)
+    deployment_attach_capacity_plan(request)
+    drafting = request.status == Status.DRAFT
+    active = EvalRun.objects.filter(request=request, job__state__in=ACTIVE_STATES).exists()
+    state = blockers_state(request, latest_capacity_plan(request), active)
+    blockers = [] if drafting or not state["blockers_shown"] else deployment_blockers(request)
+    return {"d": request, "blockers": [labels.blocker_guidance(b, request) for b in blockers], **state}
 
 
 def _deployment(user: Any, code: Any) -> DeploymentRequest:
@@ -256,7 +279,9 @@ def _timeline(events: Any) -> list[dict[str, Any]]:
 def deployment_page(user: Any, code: Any) -> DeploymentPage:
     request = _deployment(user, code)
     deployment_attach_capacity_plan(request)  # the blockers and the capacity section read it
-    return DeploymentPage(request=request, **_findings(request), **_review(user, request), **_operations(user, request))
+    operations = _operations(user, request)
+    state = blockers_state(request, operations["plan"], any(e["active"] for e in operations["evals"]))
+    return DeploymentPage(request=request, **_findings(request), **_review(user, request), **operations, **state)
 
 
 GATE_DECISIONS_SHOWN = 20

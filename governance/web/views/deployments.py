@@ -179,6 +179,13 @@ def deployment_evals(request: HttpRequest, code: str) -> HttpResponse:
     return render(request, "web/partials/evals.html", {"evals": runs, "code": code})
 
 
+@roles_required()
+@cached_page
+def deployment_blockers(request: HttpRequest, code: str) -> HttpResponse:
+    """htmx: the blocker list, polled while the capacity plan computes or an eval runs."""
+    return render(request, "web/partials/blockers.html", selectors.deployment_blockers_part(request.user, code))
+
+
 def _page(code: str, anchor: str = "") -> str:
     return reverse("web:deployment", args=[code]) + (f"#{anchor}" if anchor else "")
 
