@@ -99,3 +99,18 @@ def test_the_navigation_offers_teams_to_admins_and_leads_only(personas: Personas
     assert 'href="/teams/"' not in _client(personas.requester).get("/").content.decode()
     personas.team.leads.add(personas.requester)
     assert 'href="/teams/"' in _client(personas.requester).get("/").content.decode()
+
+
+def test_the_team_pages_in_chinese(personas: Personas) -> None:
+    admin = _client(personas.admin)
+    admin.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
+    listed = admin.get("/teams/").content.decode()
+    assert "全部团队" in listed
+    assert "创建团队" in listed
+    detail = admin.get(f"/teams/{personas.team.code}/").content.decode()
+    assert "成员与负责人" in detail
+    assert "Add a member" not in detail
+    wizard = _client(personas.requester)
+    wizard.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
+    page = wizard.get("/requests/new").content.decode()
+    assert "与规划器 --gpu-spec 相同的字段：必填 name, memory_mib" in page  # translated per request, filled in
