@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from governance.core.context import acting_as
@@ -41,11 +41,15 @@ def team_create(*, name: str, actor: User) -> Team:
         raise invalid_input("name", "give the team a name")
     if len(name) > TEAM_NAME_MAX:
         raise invalid_input("name", f"at most {TEAM_NAME_MAX} characters")
-    with transaction.atomic():
-        if Team.objects.filter(name__iexact=name).exists():
-            raise invalid_input("name", f"a team named {name!r} exists already")
-        team = Team.objects.create(name=name)
-        team_created.send(sender=Team, team=team, actor=actor)
+    exists = invalid_input("name", f"a team named {name!r} exists already")
+    if Team.objects.filter(name__iexact=name).exists():  # "Platform" next to "platform" is a typo
+        raise exists
+    try:
+        with transaction.atomic():
+            team = Team.objects.create(name=name)
+            team_created.send(sender=Team, team=team, actor=actor)
+    except IntegrityError:  # two admins creating the same name at once: the unique index decides
+        raise exists from None
     return team
 
 

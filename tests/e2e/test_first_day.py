@@ -75,7 +75,7 @@ def test_custom_gpu_request_and_team_management(  # type: ignore[no-untyped-def]
         page.select_option("#id_use_case", "internal")
         page.select_option("#id_precision", "fp8")
         page.select_option("#id_gpu", "")
-        page.click("summary:has-text(\"A GPU outside the catalog\")")
+        page.click('summary:has-text("A GPU outside the catalog")')
         page.fill("#id_gpu_spec", json.dumps({**SPEC, "memory_gb": 288}))
         page.click("button[name=create]")
         wait_for(page, "#id_new_architecture_key_errors")

@@ -281,7 +281,14 @@ def deployment_page(user: Any, code: Any) -> DeploymentPage:
     deployment_attach_capacity_plan(request)  # the blockers and the capacity section read it
     operations = _operations(user, request)
     state = blockers_state(request, operations["plan"], any(e["active"] for e in operations["evals"]))
-    return DeploymentPage(request=request, **_findings(request), **_review(user, request), **operations, **state)
+    return DeploymentPage(
+        request=request,
+        **_findings(request),
+        **_review(user, request),
+        **operations,
+        blockers_shown=state["blockers_shown"],
+        blockers_pending=state["blockers_pending"],
+    )
 
 
 GATE_DECISIONS_SHOWN = 20

@@ -90,10 +90,9 @@ def _member_action(request: HttpRequest, code: str, *, lead: bool, remove: bool)
     found = _team(request, code)
     form = TeamMemberForm(request.POST)
     back = reverse("web:team", args=[found.code])
-    username = request.POST.get("username", "")
     if not form.is_valid():
         return act(request, lambda: _refuse(form), "", back)
-    actor = _user(request)
+    username, actor = form.cleaned_data["username"], _user(request)
     if remove and lead:
         done = _("%(user)s is no longer a lead of %(team)s.")
         return act(
