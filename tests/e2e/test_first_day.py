@@ -101,6 +101,7 @@ def test_custom_gpu_request_and_team_management(  # type: ignore[no-untyped-def]
         page.wait_for_selector('#blockers .blocker[data-code="capacity.pending"]', state="detached", timeout=60_000)
         assert page.get_attribute("#blockers", "hx-trigger") is None  # nothing pending: the polling stopped
         wait_for(page, "#capacity .capacity-verdict", timeout=60_000)
+        assert f"Planned for {SPEC['name']} ({SPEC['key']}" in page.inner_text("#capacity .plan-gpu")
         deployment.refresh_from_db()
         assert deployment.evidence is not None
         assert deployment.evidence["serving_envelope"]["gpu_spec"]["memory_mib"] == SPEC["memory_mib"]

@@ -20,6 +20,7 @@ RESULT = {
     },
     "parallel": {"gpus": 20},
 }
+GPU = {"key": "lab-x2", "name": "Lab accelerator X2", "total_memory_bytes": 2 * 143771 * 1024 * 1024}
 
 
 def test_a_bar_per_gpu_each_stacking_the_four_parts() -> None:
@@ -63,6 +64,19 @@ def test_the_chart_obeys_the_pages_csp_and_labels_its_axes() -> None:
             {"page": {"plan": {"status": "done", "fits": True, "result": RESULT}, "chart": chart}, "d": {"code": "x"}},
         )
     assert "style=" not in html
+    with translation.override("en"):
+        named = render_to_string(
+            "web/partials/capacity.html",
+            {
+                "page": {
+                    "plan": {"code": "named", "status": "done", "fits": True, "result": {**RESULT, "gpu": GPU}},
+                    "chart": chart,
+                },
+                "d": {"code": "x"},
+            },
+        )
+    # the GPU the plan was made for, a custom one included (serving_plan.gpu_spec)
+    assert "Planned for Lab accelerator X2 (lab-x2, 280.8 GiB each)." in named
     assert "fill=" not in svg
     for part in ("weights", "kv_cache", "activations", "overhead"):
         name = part.replace("_", "-")
