@@ -70,3 +70,22 @@ def test_the_page_turns_off_htmx_inline_indicator_styles(personas: Personas) -> 
     (style-src 'self') refuses it, and app.css carries those rules instead."""
     page = _client(personas).get("/").content.decode()
     assert '<meta name="htmx-config" content=\'{"includeIndicatorStyles": false}\'>' in page
+
+
+def test_the_blocker_list_polls_while_the_worker_renders_the_packet(
+    flow: Flow, personas: Personas, artifacts: dict
+) -> None:
+    """A sign-off is recorded at once and signed by the heavy worker: the list waits for it."""
+    from governance.approvals.choices import PacketStatus
+    from governance.approvals.models import ApprovalPacket
+
+    code = flow.to_review(artifacts["qwen"])
+    flow.compute_capacity(code)
+    client = _client(personas)
+    fragment_url = f"/requests/{code}/blockers"
+    assert "hx-trigger" not in _opening(_section(client.get(fragment_url).content.decode()))
+    deployment = DeploymentRequest.objects.get(code=code)
+    ApprovalPacket.objects.create(
+        deployment=deployment, evidence_digest=deployment.evidence_digest, status=PacketStatus.RENDERING, pdf=b""
+    )
+    assert 'hx-trigger="every 2s"' in _opening(_section(client.get(fragment_url).content.decode()))

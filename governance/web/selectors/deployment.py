@@ -9,7 +9,8 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
 
-from governance.approvals.choices import PacketStatus
+from governance.approvals.choices import PacketStatus, SignatureStatus
+from governance.approvals.models import ApprovalPacket, SignOff
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
@@ -169,12 +170,23 @@ class DeploymentPage:
 
 def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_active: bool) -> dict[str, bool]:
     """Whether the blocker list is shown, and whether it is waiting on something that will change
-    it by itself (the capacity plan computing, an eval running): htmx polls it only then. Gone once
-    approved (what stood between is behind it) unless a usage report flagged it again, and once
-    the request ended."""
+    it by itself (the capacity plan computing, an eval running, the heavy worker rendering or
+    signing the packet): htmx polls it only then. Gone once approved (what stood between is behind
+    it) unless a usage report flagged it again, and once the request ended."""
     shown = request.status not in ENDED and (request.status != Status.APPROVED or request.flagged)
-    pending = plan is not None and plan.status == CapacityPlanStatus.PENDING
-    return {"blockers_shown": shown, "blockers_pending": shown and (pending or evals_active)}
+    if not shown:
+        return {"blockers_shown": False, "blockers_pending": False}
+    pending = (plan is not None and plan.status == CapacityPlanStatus.PENDING) or evals_active
+    if not pending and request.status == Status.IN_REVIEW:  # a sign-off the worker has still to sign
+        pending = (
+            SignOff.objects.filter(
+                deployment=request, voided_at__isnull=True, signature_status=SignatureStatus.PENDING
+            ).exists()
+            or ApprovalPacket.objects.filter(
+                deployment=request, voided_at__isnull=True, status=PacketStatus.RENDERING
+            ).exists()
+        )
+    return {"blockers_shown": True, "blockers_pending": pending}
 
 
 def deployment_blockers_part(user: Any, code: Any) -> dict[str, Any]:
