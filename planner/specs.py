@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,18 @@ def gpus() -> dict[str, GpuSpec]:
 # A GPU spec's fields: these four are required, the rest optional (defaults in _gpu).
 GPU_REQUIRED_FIELDS = ("name", "memory_mib", "hbm_bandwidth_gb_per_s", "bf16_tflops")
 GPU_OPTIONAL_FIELDS = ("fp8_tflops", "int8_tops", "nvlink_gb_per_s", "nvlink_domain", "nvidia_smi_memory_mib")
+# Upper bounds, generous against any accelerator announced (the largest carry ~288 GiB and ~8 TB/s):
+# a spec beyond them is a typo (GiB given as MiB * 1024) or an attack, not a GPU.
+GPU_BOUNDS: dict[str, float] = {
+    "memory_mib": 16 * 1024 * 1024,
+    "nvidia_smi_memory_mib": 16 * 1024 * 1024,
+    "hbm_bandwidth_gb_per_s": 1_000_000,
+    "bf16_tflops": 1_000_000,
+    "fp8_tflops": 1_000_000,
+    "int8_tops": 1_000_000,
+    "nvlink_gb_per_s": 1_000_000,
+    "nvlink_domain": 1024,
+}
 
 
 def _gpu(key: str, data: Any) -> GpuSpec:
@@ -259,10 +272,17 @@ def _gpu(key: str, data: Any) -> GpuSpec:
         raise ValueError(f"gpu {key!r}: missing required fields {missing} ({expected})")
     data = {"nvlink_gb_per_s": 32, "nvlink_domain": 8, "fp8_tflops": None, "int8_tops": None, **data}
     spec = _build(GpuSpec, key, data, "gpu")
-    for name in ("memory_mib", "hbm_bandwidth_gb_per_s", "bf16_tflops", "nvlink_gb_per_s", "nvlink_domain"):
+    if not isinstance(spec.name, str) or not 0 < len(spec.name) <= 120:
+        raise ValueError(f"gpu {key!r}: name must be a text of 1 to 120 characters")
+    for name, bound in GPU_BOUNDS.items():
         value = getattr(spec, name)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise ValueError(f"gpu {key!r}: {name} must be a positive number")
+        if value is None and name not in (*GPU_REQUIRED_FIELDS, "nvlink_gb_per_s", "nvlink_domain"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= bound:
+            raise ValueError(f"gpu {key!r}: {name} must be a positive number up to {bound:,.0f}")
+    for name in ("memory_mib", "nvlink_domain", "nvidia_smi_memory_mib"):
+        if getattr(spec, name) is not None and not isinstance(getattr(spec, name), int):
+            raise ValueError(f"gpu {key!r}: {name} must be a whole number")
     return spec
 
 
@@ -275,9 +295,16 @@ def gpu_from_file(path: str | Path) -> GpuSpec:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"gpu_spec: cannot read {path}: {exc}") from None
+    return gpu_from_dict(data, default_key=Path(path).stem)
+
+
+def gpu_from_dict(data: Any, default_key: str = "custom") -> GpuSpec:
+    """A GPU outside the catalog from a JSON object with the catalog's fields (`key` optional): what
+    --gpu-spec reads from a file, and what the service stores with a request's serving plan."""
     if not isinstance(data, dict):
         raise ValueError("gpu_spec: must be a JSON object")
-    key = str(data.pop("key", Path(path).stem))
+    data = dict(data)
+    key = str(data.pop("key", default_key))
     return _gpu(key, data)
 
 
@@ -293,10 +320,18 @@ def precisions() -> dict[str, PrecisionSpec]:
     return result
 
 
+# Release suffixes of a repository name that say nothing of the architecture (a date like -2507 too).
+_RELEASE_SUFFIX = re.compile(r"-(instruct|chat|it|base|hf|fp8|bf16|\d{4})$")
+
+
 def closest_models(key: str, limit: int = 3) -> list[str]:
     """Catalog model keys closest in spelling to `key` (best first): `llama-3.3-70b` is meant as the
-    Llama 3.1 70B entry, the same architecture. Empty when nothing is near."""
-    return difflib.get_close_matches(key.strip().lower(), sorted(models()), n=limit, cutoff=0.75)
+    Llama 3.1 70B entry, the same architecture. A Hugging Face repository name is read without its
+    organisation and release suffixes (`Qwen/Qwen3-30B-A3B-Instruct-2507`). Empty when nothing is near."""
+    name = key.strip().lower().rsplit("/", 1)[-1]
+    while (shorter := _RELEASE_SUFFIX.sub("", name)) != name and shorter:
+        name = shorter
+    return difflib.get_close_matches(name, sorted(models()), n=limit, cutoff=0.75)
 
 
 def model(key: str) -> ModelSpec:

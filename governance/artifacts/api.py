@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 from django.contrib.auth.models import User
@@ -22,6 +23,21 @@ from governance.core.roles import Role
 from governance.core.selectors import team_by_name, team_choose
 from governance.core.serializers import JsonObjectField, StrictSerializer
 
+# A config.json is a few KiB (the largest published, multimodal ones with their vision towers, ~30
+# KiB): beyond this a paste is a mistake (a weight index, a tokenizer) or an attack on the planner.
+CONFIG_MAX_BYTES = 256 * 1024
+
+
+def _bounded_object(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise serializers.ValidationError("must be a JSON object (the checkpoint's config.json)")
+    size = len(json.dumps(value, ensure_ascii=False).encode())
+    if size > CONFIG_MAX_BYTES:
+        raise serializers.ValidationError(
+            f"{size:,} bytes: larger than the {CONFIG_MAX_BYTES:,} bytes a config.json takes"
+        )
+    return value
+
 
 class ArtifactInputSerializer(StrictSerializer):
     team = serializers.CharField(max_length=120, required=False, help_text="team name (default: your only team)")
@@ -37,6 +53,12 @@ class ArtifactInputSerializer(StrictSerializer):
     parent = serializers.UUIDField(required=False, allow_null=True)  # type: ignore[assignment]  # DRF's Field.parent
     derivation = serializers.ChoiceField(choices=Derivation.choices, default=Derivation.NONE)
     merged_with = serializers.ListField(child=serializers.UUIDField(), required=False)
+
+    def validate_config(self, value: Any) -> Any:
+        return _bounded_object(value)
+
+    def validate_quantization_config(self, value: Any) -> Any:
+        return _bounded_object(value)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if artifact_digest_registered(attrs["weights_digest"]):

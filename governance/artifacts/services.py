@@ -42,8 +42,10 @@ def artifact_register(*, actor: User, team: Team, data: dict[str, Any]) -> Model
     if config is not None:
         try:
             parse_config(config)
-        except ValueError as exc:
-            raise invalid_input("config", str(exc)) from None
+        except ValueError as exc:  # "config.<field>: message": named by the config's own field
+            field, _, message = str(exc).partition(": ")
+            named = field.startswith("config.") and " " not in field
+            raise invalid_input(field if named else "config", message if named else str(exc)) from None
         quantization = quantization or checkpoint_quantization(config)
     derivation = data.get("derivation", Derivation.NONE)
     parent = data.get("parent")

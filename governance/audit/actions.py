@@ -13,6 +13,8 @@ class AuditAction(models.IntegerChoices):
     USER_ROLES_CHANGED = 120, "user.roles_changed"
     USER_CHANGED = 121, "user.changed"
     TEAM_MEMBERS_CHANGED = 130, "team.members_changed"
+    TEAM_CREATED = 131, "team.created"
+    TEAM_LEADS_CHANGED = 132, "team.leads_changed"
     # admin edits of records that have no service of their own (configuration)
     ADMIN_OBJECT_CHANGED = 150, "admin.object_changed"
     ADMIN_OBJECT_DELETED = 151, "admin.object_deleted"

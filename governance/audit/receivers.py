@@ -24,7 +24,13 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.context import current_actor
 from governance.core.models import ApiToken, Team
-from governance.core.signals import admin_object_deleted, admin_object_saved, api_token_issued, api_token_revoked
+from governance.core.signals import (
+    admin_object_deleted,
+    admin_object_saved,
+    api_token_issued,
+    api_token_revoked,
+    team_created,
+)
 
 _VERBS = {"post_add": "added", "post_remove": "removed", "pre_clear": "removed"}
 
@@ -78,6 +84,7 @@ class _Membership:
 
 _ROLES = _Membership(User, Group, "groups", "user_set", "name", AuditAction.USER_ROLES_CHANGED, _user_ref)
 _TEAM_MEMBERS = _Membership(Team, User, "members", "teams", "username", AuditAction.TEAM_MEMBERS_CHANGED, lambda t: t)
+_TEAM_LEADS = _Membership(Team, User, "leads", "led_teams", "username", AuditAction.TEAM_LEADS_CHANGED, lambda t: t)
 
 
 def _changed_pks(instance: Model, action: str, pk_set: set[Any] | None, related_name: str) -> set[Any]:
@@ -123,6 +130,19 @@ def audit_team_members_changed(
 ) -> None:
     """One event per team whose members changed, on the team's timeline."""
     _audit_membership(_TEAM_MEMBERS, instance, action, reverse, pk_set)
+
+
+@receiver(m2m_changed, sender=Team.leads.through, dispatch_uid="audit-team-leads")
+def audit_team_leads_changed(
+    sender: Any, instance: Model, action: str, reverse: bool, pk_set: set[Any] | None, **kwargs: Any
+) -> None:
+    """Leads issue a team's CI tokens and manage its members: who made whom a lead is on the trail too."""
+    _audit_membership(_TEAM_LEADS, instance, action, reverse, pk_set)
+
+
+@receiver(team_created, dispatch_uid="audit-team-created")
+def audit_team_created(sender: Any, team: Team, actor: Any, **kwargs: Any) -> None:
+    audit_record(actor=actor, action=AuditAction.TEAM_CREATED, obj=team, data={"name": team.name})
 
 
 def _token_facts(token: ApiToken, **extra: Any) -> dict[str, Any]:

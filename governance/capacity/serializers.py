@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
 from rest_framework import serializers
 
-from governance.core.serializers import KeyOrObjectField, StrictSerializer
+from governance.core.serializers import JsonObjectField, KeyOrObjectField, StrictSerializer
 from planner.calibrate.profile import CalibrationProfile
 from planner.engines import ENGINES, engine_profile
 from planner.hf_config import parse_config
 from planner.perf import ARRIVALS
 from planner.plan import AUTO_PRECISION, KEEP_BF16_PARTS, PlanRequest, check_cached_prefix
-from planner.specs import gpus, precisions
+from planner.specs import GPU_OPTIONAL_FIELDS, GPU_REQUIRED_FIELDS, GpuSpec, gpu_from_dict, gpus, precisions
 
 # Bounds of the planner's inputs (issue 18): beyond them a request is a mistake or an attack, and
 # the layout search would run for minutes. The config's own fields are bounded in planner/hf_config.py.
@@ -22,6 +23,44 @@ MAX_GROUP_SIZE = 4096
 MAX_TP, MAX_PP, MAX_EP, MAX_DP = 64, 256, 1024, 4096
 MAX_NUM_SEQS = 100_000
 MAX_SCHEDULER_RECV_INTERVAL = 10_000  # decode steps (InferenceX's SGLang scripts use 10 and 30)
+
+
+# A GPU key as the gate and the launch commands carry it: a custom GPU's key is a plain name.
+GPU_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
+GPU_SPEC_HELP = (
+    "a GPU outside the catalog, the fields of the planner CLI's --gpu-spec: required "
+    f"{', '.join(GPU_REQUIRED_FIELDS)}; optional key, {', '.join(GPU_OPTIONAL_FIELDS)}"
+)
+
+
+def gpu_spec_validate(attrs: dict[str, Any]) -> None:
+    """A catalog `gpu`, or a `gpu_spec` checked as --gpu-spec checks its file; the spec's key then
+    becomes `gpu` (what the gate compares a rollout with). The key may not be a catalog key: a
+    made-up "h200" would pass for the real one at the gate."""
+    spec = attrs.get("gpu_spec")
+    if spec is None:
+        if not attrs.get("gpu"):
+            raise serializers.ValidationError({"gpu": ["required (or gpu_spec, a GPU outside the catalog)"]})
+        return
+    if not isinstance(spec, dict):
+        raise serializers.ValidationError({"gpu_spec": [f"must be a JSON object: {GPU_SPEC_HELP}"]})
+    key = spec.get("key", "custom")
+    if not isinstance(key, str) or not GPU_KEY.match(key):
+        raise serializers.ValidationError(
+            {"gpu_spec": ["key: lower-case letters, digits, '.', '_' and '-', up to 40 characters"]}
+        )
+    if key in gpus():
+        raise serializers.ValidationError(
+            {"gpu_spec": [f"key: {key!r} is a catalog GPU; give the custom GPU a key of its own, or use gpu"]}
+        )
+    try:
+        gpu_from_dict(spec)
+    except ValueError as exc:
+        raise serializers.ValidationError({"gpu_spec": [str(exc)]}) from None
+    if attrs.get("gpu") not in (None, "", key):
+        raise serializers.ValidationError({"gpu": [f"must be the gpu_spec's key {key!r}, or left out"]})
+    attrs["gpu_spec"] = {**spec, "key": key}
+    attrs["gpu"] = key
 
 
 def config_errors(config: dict[str, Any]) -> dict[str, list[str]] | None:
@@ -42,7 +81,8 @@ class PlanInputSerializer(StrictSerializer):
     precision = serializers.ChoiceField(choices=[*sorted(precisions()), AUTO_PRECISION])
     group_size = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_GROUP_SIZE)
     kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], default="bf16")
-    gpu = serializers.ChoiceField(choices=sorted(gpus()))
+    gpu = serializers.ChoiceField(choices=sorted(gpus()), required=False, help_text="catalog key (or gpu_spec)")
+    gpu_spec = JsonObjectField(required=False, help_text=GPU_SPEC_HELP)
     gpus_per_node = serializers.IntegerField(default=8, min_value=1, max_value=16)
     max_model_len = serializers.IntegerField(required=False, allow_null=True, min_value=16, max_value=MAX_MODEL_LEN)
     concurrency = serializers.IntegerField(default=1, min_value=1, max_value=100_000)
@@ -117,6 +157,7 @@ class PlanInputSerializer(StrictSerializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        gpu_spec_validate(attrs)
         # Here rather than in validate_model: the errors are named by config field at the top level.
         if isinstance(attrs.get("model"), dict) and (errors := config_errors(attrs["model"])):
             raise serializers.ValidationError(errors)
@@ -142,10 +183,11 @@ class PlanInputSerializer(StrictSerializer):
 
 
 def plan_request_from(data: dict[str, Any], calibration: CalibrationProfile | None = None) -> PlanRequest:
+    gpu: str | GpuSpec = gpu_from_dict(data["gpu_spec"]) if data.get("gpu_spec") else data["gpu"]
     return PlanRequest(
         model=data["model"],
         precision=data["precision"],
-        gpu=data["gpu"],
+        gpu=gpu,
         group_size=data.get("group_size"),
         kv_dtype=data.get("kv_dtype", "bf16"),
         gpus_per_node=data.get("gpus_per_node", 8),

@@ -8,6 +8,8 @@ from django.dispatch import Signal
 # `token=`, `actor=`: a token was issued / revoked.
 api_token_issued = Signal()
 api_token_revoked = Signal()
+# `team=`, `actor=`: a team was created (its members and leads are announced by Django's m2m signals).
+team_created = Signal()
 # `obj=`, `actor=`, `created=`, `fields=` (names of changed fields): an admin saved a record.
 admin_object_saved = Signal()
 # `obj=`, `actor=`, `bulk=`: an admin is deleting a record (sent before the delete).

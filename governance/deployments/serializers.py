@@ -9,8 +9,8 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from governance.artifacts.selectors import artifacts_visible_to
-from governance.capacity.serializers import MAX_MODEL_LEN
-from governance.core.serializers import StrictSerializer
+from governance.capacity.serializers import GPU_SPEC_HELP, MAX_MODEL_LEN, gpu_spec_validate
+from governance.core.serializers import JsonObjectField, StrictSerializer
 from governance.deployments.choices import SERVING_PRECISIONS, Engine, Status
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import finding_waived
@@ -28,7 +28,8 @@ from planner.specs import gpus
 class ServingPlanSerializer(StrictSerializer):
     engine = serializers.ChoiceField(choices=Engine.choices, default=Engine.VLLM)
     precision = serializers.ChoiceField(choices=SERVING_PRECISIONS)
-    gpu = serializers.ChoiceField(choices=sorted(gpus()))
+    gpu = serializers.ChoiceField(choices=sorted(gpus()), required=False, help_text="catalog key (or gpu_spec)")
+    gpu_spec = JsonObjectField(required=False, help_text=GPU_SPEC_HELP)
     kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], default="bf16")
     tp = serializers.IntegerField(required=False, min_value=1, max_value=16)
     pp = serializers.IntegerField(required=False, min_value=1, max_value=64)
@@ -37,6 +38,10 @@ class ServingPlanSerializer(StrictSerializer):
     max_model_len = serializers.IntegerField(min_value=16, max_value=MAX_MODEL_LEN)
     gpu_memory_utilization = serializers.FloatField(default=0.9, min_value=0.1, max_value=0.99)
     concurrency = serializers.IntegerField(default=1, min_value=1, max_value=100_000)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        gpu_spec_validate(attrs)
+        return attrs
 
 
 ENVIRONMENT = re.compile(r"^[a-z][a-z0-9-]{0,39}$")

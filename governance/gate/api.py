@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle
 from rest_framework.views import APIView
 
+from governance.capacity.serializers import GPU_KEY
 from governance.core.authentication import BearerTokenAuthentication
 from governance.core.errors import NotFoundError, PermissionDeniedError, invalid_input
 from governance.core.logging import current_request_id
@@ -42,7 +43,6 @@ from governance.gate.selectors import (
     gate_deployment_for_token,
     gate_token_and_state,
 )
-from planner.specs import gpus
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +61,8 @@ class GateServingSerializer(StrictSerializer):
         r"^[A-Za-z0-9_.+-]{1,40}$", required=False, help_text="when given, the passed eval must have run this version"
     )
     precision = serializers.ChoiceField(choices=SERVING_PRECISIONS)
-    gpu = serializers.ChoiceField(choices=sorted(gpus()))
+    # A catalog key or a custom GPU's (a request's serving_plan.gpu_spec): compared with the envelope.
+    gpu = serializers.RegexField(GPU_KEY, max_length=40, help_text="the GPU's catalog key, or the custom GPU's key")
     kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], required=False)
     tp = serializers.IntegerField(min_value=1, max_value=1024, default=1)
     pp = serializers.IntegerField(min_value=1, max_value=1024, default=1)

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from governance.core.roles import Role
 from governance.web import access
 
-# Not a role: admins and the leads of a team manage CI tokens.
+# Not a role: admins and the leads of a team manage CI tokens, and teams' members and leads.
 TOKEN_MANAGERS = "token-managers"  # noqa: S105  (a navigation key, not a secret)
 # (url name, label, roles that see it; empty: any role)
 NAVIGATION = (
@@ -23,6 +23,7 @@ NAVIGATION = (
     ("web:clusters", _("Clusters"), ()),
     ("web:audit", _("Audit"), (Role.AUDITOR, Role.ADMIN, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)),
     ("web:tokens", _("CI tokens"), (TOKEN_MANAGERS,)),
+    ("web:teams", _("Teams"), (TOKEN_MANAGERS,)),
     ("web:verify", _("Verify a PDF"), ()),
 )
 # The navigation's URLs depend only on the URLconf and the script prefix: reversed once each.

@@ -94,6 +94,8 @@ TABLES: dict[str, dict[str, Any]] = {
         "user.roles_changed": _("User roles changed"),
         "user.changed": _("User changed"),
         "team.members_changed": _("Team members changed"),
+        "team.created": _("Team created"),
+        "team.leads_changed": _("Team leads changed"),
         "admin.object_changed": _("Changed in the admin"),
         "admin.object_deleted": _("Deleted in the admin"),
         "license.catalog_loaded": _("License catalog loaded"),

@@ -1,12 +1,13 @@
 from django.urls import include, path
 
-from governance.web.views import deployments, pages, tools
+from governance.web.views import deployments, pages, teams, tools
 
 app_name = "web"
 
 # One request's page and the forms on it, under requests/<code>/.
 request_patterns = [
     path("", deployments.deployment, name="deployment"),
+    path("blockers", deployments.deployment_blockers, name="deployment-blockers"),
     path("evals", deployments.deployment_evals, name="deployment-evals"),
     path("evals/new", deployments.eval_run_create, name="eval-create"),
     path("submit", deployments.deployment_submit, name="deployment-submit"),
@@ -29,6 +30,15 @@ cluster_patterns = [
     path("<uuid:code>/test", pages.cluster_test, name="cluster-test"),
     path("<uuid:code>/discover", pages.cluster_discover_view, name="cluster-discover"),
 ]
+team_patterns = [
+    path("", teams.teams, name="teams"),
+    path("new", teams.team_new, name="team-create"),
+    path("<uuid:code>/", teams.team, name="team"),
+    path("<uuid:code>/members", teams.team_member_add_view, name="team-member-add"),
+    path("<uuid:code>/members/remove", teams.team_member_remove_view, name="team-member-remove"),
+    path("<uuid:code>/leads", teams.team_lead_add_view, name="team-lead-add"),
+    path("<uuid:code>/leads/remove", teams.team_lead_remove_view, name="team-lead-remove"),
+]
 urlpatterns = [
     path("", pages.dashboard, name="dashboard"),
     path("requests/", pages.deployment_list, name="requests"),
@@ -40,6 +50,7 @@ urlpatterns = [
     path("audit/", pages.audit, name="audit"),
     path("audit/report.csv", pages.audit_report_csv, name="audit-report-csv"),
     path("audit/report.pdf", pages.audit_report_pdf, name="audit-report-pdf"),
+    path("teams/", include(team_patterns)),
     path("tokens/", tools.tokens, name="tokens"),
     path("tokens/<uuid:code>/revoke", tools.token_revoke, name="token-revoke"),
     path("verify/", tools.verify, name="verify"),

@@ -10,3 +10,10 @@ document.addEventListener("click", function (event) {
     if (status) status.textContent = button.getAttribute("data-copied");
   });
 });
+
+// The language switcher changes language as soon as one is chosen; its button is shown only
+// without JavaScript (<noscript>), which keeps the top bar on one line at 1280 px.
+document.addEventListener("change", function (event) {
+  var select = event.target.closest("form.lang select");
+  if (select) select.form.submit();
+});

@@ -42,8 +42,7 @@ class Session:
         page = self.page
         page.goto("/accounts/login/")
         if switch_language:  # through the switcher, as a person would
-            page.select_option("#language-select", self.language)
-            page.click("form.lang button[type=submit]")
+            page.select_option("#language-select", self.language)  # submits on change (static/js/app.js)
             wait_for(page, f'html[lang="{self.language}"]')
         elif self.language != "en":
             self.context.add_cookies([{"name": "django_language", "value": self.language, "url": page.url}])

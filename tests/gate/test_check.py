@@ -59,6 +59,8 @@ def test_serving_config_outside_the_approved_envelope_is_denied(gate: Gate) -> N
     assert gate.codes(serving={"precision": "w4a8"}) == [ReasonCode.SERVING_PRECISION]
     assert gate.codes(serving={"engine": "sglang"}) == [ReasonCode.SERVING_ENGINE]
     assert gate.codes(serving={"gpu": "h100-80g"}) == [ReasonCode.SERVING_GPU]
+    # a GPU outside the catalog (a request's gpu_spec key) is compared like any other, not refused as input
+    assert gate.codes(serving={"gpu": "lab-x2"}) == [ReasonCode.SERVING_GPU]
     assert gate.codes(serving={"gpu_memory_utilization": 0.95}) == [ReasonCode.SERVING_MEMORY_UTILIZATION]
     tp = gate.body()["serving"]["tp"]
     assert gate.codes(serving={"tp": tp * 2}) == [ReasonCode.SERVING_PARALLELISM]

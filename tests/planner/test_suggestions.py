@@ -19,6 +19,14 @@ def test_closest_models_to_a_near_miss() -> None:
     assert closest_models("zzzz") == []
 
 
+def test_closest_models_to_a_hugging_face_repository_name() -> None:
+    """What a requester pastes is often the repository: its organisation and the release's
+    suffixes (-Instruct, a date) are not part of the architecture."""
+    assert closest_models("meta-llama/Llama-3.3-70B-Instruct")[0] == "llama-3.1-70b"
+    assert closest_models("Qwen/Qwen3-30B-A3B-Instruct-2507")[0] == "qwen3-30b-a3b"
+    assert closest_models("deepseek-ai/DeepSeek-V3.1-Base")[0] == "deepseek-v3"
+
+
 def test_an_unknown_model_key_names_the_closest() -> None:
     with pytest.raises(ValueError, match=r"model: unknown key 'llama-3.3-70b'; closest: llama-3.1-70b"):
         model("llama-3.3-70b")

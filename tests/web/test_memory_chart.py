@@ -20,6 +20,7 @@ RESULT = {
     },
     "parallel": {"gpus": 20},
 }
+GPU = {"key": "lab-x2", "name": "Lab accelerator X2", "total_memory_bytes": 2 * 143771 * 1024 * 1024}
 
 
 def test_a_bar_per_gpu_each_stacking_the_four_parts() -> None:
@@ -44,3 +45,45 @@ def test_a_bar_per_gpu_each_stacking_the_four_parts() -> None:
         svg = memory_chart_svg(chart)
     assert svg.count("<rect ") == 16 * 4
     assert memory_chart({"memory_per_gpu": {"capacity": 0}}) is None
+
+
+def test_the_chart_obeys_the_pages_csp_and_labels_its_axes() -> None:
+    """style-src 'self' blocks inline styles: the legend's colours come from classes in app.css,
+    the same classes as the bars; the axes say what they measure."""
+    from pathlib import Path
+
+    from django.template.loader import render_to_string
+
+    css = (Path(__file__).resolve().parents[2] / "static" / "css" / "app.css").read_text()
+    with translation.override("en"):
+        chart = memory_chart(RESULT)
+        assert chart is not None
+        svg = str(memory_chart_svg(chart))
+        html = render_to_string(
+            "web/partials/capacity.html",
+            {"page": {"plan": {"status": "done", "fits": True, "result": RESULT}, "chart": chart}, "d": {"code": "x"}},
+        )
+    assert "style=" not in html
+    with translation.override("en"):
+        named = render_to_string(
+            "web/partials/capacity.html",
+            {
+                "page": {
+                    "plan": {"code": "named", "status": "done", "fits": True, "result": {**RESULT, "gpu": GPU}},
+                    "chart": chart,
+                },
+                "d": {"code": "x"},
+            },
+        )
+    # the GPU the plan was made for, a custom one included (serving_plan.gpu_spec)
+    assert "Planned for Lab accelerator X2 (lab-x2, 280.8 GiB each)." in named
+    assert "fill=" not in svg
+    for part in ("weights", "kv_cache", "activations", "overhead"):
+        name = part.replace("_", "-")
+        assert f"part-{name}" in svg
+        assert f'class="swatch part-{name}"' in html
+        assert f".part-{name}" in css
+    assert ">GiB per GPU<" in svg
+    assert ">GPU<" in svg
+    assert ">0<" in svg  # the axis starts at 0 GiB …
+    assert ">141<" in svg  # … and ends at the capacity

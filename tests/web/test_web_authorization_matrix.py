@@ -45,6 +45,21 @@ SEES_OWN_REVIEW = frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN})
 SEES_OWN_DRAFT = frozenset({REQ, AUDITOR, ADMIN})
 
 
+def _teams(world: World) -> None:
+    world.ids["own_team"] = str(world.personas.team.code)
+    world.ids["other_team"] = str(world.personas.other_team.code)
+
+
+def _lead(world: World) -> None:
+    """The requester leads their own team (platform), not the other one (research)."""
+    _teams(world)
+    world.personas.team.leads.add(world.personas.requester)
+
+
+# Who manages a team once the requester leads their own: admins, and that lead for their team only.
+MANAGES_OWN_TEAM = frozenset({ADMIN, REQ})
+
+
 @dataclass(frozen=True)
 class WebRow:
     name: str  # URL name in the web namespace
@@ -70,6 +85,8 @@ ROWS: list[WebRow] = [
     WebRow("wizard-preview", "POST", "/requests/new/preview", REQUESTERS, {"step": "x"}),
     WebRow("deployment", "GET", "/requests/{own_review}/", SEES_OWN_REVIEW),
     WebRow("deployment", "GET", "/requests/{own_draft}/", SEES_OWN_DRAFT, note="draft"),
+    WebRow("deployment-blockers", "GET", "/requests/{own_review}/blockers", SEES_OWN_REVIEW),
+    WebRow("deployment-blockers", "GET", "/requests/{own_draft}/blockers", SEES_OWN_DRAFT, note="draft"),
     WebRow("deployment-evals", "GET", "/requests/{own_review}/evals", SEES_OWN_REVIEW),
     WebRow("deployment-evals", "GET", "/requests/{own_draft}/evals", SEES_OWN_DRAFT, note="draft"),
     WebRow("eval-create", "POST", "/requests/{own_review}/evals/new", frozenset({ENG, ADMIN}), {"scheme": "fp8"}),
@@ -99,6 +116,28 @@ ROWS: list[WebRow] = [
     WebRow("packet-preview", "POST", "/requests/{own_review}/packet-preview", REVIEWERS),
     WebRow("tokens", "GET", "/tokens/", frozenset({ADMIN}), note="team leads too"),
     WebRow("token-revoke", "POST", "/tokens/{ci_token}/revoke", frozenset({ADMIN}), prepare=_ci_token),
+    WebRow("teams", "GET", "/teams/", frozenset({ADMIN}), note="no lead", prepare=_teams),
+    WebRow("teams", "GET", "/teams/", MANAGES_OWN_TEAM, note="a lead", prepare=_lead,
+           hidden={"other_team": frozenset({ADMIN})}),
+    WebRow("team-create", "POST", "/teams/new", frozenset({ADMIN}), {"name": "matrix"}, prepare=_lead),
+    WebRow("team", "GET", "/teams/{own_team}/", MANAGES_OWN_TEAM, note="own team", prepare=_lead),
+    WebRow("team", "GET", "/teams/{other_team}/", frozenset({ADMIN}), note="other team", prepare=_lead),
+    WebRow("team-member-add", "POST", "/teams/{own_team}/members", MANAGES_OWN_TEAM, {"username": "outsider"},
+           note="own team", prepare=_lead),
+    WebRow("team-member-add", "POST", "/teams/{other_team}/members", frozenset({ADMIN}), {"username": "outsider"},
+           note="other team", prepare=_lead),
+    WebRow("team-member-remove", "POST", "/teams/{own_team}/members/remove", MANAGES_OWN_TEAM,
+           {"username": "outsider"}, note="own team", prepare=_lead),
+    WebRow("team-member-remove", "POST", "/teams/{other_team}/members/remove", frozenset({ADMIN}),
+           {"username": "req2"}, note="other team", prepare=_lead),
+    WebRow("team-lead-add", "POST", "/teams/{own_team}/leads", MANAGES_OWN_TEAM, {"username": "outsider"},
+           note="own team", prepare=_lead),
+    WebRow("team-lead-add", "POST", "/teams/{other_team}/leads", frozenset({ADMIN}), {"username": "req2"},
+           note="other team", prepare=_lead),
+    WebRow("team-lead-remove", "POST", "/teams/{own_team}/leads/remove", MANAGES_OWN_TEAM, {"username": "req"},
+           note="own team", prepare=_lead),
+    WebRow("team-lead-remove", "POST", "/teams/{other_team}/leads/remove", frozenset({ADMIN}), {"username": "req2"},
+           note="other team", prepare=_lead),
     WebRow("verify", "GET", "/verify/", ROLES),
     WebRow("verify", "POST", "/verify/", ROLES, note="no file"),
     WebRow("verification", "GET", "/verify/{verification}/", frozenset({AUDITOR}), note="the uploader only",

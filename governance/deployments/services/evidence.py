@@ -55,6 +55,8 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
         "kv_dtype": plan.get("kv_dtype", "bf16"),
         "model_path": artifact.source_repo,
     }
+    if plan.get("gpu_spec"):  # a GPU outside the catalog, as the request states it
+        inputs["gpu_spec"] = plan["gpu_spec"]
     for name in ("tp", "pp", "ep", "dp"):
         if plan.get(name):
             inputs[name] = plan[name]

@@ -10,6 +10,7 @@ from governance.web.forms.deployment import (
     UsageForm,
     WaiverForm,
 )
+from governance.web.forms.teams import TeamForm, TeamMemberForm
 from governance.web.forms.tools import AuditFilterForm, CiTokenForm, VerifyForm
 from governance.web.forms.wizard import WizardForm
 
@@ -20,6 +21,8 @@ __all__ = [
     "ObligationAckForm",
     "ObligationReviewForm",
     "ReviewForm",
+    "TeamForm",
+    "TeamMemberForm",
     "UsageForm",
     "VerifyForm",
     "WaiverForm",

@@ -7,12 +7,13 @@ import json
 from typing import Any, cast
 
 from django import forms
+from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
 from governance.deployments.choices import Engine
 from governance.licenses.facts import AUP_CATEGORIES, BOOLEAN_FACTS, DERIVATIVE_KINDS, DISTRIBUTIONS
 from governance.web import labels
-from planner.specs import gpus, precisions
+from planner.specs import GPU_OPTIONAL_FIELDS, GPU_REQUIRED_FIELDS, gpus, precisions
 
 
 class WizardForm(forms.Form):
@@ -132,7 +133,26 @@ class WizardForm(forms.Form):
     # -- serving plan
     engine = forms.ChoiceField(label=_("Serving engine"), choices=Engine.choices, initial=Engine.VLLM)
     precision = forms.ChoiceField(label=_("Precision"), choices=[(p, p) for p in sorted(precisions())])
-    gpu = forms.ChoiceField(label=_("GPU"), choices=[(g, g) for g in sorted(gpus())], initial="h200")
+    gpu = forms.ChoiceField(
+        label=_("GPU"),
+        choices=[("", _("— a GPU outside the catalog (describe it below) —"))] + [(g, g) for g in sorted(gpus())],
+        initial="h200",
+        required=False,
+    )
+    gpu_spec = forms.CharField(
+        label=_("GPU outside the catalog (JSON)"),
+        required=False,
+        max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        # format_lazy, not %: the text is translated per request, in the reader's language
+        help_text=format_lazy(
+            _(
+                "The fields of the planner's --gpu-spec: required {required}; optional key, {optional}. Leave the GPU above empty."
+            ),
+            required=", ".join(GPU_REQUIRED_FIELDS),
+            optional=", ".join(GPU_OPTIONAL_FIELDS),
+        ),
+    )
     kv_dtype = forms.ChoiceField(label=_("KV cache type"), choices=[("bf16", "bf16"), ("fp8", "fp8")])
     max_model_len = forms.IntegerField(label=_("Context length (tokens)"), min_value=16, initial=131072)
     concurrency = forms.IntegerField(label=_("Concurrent sequences"), min_value=1, initial=8)
@@ -180,6 +200,15 @@ class WizardForm(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(_("Not valid JSON: %(error)s"), params={"error": exc}) from None
 
+    def clean_gpu_spec(self) -> Any:
+        text = self.cleaned_data.get("gpu_spec") or ""
+        if not text.strip():
+            return None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(_("Not valid JSON: %(error)s"), params={"error": exc}) from None
+
     def selected_artifact_code(self) -> str:
         """The code of the registered artifact chosen (one offered), or "" (register a new one)."""
         return str(self.cleaned_data.get("artifact") or "")
@@ -212,8 +241,10 @@ class WizardForm(forms.Form):
 
     def serving_plan(self) -> dict[str, Any]:
         data = self.cleaned_data
-        plan = {name: data[name] for name in ("engine", "precision", "gpu", "kv_dtype", "max_model_len", "concurrency")}
-        plan.update({name: data[name] for name in ("tp", "pp", "ep") if data.get(name)})
+        plan = {name: data[name] for name in ("engine", "precision", "kv_dtype", "max_model_len", "concurrency")}
+        plan.update({name: data[name] for name in ("gpu", "tp", "pp", "ep") if data.get(name)})
+        if data.get("gpu_spec") is not None:  # the API checks it (serving_plan.gpu_spec), as --gpu-spec does
+            plan["gpu_spec"] = data["gpu_spec"]
         return plan
 
     def environment_list(self) -> list[str]:

@@ -9,10 +9,11 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
 
-from governance.approvals.choices import PacketStatus
+from governance.approvals.choices import PacketStatus, SignatureStatus
+from governance.approvals.models import ApprovalPacket, SignOff
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
-from governance.capacity.models import CapacityPlan
+from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.core.errors import NotFoundError
 from governance.core.models import Team
 from governance.core.roles import Role, has_role
@@ -33,7 +34,8 @@ from governance.web import labels
 
 @dataclass
 class MemoryChart:
-    """A stacked bar per GPU: weights, KV cache, activations, reserve, free (SVG coordinates)."""
+    """A stacked bar per GPU: weights, KV cache, activations, reserve, free (SVG coordinates), with
+    an axis in GiB below the bars (`ticks`, `axis_y`) and the capacity marked (`capacity_x`)."""
 
     gpus: int
     bars: list[dict[str, Any]]
@@ -41,14 +43,18 @@ class MemoryChart:
     capacity_gib: float
     width: int
     height: int
+    ticks: list[dict[str, str]]
+    axis_y: int  # the axis line, below the bars (the bars start at CHART_TOP)
+    capacity_x: str
+    plot_left: int
+    plot_right: str
 
 
-CHART_PARTS = (
-    ("weights", "#1f5fa8"),
-    ("kv_cache", "#2e7d32"),
-    ("activations", "#b25e00"),
-    ("overhead", "#6a3d9a"),
-)
+# Each part's colour is a class in static/css/app.css (.part-weights, …), for the bars and the
+# legend alike: the page's CSP (style-src 'self') refuses inline styles.
+CHART_PARTS = ("weights", "kv_cache", "activations", "overhead")
+CHART_TOP = 18  # room for the y axis' title above the GPU labels
+CHART_AXIS = 40  # room below the bars for the tick labels and the x axis' title
 GIB = 1024**3
 PROGRESS = re.compile(r"progress (\d+)/(\d+)")
 
@@ -63,15 +69,14 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
     bar_height, gap, label_width, plot_width = 22, 6, 56, 480
     scale = plot_width / max(capacity, int(memory.get("total") or 0))
     # every GPU holds the same parts (memory_per_gpu): one set of segments, named once, for each bar
-    names = {name: labels.label("memory_part", name) for name, _colour in CHART_PARTS}
+    names = {name: labels.label("memory_part", name) for name in CHART_PARTS}
     parts = []
     x = float(label_width)
-    for name, colour in CHART_PARTS:
+    for name in CHART_PARTS:
         size = int(memory.get(name) or 0)
         width = size * scale
-        parts.append(
-            {"x": f"{x:.1f}", "width": f"{width:.1f}", "colour": colour, "label": names[name], "gib": size / GIB}
-        )
+        css = "part-" + name.replace("_", "-")
+        parts.append({"x": f"{x:.1f}", "width": f"{width:.1f}", "css": css, "label": names[name], "gib": size / GIB})
         x += width
     bars = [
         {
@@ -84,16 +89,27 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
         for index in range(shown)
     ]
     legend = [
-        {"label": names[p_name], "colour": colour, "gib": int(memory.get(p_name) or 0) / GIB}
-        for p_name, colour in CHART_PARTS
+        {"label": names[name], "css": "part-" + name.replace("_", "-"), "gib": int(memory.get(name) or 0) / GIB}
+        for name in CHART_PARTS
     ]
+    top_bytes = plot_width / scale  # the axis ends at the larger of the capacity and the total
+    ticks = [
+        {"x": f"{label_width + plot_width * step / 4:.1f}", "label": f"{top_bytes * step / 4 / GIB:.0f}"}
+        for step in range(5)
+    ]
+    bars_height = shown * (bar_height + gap)
     return MemoryChart(
         gpus=gpus,
         bars=bars,
         legend=legend,
         capacity_gib=capacity / GIB,
-        width=label_width + plot_width + 10,
-        height=shown * (bar_height + gap),
+        width=label_width + plot_width + 24,
+        height=CHART_TOP + bars_height + CHART_AXIS,
+        ticks=ticks,
+        axis_y=CHART_TOP + bars_height,
+        capacity_x=f"{label_width + capacity * scale:.1f}",
+        plot_left=label_width,
+        plot_right=f"{label_width + plot_width:.1f}",
     )
 
 
@@ -148,6 +164,40 @@ class DeploymentPage:
     approval: ApprovalState | None = None
     approval_current: bool = False
     gate_decisions: list[dict[str, Any]] = field(default_factory=list)
+    blockers_shown: bool = True
+    blockers_pending: bool = False
+
+
+def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_active: bool) -> dict[str, bool]:
+    """Whether the blocker list is shown, and whether it is waiting on something that will change
+    it by itself (the capacity plan computing, an eval running, the heavy worker rendering or
+    signing the packet): htmx polls it only then. Gone once approved (what stood between is behind
+    it) unless a usage report flagged it again, and once the request ended."""
+    shown = request.status not in ENDED and (request.status != Status.APPROVED or request.flagged)
+    if not shown:
+        return {"blockers_shown": False, "blockers_pending": False}
+    pending = (plan is not None and plan.status == CapacityPlanStatus.PENDING) or evals_active
+    if not pending and request.status == Status.IN_REVIEW:  # a sign-off the worker has still to sign
+        pending = (
+            SignOff.objects.filter(
+                deployment=request, voided_at__isnull=True, signature_status=SignatureStatus.PENDING
+            ).exists()
+            or ApprovalPacket.objects.filter(
+                deployment=request, voided_at__isnull=True, status=PacketStatus.RENDERING
+            ).exists()
+        )
+    return {"blockers_shown": True, "blockers_pending": pending}
+
+
+def deployment_blockers_part(user: Any, code: Any) -> dict[str, Any]:
+    """The blocker list alone (polled while something it depends on is pending)."""
+    request = deployment_get(user, code)
+    deployment_attach_capacity_plan(request)
+    drafting = request.status == Status.DRAFT
+    active = EvalRun.objects.filter(request=request, job__state__in=ACTIVE_STATES).exists()
+    state = blockers_state(request, latest_capacity_plan(request), active)
+    blockers = [] if drafting or not state["blockers_shown"] else deployment_blockers(request)
+    return {"d": request, "blockers": [labels.blocker_guidance(b, request) for b in blockers], **state}
 
 
 def _deployment(user: Any, code: Any) -> DeploymentRequest:
@@ -241,7 +291,16 @@ def _timeline(events: Any) -> list[dict[str, Any]]:
 def deployment_page(user: Any, code: Any) -> DeploymentPage:
     request = _deployment(user, code)
     deployment_attach_capacity_plan(request)  # the blockers and the capacity section read it
-    return DeploymentPage(request=request, **_findings(request), **_review(user, request), **_operations(user, request))
+    operations = _operations(user, request)
+    state = blockers_state(request, operations["plan"], any(e["active"] for e in operations["evals"]))
+    return DeploymentPage(
+        request=request,
+        **_findings(request),
+        **_review(user, request),
+        **operations,
+        blockers_shown=state["blockers_shown"],
+        blockers_pending=state["blockers_pending"],
+    )
 
 
 GATE_DECISIONS_SHOWN = 20

@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from governance.web import labels
+from governance.web.selectors.deployment import CHART_TOP
 
 register = template.Library()
 
@@ -340,12 +341,36 @@ def memory_chart_svg(chart: Any) -> SafeString:
                 bar["label"],
                 format_html_join(
                     "",
-                    '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"></rect>',
-                    ((part["x"], bar["y"], part["width"], bar["height"], part["colour"]) for part in bar["parts"]),
+                    '<rect class="{}" x="{}" y="{}" width="{}" height="{}"></rect>',
+                    ((part["css"], part["x"], bar["y"], part["width"], bar["height"]) for part in bar["parts"]),
                 ),
             )
             for bar in chart.bars
         ),
+    )
+    # Colours, strokes and fonts come from classes (app.css): the CSP refuses inline styles.
+    ticks = format_html_join(
+        "",
+        '<line class="tick" x1="{0}" x2="{0}" y1="{1}" y2="{2}"></line><text class="tick-label" x="{0}" y="{3}"'
+        ' text-anchor="middle">{4}</text>',
+        ((t["x"], chart.axis_y, chart.axis_y + 4, chart.axis_y + 16, t["label"]) for t in chart.ticks),
+    )
+    axes = format_html(
+        '<text class="axis-title" x="0" y="12">{0}</text>\n      <g transform="translate(0 {1})">{2}</g>\n'
+        '      <line class="axis" x1="{3}" x2="{4}" y1="{5}" y2="{5}"></line>{6}\n'
+        '      <line class="capacity" x1="{7}" x2="{7}" y1="{1}" y2="{5}"></line>\n'
+        '      <text class="axis-title" x="{8}" y="{9}" text-anchor="middle">{10}</text>',
+        _("GPU"),
+        CHART_TOP,
+        bars,
+        chart.plot_left,
+        chart.plot_right,
+        chart.axis_y,
+        ticks,
+        chart.capacity_x,
+        (chart.plot_left + float(chart.plot_right)) / 2,
+        chart.axis_y + 34,
+        _("GiB per GPU"),
     )
     return format_html(
         '<svg class="chart" role="img" aria-labelledby="chart-title" width="{0}" height="{1}" viewBox="0 0 {0} {1}">\n'
@@ -353,5 +378,5 @@ def memory_chart_svg(chart: Any) -> SafeString:
         chart.width,
         chart.height,
         _("Memory per GPU: weights, KV cache, activations and reserve"),
-        bars,
+        axes,
     )

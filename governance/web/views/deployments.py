@@ -57,6 +57,7 @@ WIZARD_FIELDS = {
     "serving_plan.engine": "engine",
     "serving_plan.precision": "precision",
     "serving_plan.gpu": "gpu",
+    "serving_plan.gpu_spec": "gpu_spec",
     "serving_plan.kv_dtype": "kv_dtype",
     "serving_plan.max_model_len": "max_model_len",
     "serving_plan.concurrency": "concurrency",
@@ -176,6 +177,13 @@ def deployment_evals(request: HttpRequest, code: str) -> HttpResponse:
     """htmx: the eval-run panel, polled while a run is active."""
     runs = selectors.deployment_evals(request.user, code)
     return render(request, "web/partials/evals.html", {"evals": runs, "code": code})
+
+
+@roles_required()
+@cached_page
+def deployment_blockers(request: HttpRequest, code: str) -> HttpResponse:
+    """htmx: the blocker list, polled while the capacity plan computes or an eval runs."""
+    return render(request, "web/partials/blockers.html", selectors.deployment_blockers_part(request.user, code))
 
 
 def _page(code: str, anchor: str = "") -> str:
