@@ -10,7 +10,7 @@ from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
 
 from governance.approvals.choices import PacketStatus, SignatureStatus
-from governance.approvals.models import ApprovalPacket, SignOff
+from governance.approvals.models import ApprovalPacket
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
@@ -180,7 +180,7 @@ def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_
     if not pending and request.status == Status.IN_REVIEW:  # a sign-off the worker has still to sign
         pending = (
             SignOff.objects.filter(
-                deployment=request, voided_at__isnull=True, signature_status=SignatureStatus.PENDING
+                deployment=request, voided_at__isnull=True, signature__status=SignatureStatus.PENDING
             ).exists()
             or ApprovalPacket.objects.filter(
                 deployment=request, voided_at__isnull=True, status=PacketStatus.RENDERING
