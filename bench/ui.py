@@ -1,12 +1,10 @@
 """UI benchmark: each web page's median server time with 1,000 deployment requests in the
-database, rendered (the page cache off: what the first view after any write costs), as a ratio
+database, rendered, as a ratio
 to the Django admin's change view of the same object measured in the same run, round by round
 in turn with the page (issue 27's target: <= 1.5x; the script fails when a page misses it), with
 the number of SQL queries of each. Pages about requests (or about no object) compare with the
 request's change view; the license pages with the license's and its version's; clusters, audit
-and tokens with a cluster's, an event's and a token's. While the snapshot-keyed page cache
-exists, each page is also served from it (`cached ms`; `hits` counts the requests it answered:
-any commit anywhere on the PostgreSQL server, another database's included, makes a miss).
+and tokens with a cluster's, an event's and a token's.
 
     .venv/bin/python bench/ui.py [--requests 1000] [--repeat 40] [--database-name NAME]
 
@@ -256,16 +254,7 @@ def _run(database_url: str, count: int, repeat: int, profile: str | None = None)
         ("req", "/tokens/", "CI tokens (20)", "token"),
         ("req", "/verify/", "verify a PDF (form)", "request"),
     ]
-    from django.test import override_settings
 
-    try:
-        from governance.web import pagecache
-    except ImportError:  # the page cache removed: rendered pages only
-        pagecache = None
-    hits = None
-    if pagecache is not None:
-        hits = _HitCounter(pagecache.cache)
-        pagecache.cache = hits  # the page cache's reads, counted
     admin = Client()
     admin.force_login(User.objects.get(username="adm"))
     # The baselines: the Django admin's change view of the object each page shows (the request
@@ -274,7 +263,7 @@ def _run(database_url: str, count: int, repeat: int, profile: str | None = None)
     print(f"target: each page rendered (no page cache) <= {UI_TARGET}x the admin's change view of its object")
     print(
         f"{'page':<22} {'rendered ms':>11} {'queries':>7} {'admin view':<16} {'admin ms':>8} {'queries':>7}"
-        f" {'ratio':>6} {'target':>6}" + (f" {'cached ms':>9} {'hits':>6}" if hits is not None else "")
+        f" {'ratio':>6} {'target':>6}"
     )
     failed = []
     for username, url, name, baseline_name in pages:
@@ -284,16 +273,14 @@ def _run(database_url: str, count: int, repeat: int, profile: str | None = None)
             import cProfile
             import pstats
 
-            with override_settings(WEB_PAGE_CACHE_SECONDS=0):
-                client.get(url)
-                profiler = cProfile.Profile()
-                profiler.runcall(client.get, url)
+            client.get(url)
+            profiler = cProfile.Profile()
+            profiler.runcall(client.get, url)
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
             return
-        with override_settings(WEB_PAGE_CACHE_SECONDS=0):  # every request renders the page
-            (rendered, queries), (admin_ms, admin_queries) = _measure(
-                (client, url), (admin, admin_urls[baseline_name]), repeat=repeat
-            )
+        (rendered, queries), (admin_ms, admin_queries) = _measure(
+            (client, url), (admin, admin_urls[baseline_name]), repeat=repeat
+        )
         ratio = rendered / admin_ms
         met = ratio <= UI_TARGET
         if not met:
@@ -302,10 +289,6 @@ def _run(database_url: str, count: int, repeat: int, profile: str | None = None)
             f"{name:<22} {rendered:>11.2f} {queries:>7} {baseline_name:<16} {admin_ms:>8.2f} {admin_queries:>7}"
             f" {ratio:>6.2f} {'met' if met else 'MISSED':>6}"
         )
-        if hits is not None:
-            hits.found = 0
-            ((cached, _cached_queries),) = _measure((client, url), repeat=repeat)
-            line += f" {cached:>9.2f} {hits.found:>3}/{repeat + 4}"  # timed, counted and three to warm
         print(line)
     print(
         f"{len(pages) - len(failed)}/{len(pages)} pages met the target"
@@ -344,23 +327,6 @@ def _admin_urls(code: str) -> dict[str, str]:
     return {
         name: f"/admin/{obj._meta.app_label}/{obj._meta.model_name}/{obj.pk}/change/" for name, obj in objects.items()
     }
-
-
-class _HitCounter:
-    """The cache, with the page cache's reads that found a page counted (a miss renders; any write
-    to the database between two requests makes one)."""
-
-    def __init__(self, cache: object) -> None:
-        self._cache = cache
-        self.found = 0
-
-    def get(self, key: str) -> object:
-        value = self._cache.get(key)  # type: ignore[attr-defined]
-        self.found += value is not None
-        return value
-
-    def __getattr__(self, name: str) -> object:  # set, add, incr: as the cache does
-        return getattr(self._cache, name)
 
 
 if __name__ == "__main__":

@@ -98,8 +98,6 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.i18n",
                 "governance.web.context.navigation",
-                # After Django's own: a cached page renders its CSRF token as a marker.
-                "governance.web.pagecache.csrf_token",
             ],
         },
     },
@@ -239,24 +237,12 @@ CACHES = {
         if _CACHE_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     ),
-    # The web UI's rendered pages (governance/web/pagecache.py), apart from the throttle counters:
-    # in memory, a flood of distinct URLs would otherwise push the counters out of LocMemCache's
-    # bounded entries (and so reset them). With Redis, the same server.
-    "pages": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
-        if _CACHE_URL
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "web-pages"}
-    ),
 }
 
 # Sessions: with a shared cache, read from it and written through to the database (cached_db), so a
 # page's session costs no query; without one, a per-process cache would serve stale sessions (a
 # logout in one worker, still signed in in another): the database alone.
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db" if _CACHE_URL else "django.contrib.sessions.backends.db"
-# Read pages of the web UI kept in the default cache while nothing they show changes
-# (governance/web/pagecache.py); also how long a clock-dependent label may lag. 0 turns it off.
-# Safe with a per-process cache too: a page's key names the database snapshot it was rendered at.
-WEB_PAGE_CACHE_SECONDS = env_int("WEB_PAGE_CACHE_SECONDS", 60, minimum=0)
 
 if SECURE_HSTS_SECONDS == 0 and not DEBUG:
     SILENCED_SYSTEM_CHECKS = ["security.W004"]

@@ -13,9 +13,6 @@ from django.db import connection
 from governance.core.prepared import fetch_one_prepared, instance_from_row
 from governance.core.roles import ROLES_CACHE, Role
 
-# Read by governance.web.pagecache (kept here so core does not import the web app).
-SNAPSHOT_ATTR = "_web_db_snapshot"
-
 # Whether the user leads a team (they manage its CI tokens); read by governance.web.access.
 LEADS_CACHE = "_web_leads_a_team"
 
@@ -30,11 +27,8 @@ _ROLE = (
 _SELECTED = ", ".join(f"u.{column}" for column in _COLUMNS) + "".join(
     f", {_ROLE} AS role_{index}" for index in range(len(Role.values))
 )
-# The database snapshot rides along for the UI's page cache (governance.web.pagecache): which
-# transactions this request's reads can see, at no extra round trip.
 _USER_SQL = f"""
-SELECT {_SELECTED}, EXISTS(SELECT 1 FROM core_team_leads l WHERE l.user_id = u.id) AS leads_a_team,
-pg_current_snapshot()::text AS db_snapshot
+SELECT {_SELECTED}, EXISTS(SELECT 1 FROM core_team_leads l WHERE l.user_id = u.id) AS leads_a_team
 FROM auth_user u WHERE u.id = %s
 """  # noqa: S608 (constants only; values are parameters)
 
@@ -59,7 +53,4 @@ class RoleModelBackend(ModelBackend):
             return None
         setattr(user, ROLES_CACHE, {role for index, role in enumerate(Role.values) if row[f"role_{index}"]})
         setattr(user, LEADS_CACHE, bool(row["leads_a_team"]))
-        # Inside a transaction its own writes leave the snapshot unchanged: no key to cache by.
-        if connection.get_autocommit() and not connection.in_atomic_block:
-            setattr(user, SNAPSHOT_ATTR, row["db_snapshot"])
         return user

@@ -41,7 +41,6 @@ from governance.web.forms import (
     WizardForm,
     apply_error,
 )
-from governance.web.pagecache import cached_page
 from governance.web.views.common import act, roles_required, validated
 from planner.quant.names import SCHEME_NAMES
 
@@ -91,7 +90,6 @@ def _preview(request: HttpRequest, form: WizardForm) -> dict[str, Any] | None:
 
 
 @roles_required(Role.REQUESTER)
-@cached_page
 def wizard(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return render(request, "web/wizard.html", {"form": _wizard_form(request)})
@@ -140,7 +138,6 @@ def wizard_preview(request: HttpRequest) -> HttpResponse:
 
 
 @roles_required()
-@cached_page
 def deployment(request: HttpRequest, code: str) -> HttpResponse:
     page = selectors.deployment_page(request.user, code)
     context: dict[str, Any] = {"page": page, "d": page.request}
@@ -172,7 +169,6 @@ def deployment(request: HttpRequest, code: str) -> HttpResponse:
 
 
 @roles_required()
-@cached_page
 def deployment_evals(request: HttpRequest, code: str) -> HttpResponse:
     """htmx: the eval-run panel, polled while a run is active."""
     runs = selectors.deployment_evals(request.user, code)
@@ -180,7 +176,6 @@ def deployment_evals(request: HttpRequest, code: str) -> HttpResponse:
 
 
 @roles_required()
-@cached_page
 def deployment_blockers(request: HttpRequest, code: str) -> HttpResponse:
     """htmx: the blocker list, polled while the capacity plan computes or an eval runs."""
     return render(request, "web/partials/blockers.html", selectors.deployment_blockers_part(request.user, code))

@@ -25,7 +25,6 @@ from governance.evaluations.models import Cluster
 from governance.evaluations.services import cluster_discover, cluster_test_connection
 from governance.web import labels, selectors
 from governance.web.forms import AuditFilterForm
-from governance.web.pagecache import cached_page
 from governance.web.selectors.report import REPORT_COLUMNS, period_report
 from governance.web.views.common import CountedPaginator, act, roles_required
 
@@ -33,13 +32,11 @@ PAGE_SIZE = 50
 
 
 @roles_required()
-@cached_page
 def dashboard(request: HttpRequest) -> HttpResponse:
     return render(request, "web/dashboard.html", {"board": selectors.dashboard(request.user)})
 
 
 @roles_required()
-@cached_page
 def deployment_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or None
     rows, counted = selectors.deployments_page(request.user, status)
@@ -49,19 +46,16 @@ def deployment_list(request: HttpRequest) -> HttpResponse:
 
 
 @roles_required()
-@cached_page
 def license_catalog(request: HttpRequest) -> HttpResponse:
     return render(request, "web/licenses.html", {"licenses": selectors.license_catalog()})
 
 
 @roles_required()
-@cached_page
 def license_detail(request: HttpRequest, key: str) -> HttpResponse:
     return render(request, "web/license_detail.html", selectors.license_detail(key, request.GET.get("version")))
 
 
 @roles_required()
-@cached_page
 def license_diff(request: HttpRequest, key: str) -> HttpResponse:
     detail = selectors.license_detail(key)
     old, new = request.GET.get("old", ""), request.GET.get("new", "")
@@ -70,7 +64,6 @@ def license_diff(request: HttpRequest, key: str) -> HttpResponse:
 
 
 @roles_required()
-@cached_page
 def clusters(request: HttpRequest) -> HttpResponse:
     can_operate = has_role(request.user, Role.ENGINEERING_REVIEWER, Role.ADMIN)
     return render(request, "web/clusters.html", {"clusters": selectors.clusters(), "can_operate": can_operate})
@@ -109,7 +102,6 @@ def cluster_discover_view(request: HttpRequest, code: str) -> HttpResponse:
 
 
 @roles_required(Role.AUDITOR, Role.ADMIN, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
-@cached_page
 def audit(request: HttpRequest) -> HttpResponse:
     visible = deployments_visible_to(request.user).order_by("-created_at")
     form = AuditFilterForm(request.GET or None, deployments=list(visible.values_list("code", "product_name")[:500]))

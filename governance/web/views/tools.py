@@ -27,7 +27,6 @@ from governance.gate.api import CiTokenInputSerializer, ci_token_issue_from_inpu
 from governance.gate.services import CI_SCOPES, ci_token_revoke
 from governance.web import labels, selectors
 from governance.web.forms import CiTokenForm, VerifyForm, apply_error
-from governance.web.pagecache import cached_page
 from governance.web.views.common import act, roles_required, validated
 
 DEFAULT_LIFETIME = timedelta(days=90)
@@ -52,7 +51,6 @@ def _manager_teams(request: HttpRequest) -> list[Team]:
 
 @never_cache
 @roles_required()
-@cached_page
 def tokens(request: HttpRequest) -> HttpResponse:
     teams = _manager_teams(request)
     if request.method != "POST":
@@ -93,7 +91,6 @@ def token_revoke(request: HttpRequest, code: str) -> HttpResponse:
 
 
 @roles_required()
-@cached_page
 def verify(request: HttpRequest) -> HttpResponse:
     """The upload form. A file is queued for the heavy worker (never verified in this request) and
     the browser is sent to its verification page, which follows the worker's progress."""
