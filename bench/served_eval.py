@@ -24,9 +24,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from planner.quantjob.manifest import manifest_lines, weights_digest  # noqa: E402  (stdlib only)
 from planner.evaljob.engines import transformers_launch  # noqa: E402
 from planner.evaljob.tiny import save_tiny_checkpoint  # noqa: E402
+from planner.quantjob.manifest import manifest_lines, weights_digest  # noqa: E402  (stdlib only)
 
 
 def job(kind: str, spec: dict[str, Any], out: Path) -> tuple[dict[str, Any], float]:

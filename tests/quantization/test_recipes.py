@@ -19,7 +19,6 @@ from planner.quantjob.manifest import manifest_digest
 from planner.tinylm.data import eval_exclusions
 
 
-
 def test_every_recipe_is_valid_data_for_a_scheme_the_planner_knows() -> None:
     for name in recipes.RECIPES:
         data = recipes.validate(recipes.recipe(name))
@@ -37,7 +36,13 @@ def test_a_2_bit_derivative_is_planned_as_bf16_never_smaller_than_it_is() -> Non
             "config_groups": {
                 "group_0": {
                     "targets": ["Linear"],
-                    "weights": {"num_bits": 2, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128},
+                    "weights": {
+                        "num_bits": 2,
+                        "type": "int",
+                        "symmetric": True,
+                        "strategy": "group",
+                        "group_size": 128,
+                    },
                 }
             },
             "ignore": ["lm_head"],
@@ -104,10 +109,7 @@ def test_the_service_digests_artifacts_with_the_planners_one_implementation(tmp_
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a.bin").write_bytes(b"x" * 10)
     (tmp_path / "b.json").write_text("{}")
-    lines = (
-        f"{hashlib.sha256(b'{}').hexdigest()} 2 b.json\n"
-        f"{hashlib.sha256(b'x' * 10).hexdigest()} 10 sub/a.bin\n"
-    )
+    lines = f"{hashlib.sha256(b'{}').hexdigest()} 2 b.json\n{hashlib.sha256(b'x' * 10).hexdigest()} 10 sub/a.bin\n"
     assert "".join(quantjob_manifest.manifest(tmp_path)) == lines
     assert manifest_digest(tmp_path) == "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
     evaljob_manifest.verify_artifact(tmp_path, manifest_digest(tmp_path), lines)  # the served job agrees
