@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from planner.quantjob import recipes
-from planner.quantjob.manifest import manifest_digest
+from planner.quantjob.manifest import manifest, manifest_digest
 from planner.quantjob.run import run
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "planner" / "tinylm" / "checkpoint"
@@ -34,6 +34,8 @@ def test_a_requeued_job_with_a_complete_checkpoint_resumes_with_the_same_digest(
     first = run(spec(target), tmp_path / "a2")
     assert first["resumed"] is True
     assert first["manifest_digest"] == manifest_digest(target)
+    # The manifest it sends is the one its digest is made of (the service keeps it with the location).
+    assert first["manifest"] == "".join(manifest(target))
     assert json.loads((tmp_path / "a2" / "result.json").read_text())["manifest_digest"] == first["manifest_digest"]
     assert run(spec(target), tmp_path / "a3")["manifest_digest"] == first["manifest_digest"]
 
