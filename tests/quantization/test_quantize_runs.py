@@ -214,7 +214,7 @@ def test_a_derivative_changed_after_registration_is_caught_naming_the_file(
     assert location.manifest == lines
     verify_artifact(derivative_dir, run.manifest_digest, location.manifest, "candidate")  # as registered
     (derivative_dir / "tokenizer_config.json").write_text("{}")  # edited on the cluster afterwards
-    with pytest.raises(ArtifactMismatch, match="tokenizer_config.json differs from the registered manifest"):
+    with pytest.raises(ArtifactMismatch, match=r"tokenizer_config\.json differs from the registered manifest"):
         verify_artifact(derivative_dir, run.manifest_digest, location.manifest, "candidate")
 
 
