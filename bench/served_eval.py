@@ -24,9 +24,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from governance.artifacts.manifest import manifest_lines, weights_digest  # noqa: E402  (stdlib only)
 from planner.evaljob.engines import transformers_launch  # noqa: E402
 from planner.evaljob.tiny import save_tiny_checkpoint  # noqa: E402
+from planner.quantjob.manifest import manifest_lines, weights_digest  # noqa: E402  (stdlib only)
 
 
 def job(kind: str, spec: dict[str, Any], out: Path) -> tuple[dict[str, Any], float]:
@@ -37,7 +37,8 @@ def job(kind: str, spec: dict[str, Any], out: Path) -> tuple[dict[str, Any], flo
     done = subprocess.run(
         [sys.executable, "-m", module, "run", "--spec", "spec.json", "--out", "."],
         cwd=out,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # ROOT first, the caller's path kept: a GPU node's carried packages (fastapi, openai…) live there.
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
         capture_output=True,
         text=True,
         check=False,

@@ -3,6 +3,7 @@ register the derivative with its lineage and the parent license's derivative ter
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import posixpath
@@ -143,6 +144,11 @@ def result_problem(run: QuantizeRun, result: dict[str, Any]) -> str | None:
         return "the recipe applied is not the recipe requested"
     if not isinstance(result.get("config"), dict):
         return "config.json missing"
+    manifest = result.get("manifest")
+    if manifest is not None and (
+        not isinstance(manifest, str) or "sha256:" + hashlib.sha256(manifest.encode()).hexdigest() != digest
+    ):
+        return "manifest: the file list the node sent does not hash to manifest_digest"
     return None
 
 
@@ -211,8 +217,12 @@ def _register(run: QuantizeRun, result: dict[str, Any]) -> None:
     )
     # Where the checkpoint lies on the cluster, so a served eval reads it in place (its files were
     # hashed on the node into the digest just registered; the eval job checks them again).
+    # With the node's manifest (checked against the digest in result_problem) the served job's check on
+    # the node names the file that changed after registration, not only that the digest differs.
     ArtifactLocation.objects.update_or_create(
-        artifact=derivative, cluster=run.cluster, defaults={"path": run.output_path, "registered_by": actor}
+        artifact=derivative,
+        cluster=run.cluster,
+        defaults={"path": run.output_path, "manifest": result.get("manifest") or "", "registered_by": actor},
     )
     spec = json.loads((run.job.files if run.job else {}).get("spec.json", "{}"))
     findings = derivative_findings(parent, run.derivative_name, spec.get("distribution", "public"))

@@ -1,10 +1,9 @@
 """Verify a checkpoint directory on the cluster against its registered manifest before it is served.
 
-The manifest format is governance.artifacts.manifest's (one line per regular file, sorted by path:
-`<sha256 hex> <size> <relative path>`; the weights digest is `sha256:` + SHA-256 of the manifest). It
-is re-implemented here because this payload runs on the cluster without the Django project; a test
-pins both to the same digest. With the registered manifest the job names the file that differs;
-without it, only that the digest differs.
+The manifest format and the file hashing are planner.quantjob.manifest's, the one implementation the
+service registers digests with (one line per regular file, sorted by path: `<sha256 hex> <size>
+<relative path>`; the weights digest is `sha256:` + SHA-256 of the manifest). With the registered
+manifest the job names the file that differs; without it, only that the digest differs.
 """
 
 from __future__ import annotations
@@ -12,19 +11,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-CHUNK = 1 << 20
+from planner.quantjob.manifest import file_sha256
 
 
 class ArtifactMismatch(ValueError):
     """The files on the cluster are not the registered weights: nothing is served."""
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def manifest_entries(text: str) -> dict[str, tuple[str, int]]:

@@ -1,14 +1,31 @@
-"""The manifest digest of a checkpoint directory, computed on the node. The same format as the
-service's artifact digest (governance.artifacts.manifest; a test holds the two equal): one line per
-regular file sorted by relative path, `<sha256 hex> <size> <relative path>\\n`, digest = sha256:
-of the manifest. The planner may not import Django apps, hence this copy."""
+"""The weights digest of a checkpoint directory: SHA-256 over a manifest of its files' hashes.
+
+The one implementation: the quantize job computes a derivative's digest with it on the node, and the
+service (governance.artifacts.manifest re-exports it) computes an artifact's digest with it on
+registration, so the two cannot drift apart. It lives in the planner because the node's payload runs
+without Django and the planner may not import the service; the service may import the planner.
+
+Files are read in 1 MiB chunks, so a multi-TB checkpoint is hashed without loading it. The manifest
+is one line per regular file, sorted by relative path: `<sha256 hex> <size in bytes> <relative
+path>\\n`; the digest is `sha256:` + SHA-256(manifest). Symbolic links are refused rather than
+followed: a link's target can change after registration without any registered file changing.
+"""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 CHUNK = 1 << 20
+
+
+def iter_files(root: Path) -> Iterator[Path]:
+    for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
+        if path.is_symlink():
+            raise ValueError(f"{path.relative_to(root)}: symbolic links are not hashed; copy the file in")
+        if path.is_file():
+            yield path
 
 
 def file_sha256(path: Path) -> str:
@@ -19,22 +36,36 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def manifest_lines(root: Path) -> Iterator[str]:
+    for path in iter_files(root):
+        relative = path.relative_to(root).as_posix()
+        if "\n" in relative:  # a newline in a name would forge a second manifest line
+            raise ValueError(f"{relative!r}: file names with newlines are not allowed")
+        yield f"{file_sha256(path)} {path.stat().st_size} {relative}\n"
+
+
 def manifest(root: Path) -> list[str]:
+    """The manifest's lines (the service stores them, so the node can name the file that differs)."""
     if not root.is_dir():
         raise ValueError(f"{root}: not a directory")
-    lines = []
-    for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
-        relative = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            raise ValueError(f"{relative}: symbolic links are not hashed")
-        if path.is_file():
-            if "\n" in relative:
-                raise ValueError(f"{relative!r}: file names with newlines are not allowed")
-            lines.append(f"{file_sha256(path)} {path.stat().st_size} {relative}\n")
+    lines = list(manifest_lines(root))
     if not lines:
         raise ValueError(f"{root}: no files to hash")
     return lines
 
 
-def manifest_digest(root: Path) -> str:
-    return "sha256:" + hashlib.sha256("".join(manifest(root)).encode()).hexdigest()
+def weights_digest(root: Path) -> str:
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a directory")
+    digest = hashlib.sha256()
+    count = 0
+    for line in manifest_lines(root):
+        digest.update(line.encode())
+        count += 1
+    if count == 0:
+        raise ValueError(f"{root}: no files to hash")
+    return "sha256:" + digest.hexdigest()
+
+
+# The quantize job's name for the same digest (its result.json field is `manifest_digest`).
+manifest_digest = weights_digest

@@ -12,6 +12,7 @@ leaves a staging directory that the next attempt deletes before starting over.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -24,7 +25,7 @@ from typing import Any
 from planner.cluster.base import job_main, write_result
 from planner.quantjob import recipes
 from planner.quantjob.calibration import DEFAULT_CALIBRATION, load
-from planner.quantjob.manifest import manifest_digest
+from planner.quantjob.manifest import manifest, manifest_digest
 
 
 def tool_versions() -> dict[str, Any]:
@@ -139,10 +140,12 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     calibration = json.loads(calibration_record.read_text()) if calibration_record.exists() else {"used": None}
     facts_file.write_text(json.dumps(calibration))
     config = json.loads((target / "config.json").read_text())
+    lines = "".join(manifest(target))  # hashed once: the digest is the SHA-256 of exactly these lines
     result = {
         "name": spec.get("output_name"),
         "checkpoint": str(target),
-        "manifest_digest": manifest_digest(target),
+        "manifest_digest": "sha256:" + hashlib.sha256(lines.encode()).hexdigest(),
+        "manifest": lines,
         "parent_digest": parent_digest,
         "recipe": data,
         "calibration": calibration,

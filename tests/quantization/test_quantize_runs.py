@@ -4,6 +4,7 @@ the derivative with its lineage and the parent license's derivative terms, exact
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,12 @@ import pytest
 
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.services import artifact_register
-from governance.evaluations.models import Cluster, ExecutorKind, JobRunState
+from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKind, JobRunState
 from governance.licenses.services import license_catalog_load
 from governance.quantization.models import QuantizeRun, QuantizeStatus
 from governance.quantization.services import quantize_run_complete
+from planner.evaljob.manifest import ArtifactMismatch, verify_artifact
+from planner.quantjob.manifest import manifest as quantjob_manifest
 from planner.quantjob.manifest import manifest_digest
 from tests.conftest import Personas
 
@@ -193,3 +196,33 @@ def test_a_failed_job_names_the_refused_scheme(personas: Personas, parent: Model
     run = quantize_run_complete(run_id=run.pk)
     assert run.status == QuantizeStatus.FAILED
     assert run.reason.startswith("scheme w4a8:")
+
+
+def test_a_derivative_changed_after_registration_is_caught_naming_the_file(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster, tmp_path: Path
+) -> None:
+    # The node sends the manifest it hashed with the digest; the location keeps it, so the served
+    # job's check on the node names the file that changed, not only that the digest differs.
+    derivative_dir = tmp_path / "Llama-tiny-w4a16"
+    shutil.copytree(CHECKPOINT, derivative_dir)
+    (derivative_dir / "recipe.yaml").write_text("w4a16-gptq\n")  # other bytes than the parent's
+    lines = "".join(quantjob_manifest(derivative_dir))
+    run = QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"])
+    run = finish(run, manifest_digest=manifest_digest(derivative_dir), manifest=lines)
+    assert run.status == QuantizeStatus.REGISTERED
+    location = ArtifactLocation.objects.get(artifact=run.derivative, cluster=cluster)
+    assert location.manifest == lines
+    verify_artifact(derivative_dir, run.manifest_digest, location.manifest, "candidate")  # as registered
+    (derivative_dir / "tokenizer_config.json").write_text("{}")  # edited on the cluster afterwards
+    with pytest.raises(ArtifactMismatch, match=r"tokenizer_config\.json differs from the registered manifest"):
+        verify_artifact(derivative_dir, run.manifest_digest, location.manifest, "candidate")
+
+
+def test_a_manifest_that_does_not_hash_to_the_digest_registers_nothing(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster
+) -> None:
+    run = QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"])
+    run = finish(run, manifest=f"{'00' * 32} 1 model.safetensors\n")
+    assert run.status == QuantizeStatus.FAILED
+    assert "manifest" in run.reason
+    assert not ModelArtifact.objects.filter(parent=parent).exists()

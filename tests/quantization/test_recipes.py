@@ -1,26 +1,82 @@
-"""Recipes as data, the refusal that names the scheme, and the node's manifest digest (the same as
-the service's artifact digest)."""
+"""Recipes as data, the refusal that names the scheme, and the node's manifest digest (the service's
+artifact digest: one implementation)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 
+from governance.artifacts import manifest as artifact_manifest
 from governance.artifacts.manifest import weights_digest
+from planner.evaljob import manifest as evaljob_manifest
+from planner.hf_config import infer_precision
+from planner.quantjob import manifest as quantjob_manifest
 from planner.quantjob import recipes
 from planner.quantjob.calibration import DEFAULT_CALIBRATION, load
 from planner.quantjob.manifest import manifest_digest
 from planner.tinylm.data import eval_exclusions
 
-CHECKPOINT = Path(__file__).resolve().parents[2] / "planner" / "tinylm" / "checkpoint"
-
 
 def test_every_recipe_is_valid_data_for_a_scheme_the_planner_knows() -> None:
     for name in recipes.RECIPES:
         data = recipes.validate(recipes.recipe(name))
-        assert data["scheme"] in {"w4a16", "w8a8", "fp8", "w4a8"}
+        # w2a16: the careless-vs-good pair of the docs' table; planned as BF16 (see the next test).
+        assert data["scheme"] in {"w4a16", "w8a8", "fp8", "w4a8", "w2a16"}
         assert all("lm_head" in m.get("ignore", ["lm_head"]) for m in data["modifiers"])
+
+
+def test_a_2_bit_derivative_is_planned_as_bf16_never_smaller_than_it_is() -> None:
+    # The quantization_config the quantize job's W2A16 recipes write (compressed-tensors 0.19.0).
+    config = {
+        "quantization_config": {
+            "quant_method": "compressed-tensors",
+            "format": "pack-quantized",
+            "config_groups": {
+                "group_0": {
+                    "targets": ["Linear"],
+                    "weights": {
+                        "num_bits": 2,
+                        "type": "int",
+                        "symmetric": True,
+                        "strategy": "group",
+                        "group_size": 128,
+                    },
+                }
+            },
+            "ignore": ["lm_head"],
+        }
+    }
+    inferred = infer_precision(config)
+    assert inferred is not None
+    assert inferred["precision"] is None
+    assert "2-bit weights are not modelled: planned as BF16" in inferred["note"]
+
+
+def test_config_groups_are_data_with_known_keys_only() -> None:
+    for name in ("w4a16-tensor-rtn", "w4a16-channel-rtn"):
+        recipes.validate(recipes.recipe(name))
+    bad = recipes.recipe("w4a16-channel-rtn")
+    bad["modifiers"][0]["config_groups"]["group_0"]["weights"]["observer"] = "os.system"
+    with pytest.raises(ValueError, match=r"recipe.modifiers\[0\].config_groups.group_0.weights"):
+        recipes.validate(bad)
+    bad = recipes.recipe("w4a16-channel-rtn")
+    bad["modifiers"][0]["config_groups"]["group_0"]["weights"]["num_bits"] = 1
+    with pytest.raises(ValueError, match=r"group_0.weights.num_bits: an integer from 2 to 8"):
+        recipes.validate(bad)
+    bad = recipes.recipe("w4a16-tensor-rtn")
+    bad["modifiers"][0]["config_groups"]["group_0"]["weights"]["strategy"] = "block"
+    with pytest.raises(ValueError, match=r"group_0.weights.strategy"):
+        recipes.validate(bad)
+    bad = recipes.recipe("w4a16-tensor-rtn")
+    bad["modifiers"][0]["config_groups"]["group_0"]["format"] = "x"
+    with pytest.raises(ValueError, match="unknown keys format"):
+        recipes.validate(bad)
+    bad = recipes.recipe("w4a16-tensor-rtn")
+    bad["modifiers"][0]["config_groups"] = []
+    with pytest.raises(ValueError, match="config_groups: an object"):
+        recipes.validate(bad)
 
 
 def test_unknown_recipe_and_bad_modifiers_are_refused_naming_the_field() -> None:
@@ -44,16 +100,27 @@ def test_a_recipe_the_tool_cannot_apply_is_refused_naming_the_scheme() -> None:
     assert recipes.refusal(recipes.recipe("w4a16-gptq"), {"W4A16"}) is None
 
 
-def test_node_manifest_digest_is_the_services_artifact_digest(tmp_path: Path) -> None:
-    assert manifest_digest(CHECKPOINT) == weights_digest(CHECKPOINT)
+def test_the_service_digests_artifacts_with_the_planners_one_implementation(tmp_path: Path) -> None:
+    # One implementation, not two kept equal by a test: the service re-exports the node's code.
+    assert weights_digest is manifest_digest
+    assert artifact_manifest.manifest_lines is quantjob_manifest.manifest_lines
+    assert artifact_manifest.file_sha256 is quantjob_manifest.file_sha256 is evaljob_manifest.file_sha256
+    # The format itself, pinned by a digest worked out by hand from its definition.
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a.bin").write_bytes(b"x" * 10)
     (tmp_path / "b.json").write_text("{}")
-    assert manifest_digest(tmp_path) == weights_digest(tmp_path)
+    lines = f"{hashlib.sha256(b'{}').hexdigest()} 2 b.json\n{hashlib.sha256(b'x' * 10).hexdigest()} 10 sub/a.bin\n"
+    assert "".join(quantjob_manifest.manifest(tmp_path)) == lines
+    assert manifest_digest(tmp_path) == "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
+    evaljob_manifest.verify_artifact(tmp_path, manifest_digest(tmp_path), lines)  # the served job agrees
     (tmp_path / "b.json").write_text("{ }")  # a changed file changes the digest
-    assert manifest_digest(tmp_path) == weights_digest(tmp_path)
+    assert manifest_digest(tmp_path) != "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
+    (tmp_path / "sub" / "empty").mkdir()
     with pytest.raises(ValueError, match="no files"):
-        manifest_digest(tmp_path / "sub" / "empty") if (tmp_path / "sub" / "empty").mkdir() is None else None
+        manifest_digest(tmp_path / "sub" / "empty")
+    (tmp_path / "link").symlink_to(tmp_path / "b.json")
+    with pytest.raises(ValueError, match="symbolic links"):
+        manifest_digest(tmp_path)
 
 
 def test_calibration_set_is_never_an_eval_case_and_its_digest_is_recorded() -> None:
