@@ -21,7 +21,8 @@ def _parse(value: Any) -> date | datetime | None:
     if isinstance(value, date):  # datetime is a date too
         return value
     if isinstance(value, str) and value:
-        text = value.strip().replace("Z", "+00:00")
+        # ISO 8601 as evidence and audit records store it ("…Z"), or the period report's "… UTC"
+        text = value.strip().replace("Z", "+00:00").replace(" UTC", "+00:00")
         try:
             return parse_datetime(text) or parse_date(text)
         except ValueError:
