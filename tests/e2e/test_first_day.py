@@ -15,6 +15,7 @@ import io
 import re
 import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ import pytest
 from governance.core.models import Team
 from governance.deployments.models import DeploymentRequest
 from tests.conftest import Personas
-from tests.deployments.conftest import Flow, ensure_passed_eval
+from tests.deployments.conftest import Flow, artifacts, ensure_passed_eval, flow  # noqa: F401  (fixtures)
 from tests.e2e.conftest import Recorder, wait_for
 from tests.e2e.test_review_flow import Session as ReviewSession
 
@@ -141,9 +142,12 @@ def test_preview_then_sign_the_packet_in_the_request_language_and_the_period_rep
         apage = auditor.login("aud")
         apage.goto("/audit/")
         wait_for(apage, "#period-report")
+        today = datetime.now(UTC).date().isoformat()
+        apage.fill('#period-report input[name="since"]', today)
+        apage.fill('#period-report input[name="until"]', today)
         recorder.axe(apage, "audit-period-report")
         recorder.shot(apage, "period-report-form")
-        report = _download(apage, '#period-report button:not([formaction])', tmp_path / "report.csv")
+        report = _download(apage, "#period-report button:not([formaction])", tmp_path / "report.csv")
         rows = list(csv.DictReader(io.StringIO(report.read_text(encoding="utf-8"))))
         approvals = [row for row in rows if row["request"] == code and row["kind"] == "approval"]
         assert len(approvals) == 1, rows
