@@ -10,7 +10,7 @@ import io
 import os
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from asn1crypto import cms, core, tsp
@@ -53,6 +53,9 @@ STAMP_LATIN = frozenset([*range(0x20, 0x7F), *range(0xA0, 0x180), *range(0x2010,
 STAMP_TEXT = (
     "%(signer_name)s\n%(role)s reviewer: %(decision)s\nMeaning: %(meaning_short)s\n%(ts)s\ncert %(fingerprint)s"
 )
+# The signing time as the packet's English dates print it (governance/formats), always in UTC: the
+# packet says the box prints the UTC time, and pyHanko's own default is the host's local zone.
+STAMP_TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
 # Our own timestamp policy OID (a UUID OID, ITU-T X.667), so tokens do not claim a test policy.
 TSA_POLICY_OID = "2.25.242295213393713858406312460153349474610"
 
@@ -131,6 +134,9 @@ class StampText:
     decision: str
     meaning_short: str
     fingerprint: str
+    # The packet's language: the caller passes the translated template and time format
+    template: str = STAMP_TEXT
+    time_format: str = STAMP_TIME_FORMAT
 
     def params(self) -> dict[str, str]:
         return {
@@ -206,7 +212,7 @@ def _stamp_font_for(stamp_text: str) -> Path | None:
     return (cjk_stamp_font(beyond) if beyond else None) or stamp_font()
 
 
-def _stamp_style(stamp_text: str = "") -> TextStampStyle:
+def _stamp_style(stamp_text: str = "", template: str = STAMP_TEXT) -> TextStampStyle:
     font = _stamp_font_for(stamp_text)
     box_style = (
         # The same size for the layout (harfbuzz advances) and for the text box: when they differ the
@@ -215,7 +221,7 @@ def _stamp_style(stamp_text: str = "") -> TextStampStyle:
         if font is not None
         else text.TextBoxStyle(font_size=6, leading=8)
     )
-    return TextStampStyle(stamp_text=STAMP_TEXT, text_box_style=box_style, border_width=1)
+    return TextStampStyle(stamp_text=template, text_box_style=box_style, border_width=1)
 
 
 def sign_packet(
@@ -241,7 +247,8 @@ def sign_packet(
         certify=certify,
         docmdp_permissions=fields.MDPPerm.FILL_FORMS,
     )
-    stamp_style = _stamp_style("".join(stamp.params().values()))
+    params = {**stamp.params(), "ts": datetime.now(UTC).strftime(stamp.time_format)}
+    stamp_style = _stamp_style("".join(params.values()) + stamp.template, stamp.template)
     pdf_signer = signers.PdfSigner(metadata, cms_signer, timestamper=timestamper, stamp_style=stamp_style)
-    out = pdf_signer.sign_pdf(IncrementalPdfFileWriter(io.BytesIO(pdf)), appearance_text_params=stamp.params())
+    out = pdf_signer.sign_pdf(IncrementalPdfFileWriter(io.BytesIO(pdf)), appearance_text_params=params)
     return out.getvalue()

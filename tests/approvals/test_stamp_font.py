@@ -74,3 +74,26 @@ def test_the_stamp_of_a_chinese_name_is_legible_in_poppler(tmp_path: Any) -> Non
     fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True).stdout
     assert "CJK" in fonts, fonts
     assert all(line.split()[-5] == "yes" for line in fonts.splitlines()[2:]), fonts
+
+
+def test_the_stamp_speaks_the_packet_language_and_prints_utc() -> None:
+    from datetime import UTC, datetime
+
+    from django.utils import translation
+    from django.utils.translation import gettext
+
+    from governance.approvals.services.packet_jobs import STAMP_TEXT_MSGID, STAMP_TIME_MSGID, STAMP_WORDS
+    from governance.approvals.signing import STAMP_TEXT, STAMP_TIME_FORMAT
+    from tests.conftest import compile_messages
+
+    compile_messages()
+    assert STAMP_TEXT_MSGID == STAMP_TEXT  # English stamps are unchanged
+    assert STAMP_TIME_MSGID == STAMP_TIME_FORMAT
+    signed_at = datetime(2026, 12, 1, 19, 7, 42, tzinfo=UTC)
+    assert signed_at.strftime(STAMP_TIME_FORMAT) == "2026-12-01 19:07 UTC"  # the packet's English format
+    with translation.override("zh-hans"):
+        template = gettext(STAMP_TEXT_MSGID)
+        assert "审核人" in template
+        assert template.count("%(") == STAMP_TEXT.count("%(")
+        assert signed_at.strftime(gettext(STAMP_TIME_MSGID)) == "2026年12月1日 19:07 UTC"
+        assert (str(STAMP_WORDS["legal"]), str(STAMP_WORDS["approve"])) == ("法务", "批准")
