@@ -51,10 +51,11 @@ STAMP_LATIN = frozenset([*range(0x20, 0x7F), *range(0xA0, 0x180), *range(0x2010,
 # Short lines: the stamp box is small. The full meaning text is the signature's /Reason, the
 # packet's Signatures table and the sign-off record; the full fingerprint is in the certificate.
 STAMP_TEXT = (
-    "%(signer_name)s\n%(role)s reviewer: %(decision)s\nMeaning: %(meaning_short)s\n%(ts)s\ncert %(fingerprint)s"
+    "%(signer_name)s\n%(role)s reviewer: %(decision)s\nMeaning: %(meaning_short)s\n%(signed_at)s\ncert %(fingerprint)s"
 )
-# The signing time as the packet's English dates print it (governance/formats), always in UTC: the
-# packet says the box prints the UTC time, and pyHanko's own default is the host's local zone.
+# The signing time (%(signed_at)s) as the packet's English dates print it (governance/formats),
+# always in UTC: the packet says the box prints the UTC time, and pyHanko's own %(ts)s is the
+# host's local time.
 STAMP_TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
 # Our own timestamp policy OID (a UUID OID, ITU-T X.667), so tokens do not claim a test policy.
 TSA_POLICY_OID = "2.25.242295213393713858406312460153349474610"
@@ -247,7 +248,8 @@ def sign_packet(
         certify=certify,
         docmdp_permissions=fields.MDPPerm.FILL_FORMS,
     )
-    params = {**stamp.params(), "ts": datetime.now(UTC).strftime(stamp.time_format)}
+    # our own placeholder, not pyHanko's %(ts)s: that one is the host's local time
+    params = {**stamp.params(), "signed_at": datetime.now(UTC).strftime(stamp.time_format)}
     stamp_style = _stamp_style("".join(params.values()) + stamp.template, stamp.template)
     pdf_signer = signers.PdfSigner(metadata, cms_signer, timestamper=timestamper, stamp_style=stamp_style)
     out = pdf_signer.sign_pdf(IncrementalPdfFileWriter(io.BytesIO(pdf)), appearance_text_params=params)

@@ -59,7 +59,7 @@ def test_the_stamp_of_a_chinese_name_is_legible_in_poppler(tmp_path: Any) -> Non
         "decision": "approved",
         "meaning_short": "approves on legal grounds",
         "fingerprint": "ab:cd:ef",
-        "ts": "2026-12-01 10:00 UTC",
+        "signed_at": "2026-12-01 10:00 UTC",
     }
     writer = IncrementalPdfFileWriter(io.BytesIO(html_to_pdfa("<p>packet</p>", b"{}")))
     TextStamp(writer, _stamp_style("".join(params.values())), text_params=params).apply(0, 42, 36)

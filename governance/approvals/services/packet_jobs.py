@@ -187,7 +187,7 @@ def _new_status(signoff: SignOff) -> PacketStatus:
 # The signature box's template and time format as the catalog translates them: in English they are
 # signing.STAMP_TEXT and signing.STAMP_TIME_FORMAT (tests/approvals/test_stamp_font.py keeps them equal).
 STAMP_TEXT_MSGID = gettext_noop(
-    "%(signer_name)s\n%(role)s reviewer: %(decision)s\nMeaning: %(meaning_short)s\n%(ts)s\ncert %(fingerprint)s"
+    "%(signer_name)s\n%(role)s reviewer: %(decision)s\nMeaning: %(meaning_short)s\n%(signed_at)s\ncert %(fingerprint)s"
 )
 # Translators: strftime format of the signing time in a signature box; the time is always UTC.
 STAMP_TIME_MSGID = gettext_noop("%Y-%m-%d %H:%M UTC")
