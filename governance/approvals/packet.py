@@ -82,7 +82,7 @@ def attachment_document(data: PacketInput) -> dict[str, Any]:
     }
 
 
-def memory_chart_svg(plan: dict[str, Any] | None) -> str:
+def memory_chart_svg(plan: dict[str, Any] | None, font_family: str = "") -> str:
     """A stacked bar per GPU: weights / KV cache / activations / reserve, against the GPU's memory."""
     if not plan or "memory_per_gpu" not in plan:
         return ""
@@ -97,7 +97,10 @@ def memory_chart_svg(plan: dict[str, Any] | None) -> str:
     scale = (width - left - 10) / max(capacity, sum(used.values()))
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(_("Memory per GPU"))}">'
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(_("Memory per GPU"))}"'
+        # the packet's own faces: left to fontconfig, Chinese labels came out in the Japanese face
+        + (f' font-family="{escape(font_family)}"' if font_family else "")
+        + ">"
     ]
     for index in range(bars):
         y = top + index * (bar_height + gap)
@@ -215,7 +218,7 @@ def _render_html(data: PacketInput) -> str:
             ],
             "capacity": capacity,
             "plan": plan,
-            "chart_svg": memory_chart_svg(plan),
+            "chart_svg": memory_chart_svg(plan, FONTS.get(data.language, FONTS["en"]).replace('"', "")),
             "evals": evals,
             "blockers": data.blockers,
             "checkpoint": data.audit_checkpoint,
