@@ -25,8 +25,8 @@ from governance.core.models import Team
 from governance.deployments.models import DeploymentRequest
 from tests.conftest import Personas
 from tests.deployments.conftest import Flow, ensure_passed_eval
-from tests.e2e.conftest import Recorder, wait_for
-from tests.e2e.test_review_flow import Session as ReviewSession
+from tests.e2e.conftest import wait_for
+from tests.e2e.test_review_flow import Session
 
 pytestmark = [pytest.mark.worker, pytest.mark.e2e, pytest.mark.slow]
 KIMI = "kimi-k2-modified-mit"
@@ -36,22 +36,6 @@ PACKET_WORDS = {
     "en": (("Deployment approval packet", "Summary", "page 1 of"), ("部署审批文件",)),
     "zh-hans": (("部署审批文件", "摘要", "第 1 页"), ("Deployment approval packet", "Who signs what")),
 }
-
-
-class Session(ReviewSession):
-    """The review flow's session, with the language cookie set for the whole site: a cookie added
-    with the login page's URL gets the path /accounts/, so every other page was served in the
-    Accept-Language's English (tests/e2e/test_review_flow.py's legal and engineering sessions)."""
-
-    def __init__(self, browser: Any, base_url: str, language: str) -> None:
-        super().__init__(browser, base_url, language)
-        if language != "en":
-            self.context.add_cookies([{"name": "django_language", "value": language, "url": base_url + "/"}])
-
-    def login(self, username: str, recorder: Recorder | None = None, switch_language: bool = False) -> Any:
-        page = super().login(username, recorder, switch_language)
-        assert page.get_attribute("html", "lang") == self.language  # after login too
-        return page
 
 
 # Text nodes of two or more Chinese characters set one character a line: each character's box on
