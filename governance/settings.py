@@ -149,6 +149,8 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 USE_THOUSAND_SEPARATOR = True
+# One date and one date-and-time format per language (governance/formats/<locale>/formats.py).
+FORMAT_MODULE_PATH = ["governance.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"

@@ -1,104 +1,154 @@
 """What the approval packet says, in words a legal reader signs under: facts as labelled values
 (money with its currency, counts with separators, yes/no, "not stated"), the whole serving envelope
 the gate checks, and the summary page. Pure functions of the evidence document; the template
-(templates/approvals/packet.html) only lays them out."""
+(templates/approvals/packet.html) only lays them out.
+
+Every word is translated in the language active when they run: the packet renders under
+`translation.override(<the request's language>)`, so labels are lazy and values call gettext."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+
 from governance.deployments.envelope import approved_envelope
 
-NOT_STATED = "not stated"
+
+def _not_stated() -> str:
+    return _("not stated")
+
+
 # The threshold an eval run gets unless someone chose a looser or stricter one (EvalRun's default).
 DEFAULT_EVAL_THRESHOLD = 0.05
 
 # Each fact as the request wizard asks it, in the wizard's order.
-FACT_LABELS: tuple[tuple[str, str], ...] = (
-    ("use_case", "Use case"),
-    ("commercial_entity", "Commercial entity"),
-    ("hosted_service", "Served to third parties (API, SaaS, app)"),
-    ("production", "Production use"),
-    ("monthly_active_users", "Monthly active users"),
-    ("monthly_active_users_at_model_release", "Monthly active users on the model's release date"),
-    ("monthly_revenue", "Monthly revenue"),
-    ("org_country", "Principal place of business"),
-    ("multimodal", "Multimodal model"),
-    ("outputs_used_to_train_other_models", "Outputs used to train other models"),
-    ("derivative", "Derivative"),
-    ("redistributes_original_weights", "Original weights redistributed"),
-    ("intended_uses", "Intended uses on an acceptable-use list"),
-    ("guardrails_removed", "Safety guardrails removed"),
+FACT_LABELS: tuple[tuple[str, Any], ...] = (
+    ("use_case", gettext_lazy("Use case")),
+    ("commercial_entity", gettext_lazy("Commercial entity")),
+    ("hosted_service", gettext_lazy("Served to third parties (API, SaaS, app)")),
+    ("production", gettext_lazy("Production use")),
+    ("monthly_active_users", gettext_lazy("Monthly active users")),
+    ("monthly_active_users_at_model_release", gettext_lazy("Monthly active users on the model's release date")),
+    ("monthly_revenue", gettext_lazy("Monthly revenue")),
+    ("org_country", gettext_lazy("Principal place of business")),
+    ("multimodal", gettext_lazy("Multimodal model")),
+    ("outputs_used_to_train_other_models", gettext_lazy("Outputs used to train other models")),
+    ("derivative", gettext_lazy("Derivative")),
+    ("redistributes_original_weights", gettext_lazy("Original weights redistributed")),
+    ("intended_uses", gettext_lazy("Intended uses on an acceptable-use list")),
+    ("guardrails_removed", gettext_lazy("Safety guardrails removed")),
 )
 USE_CASES = {
-    "external_commercial": "External commercial",
-    "internal": "Internal use only",
-    "evaluation": "Evaluation",
-    "research": "Research",
+    "external_commercial": gettext_lazy("External commercial"),
+    "internal": gettext_lazy("Internal use only"),
+    "evaluation": gettext_lazy("Evaluation"),
+    "research": gettext_lazy("Research"),
+}
+DERIVATIVE_KINDS = {
+    "fine_tune": gettext_lazy("fine-tune"),
+    "quantize": gettext_lazy("quantize"),
+    "distill": gettext_lazy("distill"),
+    "merge": gettext_lazy("merge"),
 }
 DISTRIBUTIONS = {
-    "none": "not distributed",
-    "internal": "distributed inside the company",
-    "public": "distributed publicly",
+    "none": gettext_lazy("not distributed"),
+    "internal": gettext_lazy("distributed inside the company"),
+    "public": gettext_lazy("distributed publicly"),
 }
 DECISIONS = {
-    "allowed": "allowed",
-    "allowed_with_obligations": "allowed with obligations",
-    "licensor_approval_required": "licensor approval required",
-    "prohibited": "prohibited",
+    "allowed": gettext_lazy("allowed"),
+    "allowed_with_obligations": gettext_lazy("allowed with obligations"),
+    "licensor_approval_required": gettext_lazy("licensor approval required"),
+    "prohibited": gettext_lazy("prohibited"),
 }
 ENVELOPE_LABELS = {
-    "engine": "Serving engine",
-    "precision": "Precision",
-    "gpu": "GPU",
-    "kv_dtype": "KV cache type",
-    "tp": "Tensor parallel (tp)",
-    "pp": "Pipeline parallel (pp)",
-    "ep": "Expert parallel (ep)",
-    "max_model_len": "Context length (tokens)",
-    "gpu_memory_utilization": "GPU memory utilisation",
+    "engine": gettext_lazy("Serving engine"),
+    "precision": gettext_lazy("Precision"),
+    "gpu": gettext_lazy("GPU"),
+    "kv_dtype": gettext_lazy("KV cache type"),
+    "tp": gettext_lazy("Tensor parallel (tp)"),
+    "pp": gettext_lazy("Pipeline parallel (pp)"),
+    "ep": gettext_lazy("Expert parallel (ep)"),
+    "max_model_len": gettext_lazy("Context length (tokens)"),
+    "gpu_memory_utilization": gettext_lazy("GPU memory utilisation"),
 }
+# Stored codes the packet prints, in words (the same words as the web UI's labels, so one
+# translation serves both; approvals sits below web and cannot import its table).
+SEVERITIES = {
+    "blocker": gettext_lazy("Blocker"),
+    "approval": gettext_lazy("Licensor approval"),
+    "obligation": gettext_lazy("Obligation"),
+    "info": gettext_lazy("Information"),
+}
+OBLIGATION_STATUSES = {
+    "open": gettext_lazy("Open"),
+    "acknowledged": gettext_lazy("Acknowledged, waiting for legal"),
+    "accepted": gettext_lazy("Accepted by legal"),
+    "rejected": gettext_lazy("Not accepted: answer again"),
+    "superseded": gettext_lazy("No longer required"),
+}
+EVAL_STATUSES = {
+    "running": gettext_lazy("Running"),
+    "passed": gettext_lazy("Passed"),
+    "failed": gettext_lazy("Failed the gate"),
+    "error": gettext_lazy("Error"),
+}
+ROLES = {"legal": gettext_lazy("Legal"), "engineering": gettext_lazy("Engineering")}
+
+
+def word(table: dict[str, Any], code: Any) -> str:
+    """A stored code in words from one of the tables above; an unknown code prints as itself."""
+    if code is None or code == "":
+        return _not_stated()
+    return str(table.get(str(code), code))
 
 
 def format_count(value: Any) -> str:
     if value is None:
-        return NOT_STATED
+        return _not_stated()
     return f"{int(value):,}"
 
 
 def format_money(value: Any) -> str:
     """`{"amount": 25000000.0, "currency": "USD"}` as `USD 25,000,000.00`."""
     if not isinstance(value, dict) or value.get("amount") is None:
-        return NOT_STATED
+        return _not_stated()
     return f"{value.get('currency') or '?'} {float(value['amount']):,.2f}"
 
 
 def format_value(value: Any) -> str:
     """Any other evidence value in words: never a Python repr."""
     if value is None or value == "":
-        return NOT_STATED
+        return _not_stated()
     if isinstance(value, bool):
-        return "yes" if value else "no"
+        return _("yes") if value else _("no")
     if isinstance(value, int | float):
         return f"{value:,}"
     if isinstance(value, list | tuple):
-        return ", ".join(format_value(item) for item in value) if value else "none"
+        return _list_sep().join(format_value(item) for item in value) if value else _("none")
     if isinstance(value, dict):
         return "; ".join(f"{key.replace('_', ' ')}: {format_value(item)}" for key, item in value.items())
     return str(value)
 
 
+def _list_sep() -> str:
+    # Translators: the separator between the items of a list in the packet (Chinese uses "、").
+    return _(", ")
+
+
 def _derivative(value: Any) -> str:
     if not isinstance(value, dict):
-        return NOT_STATED
+        return _not_stated()
     kind = str(value.get("kind") or "none")
     if kind == "none":
-        return "none: the weights as published"
-    parts = [kind.replace("_", "-"), DISTRIBUTIONS.get(str(value.get("distribution") or "none"), NOT_STATED)]
+        return _("none: the weights as published")
+    parts = [word(DERIVATIVE_KINDS, kind), word(DISTRIBUTIONS, value.get("distribution") or "none")]
     if value.get("name"):
-        parts.append(f"named {value['name']}")
-    return ", ".join(parts)
+        parts.append(_("named %(name)s") % {"name": value["name"]})
+    return _list_sep().join(parts)
 
 
 def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
@@ -108,7 +158,7 @@ def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
     for key, label in FACT_LABELS:
         value = facts.get(key)
         if key == "use_case":
-            shown = USE_CASES.get(str(value), format_value(value))
+            shown = str(USE_CASES.get(str(value), format_value(value)))
         elif key in ("monthly_active_users", "monthly_active_users_at_model_release"):
             shown = format_count(value)
         elif key == "monthly_revenue":
@@ -116,27 +166,33 @@ def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
         elif key == "derivative":
             shown = _derivative(value)
         elif key == "intended_uses":
-            shown = ", ".join(str(use).replace("_", " ") for use in value) if value else "none"
+            shown = _list_sep().join(str(use).replace("_", " ") for use in value) if value else _("none")
             if value is None:
-                shown = NOT_STATED
+                shown = _not_stated()
         else:
             shown = format_value(value)
-        rows.append((label, shown))
+        rows.append((str(label), shown))
     return rows
 
 
 def envelope_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
     """Every field the gate compares a rollout with, tp/pp/ep included."""
     envelope = approved_envelope(evidence)
-    return [(ENVELOPE_LABELS[name], format_value(value)) for name, value in envelope.items()]
+    return [(str(ENVELOPE_LABELS[name]), format_value(value)) for name, value in envelope.items()]
 
 
 def _obligations(obligations: list[dict[str, Any]]) -> str:
     if not obligations:
-        return "none"
+        return _("none")
     counts = Counter(str(item.get("status", "open")) for item in obligations)
-    noun = "obligation" if len(obligations) == 1 else "obligations"
-    return f"{len(obligations)} {noun}: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    total = ngettext("%(count)d obligation", "%(count)d obligations", len(obligations)) % {"count": len(obligations)}
+    # Translators: "<n obligations>: <n> <status>, …", e.g. "2 obligations: 1 open, 1 accepted by legal".
+    return _("%(total)s: %(counts)s") % {
+        "total": total,
+        "counts": _list_sep().join(
+            f"{n} {word(OBLIGATION_STATUSES, status).lower()}" for status, n in sorted(counts.items())
+        ),
+    }
 
 
 def summary(evidence: dict[str, Any], organisation: str) -> dict[str, Any]:
@@ -147,14 +203,14 @@ def summary(evidence: dict[str, Any], organisation: str) -> dict[str, Any]:
         "organisation": organisation,
         "envelope": approved_envelope(evidence),
         "license_decisions": [
-            (f"{item.get('license')} ({item.get('version')})", DECISIONS.get(str(item.get("decision")), "unknown"))
+            (f"{item.get('license')} ({item.get('version')})", word(DECISIONS, item.get("decision")))
             for item in evidence.get("licenses") or []
         ],
         "obligations": _obligations(evidence.get("obligations") or []),
         "waivers": len(evidence.get("waivers") or []),
-        "plan_fits": format_value(plan.get("fits")) if plan else NOT_STATED,
-        "plan_gpus": format_count((plan.get("parallel") or {}).get("gpus")) if plan else NOT_STATED,
-        "evals": [(str(item.get("scheme")), str(item.get("status"))) for item in evals],
+        "plan_fits": format_value(plan.get("fits")) if plan else _not_stated(),
+        "plan_gpus": format_count((plan.get("parallel") or {}).get("gpus")) if plan else _not_stated(),
+        "evals": [(str(item.get("scheme")), word(EVAL_STATUSES, item.get("status"))) for item in evals],
         "loose_thresholds": [
             (str(item.get("scheme")), float(item["threshold"]))
             for item in evals

@@ -3,15 +3,30 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from html import escape
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from weasyprint import HTML, Attachment
 from weasyprint.urls import URLFetcher, URLFetcherResponse
 
-from governance.approvals.packet_content import DECISIONS, DEFAULT_EVAL_THRESHOLD, envelope_rows, fact_rows, summary
+from governance.approvals.packet_content import (
+    DECISIONS,
+    DEFAULT_EVAL_THRESHOLD,
+    EVAL_STATUSES,
+    OBLIGATION_STATUSES,
+    ROLES,
+    SEVERITIES,
+    envelope_rows,
+    fact_rows,
+    summary,
+    word,
+)
 from governance.approvals.signing import add_signature_fields
 from governance.approvals.verification import EVIDENCE_ATTACHMENT
 from governance.core.canonical import canonical_json
@@ -20,11 +35,18 @@ from governance.core.metrics import PACKET_RENDER, timed
 PACKET_FORMAT = "governance.approval-packet/1"
 GIB = 1024**3
 CHART_SEGMENTS = (
-    ("weights", "Weights", "#33658a"),
-    ("kv_cache", "KV cache", "#86bbd8"),
-    ("activations", "Activations", "#f6ae2d"),
-    ("reserve", "Reserve", "#c7c7c7"),
+    ("weights", gettext_lazy("Weights"), "#33658a"),
+    ("kv_cache", gettext_lazy("KV cache"), "#86bbd8"),
+    ("activations", gettext_lazy("Activations"), "#f6ae2d"),
+    ("reserve", gettext_lazy("Reserve"), "#c7c7c7"),
 )
+# The body font first for each language: Noto Sans CJK (fonts-noto-cjk, installed by
+# scripts/system-deps, subset and embedded by WeasyPrint) sets Chinese text and its punctuation with
+# one face; DejaVu sets Latin text, and the other face is the fallback for a name in the other script.
+FONTS = {
+    "zh-hans": '"Noto Sans CJK SC", "DejaVu Sans", sans-serif',
+    "en": '"DejaVu Sans", "Noto Sans CJK SC", sans-serif',
+}
 MAX_CHART_BARS = 16
 
 
@@ -40,6 +62,9 @@ class PacketInput:
     # The readiness rule's reasons other than the signatures this packet collects: empty for any
     # packet a reviewer could sign (the sign-off service refuses otherwise); a preview shows them.
     blockers: tuple[dict[str, str], ...] = ()
+    # The request's language (settings.LANGUAGES): every word of the packet is in it, whoever renders
+    # it; the signature meanings above must already be in it (selectors.meaning_templates under it).
+    language: str = "en"
 
 
 def attachment_document(data: PacketInput) -> dict[str, Any]:
@@ -53,10 +78,11 @@ def attachment_document(data: PacketInput) -> dict[str, Any]:
         "eval_categories": data.eval_categories,
         "audit_checkpoint": data.audit_checkpoint,
         "signatures": data.signatures,
+        "language": data.language,  # the packet's language; the evidence and its digest have none
     }
 
 
-def memory_chart_svg(plan: dict[str, Any] | None) -> str:
+def memory_chart_svg(plan: dict[str, Any] | None, font_family: str = "") -> str:
     """A stacked bar per GPU: weights / KV cache / activations / reserve, against the GPU's memory."""
     if not plan or "memory_per_gpu" not in plan:
         return ""
@@ -71,7 +97,10 @@ def memory_chart_svg(plan: dict[str, Any] | None) -> str:
     scale = (width - left - 10) / max(capacity, sum(used.values()))
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="Memory per GPU">'
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(_("Memory per GPU"))}"'
+        # the packet's own faces: left to fontconfig, Chinese labels came out in the Japanese face
+        + (f' font-family="{escape(font_family)}"' if font_family else "")
+        + ">"
     ]
     for index in range(bars):
         y = top + index * (bar_height + gap)
@@ -81,7 +110,7 @@ def memory_chart_svg(plan: dict[str, Any] | None) -> str:
             w = used[key] * scale
             parts.append(
                 f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_height}" fill="{colour}">'
-                f"<title>{escape(label)} {used[key] / GIB:.1f} GiB</title></rect>"
+                f"<title>{escape(str(label))} {used[key] / GIB:.1f} GiB</title></rect>"
             )
             x += w
     legend_y = top + bars * (bar_height + gap) + 14
@@ -89,11 +118,12 @@ def memory_chart_svg(plan: dict[str, Any] | None) -> str:
     for key, label, colour in CHART_SEGMENTS:
         parts.append(f'<rect x="{x:.0f}" y="{legend_y - 8}" width="8" height="8" fill="{colour}"/>')
         parts.append(
-            f'<text x="{x + 11:.0f}" y="{legend_y}" font-size="8">{escape(label)} {used[key] / GIB:.1f} GiB</text>'
+            f'<text x="{x + 11:.0f}" y="{legend_y}" font-size="8">{escape(str(label))} {used[key] / GIB:.1f} GiB</text>'
         )
         x += 105
     if gpus > bars:
-        parts.append(f'<text x="{left}" y="{legend_y + 14}" font-size="8">first {bars} of {gpus} identical GPUs</text>')
+        shown = _("first %(bars)d of %(gpus)d identical GPUs") % {"bars": bars, "gpus": gpus}
+        parts.append(f'<text x="{left}" y="{legend_y + 14}" font-size="8">{escape(shown)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -117,7 +147,36 @@ def _findings(evidence: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def css_string(text: str) -> str:
+    """`text` as one CSS string token for the <style> block (@page content): quotes, backslashes,
+    angle brackets, ampersands and control characters as CSS escapes, so an organisation's name can
+    neither end the string nor the style element."""
+    escaped = "".join(ch if ch.isprintable() and ch not in '"\\<>&' else f"\\{ord(ch):x} " for ch in text)
+    return f'"{escaped}"'
+
+
+def page_counter_css() -> str:
+    """The CSS `content` of "page n of m" in the active language (Chinese puts the words around both numbers)."""
+    # Translators: the page number at the top of each packet page; keep {page} and {pages} as they are.
+    pattern = _("page {page} of {pages}")
+    parts = []
+    # re.split with a group keeps the placeholders at the odd positions
+    for index, piece in enumerate(re.split(r"\{(pages|page)\}", pattern)):
+        if index % 2:
+            parts.append(f"counter({piece})")
+        elif piece:
+            parts.append(css_string(piece))
+    return " ".join(parts)
+
+
 def render_html(data: PacketInput) -> str:
+    """The packet's HTML, every word in the request's language (not the language of whoever or
+    whatever renders it: a reviewer's UI language or the worker's default)."""
+    with translation.override(data.language):
+        return _render_html(data)
+
+
+def _render_html(data: PacketInput) -> str:
     evidence = data.evidence
     capacity = evidence.get("capacity_plan") or {}
     plan = capacity.get("result") if isinstance(capacity, dict) else None
@@ -126,7 +185,14 @@ def render_html(data: PacketInput) -> str:
         categories = data.eval_categories.get(item.get("eval", ""), {})
         threshold = item.get("threshold")
         loose = threshold is not None and float(threshold) > DEFAULT_EVAL_THRESHOLD
-        evals.append({**item, "categories": sorted(categories.items()), "loose": loose})
+        evals.append(
+            {
+                **item,
+                "categories": sorted(categories.items()),
+                "loose": loose,
+                "status_label": word(EVAL_STATUSES, item.get("status")),
+            }
+        )
     return render_to_string(
         "approvals/packet.html",
         {
@@ -138,19 +204,31 @@ def render_html(data: PacketInput) -> str:
             "request": evidence.get("request", {}),
             "artifact": evidence.get("artifact", {}),
             "licenses": [
-                {**item, "decision_label": DECISIONS.get(str(item.get("decision")), "not stated")}
+                {**item, "decision_label": word(DECISIONS, item.get("decision"))}
                 for item in evidence.get("licenses", [])
             ],
-            "findings": _findings(evidence),
+            "findings": [
+                {**finding, "severity_label": word(SEVERITIES, finding.get("severity"))}
+                for finding in _findings(evidence)
+            ],
             "waivers": evidence.get("waivers", []),
-            "obligations": evidence.get("obligations", []),
+            "obligations": [
+                {**item, "status_label": word(OBLIGATION_STATUSES, item.get("status"))}
+                for item in evidence.get("obligations", [])
+            ],
             "capacity": capacity,
             "plan": plan,
-            "chart_svg": memory_chart_svg(plan),
+            "chart_svg": memory_chart_svg(plan, FONTS.get(data.language, FONTS["en"]).replace('"', "")),
             "evals": evals,
             "blockers": data.blockers,
             "checkpoint": data.audit_checkpoint,
-            "signatures": data.signatures,
+            "signatures": [{**s, "role_label": word(ROLES, s.get("role"))} for s in data.signatures],
+            "font_family": FONTS.get(data.language, FONTS["en"]),
+            "html_lang": translation.to_language(data.language),
+            "page_counter": page_counter_css(),
+            "header_text": css_string(
+                _("%(organisation)s · deployment approval packet") % {"organisation": data.organisation}
+            ),
         },
     )
 

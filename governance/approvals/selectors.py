@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import gettext_lazy
 
 from governance.approvals.choices import AuthorityKind, PacketStatus, SignatureStatus
 from governance.approvals.models import (
@@ -72,13 +73,15 @@ def signoff_meaning_short(decision: str) -> str:
 # What each signature means, as the packet prints it before anyone has signed: the signer is the
 # one whose name, UTC time and certificate the signature box prints (no "[signer]" placeholder);
 # the signature's own /Reason and the sign-off record carry the first-person text with the name.
-_PACKET_MEANINGS: dict[str, str] = {
-    ReviewRole.LEGAL: (
+# Translated in the packet's language (the caller activates it); {organisation} and {field} are
+# filled after translation.
+_PACKET_MEANINGS: dict[str, Any] = {
+    ReviewRole.LEGAL: gettext_lazy(
         "The legal reviewer of {organisation} whose name, UTC time and certificate the {field} signature box "
         "prints approves this deployment on legal grounds: they reviewed the license terms, every finding and "
         "waiver, and the obligations checklist in this packet, and take responsibility for this approval."
     ),
-    ReviewRole.ENGINEERING: (
+    ReviewRole.ENGINEERING: gettext_lazy(
         "The engineering reviewer of {organisation} whose name, UTC time and certificate the {field} signature "
         "box prints approves this deployment on engineering grounds: they reviewed the capacity plan, the memory "
         "per GPU, the serving envelope and the eval results in this packet, and take responsibility for this "
@@ -95,7 +98,7 @@ def meaning_templates(organisation: str = "the organisation") -> list[dict[str, 
         {
             "role": role,
             "field": SIGNATURE_FIELDS[role],
-            "approve": _PACKET_MEANINGS[role].format(organisation=organisation, field=SIGNATURE_FIELDS[role]),
+            "approve": str(_PACKET_MEANINGS[role]).format(organisation=organisation, field=SIGNATURE_FIELDS[role]),
         }
         for role in SIGNING_ORDER
     ]

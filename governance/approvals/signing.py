@@ -5,11 +5,12 @@ carries an RFC 3161 timestamp from the organisation's timestamping key."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
 import os
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from asn1crypto import cms, core, tsp
@@ -41,11 +42,21 @@ STAMP_FONT_CANDIDATES = (
     Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
     Path("/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf"),
 )
+# A signer's name in Chinese (or any script DejaVu lacks) is set in Noto Sans CJK SC instead
+# (fonts-noto-cjk, scripts/system-deps; face 2 of the collection), cut down to Latin-1 and the
+# characters of that stamp: its CFF outlines are 1000 units per em already.
+CJK_STAMP_FONT = Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc")
+CJK_STAMP_FONT_NUMBER = 2
+STAMP_LATIN = frozenset([*range(0x20, 0x7F), *range(0xA0, 0x180), *range(0x2010, 0x2027)])
 # Short lines: the stamp box is small. The full meaning text is the signature's /Reason, the
 # packet's Signatures table and the sign-off record; the full fingerprint is in the certificate.
 STAMP_TEXT = (
-    "%(signer_name)s\n%(role)s reviewer: %(decision)s\nMeaning: %(meaning_short)s\n%(ts)s\ncert %(fingerprint)s"
+    "%(signer_name)s\n%(role)s reviewer: %(decision)s\nMeaning: %(meaning_short)s\n%(signed_at)s\ncert %(fingerprint)s"
 )
+# The signing time (%(signed_at)s) as the packet's English dates print it (governance/formats),
+# always in UTC: the packet says the box prints the UTC time, and pyHanko's own %(ts)s is the
+# host's local time.
+STAMP_TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
 # Our own timestamp policy OID (a UUID OID, ITU-T X.667), so tokens do not claim a test policy.
 TSA_POLICY_OID = "2.25.242295213393713858406312460153349474610"
 
@@ -124,6 +135,9 @@ class StampText:
     decision: str
     meaning_short: str
     fingerprint: str
+    # The packet's language: the caller passes the translated template and time format
+    template: str = STAMP_TEXT
+    time_format: str = STAMP_TIME_FORMAT
 
     def params(self) -> dict[str, str]:
         return {
@@ -161,7 +175,7 @@ def stamp_font() -> Path | None:
     options.name_IDs = ["*"]
     font = subset.load_font(str(source), options)
     subsetter = subset.Subsetter(options)
-    subsetter.populate(unicodes=[*range(0x20, 0x7F), *range(0xA0, 0x180), *range(0x2010, 0x2027)])
+    subsetter.populate(unicodes=sorted(STAMP_LATIN))
     subsetter.subset(font)
     # pyHanko writes the font's advances into /W and its TJ adjustments as they are, but PDF reads
     # them per 1000 units of the em: at DejaVu's 2048 units every glyph was drawn twice as far
@@ -171,8 +185,36 @@ def stamp_font() -> Path | None:
     return target
 
 
-def _stamp_style() -> TextStampStyle:
-    font = stamp_font()
+@functools.lru_cache(maxsize=32)
+def cjk_stamp_font(characters: str) -> Path | None:
+    """Noto Sans CJK SC cut down to Latin-1 and `characters` (those of one stamp beyond Latin-1),
+    once per process for each set; None when the font is not installed."""
+    if not CJK_STAMP_FONT.exists():
+        return None
+    digest = hashlib.sha256(characters.encode()).hexdigest()[:16]
+    target = Path(tempfile.gettempdir()) / f"governance-stamp-cjk-{digest}-{os.getuid()}-{os.getpid()}.otf"
+    options = subset.Options()
+    options.font_number = CJK_STAMP_FONT_NUMBER
+    options.layout_features = ["*"]
+    options.glyph_names = True
+    options.notdef_outline = True
+    options.name_IDs = ["*"]
+    font = subset.load_font(str(CJK_STAMP_FONT), options)
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(unicodes=sorted(STAMP_LATIN | {ord(ch) for ch in characters}))
+    subsetter.subset(font)
+    subset.save_font(font, str(target), options)
+    return target
+
+
+def _stamp_font_for(stamp_text: str) -> Path | None:
+    """DejaVu (Latin) unless the stamp holds characters beyond it: then Noto Sans CJK SC with them."""
+    beyond = "".join(sorted({ch for ch in stamp_text if ord(ch) not in STAMP_LATIN and not ch.isspace()}))
+    return (cjk_stamp_font(beyond) if beyond else None) or stamp_font()
+
+
+def _stamp_style(stamp_text: str = "", template: str = STAMP_TEXT) -> TextStampStyle:
+    font = _stamp_font_for(stamp_text)
     box_style = (
         # The same size for the layout (harfbuzz advances) and for the text box: when they differ the
         # glyphs are placed for one size and drawn at the other (spread out, clipped by the box).
@@ -180,7 +222,7 @@ def _stamp_style() -> TextStampStyle:
         if font is not None
         else text.TextBoxStyle(font_size=6, leading=8)
     )
-    return TextStampStyle(stamp_text=STAMP_TEXT, text_box_style=box_style, border_width=1)
+    return TextStampStyle(stamp_text=template, text_box_style=box_style, border_width=1)
 
 
 def sign_packet(
@@ -206,6 +248,9 @@ def sign_packet(
         certify=certify,
         docmdp_permissions=fields.MDPPerm.FILL_FORMS,
     )
-    pdf_signer = signers.PdfSigner(metadata, cms_signer, timestamper=timestamper, stamp_style=_stamp_style())
-    out = pdf_signer.sign_pdf(IncrementalPdfFileWriter(io.BytesIO(pdf)), appearance_text_params=stamp.params())
+    # our own placeholder, not pyHanko's %(ts)s: that one is the host's local time
+    params = {**stamp.params(), "signed_at": datetime.now(UTC).strftime(stamp.time_format)}
+    stamp_style = _stamp_style("".join(params.values()) + stamp.template, stamp.template)
+    pdf_signer = signers.PdfSigner(metadata, cms_signer, timestamper=timestamper, stamp_style=stamp_style)
+    out = pdf_signer.sign_pdf(IncrementalPdfFileWriter(io.BytesIO(pdf)), appearance_text_params=params)
     return out.getvalue()

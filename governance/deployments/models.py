@@ -27,6 +27,11 @@ class DeploymentRequest(BaseModel):
     evidence_digest = models.CharField(max_length=64, blank=True)
     flagged = models.BooleanField(default=False)
     flag_reason = models.TextField(blank=True)
+    # The language the approval packet is written in: the requester's when the request was filed,
+    # fixed for the request's life, so every reviewer signs the same text whatever their own UI
+    # language (settings.LANGUAGES; checked by the serializer, not a DB choice list that would need a
+    # migration per added language).
+    language = models.CharField(max_length=16, default="en")
 
     class Meta:
         ordering = ["-created_at"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 from rest_framework import serializers
 
@@ -55,6 +56,9 @@ class DeploymentInputSerializer(StrictSerializer):
     facts = FactsField(help_text="deployment facts, validated like POST /api/v1/licenses/evaluate")
     serving_plan = ServingPlanSerializer()
     target_cluster = serializers.CharField(max_length=120, required=False, allow_blank=True)
+    # The approval packet's language; left out, the language the request was made in (the UI's, or
+    # the API call's Accept-Language). Fixed at creation: an update may not change it.
+    language = serializers.ChoiceField(choices=[code for code, _name in settings.LANGUAGES], required=False)
 
     def validate_artifact(self, value: Any) -> Any:
         artifact = artifacts_visible_to(self.context["user"]).filter(code=value).first()
@@ -73,6 +77,7 @@ class DeploymentUpdateSerializer(DeploymentInputSerializer):
         kwargs["partial"] = True
         super().__init__(*args, **kwargs)
         self.fields.pop("team")
+        self.fields.pop("language")
 
 
 class DeploymentOutputSerializer(serializers.ModelSerializer):
@@ -98,6 +103,7 @@ class DeploymentOutputSerializer(serializers.ModelSerializer):
             "facts",
             "serving_plan",
             "target_cluster",
+            "language",
             "status",
             "submitted_at",
             "approved_at",

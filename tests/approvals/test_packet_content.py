@@ -167,15 +167,19 @@ def test_the_summary_states_what_each_signer_signs_and_the_whole_envelope() -> N
     found = summary(_evidence(), organisation="Acme GmbH")
     assert found["envelope"]["tp"] == 4
     assert found["license_decisions"] == [("llama-3.1 (2024-07-23)", "licensor approval required")]
-    assert found["obligations"] == "1 obligation: 1 accepted"
+    assert found["obligations"] == "1 obligation: 1 accepted by legal"
     assert found["loose_thresholds"] == [("w4a8", 0.1)]
 
 
-def _render(tmp_path: Path) -> Path:
+def _render(tmp_path: Path, language: str = "en") -> Path:
+    from django.utils import translation
+
     from governance.approvals.packet_render import PacketInput, render_packet
     from governance.approvals.selectors import meaning_templates
 
     evidence = _evidence()
+    with translation.override(language):
+        signatures = meaning_templates(organisation="Acme GmbH")
     data = PacketInput(
         deployment_code=evidence["request"]["code"],
         evidence_digest="7e" * 32,
@@ -193,10 +197,11 @@ def _render(tmp_path: Path) -> Path:
             "signed_at": "2026-12-01T10:00:00.000000Z",
             "key_id": "34" * 32,
         },
-        signatures=meaning_templates(organisation="Acme GmbH"),
+        signatures=signatures,
         organisation="Acme GmbH",
+        language=language,
     )
-    pdf = tmp_path / "packet.pdf"
+    pdf = tmp_path / f"packet-{language}.pdf"
     pdf.write_bytes(render_packet(data))
     return pdf
 
@@ -241,3 +246,98 @@ def test_no_code_is_printed_where_words_belong(tmp_path: Path) -> None:
     assert "licensor_approval_required" not in text
     assert "licensorapprovalrequired" not in text
     assert text.count("licensor approval required") >= 2  # the summary and the licenses table
+
+
+# Chinese words the zh packet must carry, one per part of it (summary, facts, licenses, findings,
+# waivers, capacity, evals, envelope, checkpoint, signatures, the page counter)
+ZH_WORDS = (
+    "部署审批文件",
+    "摘要",
+    "签署人及签署内容",
+    "需要许可方批准",
+    "月活跃用户数",
+    "公开分发",
+    "严重程度",
+    "豁免至 2027年6月30日",
+    "能否容纳",
+    "评测结果",
+    "已批准的服务配置范围",
+    "张量并行（tp）",  # noqa: RUF001 (Chinese punctuation is what is checked)
+    "审计链检查点",
+    "2026年12月1日 10:00 UTC",
+    "从法律角度批准本次部署",
+    "第 1 页，共",  # noqa: RUF001
+)
+
+
+@pytest.fixture(scope="module")
+def compiled() -> None:
+    from tests.conftest import compile_messages
+
+    compile_messages()
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="needs poppler's pdftotext and pdffonts")
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_the_packet_is_pdfa_3b_with_every_font_embedded(tmp_path: Path, compiled: None, language: str) -> None:
+    from tests.approvals.pdfa import pdfa_3b_problems
+
+    pdf = _render(tmp_path, language)
+    assert pdfa_3b_problems(pdf) == []
+    fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True).stdout
+    if language == "zh-hans":
+        assert "NotoSansCJK" in fonts.replace("-", ""), fonts  # the CJK face from fonts-noto-cjk, subset
+        # the Simplified Chinese face throughout: the chart's labels once fell back to the Japanese one
+        assert "CJK-JP" not in fonts, fonts
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="needs poppler's pdftotext")
+def test_a_zh_request_gets_a_chinese_packet_whatever_language_renders_it(tmp_path: Path, compiled: None) -> None:
+    from django.utils import translation
+
+    # rendered while English is active (a reviewer's UI, the worker's default): still Chinese
+    with translation.override("en"):
+        pdf = _render(tmp_path, "zh-hans")
+    text = _text(pdf, "-layout")
+    flat = re.sub(r"\s+", "", _text(pdf, "-raw"))
+    for words in ZH_WORDS:
+        assert re.sub(r"\s+", "", words) in flat, words
+    assert re.search(r"第 1 页，共 \d+ 页", text), text[:400]  # noqa: RUF001
+    # nothing left in English but data (names, codes, license text quoted from the catalog)
+    for english in ("Summary", "Who signs what", "not stated", "licensor approval required", "page 1 of", "Warning"):
+        assert english not in text, english
+    match = PYTHON_REPR.search(text)
+    assert match is None, text[max(match.start() - 80, 0) : match.end() + 80]
+    for digest in ("9f" * 32, "ab" * 32, "cd" * 32, "ef" * 32, "7e" * 32, "12" * 32):
+        assert digest in flat, digest
+    assert "whichMetamaygrantinitssolediscretion." in flat  # the finding text, whole
+    # Chinese never set one character a line: no line of the layout holds a lone CJK character
+    # with nothing else (a column squeezed to one glyph's width would)
+    lone = [line for line in text.splitlines() if re.fullmatch(r"\s*[\u4e00-\u9fff]\s*", line)]
+    assert not lone, lone
+
+
+def test_the_packet_language_is_the_request_language_not_the_ui_language(tmp_path: Path, compiled: None) -> None:
+    from django.utils import translation
+    from governance.approvals.packet_render import PacketInput, render_html
+
+    evidence = _evidence()
+    data = PacketInput(
+        deployment_code="c",
+        evidence_digest="7e" * 32,
+        evidence=evidence,
+        eval_categories={},
+        audit_checkpoint=None,
+        signatures=[],
+        organisation='Acme "GmbH" </style><script>',
+    )
+    with translation.override("zh-hans"):
+        html = render_html(data)
+    assert '<html lang="en">' in html
+    assert "Deployment approval packet" in html
+    assert "部署审批文件" not in html
+    # the organisation's name reaches the page header's CSS string escaped, never ending it
+    style = html.split("<style>", 1)[1].split("</style>", 1)[0]
+    assert html.count("</style") == 1
+    assert "<script>" not in html
+    assert '"GmbH"' not in style

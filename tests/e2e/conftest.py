@@ -19,7 +19,7 @@ from django.conf import settings
 
 from governance.celery import app
 from tests.conftest import WorkerHandle, compile_messages
-from tests.deployments.conftest import catalog  # noqa: F401  (fixture)
+from tests.deployments.conftest import artifacts, catalog, flow  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"

@@ -45,7 +45,10 @@ class Session:
             page.select_option("#language-select", self.language)  # submits on change (static/js/app.js)
             wait_for(page, f'html[lang="{self.language}"]')
         elif self.language != "en":
-            self.context.add_cookies([{"name": "django_language", "value": self.language, "url": page.url}])
+            # for the whole site: with the login page's URL the cookie's path would be /accounts/,
+            # and every other page would be served in the Accept-Language's English
+            origin = page.url.split("/accounts/", 1)[0]
+            self.context.add_cookies([{"name": "django_language", "value": self.language, "url": origin + "/"}])
             page.reload()
         assert page.get_attribute("html", "lang") == self.language
         if recorder is not None:
@@ -55,6 +58,7 @@ class Session:
         page.fill("#id_password", f"pw-{username}")
         page.click("main form button[type=submit]")
         wait_for(page, "h1")
+        assert page.get_attribute("html", "lang") == self.language  # after signing in too
         return page
 
     def close(self) -> None:

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext, gettext_noop, pgettext_lazy
 
 from governance.approvals import pki
+
+if TYPE_CHECKING:
+    from governance.approvals.signing import StampText
 from governance.approvals.choices import SIGNATURE_FIELDS, AuthorityKind, PacketStatus, SignatureStatus
 from governance.approvals.models import ApprovalPacket, Authority, PacketSignature
 from governance.approvals.selectors import printed_name, signoff_meaning_short
@@ -178,9 +182,47 @@ def _new_status(signature: PacketSignature) -> PacketStatus:
     return PacketStatus.COMPLETE if signed | {signoff.role} == set(ReviewRole.values) else PacketStatus.PARTIAL
 
 
+# The signature box's template and time format as the catalog translates them: in English they are
+# signing.STAMP_TEXT and signing.STAMP_TIME_FORMAT (tests/approvals/test_stamp_font.py keeps them equal).
+STAMP_TEXT_MSGID = gettext_noop(
+    "%(signer_name)s\n%(role)s reviewer: %(decision)s\nMeaning: %(meaning_short)s\n%(signed_at)s\ncert %(fingerprint)s"
+)
+# Translators: strftime format of the signing time in a signature box; the time is always UTC.
+STAMP_TIME_MSGID = gettext_noop("%Y-%m-%d %H:%M UTC")
+STAMP_WORDS = {
+    "legal": pgettext_lazy("signature stamp", "legal"),
+    "engineering": pgettext_lazy("signature stamp", "engineering"),
+    "approve": pgettext_lazy("signature stamp", "approve"),
+    "reject": pgettext_lazy("signature stamp", "reject"),
+    "approval": pgettext_lazy("signature stamp", "approval"),
+    "rejection": pgettext_lazy("signature stamp", "rejection"),
+}
+
+
+def stamp_text(signature: PacketSignature) -> StampText:
+    """What the signature box prints, in the packet's language (the request's), like the rest of it."""
+    from governance.approvals.signing import StampText
+
+    signoff = signature.signoff
+
+    def word(code: str) -> str:
+        return str(STAMP_WORDS.get(code, code))
+
+    with translation.override(signoff.deployment.language):
+        return StampText(
+            signer_name=printed_name(signoff.signer),
+            role=word(signoff.role),
+            decision=word(signoff.decision),
+            meaning_short=word(signoff_meaning_short(signoff.decision)),
+            fingerprint=signature.certificate.fingerprint_sha256[:16],
+            template=gettext(STAMP_TEXT_MSGID),
+            time_format=gettext(STAMP_TIME_MSGID),
+        )
+
+
 def signoff_sign(*, signature_id: int) -> None:
     """Sign one recorded decision into the packet (pyHanko outside any lock), then store it."""
-    from governance.approvals.signing import SigningParty, StampText, sign_packet
+    from governance.approvals.signing import SigningParty, sign_packet
 
     signature = PacketSignature.objects.select_related("certificate", "signoff__signer", "signoff__deployment").get(
         pk=signature_id
@@ -203,13 +245,7 @@ def signoff_sign(*, signature_id: int) -> None:
         ca_certificate=pki.load_cert(root.certificate_pem),
         tsa=SigningParty(tsa.certificate, tsa.key),
         reason=signoff.meaning,
-        stamp=StampText(
-            signer_name=printed_name(signoff.signer),
-            role=signoff.role,
-            decision=signoff.decision,
-            meaning_short=signoff_meaning_short(signoff.decision),
-            fingerprint=signature.certificate.fingerprint_sha256[:16],
-        ),
+        stamp=stamp_text(signature),
     )
     status = _new_status(signature)
     # Never approve on a packet that does not verify; verified here, outside the lock.

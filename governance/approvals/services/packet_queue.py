@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from governance.approvals.choices import PacketStatus
 from governance.approvals.models import ApprovalPacket
@@ -72,15 +72,18 @@ def packet_input(deployment: DeploymentRequest) -> PacketInput:
     from governance.approvals.packet_render import PacketInput
 
     evidence = deployment.evidence or {}
+    with translation.override(deployment.language):  # the meaning texts in the packet's language
+        signatures = meaning_templates(settings.APPROVALS_ORGANISATION)
     return PacketInput(
         deployment_code=str(deployment.code),
         evidence_digest=deployment.evidence_digest,
         evidence=evidence,
         eval_categories=_eval_categories(evidence),
         audit_checkpoint=_checkpoint_dict(_latest_checkpoint()),
-        signatures=meaning_templates(settings.APPROVALS_ORGANISATION),
+        signatures=signatures,
         organisation=settings.APPROVALS_ORGANISATION,
         blockers=tuple(reason.as_blocker() for reason in blocks_signing(deployment_readiness(deployment))),
+        language=deployment.language,
     )
 
 

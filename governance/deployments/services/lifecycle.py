@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils import translation
 
 from governance.artifacts.selectors import artifact_usable_by
 from governance.audit.actions import AuditAction
@@ -27,6 +29,23 @@ from governance.deployments.services.transitions import (
 EVIDENCE_FIELDS = ("facts", "serving_plan", "artifact", "product_name", "environments", "target_cluster")
 
 
+def request_language(chosen: str | None) -> str:
+    """The approval packet's language: the one chosen, else the language the requester is using now
+    (LocaleMiddleware set it from the UI's switcher or the API call's Accept-Language), as one of
+    settings.LANGUAGES' codes."""
+    supported = {code for code, _name in settings.LANGUAGES}
+    for candidate in (chosen, translation.get_language()):
+        if not candidate:
+            continue
+        try:
+            code = translation.get_supported_language_variant(candidate)
+        except LookupError:
+            continue
+        if code in supported:
+            return code
+    return str(settings.LANGUAGE_CODE)
+
+
 @write_service
 def deployment_create(*, actor: User, data: dict[str, Any]) -> DeploymentRequest:
     validate_facts(data["facts"])
@@ -45,6 +64,7 @@ def deployment_create(*, actor: User, data: dict[str, Any]) -> DeploymentRequest
             facts=data["facts"],
             serving_plan=data["serving_plan"],
             target_cluster=data.get("target_cluster", ""),
+            language=request_language(data.get("language")),
         )
         audit_record(
             actor=actor,

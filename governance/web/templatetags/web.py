@@ -26,10 +26,10 @@ register = template.Library()
 
 
 def _when_formatter() -> Callable[[Any], str]:
-    """`{{ value|date:"SHORT_DATETIME_FORMAT" }}` (in the current time zone and language) for many
+    """`{{ value|moment }}` (governance.core.templatetags.dates) (in the current time zone and language) for many
     rows: the format and the time zone looked up once (each look-up reads thread-local state, and
     per row would cost more than the formatting)."""
-    pattern = get_format("SHORT_DATETIME_FORMAT")
+    pattern = get_format("DATETIME_FORMAT")
     zone = get_current_timezone()
 
     def when(value: Any) -> str:

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpR
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -156,9 +156,12 @@ def audit_report_pdf(request: HttpRequest) -> HttpResponse:
     dates = _report_dates(request)
     if isinstance(dates, HttpResponse):
         return dates
-    html = render_to_string(
-        "web/period_report.html", {"rows": period_report(*dates), "since": dates[0], "until": dates[1]}
-    )
+    # The report's text is English: its dates are too, whatever the auditor's UI language (one
+    # format per document, as per language).
+    with translation.override("en"):
+        html = render_to_string(
+            "web/period_report.html", {"rows": period_report(*dates), "since": dates[0], "until": dates[1]}
+        )
     pdf = HTML(string=html).write_pdf()
     response = HttpResponse(pdf, content_type="application/pdf")
     response["Content-Disposition"] = f'attachment; filename="period-report-{dates[0]}-{dates[1]}.pdf"'
