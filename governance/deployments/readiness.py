@@ -63,6 +63,7 @@ class ReasonCode(models.TextChoices):
     EVAL_FAILED = "eval.failed"
     EVAL_DIGEST_MISMATCH = "eval.digest_mismatch"  # the passed eval served other weights
     EVAL_STALE = "eval.stale"  # same weights, but another engine or parallel layout
+    EVAL_REGRESSED = "eval.regressed"  # an upgrade's fresh eval fell below the last approved run's
     ARTIFACT_DIGEST_MISMATCH = "artifact.digest_mismatch"
     SERVING_ENGINE = "serving.engine_mismatch"
     SERVING_ENGINE_VERSION = "serving.engine_version_mismatch"  # not the version the eval served
@@ -332,9 +333,54 @@ def _config_changes(run: Mapping[str, Any], engine: str, layout: Mapping[str, in
     return changes
 
 
-def approved_evals(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Every passed eval that covers the approved artifact and serving config, latest last: one per
-    engine version evaluated (an upgrade's fresh eval stands beside the one it followed)."""
+def served_config(run: Mapping[str, Any]) -> str:
+    """What a run served, for messages: engine, version and tp/pp/ep."""
+    serving = run.get("serving") or {}
+    layout = "/".join(f"{name}{int(serving.get(name) or 1)}" for name in LAYOUT)
+    return f"{run.get('engine')} {run.get('engine_version') or '?'} {layout}"
+
+
+def served_config_key(run: Mapping[str, Any]) -> tuple[Any, ...]:
+    serving = run.get("serving") or {}
+    return (run.get("engine"), run.get("engine_version"), *(int(serving.get(name) or 1) for name in LAYOUT))
+
+
+def regression(run: Mapping[str, Any]) -> tuple[str, float, float] | None:
+    """(category, last approved accuracy, fresh accuracy) of the first category in which `run` fell
+    below the run the request's last approval before it relied on (`last_approved_eval`, in the
+    run's evidence only where it served another engine, engine version or tp/pp/ep than that run)
+    by more than its own threshold, the bound the eval passes by; None when it did not, when
+    nothing was approved before it, or when it served the approved run's own config."""
+    previous = run.get("last_approved_eval")
+    if not previous or served_config_key(run) == served_config_key(previous):
+        return None
+    bound = float(run.get("threshold") or 0.05)
+    fresh = run.get("accuracy") or {}
+    for category, before in sorted((previous.get("accuracy") or {}).items()):
+        after = fresh.get(category)
+        if before is not None and after is not None and float(before) - float(after) > bound:
+            return category, float(before), float(after)
+    return None
+
+
+def regressed_reason(run: Mapping[str, Any]) -> Reason | None:
+    found = regression(run)
+    if found is None:
+        return None
+    category, before, after = found
+    previous = run.get("last_approved_eval") or {}
+    return Reason(
+        ReasonCode.EVAL_REGRESSED,
+        f"the {run.get('scheme')} eval on {served_config(run)} regressed in {category}: candidate accuracy "
+        f"{after:.3f} against {before:.3f} in the last approved run on {served_config(previous)} "
+        f"(more than its threshold {float(run.get('threshold') or 0.05):.3f} lower)",
+        f"{ENGINEERING} finds why the new engine or layout answers worse and runs the eval again, "
+        f"or {REQUESTER} keeps the approved engine version and layout",
+        Actor.ENGINEERING,
+    )
+
+
+def _passed_for_config(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     precision = str((evidence.get("serving_envelope") or {}).get("precision") or "")
     digest = str((evidence.get("artifact") or {}).get("weights_digest") or "").lower()
     engine, layout = approved_engine(evidence), approved_parallelism(evidence)
@@ -347,6 +393,19 @@ def approved_evals(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         and str(run.get("candidate_digest", "")).lower() == digest
         and not _config_changes(run, engine, layout)
     ]
+
+
+def regressed_evals(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Passed evals of the approved artifact and serving config that regressed against the last
+    approved run: they cover nothing (an upgrade that answers worse is not allowed)."""
+    return [run for run in _passed_for_config(evidence) if regression(run) is not None]
+
+
+def approved_evals(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every passed eval that covers the approved artifact and serving config, latest last: one per
+    engine version evaluated (an upgrade's fresh eval stands beside the one it followed), less those
+    that regressed against the last approved run."""
+    return [run for run in _passed_for_config(evidence) if regression(run) is None]
 
 
 def approved_eval(evidence: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -371,6 +430,9 @@ def _eval(evidence: Mapping[str, Any]) -> list[Reason]:
     for_digest = [r for r in served if str(r.get("candidate_digest", "")).lower() == digest.lower()]
     same_config = [r for r in for_digest if not _config_changes(r, engine, layout)]
     rerun = f"{ENGINEERING} runs the {precision} eval of these weights on this engine and layout"
+    regressed = [reason for run in regressed_evals(evidence) if (reason := regressed_reason(run))]
+    if regressed:
+        return regressed[-1:]
     if same_config:
         if all(r.get("status") == "running" for r in same_config):
             return [

@@ -405,7 +405,12 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
         **served,
         "pass": bool(result.get("pass")),
         "overall": row(result.get("overall", {})),
-        "categories": {name: row(block) for name, block in result.get("categories", {}).items()},
+        # the candidate's accuracy against the cases' references, where they have one: an engine
+        # upgrade's fresh eval is compared with the last approved run's (deployments.readiness.regression)
+        "categories": {
+            name: row(block) | {k: block[k] for k in ("baseline_accuracy", "quantized_accuracy") if k in block}
+            for name, block in result.get("categories", {}).items()
+        },
         "quantization": result.get("quantization"),
         "versions": result.get("versions"),
         "timing": result.get("timing"),
@@ -485,6 +490,18 @@ def eval_evidence_item(run: EvalRun) -> dict[str, Any]:
     if standard:  # only where asked for: evidence of runs without them (and so their digests) is unchanged
         item["standard_tasks"] = standard
     return item
+
+
+def candidate_accuracy(run: EvalRun) -> dict[str, float]:
+    """Per category, the candidate's accuracy: against the cases' references where they have one,
+    else the share of cases in which it kept every key item the baseline kept (1 - fail rate)."""
+    accuracy = {}
+    for name, block in ((run.summary or {}).get("categories") or {}).items():
+        if block.get("quantized_accuracy") is not None:
+            accuracy[name] = float(block["quantized_accuracy"])
+        elif block.get("fail_rate") is not None:
+            accuracy[name] = 1.0 - float(block["fail_rate"])
+    return accuracy
 
 
 def eval_evidence(deployment: Any) -> list[dict[str, Any]]:

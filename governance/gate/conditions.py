@@ -24,6 +24,8 @@ from governance.deployments.readiness import (
     ReasonCode,
     approved_evals,
     readiness,
+    regressed_evals,
+    regressed_reason,
 )
 from governance.deployments.readiness import approved_parallelism as evidence_parallelism
 
@@ -227,13 +229,24 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
     versions = sorted({str(run.get("engine_version")) for run in covering})
     if wanted_version and covering and wanted_version not in versions:
         # An engine upgrade is a high-risk change like a new quantization: it needs a fresh eval. A
-        # version whose own eval passed stays allowed (a roll-back to it is not a new risk).
+        # version whose own eval passed stays allowed (a roll-back to it is not a new risk), unless
+        # that eval regressed against the last approved run: the reason then says where and by how much.
+        regressed = [
+            reason
+            for run in regressed_evals(state.evidence)
+            if str(run.get("engine_version")) == wanted_version and (reason := regressed_reason(run))
+        ]
+        detail = (
+            f"; its eval regressed: {regressed[-1].message}" if regressed else ": an engine upgrade needs a fresh eval"
+        )
         reasons.append(
             Reason(
                 ReasonCode.SERVING_ENGINE_VERSION,
                 f"engine version {wanted_version!r} is not one the approved evals served "
-                f"({', '.join(repr(v) for v in versions)}): an engine upgrade needs a fresh eval",
-                "an engineering reviewer runs the eval on this engine version; the reviewers approve it",
+                f"({', '.join(repr(v) for v in versions)}){detail}",
+                regressed[-1].fix
+                if regressed
+                else "an engineering reviewer runs the eval on this engine version; the reviewers approve it",
                 Actor.ENGINEERING,
             )
         )

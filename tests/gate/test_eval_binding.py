@@ -151,3 +151,61 @@ def test_an_engine_upgrade_is_allowed_once_a_fresh_eval_of_it_passed_and_the_eva
     assert reason.code == ReasonCode.SERVING_ENGINE_VERSION
     assert "0.11.0" in reason.message
     assert "0.12.0" in reason.message
+
+
+# An engine upgrade or a new parallel layout: a fresh eval is compared, per category and by the
+# eval's own threshold, with the run the last approval before it relied on. The evidence service
+# adds both runs' accuracies to the fresh run's item (`accuracy`, `last_approved_eval`) only there.
+
+LAST_APPROVED = {
+    "eval": "e1",
+    "engine": "vllm",
+    "engine_version": "0.11.0",
+    "serving": {"precision": "w4a8", "tp": 8, "pp": 1, "ep": 8, "dp": 1, "max_model_len": 32768},
+    "accuracy": {"code": 0.90, "math": 0.80},
+}
+TP16 = {"precision": "w4a8", "tp": 16, "pp": 1, "ep": 16, "dp": 1}
+
+
+def fresh(code: float, math: float, **changes: Any) -> dict[str, Any]:
+    return served_eval(eval="e2", accuracy={"code": code, "math": math}, last_approved_eval=LAST_APPROVED, **changes)
+
+
+def test_a_new_layout_whose_fresh_eval_fell_below_the_last_approved_run_is_blocked() -> None:
+    run = fresh(0.89, 0.70, serving=TP16)  # math 0.10 lower; the eval's threshold is 0.05
+    [reason] = eval_reasons([served_eval(), run], tp=16, ep=16)
+    assert reason.code == ReasonCode.EVAL_REGRESSED
+    assert reason.role == "engineering"
+    for part in ("math", "0.700", "0.800", "vllm 0.11.0 tp16/pp1/ep16", "vllm 0.11.0 tp8/pp1/ep8"):
+        assert part in reason.message
+    # the gate denies it: the readiness rule is its rule
+    reasons = evaluate(state([served_eval(), run], tp=16, ep=16), check(tp=16, ep=16), NOW)
+    assert [r.code for r in reasons] == [ReasonCode.EVAL_REGRESSED]
+
+
+def test_a_fresh_eval_within_the_threshold_of_the_last_approved_run_allows() -> None:
+    run = fresh(0.86, 0.76, serving=TP16)  # 0.04 lower at most
+    assert eval_reasons([served_eval(), run], tp=16, ep=16) == []
+
+
+def test_without_a_previous_approval_the_fresh_eval_stands_on_its_baseline_alone() -> None:
+    run = served_eval(eval="e2", accuracy={"code": 0.10, "math": 0.10}, serving=TP16)
+    assert eval_reasons([run], tp=16, ep=16) == []
+
+
+def test_a_run_of_the_approved_runs_own_engine_and_layout_is_not_compared() -> None:
+    rerun = fresh(0.10, 0.10)  # a rerun of the approved config: judged against its baseline alone
+    assert eval_reasons([rerun]) == []
+
+
+def test_the_gate_denies_a_regressed_engine_upgrade_and_allows_one_that_held_up() -> None:
+    """The request stays approvable on the approved version (a regressed upgrade covers nothing,
+    like a failed one); the gate denies the regressed version naming the category and both runs."""
+    regressed = fresh(0.80, 0.80, engine_version="0.12.0")  # code 0.10 lower
+    [reason] = evaluate(state([served_eval(), regressed]), check(engine_version="0.12.0"), NOW)
+    assert reason.code == ReasonCode.SERVING_ENGINE_VERSION
+    for part in ("regressed in code", "0.800", "0.900", "vllm 0.12.0", "vllm 0.11.0"):
+        assert part in reason.message
+    assert evaluate(state([served_eval(), regressed]), check(engine_version="0.11.0"), NOW) == []
+    held_up = fresh(0.88, 0.79, engine_version="0.12.0")
+    assert evaluate(state([served_eval(), held_up]), check(engine_version="0.12.0"), NOW) == []

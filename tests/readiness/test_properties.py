@@ -93,7 +93,22 @@ evals = st.lists(
             "engine": st.sampled_from(["vllm", "sglang"]),
             "serving": st.fixed_dictionaries({"tp": st.sampled_from([1, 8]), "ep": st.sampled_from([1, 8])}),
             "overall": st.just({"upper_bound_95": 0.02}),
-        }
+        },
+        # a fresh run after an approval, on another engine, version or layout: compared per
+        # category with the run that approval relied on (eval.regressed when it fell behind)
+        optional={
+            "engine_version": st.sampled_from(["0.11.0", "0.12.0"]),
+            "accuracy": st.fixed_dictionaries({"code": st.sampled_from([0.7, 0.88, 0.9])}),
+            "last_approved_eval": st.fixed_dictionaries(
+                {
+                    "eval": st.just("e0"),
+                    "engine": st.sampled_from(["vllm", "sglang"]),
+                    "engine_version": st.just("0.11.0"),
+                    "serving": st.fixed_dictionaries({"tp": st.sampled_from([1, 8]), "ep": st.sampled_from([1, 8])}),
+                    "accuracy": st.just({"code": 0.9}),
+                }
+            ),
+        },
     ),
     max_size=3,
 )

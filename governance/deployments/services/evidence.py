@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from governance.artifacts.models import ModelArtifact
 from governance.audit.actions import AuditAction
+from governance.audit.models import AuditEvent
 from governance.audit.services import audit_record
 from governance.capacity.models import CapacityPlan
 from governance.capacity.services import capacity_plan_request
@@ -19,9 +20,11 @@ from governance.core.errors import ApplicationError
 from governance.core.outbox import outbox_enqueue
 from governance.deployments.choices import ObligationStatus, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff
+from governance.deployments.readiness import served_config_key
 from governance.deployments.selectors import active_waivers, latest_capacity_plan
 from governance.deployments.services.transitions import SYSTEM, Actor, deployment_lock, deployment_transition
-from governance.evaluations.evals import eval_evidence
+from governance.evaluations.evals import candidate_accuracy, eval_evidence, eval_evidence_item
+from governance.evaluations.models import EvalKind, EvalRun, EvalStatus
 from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate
@@ -132,10 +135,70 @@ def _capacity_evidence(deployment: DeploymentRequest) -> dict[str, Any] | None:
     }
 
 
+def _approvals(deployment: DeploymentRequest) -> list[tuple[Any, EvalRun | None]]:
+    """Each approval of the request, oldest first: (when, the passed served eval it relied on). The
+    approval's audit event names that eval (readiness.approved_eval of the evidence approved); for
+    approvals recorded before they named it, the newest passed served eval of the approved weights
+    finished by then."""
+    events = AuditEvent.objects.filter(
+        action=AuditAction.DEPLOYMENT_TRANSITIONED,
+        object_type=DeploymentRequest._meta.label_lower,
+        object_id=str(deployment.code),
+        data__to=Status.APPROVED,
+    ).order_by("seq")
+    runs = EvalRun.objects.filter(request=deployment, kind=EvalKind.SERVED, status=EvalStatus.PASSED)
+    approvals: list[tuple[Any, EvalRun | None]] = []
+    for event in events:
+        code = event.data.get("approved_eval")
+        if code:
+            relied_on = runs.filter(code=code).first()
+        else:
+            relied_on = (
+                runs.filter(candidate_digest=deployment.artifact.weights_digest, updated_at__lte=event.occurred_at)
+                .order_by("-updated_at")
+                .first()
+            )
+        approvals.append((event.occurred_at, relied_on))
+    return approvals
+
+
+def _compare_with_last_approval(deployment: DeploymentRequest, eval_results: list[dict[str, Any]]) -> None:
+    """A passed served eval that finished after an approval and served the approved weights on
+    another engine, engine version or tp/pp/ep than the eval that approval relied on gets both runs'
+    per-category candidate accuracy (`accuracy`, `last_approved_eval`) for readiness to compare.
+    Fixed once the run finished (later approvals do not change it); every other item, and so the
+    evidence digest of a request without such a run, is unchanged."""
+    served = [i for i in eval_results if i["kind"] == EvalKind.SERVED and i["status"] == EvalStatus.PASSED]
+    if deployment.approved_at is None or not served:
+        return
+    approvals = _approvals(deployment)
+    runs = {str(run.code): run for run in EvalRun.objects.filter(code__in=[item["eval"] for item in served])}
+    for item in served:
+        run = runs[item["eval"]]
+        before = [relied_on for when, relied_on in approvals if when < run.updated_at]
+        previous = before[-1] if before else None
+        if (
+            previous is None
+            or previous.pk == run.pk
+            or previous.candidate_digest.lower() != run.candidate_digest.lower()
+        ):
+            continue
+        reference = eval_evidence_item(previous)
+        if served_config_key(item) == served_config_key(reference):
+            continue
+        item["accuracy"] = candidate_accuracy(run)
+        item["last_approved_eval"] = {
+            **{key: reference[key] for key in ("eval", "engine", "engine_version", "serving")},
+            "accuracy": candidate_accuracy(previous),
+        }
+
+
 def build_evidence(deployment: DeploymentRequest, evaluations: list[dict[str, Any]]) -> dict[str, Any]:
     """The evidence document (DESIGN.md): its canonical SHA-256 is the evidence digest."""
     now = timezone.now()
     artifact: ModelArtifact = deployment.artifact
+    eval_results = eval_evidence(deployment)
+    _compare_with_last_approval(deployment, eval_results)
     return {
         "request": {
             "code": str(deployment.code),
@@ -185,7 +248,7 @@ def build_evidence(deployment: DeploymentRequest, evaluations: list[dict[str, An
             for o in deployment.obligations.exclude(status=ObligationStatus.SUPERSEDED).order_by("fingerprint")
         ],
         "capacity_plan": _capacity_evidence(deployment),
-        "eval_results": eval_evidence(deployment),
+        "eval_results": eval_results,
         "serving_envelope": deployment.serving_plan,
     }
 

@@ -15,6 +15,7 @@ from governance.core.errors import ConflictError, PermissionDeniedError
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import TRANSITIONS, Status
 from governance.deployments.models import DeploymentRequest
+from governance.deployments.readiness import approved_eval
 from governance.deployments.services.notifications import notify_status_changed
 
 Actor = User | str
@@ -58,12 +59,13 @@ def deployment_transition(deployment: DeploymentRequest, to: str, actor: Actor, 
             "updated_at",
         ]
     )
-    audit_record(
-        actor=actor,
-        action=AuditAction.DEPLOYMENT_TRANSITIONED,
-        obj=deployment,
-        data={"from": previous, "to": to, "reason": reason, "evidence_digest": deployment.evidence_digest},
-    )
+    data = {"from": previous, "to": to, "reason": reason, "evidence_digest": deployment.evidence_digest}
+    relied_on = approved_eval(deployment.evidence or {}) if to == Status.APPROVED else None
+    if relied_on is not None:
+        # The eval run this approval relies on: an engine upgrade's or a new layout's fresh eval is
+        # compared with it (deployments.services.evidence.last_approved_eval).
+        data["approved_eval"] = str(relied_on.get("eval"))
+    audit_record(actor=actor, action=AuditAction.DEPLOYMENT_TRANSITIONED, obj=deployment, data=data)
     actor_pk = actor.pk if isinstance(actor, User) else None
     notified = deployment  # a caller that tells people itself sets `notified_by_caller` before commit
 
