@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from governance.approvals.packet import PacketInput, render_html
+from governance.approvals.packet_render import PacketInput, render_html
 
 
 def packet(item: dict[str, Any]) -> str:
