@@ -49,7 +49,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy governance planner
+	$(BIN)/mypy governance planner tests
 
 check: lint typecheck test
 

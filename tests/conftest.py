@@ -63,13 +63,13 @@ def _flush_with_audit_triggers_suspended() -> None:
 
     from governance.audit.triggers import triggers_suspended
 
-    original = TransactionTestCase._fixture_teardown
+    original = TransactionTestCase._fixture_teardown  # type: ignore[attr-defined]  # private: not in django-stubs
 
     def _fixture_teardown(self: TransactionTestCase) -> None:
         with triggers_suspended(connections["default"]):
             original(self)
 
-    TransactionTestCase._fixture_teardown = _fixture_teardown  # type: ignore[method-assign]
+    TransactionTestCase._fixture_teardown = _fixture_teardown  # type: ignore[attr-defined]
 
 
 _flush_with_audit_triggers_suspended()

@@ -35,7 +35,7 @@ def calibration_run_request(
     gpus_per_job: int = 1,
     time_limit_s: int | None = None,
     device: str = "cuda",
-    sizes: dict[str, list[int]] | None = None,
+    sizes: dict[str, list[int] | list[str]] | None = None,  # GEMM sizes, and "precisions"
 ) -> CalibrationRun:
     """Validate, store the run and queue its job after commit. `device`/`sizes` exist for CPU test runs."""
     if gpu not in gpus():

@@ -25,7 +25,7 @@ QWEN3_30B_A3B = {
     "norm_topk_prob": True,
     "tie_word_embeddings": False,
 }
-TINY_QWEN3_MOE = {
+TINY_QWEN3_MOE: dict[str, Any] = {
     "model_type": "qwen3_moe",
     "vocab_size": 512,
     "hidden_size": 128,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ class SignFlow(Flow):
         if with_eval:
             ensure_passed_eval(code)
         self.meet_obligations(code, how_met)
-        assert DeploymentRequest.objects.get(code=code).evidence["capacity_plan"]["fits"]
+        assert (DeploymentRequest.objects.get(code=code).evidence or {})["capacity_plan"]["fits"]
         return code
 
     def digest(self, code: str) -> str:
@@ -112,7 +111,7 @@ def pdfsig(path: Path, nss_dir: Path | None = None) -> str:
 
 
 @pytest.fixture
-def nss_trusting(tmp_path: Path, org_pki: Authority) -> Iterator[Path]:
+def nss_trusting(tmp_path: Path, org_pki: Authority) -> Path:
     """An NSS database that trusts the organisation's root CA, for poppler's independent check."""
     folder = tmp_path / "nss"
     folder.mkdir()

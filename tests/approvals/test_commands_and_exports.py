@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import rsa
 from django.conf import settings
 from django.core.management import call_command
 
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_verify_approval_command(sign_flow: SignFlow, artifacts, tmp_path: Path, capsys, personas) -> None:  # type: ignore[no-untyped-def]
+def test_verify_approval_command(sign_flow: SignFlow, artifacts, tmp_path: Path, capsys, personas) -> None:
     code = sign_flow.kimi(artifacts)
     sign_flow.approve_signed(code)
     path = tmp_path / "packet.pdf"
@@ -46,7 +47,7 @@ def test_verify_approval_command(sign_flow: SignFlow, artifacts, tmp_path: Path,
 @pytest.mark.slow
 def test_ca_crl_revisions_and_audit_bundle(
     sign_flow: SignFlow, artifacts, personas, org_pki: Authority, tmp_path: Path, django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     code = sign_flow.kimi(artifacts)
     sign_flow.approve_signed(code)
     anonymous = sign_flow.client(None)
@@ -54,7 +55,9 @@ def test_ca_crl_revisions_and_audit_bundle(
     assert ca.status_code == 200
     assert ca.content.decode() == org_pki.certificate_pem
     crl = x509.load_der_x509_crl(anonymous.get("/api/v1/approvals/crl").content)
-    assert crl.is_signature_valid(x509.load_pem_x509_certificate(ca.content).public_key())
+    ca_key = x509.load_pem_x509_certificate(ca.content).public_key()
+    assert isinstance(ca_key, rsa.RSAPublicKey)  # the organisation's CA key (governance.approvals.pki)
+    assert crl.is_signature_valid(ca_key)
 
     legal_revision = PacketSignature.objects.get(signoff__deployment__code=code, signoff__role="legal").pdf_sha256
     response = sign_flow.client(personas.auditor).get(f"/api/v1/approvals/packets/{legal_revision}")

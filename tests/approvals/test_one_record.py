@@ -104,7 +104,7 @@ def _live_on(digest: str, code: str) -> dict[str, Any]:
 @pytest.mark.django_db
 def test_an_evidence_change_leaves_no_live_signature_on_the_old_digest(
     sign_flow: SignFlow, artifacts, personas
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     code = sign_flow.ready(artifacts["apache"])
     sign_flow.approve_signed(code)
     deployment = DeploymentRequest.objects.get(code=code)

@@ -29,7 +29,7 @@ def _migrate(targets: list[tuple[str, str]]) -> MigrationExecutor:
     return MigrationExecutor(connection)
 
 
-def _old_rows(state_apps) -> dict[str, uuid.UUID]:  # type: ignore[no-untyped-def]
+def _old_rows(state_apps) -> dict[str, uuid.UUID]:
     User = state_apps.get_model("auth", "User")
     Team = state_apps.get_model("core", "Team")
     Artifact = state_apps.get_model("artifacts", "ModelArtifact")

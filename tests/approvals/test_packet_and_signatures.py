@@ -30,7 +30,7 @@ def _final_pdf(code: str) -> bytes:
 
 def test_kimi_packet_signed_by_both_verifies_everywhere(
     sign_flow: SignFlow, artifacts, tmp_path: Path, nss_trusting: Path
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     code = sign_flow.kimi(artifacts)
     sign_flow.approve_signed(code)
     deployment = DeploymentRequest.objects.get(code=code)
@@ -75,7 +75,9 @@ def test_kimi_packet_signed_by_both_verifies_everywhere(
     # an audit checkpoint was signed right after the final signature, covering its events
     last = AuditCheckpoint.objects.order_by("-seq").first()
     assert last is not None
-    assert last.seq >= AuditEvent.objects.filter(action=AuditAction.PACKET_SIGNED).order_by("-seq").first().seq
+    signed = AuditEvent.objects.filter(action=AuditAction.PACKET_SIGNED).order_by("-seq").first()
+    assert signed is not None
+    assert last.seq >= signed.seq
     fonts = subprocess.run(["pdffonts", str(path)], capture_output=True, text=True, check=True).stdout
     assert "Noto-Sans-CJK" in fonts, fonts
     assert all(" yes " in line for line in fonts.splitlines()[2:]), fonts  # every font embedded (PDF/A)
@@ -99,7 +101,7 @@ def test_kimi_packet_signed_by_both_verifies_everywhere(
     assert KIMI_PRODUCT  # product name with Chinese text was used
 
 
-def test_download_and_verify_endpoint(sign_flow: SignFlow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_download_and_verify_endpoint(sign_flow: SignFlow, artifacts, personas) -> None:
     code = sign_flow.kimi(artifacts)
     sign_flow.approve_signed(code)
     response = sign_flow.client(personas.auditor).get(f"/api/v1/approvals/deployments/{code}/packet")

@@ -16,7 +16,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 
 
-def test_root_ca_and_tsa(org_pki: Authority, settings) -> None:  # type: ignore[no-untyped-def]
+def test_root_ca_and_tsa(org_pki: Authority, settings) -> None:
     ca = pki.load_cert(org_pki.certificate_pem)
     public = ca.public_key()
     assert isinstance(public, rsa.RSAPublicKey)
@@ -38,7 +38,7 @@ def test_root_ca_and_tsa(org_pki: Authority, settings) -> None:  # type: ignore[
     assert AuditEvent.objects.filter(action=AuditAction.PKI_INITIALISED).count() == 1
 
 
-def test_pki_init_command_is_idempotent_and_issues_reviewer_certificates(org_pki: Authority, personas, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_pki_init_command_is_idempotent_and_issues_reviewer_certificates(org_pki: Authority, personas, capsys) -> None:
     call_command("pki_init")
     assert "already present" in capsys.readouterr().out
     assert Authority.objects.count() == 2
@@ -53,7 +53,7 @@ def test_pki_init_command_is_idempotent_and_issues_reviewer_certificates(org_pki
     assert SigningCertificate.objects.filter(user=personas.legal).count() == 1
 
 
-def test_no_key_encryption_key_outside_debug_is_refused(db, settings, key_pool) -> None:  # type: ignore[no-untyped-def]
+def test_no_key_encryption_key_outside_debug_is_refused(db, settings, key_pool) -> None:
     from governance.approvals.services import pki_init
     from governance.core.errors import ApplicationError
 
@@ -64,7 +64,7 @@ def test_no_key_encryption_key_outside_debug_is_refused(db, settings, key_pool) 
     assert not Authority.objects.exists()
 
 
-def test_bootstrap_runs_pki_init_and_a_debug_instance_makes_its_own_kek(db, settings, key_pool, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bootstrap_runs_pki_init_and_a_debug_instance_makes_its_own_kek(db, settings, key_pool, tmp_path) -> None:
     from governance.core.management.commands.bootstrap import BOOTSTRAP_STEPS
 
     assert "pki_init" in BOOTSTRAP_STEPS

@@ -39,22 +39,22 @@ def _refused(response: Any, status: int, code: str, refusal: str, words: str) ->
 
 
 @pytest.fixture
-def ready(sign_flow: SignFlow, artifacts) -> str:  # type: ignore[no-untyped-def]
+def ready(sign_flow: SignFlow, artifacts) -> str:
     return sign_flow.ready(artifacts["apache"])
 
 
-def test_wrong_role(sign_flow: SignFlow, ready: str, personas) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_role(sign_flow: SignFlow, ready: str, personas) -> None:
     _refused(sign_flow.sign(personas.engineer, ready, "legal"), 403, ready, "role.not_held", "legal reviewer role")
     _refused(sign_flow.sign(personas.auditor, ready, "engineering"), 403, ready, "role.not_held", "engineering")
     assert not SignOff.objects.exists()
 
 
-def test_own_team(sign_flow: SignFlow, ready: str, personas) -> None:  # type: ignore[no-untyped-def]
+def test_own_team(sign_flow: SignFlow, ready: str, personas) -> None:
     insider = make_user("insider", Role.LEGAL_REVIEWER, team=personas.team)
     _refused(sign_flow.sign(insider, ready, "legal"), 403, ready, "team.own", "own team")
 
 
-def test_wrong_order(sign_flow: SignFlow, ready: str, personas) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_order(sign_flow: SignFlow, ready: str, personas) -> None:
     _refused(
         sign_flow.sign(personas.engineer, ready, "engineering"), 409, ready, "order.legal_first", "legal signs first"
     )
@@ -64,14 +64,14 @@ def test_wrong_order(sign_flow: SignFlow, ready: str, personas) -> None:  # type
     _refused(sign_flow.sign(personas.legal, ready, "legal"), 409, ready, "signoff.already_signed", "already recorded")
 
 
-def test_wrong_password(sign_flow: SignFlow, ready: str, personas) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_password(sign_flow: SignFlow, ready: str, personas) -> None:
     response = sign_flow.sign(personas.legal, ready, "legal", password="not-my-password")
     _refused(response, 403, ready, "password.wrong", "password is not correct")
     assert "not-my-password" not in str(_refusals(ready))  # never logged
     assert not ApprovalPacket.objects.filter(deployment__code=ready).exists()
 
 
-def test_stale_digest(sign_flow: SignFlow, ready: str, personas) -> None:  # type: ignore[no-untyped-def]
+def test_stale_digest(sign_flow: SignFlow, ready: str, personas) -> None:
     old = sign_flow.digest(ready)
     patch = sign_flow.client(personas.requester).patch(
         f"/api/v1/deployments/{ready}", {"target_cluster": "b"}, format="json"
@@ -83,7 +83,7 @@ def test_stale_digest(sign_flow: SignFlow, ready: str, personas) -> None:  # typ
     )
 
 
-def test_revoked_certificate_before_signing(sign_flow: SignFlow, ready: str, personas, org_pki: Authority) -> None:  # type: ignore[no-untyped-def]
+def test_revoked_certificate_before_signing(sign_flow: SignFlow, ready: str, personas, org_pki: Authority) -> None:
     certificates_sync(user=personas.legal, actor="system:test")
     certificate = certificate_for(personas.legal, "legal")
     assert certificate is not None
@@ -92,13 +92,14 @@ def test_revoked_certificate_before_signing(sign_flow: SignFlow, ready: str, per
         sign_flow.sign(personas.legal, ready, "legal"), 409, ready, "certificate.revoked", "certificate was revoked"
     )
     org_pki.refresh_from_db()
+    assert org_pki.crl_der is not None
     crl = x509.load_der_x509_crl(bytes(org_pki.crl_der))
     assert crl.get_revoked_certificate_by_serial_number(int(certificate.serial_number)) is not None
 
 
 def test_removing_the_role_revokes_the_certificate_and_lists_it_in_the_crl(
     sign_flow: SignFlow, ready: str, personas, org_pki: Authority
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     certificates_sync(user=personas.legal, actor="system:test")
     certificate = certificate_for(personas.legal, "legal")
     assert certificate is not None
@@ -126,7 +127,7 @@ def test_removing_the_role_revokes_the_certificate_and_lists_it_in_the_crl(
     assert _refusals(ready)[-1]["code"] == "role.not_held"
 
 
-def test_a_rejection_is_signed_and_ends_the_review(sign_flow: SignFlow, ready: str, personas) -> None:  # type: ignore[no-untyped-def]
+def test_a_rejection_is_signed_and_ends_the_review(sign_flow: SignFlow, ready: str, personas) -> None:
     assert sign_flow.sign(personas.engineer, ready, "engineering", "reject").status_code == 400  # needs a comment
     response = sign_flow.sign(personas.engineer, ready, "engineering", "reject", comment="KV cache too small")
     assert response.status_code == 202, response.json()

@@ -14,13 +14,13 @@ from governance.approvals.services import packet_verify, verify_bytes
 from tests.approvals.conftest import SignFlow, pdfsig
 
 
-def _signed(sign_flow: SignFlow, artifacts) -> tuple[str, bytes]:  # type: ignore[no-untyped-def]
+def _signed(sign_flow: SignFlow, artifacts) -> tuple[str, bytes]:
     code = sign_flow.kimi(artifacts)
     sign_flow.approve_signed(code)
     return code, bytes(ApprovalPacket.objects.get(deployment__code=code, voided_at__isnull=True).pdf)
 
 
-def test_one_flipped_byte_in_the_signed_range_invalidates(sign_flow: SignFlow, artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_one_flipped_byte_in_the_signed_range_invalidates(sign_flow: SignFlow, artifacts, tmp_path: Path) -> None:
     _, data = _signed(sign_flow, artifacts)
     assert verify_bytes(data).all_valid
     position = data.index(b"Deployment request") if b"Deployment request" in data else len(data) // 3
@@ -37,7 +37,7 @@ def test_one_flipped_byte_in_the_signed_range_invalidates(sign_flow: SignFlow, a
     assert "Signature is Valid." not in pdfsig(path)
 
 
-def test_incremental_update_changing_page_content_fails_bottom_line(sign_flow: SignFlow, artifacts) -> None:  # type: ignore[no-untyped-def]
+def test_incremental_update_changing_page_content_fails_bottom_line(sign_flow: SignFlow, artifacts) -> None:
     _, data = _signed(sign_flow, artifacts)
     writer = IncrementalPdfFileWriter(io.BytesIO(data))
     # Draw over page 1 after signing: every signature stays intact, but DocMDP forbids it.
@@ -55,7 +55,7 @@ def test_incremental_update_changing_page_content_fails_bottom_line(sign_flow: S
     assert len(PdfFileReader(io.BytesIO(out.getvalue())).embedded_signatures) == 2
 
 
-def test_packet_whose_evidence_changed_is_reported_stale(sign_flow: SignFlow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_packet_whose_evidence_changed_is_reported_stale(sign_flow: SignFlow, artifacts, personas) -> None:
     code, data = _signed(sign_flow, artifacts)
     report, stored = packet_verify(data=data, actor="system:test")
     assert report.all_valid

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from django.db import connection
 
@@ -61,7 +62,7 @@ def bulk_chain(count: int, batch: int = 5000) -> None:
         AuditChainHead.objects.update_or_create(pk=1, defaults={"seq": seq, "hash": prev})
 
 
-def tamper(sql: str, params: list[object] | None = None) -> None:
+def tamper(sql: str, params: list[Any] | None = None) -> None:
     with triggers_suspended(connection), connection.cursor() as cursor:
         cursor.execute(sql, params or [])
 

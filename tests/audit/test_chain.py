@@ -23,7 +23,7 @@ def _verify_live() -> dict:
     return json.loads(out.getvalue())
 
 
-def test_events_are_gapless_linked_and_canonical(personas: Personas, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+def test_events_are_gapless_linked_and_canonical(personas: Personas, django_capture_on_commit_callbacks) -> None:
     first = audit_record(
         actor=personas.legal,
         action=AuditAction.LICENSE_EVALUATED,
@@ -151,7 +151,7 @@ def _verify_report() -> dict:
     return json.loads(out.getvalue())
 
 
-def test_checkpoint_signs_head_and_skips_when_unchanged(personas: Personas, settings) -> None:  # type: ignore[no-untyped-def]
+def test_checkpoint_signs_head_and_skips_when_unchanged(personas: Personas, settings) -> None:
     audit_record(actor=personas.admin, action=AuditAction.LICENSE_TERM_CHANGED)
     assert audit_checkpoint_task() == 1
     assert audit_checkpoint_task() is None

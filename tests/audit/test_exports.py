@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.http import StreamingHttpResponse
 
 from governance.audit.actions import AuditAction
 from governance.audit.exports import iter_jsonl, write_bundle
@@ -36,7 +37,7 @@ def _bundle(tmp_path: Path, name: str = "bundle.zip") -> Path:
     return path
 
 
-def _rewrite_member(path: Path, member: str, transform) -> None:  # type: ignore[no-untyped-def]
+def _rewrite_member(path: Path, member: str, transform) -> None:
     with zipfile.ZipFile(path) as source:
         contents = {name: source.read(name) for name in source.namelist()}
     contents[member] = transform(contents[member])
@@ -50,7 +51,7 @@ def test_bundle_verifies_offline_without_django(
     tmp_path: Path,
     audit_signing_key: Path,
     settings,
-    django_capture_on_commit_callbacks,  # type: ignore[no-untyped-def]
+    django_capture_on_commit_callbacks,
 ) -> None:
     _events(personas)
     audit_checkpoint_create()
@@ -207,9 +208,11 @@ def test_api_streams_jsonl_and_csv_and_records_the_export(personas: Personas) ->
     client = personas.client(personas.auditor)
     response = client.get("/api/v1/audit/events/export.jsonl", {"actor": "legal"})
     assert response.status_code == 200
+    assert isinstance(response, StreamingHttpResponse)
     lines = b"".join(response.streaming_content).splitlines()
     assert [json.loads(line)["seq"] for line in lines] == [2, 4, 6]
     response = client.get("/api/v1/audit/events/export.csv")
+    assert isinstance(response, StreamingHttpResponse)
     rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert rows[0][:4] == ["seq", "occurred_at", "actor", "action"]
     assert rows[7][2] == "'=HYPERLINK(1)"  # a formula-like cell is neutralised for spreadsheets
@@ -225,6 +228,7 @@ def test_api_bundle_download_verifies(personas: Personas, tmp_path: Path) -> Non
     response = personas.client(personas.auditor).get("/api/v1/audit/bundle")
     assert response.status_code == 200
     path = tmp_path / "dl.zip"
+    assert isinstance(response, StreamingHttpResponse)
     path.write_bytes(b"".join(response.streaming_content))
     result = run_verifier(str(path))
     assert result.returncode == 3, result.stdout  # intact, but no published log was given

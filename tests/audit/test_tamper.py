@@ -19,6 +19,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
+from django.http import StreamingHttpResponse
 
 from governance.audit.actions import AuditAction
 from governance.audit.chain import chain_hash
@@ -125,7 +126,9 @@ def test_display_column_edit_is_detected_and_never_shown(
     client = personas.client(personas.auditor)
     shown = client.get("/api/v1/audit/events").json()["results"][1]
     assert (shown["seq"], shown["actor"], shown["data"]) == (2, "legal", {"n": 1})
-    csv_text = b"".join(client.get("/api/v1/audit/events/export.csv").streaming_content).decode()
+    export = client.get("/api/v1/audit/events/export.csv")
+    assert isinstance(export, StreamingHttpResponse)
+    csv_text = b"".join(export.streaming_content).decode()
     row = next(csv.reader(io.StringIO(csv_text.splitlines()[2])))
     assert (row[0], row[2], json.loads(row[7])) == ("2", "legal", {"n": 1})
     assert "someone-else" not in csv_text

@@ -49,7 +49,9 @@ def _form_data(response: Any) -> dict[str, Any]:
         for name, field in form.fields.items():
             value = form.initial.get(name, field.initial)
             if isinstance(field.widget, MultiWidget):  # e.g. date_joined as date + time inputs
-                for index, part in enumerate(field.widget.decompress(value)):
+                parts = field.widget.decompress(value)
+                assert parts is not None
+                for index, part in enumerate(parts):
                     if part is not None:
                         data[f"{name}_{index}"] = part
             elif isinstance(value, list | tuple | set):

@@ -67,7 +67,7 @@ def _finished_with(
     return run
 
 
-def test_a_real_calibration_job_becomes_the_clusters_profile(  # type: ignore[no-untyped-def]
+def test_a_real_calibration_job_becomes_the_clusters_profile(
     local_cluster: Cluster, personas: Personas, django_capture_on_commit_callbacks
 ) -> None:
     """The real payload (python -m planner.calibrate run) on the local executor, on a CPU with a tiny
@@ -88,6 +88,8 @@ def test_a_real_calibration_job_becomes_the_clusters_profile(  # type: ignore[no
     run.refresh_from_db()
     assert run.status == "succeeded", run.error
     assert run.gpu_name.startswith("cpu")
+    assert run.versions is not None
+    assert run.profile is not None
     assert run.versions["torch"]
     assert {p["m"] for p in run.profile["gemm"]} == {1, 4, 32}
     assert calibration_latest(cluster=local_cluster, gpu="h200") == run
@@ -217,7 +219,7 @@ def test_a_plan_reads_the_clusters_profile_with_no_signal_receiver_connected(
 
 def _governance_signals() -> list[Signal]:
     """Every signal a governance app declares (its signals.py)."""
-    found = []
+    found: list[Signal] = []
     for app in sorted(p.name for p in (ROOT / "governance").iterdir() if (p / "signals.py").exists()):
         module = importlib.import_module(f"governance.{app}.signals")
         found.extend(value for value in vars(module).values() if isinstance(value, Signal))

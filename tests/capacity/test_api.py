@@ -1,7 +1,6 @@
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -13,12 +12,13 @@ from governance.capacity.services import capacity_plan_compute
 from governance.deployments.readiness import ReadinessState, readiness
 from planner.plan import PlanRequest, plan
 from tests.conftest import Personas
+from tests.planner.requests import PlanArgs, plan_request
 
 CONFIGS = Path(__file__).resolve().parents[1] / "planner" / "configs"
 
 
 def test_plan_endpoint_returns_the_library_contract(personas: Personas) -> None:
-    body = {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "max_model_len": 131072}
+    body: PlanArgs = {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "max_model_len": 131072}
     response = personas.client(personas.engineer).post("/api/v1/planner/plan", body, format="json")
     assert response.status_code == 200, response.json()
     expected = plan(PlanRequest(model="deepseek-v3", precision="fp8", gpu="h200", max_model_len=131072)).as_contract()
@@ -27,7 +27,7 @@ def test_plan_endpoint_returns_the_library_contract(personas: Personas) -> None:
 
 def test_plan_endpoint_accepts_an_inline_config(personas: Personas) -> None:
     config = json.loads((CONFIGS / "qwen3-30b-a3b.json").read_text())
-    body = {"model": config, "precision": "w4a8", "gpu": "l40s", "kv_dtype": "fp8"}
+    body: PlanArgs = {"model": config, "precision": "w4a8", "gpu": "l40s", "kv_dtype": "fp8"}
     response = personas.client(personas.requester).post("/api/v1/planner/plan", body, format="json")
     assert response.status_code == 200, response.json()
     assert response.json()["params"]["total"] == pytest.approx(30.5e9, rel=0.01)
@@ -86,7 +86,7 @@ def test_bad_input_is_400_naming_the_field(personas: Personas, body: dict, field
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
 def test_plan_apis_take_a_cached_prefix(personas: Personas, endpoint: str) -> None:
     """cached_prefix_len: prompt tokens already in the engine's prefix cache (below input_len)."""
-    body = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "tp": 1, "input_len": 4096}
+    body: PlanArgs = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "tp": 1, "input_len": 4096}
     response = personas.client(personas.engineer).post(endpoint, {**body, "cached_prefix_len": 3072}, format="json")
     assert response.status_code in (200, 202), response.json()
     if endpoint == "/api/v1/planner/plan":
@@ -102,22 +102,22 @@ def test_plan_apis_take_a_cached_prefix(personas: Personas, endpoint: str) -> No
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
 def test_plan_apis_take_a_scheduler_recv_interval(personas: Personas, endpoint: str) -> None:
     """scheduler_recv_interval: SGLang's --scheduler-recv-interval, as the CLI takes it."""
-    body: dict[str, Any] = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "tp": 1, "engine": "sglang"}
+    body: PlanArgs = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "tp": 1, "engine": "sglang"}
     body |= {"concurrency": 8, "input_len": 1024, "output_len": 1024, "scheduler_recv_interval": 10}
     response = personas.client(personas.engineer).post(endpoint, body, format="json")
     assert response.status_code in (200, 202), response.json()
     if endpoint == "/api/v1/planner/plan":
-        request = PlanRequest(**body)
+        request = plan_request(body)
         assert response.json() == json.loads(json.dumps(plan(request).as_contract()))
         assert response.json()["throughput_estimate"]["inputs"]["scheduler_recv_interval"] == 10
-        every_step = plan(PlanRequest(**{**body, "scheduler_recv_interval": 1})).as_contract()
+        every_step = plan(plan_request(body, {"scheduler_recv_interval": 1})).as_contract()
         assert response.json()["throughput_estimate"]["ttft_ms"] > every_step["throughput_estimate"]["ttft_ms"]
     else:
         assert CapacityPlan.objects.get(code=response.json()["code"]).inputs["scheduler_recv_interval"] == 10
 
 
 def test_outsider_is_refused(personas: Personas) -> None:
-    body = {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200"}
+    body: PlanArgs = {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200"}
     assert personas.client(personas.outsider).post("/api/v1/planner/plan", body, format="json").status_code == 403
 
 
@@ -137,7 +137,7 @@ def test_compute_is_idempotent_and_audited(personas: Personas) -> None:
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_stored_plan_is_computed_by_a_real_worker(celery_worker, settings) -> None:  # type: ignore[no-untyped-def]
+def test_stored_plan_is_computed_by_a_real_worker(celery_worker, settings) -> None:
     from governance.celery import app
 
     settings.CELERY_HEAVY_QUEUE = celery_worker.queue  # the heavy route, to this test's worker too
@@ -157,7 +157,7 @@ def _run_stored_plan_through_worker() -> None:
     user.groups.add(Group.objects.get_or_create(name="engineering_reviewer")[0])
     client = APIClient()
     client.force_authenticate(user)
-    body = {"model": "qwen3-235b-a22b", "precision": "fp8", "gpu": "h200", "max_model_len": 32768}
+    body: PlanArgs = {"model": "qwen3-235b-a22b", "precision": "fp8", "gpu": "h200", "max_model_len": 32768}
     response = client.post("/api/v1/capacity/plans", body, format="json")
     assert response.status_code == 202
     code = response.json()["code"]
@@ -177,7 +177,7 @@ def _run_stored_plan_through_worker() -> None:
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
 def test_an_unknown_engine_release_is_400_naming_the_field(personas: Personas, endpoint: str) -> None:
     """Refused when asked, not in the worker: the planner has no memory profile for vLLM 0.1.0."""
-    body = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "engine_version": "0.1.0"}
+    body: PlanArgs = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "engine_version": "0.1.0"}
     response = personas.client(personas.engineer).post(endpoint, body, format="json")
     assert response.status_code == 400, response.json()
     assert "engine_version" in response.json()["extra"]["fields"], response.json()
@@ -186,11 +186,17 @@ def test_an_unknown_engine_release_is_400_naming_the_field(personas: Personas, e
 
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
 def test_plan_apis_take_the_arrival_pattern(personas: Personas, endpoint: str) -> None:
-    body = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 32, "arrival": "spread"}
+    body: PlanArgs = {
+        "model": "llama-3.1-8b",
+        "precision": "bf16",
+        "gpu": "h100-80g",
+        "concurrency": 32,
+        "arrival": "spread",
+    }
     response = personas.client(personas.engineer).post(endpoint, body, format="json")
     assert response.status_code in (200, 202), response.json()
     if endpoint == "/api/v1/planner/plan":
-        assert response.json() == json.loads(json.dumps(plan(PlanRequest(**body)).as_contract()))
+        assert response.json() == json.loads(json.dumps(plan(plan_request(body)).as_contract()))
         assert response.json()["throughput_estimate"]["inputs"]["arrival"] == "spread"
     else:
         assert CapacityPlan.objects.get(code=response.json()["code"]).inputs["arrival"] == "spread"
@@ -201,7 +207,7 @@ def test_plan_apis_take_the_arrival_pattern(personas: Personas, endpoint: str) -
 
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
 def test_plan_apis_take_a_poisson_rate_and_refuse_it_without_poisson(personas: Personas, endpoint: str) -> None:
-    body = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 64}
+    body: PlanArgs = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 64}
     client = personas.client(personas.engineer)
     good = client.post(endpoint, {**body, "arrival": "poisson", "request_rate": 4.0}, format="json")
     assert good.status_code in (200, 202), good.json()
@@ -216,13 +222,13 @@ def test_plan_apis_take_a_poisson_rate_and_refuse_it_without_poisson(personas: P
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
 def test_plan_apis_take_a_length_spread_and_refuse_one_outside_0_1(personas: Personas, endpoint: str) -> None:
     """Lengths drawn from [range_ratio x len, len] as the benchmark client draws them (issue 31)."""
-    body = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 32}
+    body: PlanArgs = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 32}
     body |= {"input_len": 1024, "output_len": 1024, "range_ratio": 0.8}
     client = personas.client(personas.engineer)
     good = client.post(endpoint, body, format="json")
     assert good.status_code in (200, 202), good.json()
     if endpoint == "/api/v1/planner/plan":
-        assert good.json() == json.loads(json.dumps(plan(PlanRequest(**body)).as_contract()))
+        assert good.json() == json.loads(json.dumps(plan(plan_request(body)).as_contract()))
         assert good.json()["throughput_estimate"]["inputs"]["range_ratio"] == 0.8
     for ratio in (0, 1.5):
         bad = client.post(endpoint, {**body, "range_ratio": ratio}, format="json")

@@ -76,7 +76,7 @@ class _EchoApi(APIView):
     authentication_classes: list[type] = []
     permission_classes: list[type] = []
 
-    def post(self, request):  # type: ignore[no-untyped-def]
+    def post(self, request):
         serializer = _EchoInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         if serializer.validated_data["name"] == "conflict":

@@ -5,7 +5,7 @@ from django.core.management.base import CommandError
 
 
 @pytest.mark.django_db
-def test_seed_demo_is_idempotent_and_prints_passwords_once(settings, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_seed_demo_is_idempotent_and_prints_passwords_once(settings, capsys) -> None:
     settings.DEBUG = True
     call_command("seed_demo")
     first = capsys.readouterr().out
@@ -18,7 +18,7 @@ def test_seed_demo_is_idempotent_and_prints_passwords_once(settings, capsys) -> 
 
 
 @pytest.mark.django_db
-def test_demo_users_have_email_addresses_and_two_legal_reviewers(settings) -> None:  # type: ignore[no-untyped-def]
+def test_demo_users_have_email_addresses_and_two_legal_reviewers(settings) -> None:
     """Issue 13: notifications reach the demo users; a blocker's waiver needs two legal reviewers."""
     settings.DEBUG = True
     User.objects.create_user(username="legal2")  # an existing user without an address gets one
@@ -31,7 +31,7 @@ def test_demo_users_have_email_addresses_and_two_legal_reviewers(settings) -> No
 
 
 @pytest.mark.django_db
-def test_seed_demo_refuses_without_debug(settings) -> None:  # type: ignore[no-untyped-def]
+def test_seed_demo_refuses_without_debug(settings) -> None:
     settings.DEBUG = False
     with pytest.raises(CommandError, match="DEBUG"):
         call_command("seed_demo")

@@ -20,7 +20,10 @@ class Outer(PrebuiltFieldsSerializer):
 def test_fields_are_built_once_and_shared() -> None:
     first, second = Outer(data={}), Outer(data={})
     assert first.fields is second.fields
-    assert first.fields["inner"].fields is second.fields["inner"].fields  # nested: once too
+    first_inner, second_inner = first.fields["inner"], second.fields["inner"]
+    assert isinstance(first_inner, Inner)
+    assert isinstance(second_inner, Inner)
+    assert first_inner.fields is second_inner.fields  # nested: once too
 
 
 def test_each_instance_validates_its_own_data() -> None:

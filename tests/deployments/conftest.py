@@ -27,7 +27,13 @@ FACTS: dict[str, Any] = {
     "monthly_active_users": 2_000_000,
     "monthly_revenue": {"amount": 1_000_000, "currency": "USD"},
 }
-SERVING = {"engine": "vllm", "precision": "fp8", "gpu": "h200", "max_model_len": 32768, "concurrency": 4}
+SERVING: dict[str, Any] = {
+    "engine": "vllm",
+    "precision": "fp8",
+    "gpu": "h200",
+    "max_model_len": 32768,
+    "concurrency": 4,
+}
 # Served without quantizing the weights: no quantization eval is needed (the readiness rule's list).
 UNQUANTIZED = ("bf16",)
 

@@ -17,7 +17,7 @@ from tests.conftest import Personas
 from tests.deployments.conftest import SERVING, Flow
 
 # A GPU no catalog has: twice an H200's memory and bandwidth.
-SPEC = {
+SPEC: dict[str, Any] = {
     "key": "lab-x2",
     "name": "Lab accelerator X2",
     "memory_mib": 2 * 143771,

@@ -17,7 +17,7 @@ BODY = {"cluster": "c2", "kind": "screening", "scheme": "w8a8"}
 
 
 @pytest.fixture
-def eval_url(flow: Flow, artifacts, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
+def eval_url(flow: Flow, artifacts, tmp_path: Path) -> str:
     Cluster.objects.create(name="c2", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path), model_roots=["/models"])
     code = flow.to_review(artifacts["apache"])
     locate(code, "c2", "/models/x")

@@ -15,7 +15,7 @@ from tests.evaluations.conftest import drive, locate
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_failing_eval_is_evidence_and_blocks_engineering(  # type: ignore[no-untyped-def]
+def test_failing_eval_is_evidence_and_blocks_engineering(
     flow: Flow, artifacts, personas, tmp_path, settings, django_capture_on_commit_callbacks
 ) -> None:
     settings.JOB_POLL_INITIAL_S = 0.5
@@ -50,6 +50,7 @@ def test_failing_eval_is_evidence_and_blocks_engineering(  # type: ignore[no-unt
     assert job.state == "succeeded", job.reason + job.log_tail
     evaluation.refresh_from_db()
     assert evaluation.status == "failed"  # 8 cases cannot pass a 5% gate: the bound is >= 0.31
+    assert evaluation.summary is not None
     assert evaluation.summary["overall"]["n"] == 8
     assert set(evaluation.summary["categories"]) == {"math", "code", "zh_summary", "multi_turn"}
     body = flow.get(personas.engineer, code)
@@ -57,13 +58,14 @@ def test_failing_eval_is_evidence_and_blocks_engineering(  # type: ignore[no-unt
     # request still needs a served eval of its weights (screening never satisfies readiness).
     assert "eval.missing" in [b["code"] for b in body["blockers"]]
     request.refresh_from_db()
+    assert request.evidence is not None
     assert request.evidence["eval_results"][0]["scheme"] == "fp8"
     assert request.evidence["eval_results"][0]["status"] == "failed"
     detail = flow.client(personas.auditor).get(f"/api/v1/evals/{evaluation.code}").json()
     assert detail["summary"]["overall"]["upper_bound_95"] >= 0.31
 
 
-def test_eval_request_api_validates_input(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_eval_request_api_validates_input(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["apache"])
     client = flow.client(personas.engineer)
     for body, field in (
@@ -80,7 +82,7 @@ def test_eval_request_api_validates_input(flow: Flow, artifacts, personas) -> No
     )
 
 
-def test_uploaded_eval_set_is_validated_and_shipped(flow: Flow, artifacts, personas, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_uploaded_eval_set_is_validated_and_shipped(flow: Flow, artifacts, personas, tmp_path) -> None:
     import json
 
     import pytest

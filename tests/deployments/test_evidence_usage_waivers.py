@@ -20,7 +20,7 @@ from governance.licenses.services import license_version_publish
 from tests.deployments.conftest import FACTS, Flow
 
 
-def test_same_evidence_same_digest_any_change_another(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_same_evidence_same_digest_any_change_another(flow: Flow, artifacts, personas) -> None:
     code = flow.create(artifacts["apache"])["code"]
     request = DeploymentRequest.objects.get(code=code)
     digest = request.evidence_digest
@@ -41,7 +41,7 @@ def test_same_evidence_same_digest_any_change_another(flow: Flow, artifacts, per
         seen.add(response.json()["evidence_digest"])
 
 
-def test_edit_after_approval_returns_to_review_and_voids_signoffs(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_edit_after_approval_returns_to_review_and_voids_signoffs(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["apache"])
     assert flow.approve(code)["status"] == "approved"
     response = flow.client(personas.requester).patch(
@@ -56,7 +56,7 @@ def test_edit_after_approval_returns_to_review_and_voids_signoffs(flow: Flow, ar
     assert "facts" in last.data["reason"]
 
 
-def test_kimi_revenue_in_cny_crossing_flags_the_request(  # type: ignore[no-untyped-def]
+def test_kimi_revenue_in_cny_crossing_flags_the_request(
     flow: Flow, artifacts, personas, django_capture_on_commit_callbacks
 ) -> None:
     personas.legal.email = "legal@example.com"
@@ -94,9 +94,7 @@ def test_kimi_revenue_in_cny_crossing_flags_the_request(  # type: ignore[no-unty
     }
 
 
-def test_a_second_clause_of_the_same_duty_crossed_by_usage_flags_the_request(  # type: ignore[no-untyped-def]
-    flow: Flow, artifacts, personas
-) -> None:
+def test_a_second_clause_of_the_same_duty_crossed_by_usage_flags_the_request(flow: Flow, artifacts, personas) -> None:
     """Approved with Kimi K2's display duty from revenue (over USD 20M); a report over 100M monthly
     active users brings the same duty under its other clause: a new finding, so a flag."""
     revenue = {"amount": 25_000_000, "currency": "USD"}
@@ -115,7 +113,7 @@ def test_a_second_clause_of_the_same_duty_crossed_by_usage_flags_the_request(  #
     assert "kimi-k2-modified-mit:attribution.display:obligation" in body["flag_reason"]
 
 
-def test_qwen_mau_crossing_needs_licensor_approval(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_qwen_mau_crossing_needs_licensor_approval(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["qwen"])
     flow.approve(code)
     same = flow.post(personas.requester, code, "usage", {"month": "2026-10", "monthly_active_users": 100_000_000})
@@ -126,7 +124,7 @@ def test_qwen_mau_crossing_needs_licensor_approval(flow: Flow, artifacts, person
     assert any(b.get("finding") == "threshold.licensor_approval" for b in body["blockers"])
 
 
-def test_usage_report_by_scoped_token_and_bad_input(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_usage_report_by_scoped_token_and_bad_input(flow: Flow, artifacts, personas) -> None:
     from rest_framework.test import APIClient
 
     from governance.core.tokens import api_token_issue
@@ -168,7 +166,7 @@ def test_usage_report_by_scoped_token_and_bad_input(flow: Flow, artifacts, perso
     assert DeploymentRequest.objects.get(code=code).facts["monthly_active_users"] == 7
 
 
-def test_waiver_hides_a_blocker_until_it_expires(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_waiver_hides_a_blocker_until_it_expires(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["qwen"], {**FACTS, "monthly_active_users": 200_000_000})
     blockers = flow.get(personas.legal, code)["blockers"]
     assert any(b.get("finding") == "threshold.licensor_approval" for b in blockers)
@@ -223,7 +221,7 @@ def test_waiver_hides_a_blocker_until_it_expires(flow: Flow, artifacts, personas
     assert AuditEvent.objects.filter(action=AuditAction.WAIVER_EXPIRED, object_id=code).count() == 1
 
 
-def test_new_license_version_reevaluates_approved_requests(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_new_license_version_reevaluates_approved_requests(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["apache"])
     flow.approve(code)
     old = LicenseVersion.objects.get(license__key="apache-2.0")

@@ -45,7 +45,7 @@ def _rich_request(flow: Flow, artifacts: dict[str, Any], personas: Any, cluster:
         kind=EvalKind.SERVED,
         candidate_digest=deployment.artifact.weights_digest,  # a served eval of this request's weights
         engine="vllm",
-        serving=deployment.evidence["capacity_plan"]["result"]["parallel"],
+        serving=(deployment.evidence or {})["capacity_plan"]["result"]["parallel"],
         status=EvalStatus.FAILED,
         summary={"pass": False, "overall": {"n": 400, "upper_bound_95": 0.3}},
         eval_set_sha256="e" * 64,
@@ -60,7 +60,7 @@ def _list(flow: Flow, user: Any) -> list[dict[str, Any]]:
     return list(response.json()["results"])
 
 
-def test_list_queries_do_not_grow_with_rows(  # type: ignore[no-untyped-def]
+def test_list_queries_do_not_grow_with_rows(
     flow: Flow, artifacts, personas, tmp_path, django_assert_max_num_queries
 ) -> None:
     cluster = Cluster.objects.create(name="lab", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"))
@@ -89,7 +89,7 @@ def test_list_queries_do_not_grow_with_rows(  # type: ignore[no-untyped-def]
     assert sum(bool(row["obligations"]) for row in rows) == 5
 
 
-def test_list_refuses_unknown_parameters(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_list_refuses_unknown_parameters(flow: Flow, artifacts, personas) -> None:
     flow.create(artifacts["apache"])
     client = flow.client(personas.requester)
     for name in ("artifact", "stauts", "team__name"):

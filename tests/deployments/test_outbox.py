@@ -33,7 +33,7 @@ def _sent() -> Any:
     return mock.patch.object(app, "send_task")
 
 
-def test_an_eval_request_during_a_broker_outage_is_saved_and_sent_later(  # type: ignore[no-untyped-def]
+def test_an_eval_request_during_a_broker_outage_is_saved_and_sent_later(
     flow: Flow, artifacts, personas, tmp_path: Path, django_capture_on_commit_callbacks
 ) -> None:
     Cluster.objects.create(name="c2", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path), model_roots=["/models"])

@@ -14,12 +14,12 @@ from tests.conftest import Personas
 from tests.deployments.conftest import FACTS, SERVING, Flow, digest_of
 
 
-def test_visibility_per_persona(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_visibility_per_persona(flow: Flow, artifacts, personas) -> None:
     draft = flow.create(artifacts["apache"])["code"]
     submitted = flow.create(artifacts["apache"])["code"]
     flow.post(personas.requester, submitted, "submit")
 
-    def visible(user) -> set[str]:  # type: ignore[no-untyped-def]
+    def visible(user) -> set[str]:
         response = flow.client(user).get("/api/v1/deployments/")
         assert response.status_code == 200
         return {row["code"] for row in response.json()["results"]}
@@ -39,10 +39,10 @@ def test_visibility_per_persona(flow: Flow, artifacts, personas) -> None:  # typ
     assert flow.post(personas.auditor, submitted, "start-review").status_code == 403
 
 
-def test_list_filters_and_pagination(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_list_filters_and_pagination(flow: Flow, artifacts, personas) -> None:
     for _ in range(3):
         flow.create(artifacts["apache"])
-    response = flow.client(personas.requester).get("/api/v1/deployments/", {"status": "draft", "page_size": 2})
+    response = flow.client(personas.requester).get("/api/v1/deployments/", {"status": "draft", "page_size": "2"})
     body = response.json()
     assert body["count"] == 3
     assert len(body["results"]) == 2
@@ -65,7 +65,7 @@ def test_list_filters_and_pagination(flow: Flow, artifacts, personas) -> None:  
         ({"colour": "blue"}, "colour"),
     ],
 )
-def test_bad_edit_names_the_field_and_changes_nothing(flow: Flow, artifacts, personas, change, field) -> None:  # type: ignore[no-untyped-def]
+def test_bad_edit_names_the_field_and_changes_nothing(flow: Flow, artifacts, personas, change, field) -> None:
     code = flow.create(artifacts["apache"])["code"]
     before = DeploymentRequest.objects.get(code=code)
     response = flow.client(personas.requester).patch(f"/api/v1/deployments/{code}", change, format="json")
@@ -81,7 +81,7 @@ def test_bad_edit_names_the_field_and_changes_nothing(flow: Flow, artifacts, per
     )
 
 
-def test_bad_create_names_the_field_and_creates_nothing(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_bad_create_names_the_field_and_creates_nothing(flow: Flow, artifacts, personas) -> None:
     body = {
         "artifact": str(artifacts["apache"].code),
         "product_name": "X",
@@ -99,7 +99,7 @@ def test_bad_create_names_the_field_and_creates_nothing(flow: Flow, artifacts, p
     assert "artifact" in other_team.json()["extra"]["fields"]
 
 
-def test_review_and_obligation_bad_input(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_review_and_obligation_bad_input(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["llama"])
     assert (
         "verdict"
@@ -140,7 +140,7 @@ def test_weights_digest_streams_a_manifest(tmp_path: Path) -> None:
         call_command("artifact_digest", str(tmp_path / "missing"))
 
 
-def test_derivative_inherits_and_merge_unions_licenses(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_derivative_inherits_and_merge_unions_licenses(flow: Flow, artifacts, personas) -> None:
     client = flow.client(personas.requester)
     base = {"source_repo": "acme/x", "revision": "1", "license": "apache-2.0", "architecture_key": "qwen3-30b-a3b"}
     tune = client.post(
@@ -185,7 +185,7 @@ def test_derivative_inherits_and_merge_unions_licenses(flow: Flow, artifacts, pe
         ({"parent": "00000000-0000-0000-0000-000000000000", "derivation": "fine_tune"}, "parent"),
     ],
 )
-def test_artifact_bad_input(flow: Flow, artifacts, personas, change, field) -> None:  # type: ignore[no-untyped-def]
+def test_artifact_bad_input(flow: Flow, artifacts, personas, change, field) -> None:
     body = {
         "name": "n",
         "source_repo": "a/b",

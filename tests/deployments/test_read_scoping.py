@@ -26,7 +26,7 @@ def _statuses(personas: Personas, url: str) -> dict[str, int]:
     return {name: personas.client(user).get(url).status_code for name, user in users.items()}
 
 
-def test_capacity_plan_of_a_request_is_not_found_for_another_team(flow: Flow, personas: Personas, artifacts) -> None:  # type: ignore[no-untyped-def]
+def test_capacity_plan_of_a_request_is_not_found_for_another_team(flow: Flow, personas: Personas, artifacts) -> None:
     code = flow.to_review(artifacts["apache"])
     stored = latest_capacity_plan(DeploymentRequest.objects.get(code=code))
     assert stored is not None
@@ -39,7 +39,7 @@ def test_capacity_plan_of_a_request_is_not_found_for_another_team(flow: Flow, pe
     }
 
 
-def test_eval_and_job_runs_of_a_request_are_not_found_for_another_team(  # type: ignore[no-untyped-def]
+def test_eval_and_job_runs_of_a_request_are_not_found_for_another_team(
     flow: Flow, personas: Personas, artifacts, tmp_path
 ) -> None:
     code = flow.to_review(artifacts["apache"])
@@ -53,7 +53,7 @@ def test_eval_and_job_runs_of_a_request_are_not_found_for_another_team(  # type:
     assert _statuses(personas, f"/api/v1/jobs/{job.code}") == expected
 
 
-def test_a_discovery_job_is_not_found_for_a_requester(personas: Personas, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_discovery_job_is_not_found_for_a_requester(personas: Personas, tmp_path) -> None:
     cluster = Cluster.objects.create(name="local", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path))
     job = JobRun.objects.create(cluster=cluster, kind=JobKind.DISCOVERY, command=["true"], time_limit_s=60)
     assert personas.client(personas.requester).get(f"/api/v1/jobs/{job.code}").status_code == 404

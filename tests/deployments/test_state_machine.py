@@ -32,7 +32,7 @@ def test_transition_table_is_the_documented_one() -> None:
     }
 
 
-def test_full_approval_path_writes_audit_events(flow: Flow, artifacts) -> None:  # type: ignore[no-untyped-def]
+def test_full_approval_path_writes_audit_events(flow: Flow, artifacts) -> None:
     code = flow.to_review(artifacts["llama"])
     approved = flow.approve(code)
     assert approved["status"] == "approved"
@@ -51,7 +51,7 @@ def test_full_approval_path_writes_audit_events(flow: Flow, artifacts) -> None: 
     assert {e.data["role"] for e in signoffs} == {"legal", "engineering"}
 
 
-def test_refused_transitions_answer_409_and_change_nothing(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_refused_transitions_answer_409_and_change_nothing(flow: Flow, artifacts, personas) -> None:
     code = flow.create(artifacts["apache"])["code"]
     assert flow.post(personas.legal, code, "start-review").status_code == 404  # a draft is invisible to reviewers
     assert flow.post(personas.requester, code, "submit").status_code == 200
@@ -69,7 +69,7 @@ def test_refused_transitions_answer_409_and_change_nothing(flow: Flow, artifacts
     assert DeploymentRequest.objects.get(code=code).status == Status.SUBMITTED
 
 
-def test_a_requester_cannot_review(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_a_requester_cannot_review(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["apache"])
     digest = flow.get(personas.requester, code)["evidence_digest"]
     response = flow.post(
@@ -79,7 +79,7 @@ def test_a_requester_cannot_review(flow: Flow, artifacts, personas) -> None:  # 
     assert flow.post(personas.requester, code, "start-review").status_code == 403
 
 
-def test_nobody_reviews_their_own_request(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_nobody_reviews_their_own_request(flow: Flow, artifacts, personas) -> None:
     both = make_user("both", "requester", "legal_reviewer", team=personas.team)
     body = {
         "artifact": str(artifacts["apache"].code),
@@ -94,7 +94,7 @@ def test_nobody_reviews_their_own_request(flow: Flow, artifacts, personas) -> No
     assert "separation of duties" in response.json()["message"]
 
 
-def test_reject_is_final(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_reject_is_final(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["apache"])
     digest = flow.get(personas.engineer, code)["evidence_digest"]
     response = flow.post(
@@ -109,7 +109,7 @@ def test_reject_is_final(flow: Flow, artifacts, personas) -> None:  # type: igno
     assert _transitions(code)[-1] == ("in_review", "rejected")
 
 
-def test_stale_evidence_digest_is_refused(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_stale_evidence_digest_is_refused(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["apache"])
     flow.compute_capacity(code)
     flow.meet_obligations(code)
@@ -120,7 +120,7 @@ def test_stale_evidence_digest_is_refused(flow: Flow, artifacts, personas) -> No
     assert "evidence_digest" in response.json()["extra"]["fields"]
 
 
-def test_approval_needs_obligations_and_capacity(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_approval_needs_obligations_and_capacity(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["llama"])
     digest = flow.get(personas.legal, code)["evidence_digest"]
     legal = flow.post(
@@ -140,7 +140,7 @@ def test_approval_needs_obligations_and_capacity(flow: Flow, artifacts, personas
     assert "capacity.pending" in [b["code"] for b in engineering.json()["extra"]["blockers"]]
 
 
-def test_revoke_and_expiry(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_revoke_and_expiry(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["apache"])
     flow.approve(code)
     assert flow.post(personas.requester, code, "revoke", {"reason": "x"}).status_code == 403
@@ -157,7 +157,7 @@ def test_revoke_and_expiry(flow: Flow, artifacts, personas) -> None:  # type: ig
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_submits_submit_once(personas, artifacts) -> None:  # type: ignore[no-untyped-def]
+def test_concurrent_submits_submit_once(personas, artifacts) -> None:
     code = Flow(personas).create(artifacts["apache"])["code"]
     request = DeploymentRequest.objects.get(code=code)
     outcomes: list[str] = []

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.e2e]
 
 
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
-def test_the_navigation_stays_on_one_line_at_1280_px(  # type: ignore[no-untyped-def]
+def test_the_navigation_stays_on_one_line_at_1280_px(
     language: str, browser, live_server, personas: Personas, recorder: Recorder
 ) -> None:
     # every navigation item at once: a requester who is also an admin and leads a team
@@ -53,7 +53,7 @@ def test_the_navigation_stays_on_one_line_at_1280_px(  # type: ignore[no-untyped
 
 @pytest.mark.worker
 @pytest.mark.slow
-def test_custom_gpu_request_and_team_management(  # type: ignore[no-untyped-def]
+def test_custom_gpu_request_and_team_management(
     browser, live_server, worker_queue, personas: Personas, catalog, recorder: Recorder
 ) -> None:
     personas.team.leads.add(personas.requester)

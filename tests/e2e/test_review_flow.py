@@ -79,7 +79,7 @@ def local_cluster(transactional_db: None, tmp_path: Path) -> Cluster:
 
 
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
-def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
+def test_request_to_approval_and_usage_alert(
     language: str,
     browser,
     live_server,
@@ -236,6 +236,7 @@ def test_request_to_approval_and_usage_alert(  # type: ignore[no-untyped-def]
 
         # 9. the pipeline asks the gate with the approved serving config and weights: allow (exit 0)
         approved = DeploymentRequest.objects.get(code=code)
+        assert approved.evidence is not None
         envelope = approved.evidence["serving_envelope"]
         plan_layout = approved.evidence["capacity_plan"]["result"]["parallel"]  # the serving plan left tp/pp/ep open
         layout = {name: int(envelope.get(name) or plan_layout.get(name) or 1) for name in ("tp", "pp", "ep")}

@@ -86,7 +86,7 @@ RESULT_WRITER = (
 )
 
 
-def locate(code: object, cluster_name: str, path: str) -> None:
+def locate(code: str, cluster_name: str, path: str) -> None:
     """Record where the request's baseline (its artifact's parent, else the artifact) lies on a
     cluster, as an operator would; fixture artifacts carry made-up digests, so this writes the row
     directly instead of hashing the files through the service."""

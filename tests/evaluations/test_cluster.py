@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def test_a_job_that_vanished_without_its_sentinel_is_lost(cluster: Cluster, test
         state="pending",
         job_id="999999",
         run_dir=ghost.run_dir,
-        submitted_at=timezone.now() - timezone.timedelta(minutes=5),
+        submitted_at=timezone.now() - timedelta(minutes=5),
     )
     assert drive(run).state == "lost"
 
@@ -201,6 +202,7 @@ def test_discovery_records_nodes_and_no_gpus(cluster: Cluster, testcluster: dict
     run = drive(cluster_discover(cluster=cluster, actor=None))
     assert run.state == "succeeded", run.reason + run.log_tail
     cluster.refresh_from_db()
+    assert cluster.inventory is not None
     assert cluster.inventory["gpus"] == []  # no GPU on this node
     assert [node["name"] for node in cluster.inventory["nodes"]] == [testcluster["node"]]
     assert cluster.discovered_at is not None

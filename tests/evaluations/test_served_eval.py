@@ -68,7 +68,7 @@ def _register(personas: Personas, base: Path, candidate: Path) -> tuple[Any, Any
     return baseline, derivative
 
 
-def _served_flow(  # type: ignore[no-untyped-def]
+def _served_flow(
     flow: Flow,  # noqa: F811 - the shared fixture
     personas: Personas,
     cluster: Cluster,
@@ -127,8 +127,10 @@ def _served_flow(  # type: ignore[no-untyped-def]
 
     assert evaluation.engine == "transformers"
     assert evaluation.engine_version == transformers.__version__
+    assert evaluation.summary is not None
     assert evaluation.summary["overall"]["top1_agreement"] is None  # transformers serve gives no logprobs
     deployment = DeploymentRequest.objects.get(code=code)
+    assert deployment.evidence is not None
     [item] = deployment.evidence["eval_results"]
     assert (item["kind"], item["candidate_digest"], item["engine"]) == (
         "served",
@@ -153,7 +155,7 @@ def _served_flow(  # type: ignore[no-untyped-def]
     _, token = ci_token_issue(
         actor=personas.requester, team=personas.team, name="deploy", expires_at=timezone.now() + timedelta(days=1)
     )
-    layout = DeploymentRequest.objects.get(code=code).evidence["capacity_plan"]["result"]["parallel"]
+    layout = (DeploymentRequest.objects.get(code=code).evidence or {})["capacity_plan"]["result"]["parallel"]
     check = {
         "deployment": code,
         "environment": "production",
@@ -173,10 +175,10 @@ def _served_flow(  # type: ignore[no-untyped-def]
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_engine_left")
-def test_served_eval_makes_the_request_approvable_and_binds_the_gate_to_the_digest(  # type: ignore[no-untyped-def]
+def test_served_eval_makes_the_request_approvable_and_binds_the_gate_to_the_digest(
     flow: Flow,  # noqa: F811 - the shared fixture
     personas: Personas,
-    tiny_pair,
+    tiny_pair: tuple[Path, Path],
     tmp_path: Path,
     settings,
     django_capture_on_commit_callbacks,
@@ -198,7 +200,7 @@ def test_served_eval_makes_the_request_approvable_and_binds_the_gate_to_the_dige
 
 
 @pytest.mark.cluster
-def test_served_eval_through_the_ssh_slurm_cluster_makes_the_request_approvable(  # type: ignore[no-untyped-def]
+def test_served_eval_through_the_ssh_slurm_cluster_makes_the_request_approvable(
     flow: Flow,  # noqa: F811 - the shared fixture
     personas: Personas,
     testcluster: dict[str, Any],  # noqa: F811 - the shared fixture
@@ -248,7 +250,7 @@ def test_served_eval_through_the_ssh_slurm_cluster_makes_the_request_approvable(
         shutil.rmtree(shared, ignore_errors=True)
 
 
-def test_standard_tasks_need_the_cluster_s_task_directory_and_plain_task_names(  # type: ignore[no-untyped-def]
+def test_standard_tasks_need_the_cluster_s_task_directory_and_plain_task_names(
     flow: Flow,  # noqa: F811 - the shared fixture
     personas: Personas,
     tmp_path: Path,
@@ -287,7 +289,7 @@ def test_standard_tasks_need_the_cluster_s_task_directory_and_plain_task_names( 
     assert spec["lm_eval"] == {"tasks": ["tiny_copy"], "dir": str(TASKS), "limit": 3, "concurrency": 4}
 
 
-def test_an_online_quantized_plan_evaluates_the_base_artifact_with_and_without_the_flag(  # type: ignore[no-untyped-def]
+def test_an_online_quantized_plan_evaluates_the_base_artifact_with_and_without_the_flag(
     flow: Flow,  # noqa: F811 - the shared fixture
     personas: Personas,
     tmp_path: Path,

@@ -54,7 +54,7 @@ def test_issue_token_refuses_unknown_scopes_and_creates_nothing(db: None) -> Non
     assert not ApiToken.objects.exists()
 
 
-def test_local_env_file_is_generated_once_and_the_environment_wins(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_local_env_file_is_generated_once_and_the_environment_wins(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / ".env"
     first = write_local_env(path, environ={})
     assert (first["DEBUG"], first["HOST"], first["PORT"]) == ("1", "127.0.0.1", "8000")

@@ -63,7 +63,7 @@ def test_ep_on_a_dense_model_names_the_rule_and_a_valid_layout(tmp_path: Path) -
     assert plan(PlanRequest(model=DENSE, precision="fp8", gpu="h100-80g", tp=8, pp=1, ep=1, dp=1)).as_contract()
 
 
-def test_planner_api_answers_400_with_the_rule(db: None, personas) -> None:  # type: ignore[no-untyped-def]
+def test_planner_api_answers_400_with_the_rule(db: None, personas) -> None:
     response = personas.client(personas.engineer).post(
         "/api/v1/planner/plan", {"model": DENSE, "precision": "fp8", "gpu": "h100-80g", "tp": 8, "ep": 8}, format="json"
     )

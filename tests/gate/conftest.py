@@ -43,6 +43,7 @@ class Gate:
 
     def body(self, **changes: Any) -> dict[str, Any]:
         deployment = DeploymentRequest.objects.get(code=self.code)
+        assert deployment.evidence is not None
         layout = deployment.evidence["capacity_plan"]["result"]["parallel"]
         serving = {
             "engine": "vllm",
@@ -90,7 +91,7 @@ def approved_request(flow: Flow, artifact: Any, tmp_path: Path, facts: dict[str,
 
 
 @pytest.fixture
-def gate(flow: Flow, artifacts, personas: Personas, tmp_path: Path) -> Gate:  # type: ignore[no-untyped-def]
+def gate(flow: Flow, artifacts, personas: Personas, tmp_path: Path) -> Gate:
     code = approved_request(flow, artifacts["apache"], tmp_path)
     personas.team.leads.add(personas.requester)
     _, clear_text = ci_token_issue(

@@ -93,7 +93,7 @@ def test_one_stale_signature_is_denied(gate: Gate) -> None:
     assert gate.codes() == [ReasonCode.SIGNATURE_STALE]
 
 
-def test_evidence_changes_after_approval_are_denied(gate: Gate, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_evidence_changes_after_approval_are_denied(gate: Gate, tmp_path) -> None:
     # a failed eval run for the served precision arrives after approval
     record_eval(gate.code, "fp8", EvalStatus.FAILED, tmp_path)
     codes = gate.codes()
@@ -122,7 +122,7 @@ def test_a_plan_that_no_longer_fits_is_denied(gate: Gate) -> None:
     assert ReasonCode.NOT_APPROVED in codes
 
 
-def test_usage_over_a_threshold_and_unaccepted_obligations_are_denied(flow, artifacts, personas, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_usage_over_a_threshold_and_unaccepted_obligations_are_denied(flow, artifacts, personas, tmp_path) -> None:
     code = approved_request(flow, artifacts["qwen"], tmp_path)
     personas.team.leads.add(personas.requester)
     _, token = ci_token_issue(
@@ -188,6 +188,7 @@ def test_tokens_out_of_scope_answer_403_and_bad_tokens_401(gate: Gate) -> None:
 
 def test_expired_and_revoked_tokens_answer_401(gate: Gate) -> None:
     token = gate.p.team.api_tokens.get(name="deploy")
+    assert token.expires_at is not None
     with time_machine.travel(token.expires_at + timedelta(seconds=1)):
         assert gate.check().status_code == 401
     ci_token_revoke(actor=gate.p.requester, token=token)

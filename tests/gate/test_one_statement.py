@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from governance.approvals.models import ApprovalPacket, PacketVerification
-from governance.approvals.selectors import approval_state, approval_state_from_row
+from governance.approvals.selectors import ApprovalState, approval_state, approval_state_from_row
 from governance.core.models import ApiToken
 from governance.core.tokens import PREFIX_LENGTH, api_token_resolve
 from governance.deployments.models import DeploymentRequest
@@ -20,7 +20,7 @@ from governance.gate.selectors import gate_deployment_for_token
 from tests.gate.conftest import Gate
 
 
-def _both(gate: Gate) -> tuple[object, object]:
+def _both(gate: Gate) -> tuple[ApprovalState | None, ApprovalState | None]:
     token = api_token_resolve(gate.token)
     assert isinstance(token, ApiToken)
     row = gate_deployment_for_token(token, gate.code, "production")

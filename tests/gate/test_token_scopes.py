@@ -24,7 +24,7 @@ def bearer(clear_text: str) -> APIClient:
     return client
 
 
-def test_a_usage_token_of_a_legal_reviewer_cannot_revoke_an_approval(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_a_usage_token_of_a_legal_reviewer_cannot_revoke_an_approval(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["apache"])
     assert flow.approve(code)["status"] == "approved"
     token = api_token_issue(user=personas.legal, name="billing", scopes=[TokenScope.USAGE_WRITE]).clear_text
@@ -43,9 +43,7 @@ def test_a_usage_token_of_an_auditor_cannot_download_the_audit_bundle(personas: 
     assert bearer(personal).get("/api/v1/audit/events").status_code == 200
 
 
-def test_a_requesters_usage_token_cannot_post_usage_to_another_teams_request(  # type: ignore[no-untyped-def]
-    flow: Flow, artifacts, personas
-) -> None:
+def test_a_requesters_usage_token_cannot_post_usage_to_another_teams_request(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["apache"])
     assert flow.approve(code)["status"] == "approved"
     # A requester of the other team issues a usage token for themselves (no team given).
@@ -61,7 +59,7 @@ def test_a_requesters_usage_token_cannot_post_usage_to_another_teams_request(  #
     assert bearer(bound).post(f"/api/v1/deployments/{code}/usage", USAGE, format="json").status_code == 404
 
 
-def test_a_role_less_service_token_cannot_read_drafts_or_change_facts(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_a_role_less_service_token_cannot_read_drafts_or_change_facts(flow: Flow, artifacts, personas) -> None:
     service = make_user("billing-bot")  # no role, no team
     token = api_token_issue(user=service, name="billing", scopes=[TokenScope.USAGE_WRITE]).clear_text
     draft = flow.create(artifacts["apache"])["code"]
@@ -74,7 +72,7 @@ def test_a_role_less_service_token_cannot_read_drafts_or_change_facts(flow: Flow
     assert client.patch(f"/api/v1/deployments/{draft}", {"product_name": "x"}, format="json").status_code == 403
 
 
-def test_a_team_usage_token_reaches_only_the_requests_it_lists(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_a_team_usage_token_reaches_only_the_requests_it_lists(flow: Flow, artifacts, personas) -> None:
     first = flow.to_review(artifacts["apache"])
     second = flow.to_review(artifacts["apache"])
     service = make_user("billing-bot")
@@ -108,7 +106,7 @@ def test_unknown_scopes_are_refused_at_issue(personas: Personas) -> None:
     assert set(SCOPE_ENDPOINTS) == set(TokenScope.values)  # every scope reaches something
 
 
-def test_usage_cannot_change_facts_of_a_closed_request(flow: Flow, artifacts, personas) -> None:  # type: ignore[no-untyped-def]
+def test_usage_cannot_change_facts_of_a_closed_request(flow: Flow, artifacts, personas) -> None:
     code = flow.to_review(artifacts["apache"])
     assert flow.approve(code)["status"] == "approved"
     assert flow.post(personas.legal, code, "revoke", {"reason": "withdrawn"}).status_code == 200

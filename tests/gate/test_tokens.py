@@ -17,7 +17,7 @@ from tests.deployments.conftest import Flow
 from tests.gate.conftest import Gate, bearer
 
 
-def _issue(client, **changes):  # type: ignore[no-untyped-def]
+def _issue(client, **changes):
     body = {
         "name": "deploy",
         "team": "platform",
@@ -49,7 +49,7 @@ def test_a_team_lead_issues_a_token_shown_once_and_stored_hashed(flow: Flow, per
     assert issued.data["prefix"] == clear[:12]
 
 
-def test_who_may_issue_and_what_a_token_may_hold(flow: Flow, personas: Personas, artifacts) -> None:  # type: ignore[no-untyped-def]
+def test_who_may_issue_and_what_a_token_may_hold(flow: Flow, personas: Personas, artifacts) -> None:
     assert _issue(flow.client(personas.requester)).status_code == 403  # a member, not a lead
     assert _issue(flow.client(personas.legal)).status_code == 403
     admin = flow.client(personas.admin)

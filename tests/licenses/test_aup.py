@@ -146,7 +146,7 @@ def test_unknown_category_or_missing_clause_is_refused() -> None:
     }
     for categories, problem in (({"astrology": "1"}, "unknown"), ({"weapons": " "}, "no clause"), ("weapons", "list")):
         with pytest.raises(TermError, match=problem):
-            TermSpec(**template, params={"categories": categories}).validate()  # type: ignore[arg-type]
+            TermSpec(**template, params={"categories": categories}).validate()
 
 
 def test_docs_list_the_whole_intended_use_vocabulary() -> None:

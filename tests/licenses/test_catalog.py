@@ -134,7 +134,7 @@ def test_model_clean_names_the_condition_field(db: None) -> None:
     assert "condition" in raised.value.message_dict
 
 
-def test_admin_shows_the_cel_compile_error(personas: Personas, client) -> None:  # type: ignore[no-untyped-def]
+def test_admin_shows_the_cel_compile_error(personas: Personas, client) -> None:
     license_catalog_load(actor="system:test")
     personas.admin.is_staff = personas.admin.is_superuser = True
     personas.admin.save()
@@ -212,7 +212,7 @@ def test_a_bad_term_names_the_field_at_fault(db: None) -> None:
 
 def test_a_bumped_version_of_a_used_license_loads_and_is_announced(
     personas: Personas, tmp_path: Path, django_capture_on_commit_callbacks
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """The upgrade path of an existing database: the catalog's new reading of a license comes as a
     bumped version (`.rN`), loads without conflict next to the frozen one, becomes current, and is
     announced like a publication so the requests evaluated under the old one are re-evaluated."""

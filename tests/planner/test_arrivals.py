@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from planner.plan import PlanRequest, plan
+from planner.plan import plan
 from tests.planner.cli import planner_cli
+from tests.planner.requests import PlanArgs, plan_request
 
-NIM = {
+NIM: PlanArgs = {
     "model": "llama-3.1-70b",  # Llama-3.3-70B has its architecture
     "precision": "fp8",
     "gpu": "h100-80g",
@@ -33,19 +34,19 @@ NIM = {
 
 
 def test_spread_arrivals_wait_for_no_wave() -> None:
-    burst = plan(PlanRequest(**NIM)).throughput
-    spread = plan(PlanRequest(**NIM, arrival="spread")).throughput
+    burst = plan(plan_request(NIM)).throughput
+    spread = plan(plan_request(NIM, arrival="spread")).throughput
     assert burst.ttft_ms == pytest.approx(370, rel=0.05)  # the waves stay aligned (the default)
     assert spread.ttft_ms == pytest.approx(105, rel=0.05)  # each prompt arrives on its own
     assert spread.ttft_ms < 278.6 < burst.ttft_ms  # the measurement lies between
     assert spread.tpot_ms == pytest.approx(burst.tpot_ms, rel=1e-9)
-    contract = plan(PlanRequest(**NIM, arrival="spread")).as_contract()
+    contract = plan(plan_request(NIM, arrival="spread")).as_contract()
     assert contract["throughput_estimate"]["inputs"]["arrival"] == "spread"
 
 
 def test_an_unknown_arrival_pattern_is_refused_naming_the_field() -> None:
     with pytest.raises(ValueError, match=r"^arrival: "):
-        plan(PlanRequest(**NIM, arrival="uniform"))
+        plan(plan_request(NIM, arrival="uniform"))
     done = planner_cli("plan", "--model", "llama-3.1-8b", "--gpu", "h100-80g", "--arrival", "uniform")
     assert done.returncode == 2
     assert "--arrival" in done.stderr
@@ -59,37 +60,44 @@ def test_the_cli_takes_the_arrival_pattern() -> None:
     assert '"arrival": "burst"' in burst.stdout
 
 
-LLAMA = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "tp": 1, "dp": 1, "max_model_len": 4096}
-WORK = {"input_len": 1024, "output_len": 256, "concurrency": 64}
+LLAMA: PlanArgs = {
+    "model": "llama-3.1-8b",
+    "precision": "bf16",
+    "gpu": "h100-80g",
+    "tp": 1,
+    "dp": 1,
+    "max_model_len": 4096,
+}
+WORK: PlanArgs = {"input_len": 1024, "output_len": 256, "concurrency": 64}
 
 
 def test_poisson_arrivals_at_a_trickle_meet_an_idle_engine() -> None:
     """`vllm bench serve --request-rate R` sends a Poisson stream: at a rate far below capacity a request
     finds the engine nearly idle, as a lone client does."""
-    trickle = plan(PlanRequest(**LLAMA, **WORK, arrival="poisson", request_rate=0.01)).throughput
-    alone = plan(PlanRequest(**LLAMA, **{**WORK, "concurrency": 1})).throughput
+    trickle = plan(plan_request(LLAMA, WORK, arrival="poisson", request_rate=0.01)).throughput
+    alone = plan(plan_request(LLAMA, WORK, {"concurrency": 1})).throughput
     assert trickle.ttft_ms == pytest.approx(alone.ttft_ms, rel=0.05)
     assert trickle.tpot_ms == pytest.approx(alone.tpot_ms, rel=0.05)
     assert trickle.decode_tokens_per_s == pytest.approx(0.01 * 256, rel=1e-6)  # what arrives is served
 
 
 def test_poisson_arrivals_fill_the_batch_by_littles_law() -> None:
-    result = plan(PlanRequest(**LLAMA, **WORK, arrival="poisson", request_rate=4.0)).throughput
+    result = plan(plan_request(LLAMA, WORK, arrival="poisson", request_rate=4.0)).throughput
     latency_s = (result.ttft_ms + 255 * result.tpot_ms) / 1e3
     assert result.batch == pytest.approx(4.0 * latency_s, abs=1.0)  # sequences in flight = rate x latency
     assert result.decode_tokens_per_s == pytest.approx(4.0 * 256, rel=1e-6)
-    slower = plan(PlanRequest(**LLAMA, **WORK, arrival="poisson", request_rate=1.0)).throughput
+    slower = plan(plan_request(LLAMA, WORK, arrival="poisson", request_rate=1.0)).throughput
     assert slower.ttft_ms < result.ttft_ms
     assert slower.tpot_ms < result.tpot_ms
 
 
 def test_a_rate_beyond_the_deployment_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match=r"^request_rate: .* exceeds"):
-        plan(PlanRequest(**LLAMA, **WORK, arrival="poisson", request_rate=10_000.0))
+        plan(plan_request(LLAMA, WORK, arrival="poisson", request_rate=10_000.0))
     with pytest.raises(ValueError, match=r"^request_rate: "):
-        plan(PlanRequest(**LLAMA, **WORK, arrival="poisson"))  # a Poisson stream needs its rate
+        plan(plan_request(LLAMA, WORK, arrival="poisson"))  # a Poisson stream needs its rate
     with pytest.raises(ValueError, match=r"^request_rate: "):
-        plan(PlanRequest(**LLAMA, **WORK, request_rate=2.0))  # a closed loop has none
+        plan(plan_request(LLAMA, WORK, request_rate=2.0))  # a closed loop has none
 
 
 def test_the_cli_takes_a_request_rate() -> None:
@@ -108,12 +116,12 @@ def test_lengths_drawn_from_a_range_are_planned_as_the_client_draws_them() -> No
     utils/bench_serving/benchmark_serving.py, as sglang.bench_serving's --random-range-ratio does): the
     mean request is 0.9 of the nominal one, and outputs of unequal length finish apart, so the closed
     loop's requests stop coming back in waves. Before, only fixed lengths could be planned."""
-    drawn = plan(PlanRequest(**NIM, range_ratio=0.8))
+    drawn = plan(plan_request(NIM, range_ratio=0.8))
     # The mean of 800..1000 is 900 tokens in and out, arriving one at a time.
-    same = plan(PlanRequest(**{**NIM, "input_len": 900, "output_len": 900}, arrival="spread")).throughput
+    same = plan(plan_request(NIM, {"input_len": 900, "output_len": 900}, arrival="spread")).throughput
     assert drawn.throughput.ttft_ms == pytest.approx(same.ttft_ms, rel=1e-9)
     assert drawn.throughput.tpot_ms == pytest.approx(same.tpot_ms, rel=1e-9)
-    assert drawn.throughput.ttft_ms < plan(PlanRequest(**NIM)).throughput.ttft_ms  # no aligned waves
+    assert drawn.throughput.ttft_ms < plan(plan_request(NIM)).throughput.ttft_ms  # no aligned waves
     inputs = drawn.as_contract()["throughput_estimate"]["inputs"]
     assert (inputs["input_len"], inputs["output_len"], inputs["range_ratio"]) == (1000, 1000, 0.8)
     # The plan still holds the longest request: the memory model sizes max_model_len, not the mean.
@@ -123,7 +131,7 @@ def test_lengths_drawn_from_a_range_are_planned_as_the_client_draws_them() -> No
 @pytest.mark.parametrize("ratio", [0, -0.5, 1.5])
 def test_a_range_ratio_outside_0_1_is_refused_naming_the_field(ratio: float) -> None:
     with pytest.raises(ValueError, match=r"^range_ratio: "):
-        plan(PlanRequest(**NIM, range_ratio=ratio))
+        plan(plan_request(NIM, range_ratio=ratio))
     done = planner_cli("plan", "--model", "llama-3.1-8b", "--gpu", "h100-80g", "--range-ratio", str(ratio))
     assert done.returncode == 2
     assert "--range-ratio" in done.stderr

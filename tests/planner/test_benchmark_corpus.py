@@ -82,7 +82,7 @@ def test_markdown_table_lists_every_case_and_cause(results: list[corpus.CaseResu
     assert table.count("†") >= 2 * sum(len(c.get("outside") or {}) for c in corpus.cases())
 
 
-def _refused(tmp_path, monkeypatch, text: str, message: str) -> None:  # type: ignore[no-untyped-def]
+def _refused(tmp_path, monkeypatch, text: str, message: str) -> None:
     """A catalog holding `text` alone is refused with `message` (the cache is cleared either side)."""
     (tmp_path / "benchmarks.yaml").write_text(text)
     monkeypatch.setattr(corpus, "CATALOG_DIR", tmp_path)
@@ -94,7 +94,7 @@ def _refused(tmp_path, monkeypatch, text: str, message: str) -> None:  # type: i
         corpus.cases.cache_clear()
 
 
-def test_corpus_rejects_a_malformed_entry(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_corpus_rejects_a_malformed_entry(tmp_path, monkeypatch) -> None:
     text = (
         "- {id: x, source: 'http://example.org', engine: vllm, precision: bf16, gpu: h200, layout: {},"
         " concurrency: 1, input_len: 1, output_len: 1, statistic: mean, measured: {tpot_ms: 1}, model: m}\n"
@@ -102,7 +102,7 @@ def test_corpus_rejects_a_malformed_entry(tmp_path, monkeypatch) -> None:  # typ
     _refused(tmp_path, monkeypatch, text, "source must be an https URL")
 
 
-def test_corpus_engine_args_are_the_ones_the_model_reads(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_corpus_engine_args_are_the_ones_the_model_reads(tmp_path, monkeypatch) -> None:
     """A case may carry flags of the source's launch command (SGLang's --scheduler-recv-interval); any
     other flag is refused rather than silently ignored."""
     assert any((c.get("engine_args") or {}).get("scheduler_recv_interval") for c in corpus.cases())
@@ -124,7 +124,7 @@ def test_a_cached_prefix_follows_the_sweep_before_it() -> None:
         assert case["concurrency"] == 1, case["id"]
 
 
-def test_corpus_rejects_a_cached_prefix_as_long_as_the_prompt(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_corpus_rejects_a_cached_prefix_as_long_as_the_prompt(tmp_path, monkeypatch) -> None:
     text = (
         "- {id: x, source: 'https://example.org', engine: vllm, precision: bf16, gpu: h200, layout: {},"
         " concurrency: 1, input_len: 128, output_len: 1, statistic: mean, measured: {tpot_ms: 1}, model: m,"
@@ -161,7 +161,7 @@ def test_the_planner_refuses_exactly_where_the_server_ran_out_of_room(
     throughput flat from 100 on: 920 tok/s x 0.093 s = 86 running) is within 10% of the planner's."""
     from planner.plan import PlanRequest, plan
 
-    def chosen(concurrency: int):  # type: ignore[no-untyped-def]
+    def chosen(concurrency: int):
         request = PlanRequest(
             model="llama-3.1-70b",
             precision="fp8",

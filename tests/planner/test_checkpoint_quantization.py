@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from planner.hf_config import parse_config
-from planner.plan import PlanRequest, PlanSetup, plan
+from planner.plan import PlanSetup, plan
+from tests.planner.requests import PlanArgs, plan_request
 
 CONFIGS = Path(__file__).parent / "configs"
 
@@ -33,24 +34,24 @@ def _fp8(ignore: list[str]) -> dict[str, Any]:
 QWEN3_8B_FP8_BF16_ATTENTION = _config(
     "qwen3-8b.json", quantization_config=_fp8(["lm_head", *(f"model.layers.{i}.self_attn" for i in range(36))])
 )
-WORKLOAD = {"gpu": "h100-80g", "tp": 1, "max_model_len": 8192, "input_len": 1024, "output_len": 256}
+WORKLOAD: PlanArgs = {"gpu": "h100-80g", "tp": 1, "max_model_len": 8192, "input_len": 1024, "output_len": 256}
 
 
 def test_the_checkpoints_bf16_attention_is_read_by_memory_and_throughput_alike() -> None:
-    from_config = plan(PlanRequest(model=QWEN3_8B_FP8_BF16_ATTENTION, precision="auto", **WORKLOAD))
+    from_config = plan(plan_request(WORKLOAD, model=QWEN3_8B_FP8_BF16_ATTENTION, precision="auto"))
     assert from_config.precision.key == "fp8"
     assert "attention" in from_config.keep_bf16
-    asked = plan(PlanRequest(model=_config("qwen3-8b.json"), precision="fp8", keep_bf16=("attention",), **WORKLOAD))
+    asked = plan(plan_request(WORKLOAD, model=_config("qwen3-8b.json"), precision="fp8", keep_bf16=("attention",)))
     assert from_config.chosen.memory.weights_per_gpu_bytes == asked.chosen.memory.weights_per_gpu_bytes
     assert from_config.throughput.tpot_ms == pytest.approx(asked.throughput.tpot_ms, rel=1e-9)
     assert from_config.throughput.ttft_ms == pytest.approx(asked.throughput.ttft_ms, rel=1e-9)
-    all_fp8 = plan(PlanRequest(model=_config("qwen3-8b.json"), precision="fp8", **WORKLOAD))
+    all_fp8 = plan(plan_request(WORKLOAD, model=_config("qwen3-8b.json"), precision="fp8"))
     assert from_config.throughput.tpot_ms > 1.05 * all_fp8.throughput.tpot_ms  # BF16 attention is read at 2 bytes
 
 
 def test_the_plan_setup_holds_the_one_list() -> None:
-    setup = PlanSetup.resolve(PlanRequest(model=QWEN3_8B_FP8_BF16_ATTENTION, precision="auto", **WORKLOAD))
-    result = plan(PlanRequest(model=QWEN3_8B_FP8_BF16_ATTENTION, precision="auto", **WORKLOAD))
+    setup = PlanSetup.resolve(plan_request(WORKLOAD, model=QWEN3_8B_FP8_BF16_ATTENTION, precision="auto"))
+    result = plan(plan_request(WORKLOAD, model=QWEN3_8B_FP8_BF16_ATTENTION, precision="auto"))
     assert result.throughput.as_estimate()["inputs"]["keep_bf16"] == sorted(setup.keep_bf16)
 
 

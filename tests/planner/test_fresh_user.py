@@ -11,14 +11,15 @@ import pytest
 
 from planner.plan import PlanRequest, plan
 from tests.planner.cli import planner_cli
+from tests.planner.requests import PlanArgs, plan_request
 
-LLAMA_A100 = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "a100-80g", "max_model_len": 32768}
+LLAMA_A100: PlanArgs = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "a100-80g", "max_model_len": 32768}
 
 
 def test_launch_commands_state_the_step_budget_and_the_sequences_planned() -> None:
     """The plan prefilled in vLLM's 2048-token A100 budget; a command without the flag leaves the
     engine to pick, and SGLang's own default (8192) is not what was planned."""
-    result = plan(PlanRequest(**LLAMA_A100, concurrency=16, max_num_seqs=64)).as_contract()
+    result = plan(plan_request(LLAMA_A100, concurrency=16, max_num_seqs=64)).as_contract()
     assert result["engine"]["max_num_batched_tokens"] == 2048
     assert "--max-num-batched-tokens 2048" in result["serving"]["vllm"]
     assert "--chunked-prefill-size 2048" in result["serving"]["sglang"]
@@ -26,19 +27,19 @@ def test_launch_commands_state_the_step_budget_and_the_sequences_planned() -> No
     # --max-num-seqs as asked, not overwritten by the concurrency
     assert "--max-num-seqs 64" in result["serving"]["vllm"]
     assert "--max-running-requests 64" in result["serving"]["sglang"]
-    asked = plan(PlanRequest(**LLAMA_A100, max_num_batched_tokens=4096)).as_contract()
+    asked = plan(plan_request(LLAMA_A100, max_num_batched_tokens=4096)).as_contract()
     assert "--max-num-batched-tokens 4096" in asked["serving"]["vllm"]
 
 
 @pytest.mark.parametrize(("engine", "version"), [("vllm", "0.1.0"), ("vllm", "9.0"), ("sglang", "0.1.5")])
 def test_an_unknown_engine_release_is_refused_naming_the_field(engine: str, version: str) -> None:
     with pytest.raises(ValueError, match=r"^engine_version: "):
-        plan(PlanRequest(**LLAMA_A100, engine=engine, engine_version=version))
+        plan(plan_request(LLAMA_A100, engine=engine, engine_version=version))
 
 
 def test_known_releases_still_plan() -> None:
     for engine, version in (("vllm", "0.6.4"), ("vllm", "0.10.1"), ("vllm", "0.17.0"), ("sglang", "0.4.9")):
-        assert plan(PlanRequest(**LLAMA_A100, engine=engine, engine_version=version)).chosen.fits
+        assert plan(plan_request(LLAMA_A100, engine=engine, engine_version=version)).chosen.fits
 
 
 def test_cli_refuses_an_unknown_engine_release() -> None:
@@ -49,13 +50,13 @@ def test_cli_refuses_an_unknown_engine_release() -> None:
 
 
 def test_three_replicas() -> None:
-    pinned = plan(PlanRequest(**LLAMA_A100, tp=1, dp=3)).as_contract()
+    pinned = plan(plan_request(LLAMA_A100, tp=1, dp=3)).as_contract()
     assert pinned["parallel"]["dp"] == 3
     assert pinned["parallel"]["gpus"] == 3
     assert "--data-parallel-size 3" in pinned["serving"]["vllm"]
     # The search takes 3 replicas when 2 hold too few sequences and 4 would be one GPU more than needed.
-    one = plan(PlanRequest(**LLAMA_A100, tp=1, dp=1)).chosen.max_concurrency
-    searched = plan(PlanRequest(**LLAMA_A100, tp=1, concurrency=2 * one + 1)).as_contract()
+    one = plan(plan_request(LLAMA_A100, tp=1, dp=1)).chosen.max_concurrency
+    searched = plan(plan_request(LLAMA_A100, tp=1, concurrency=2 * one + 1)).as_contract()
     assert searched["fits"]
     assert searched["parallel"]["dp"] == 3
 
@@ -74,7 +75,7 @@ def test_the_table_prints_every_engines_command() -> None:
 
 
 def test_the_margin_is_reported_and_a_plan_that_does_not_fit_fails_the_cli() -> None:
-    fits = plan(PlanRequest(**LLAMA_A100, tp=1, dp=1)).as_contract()
+    fits = plan(plan_request(LLAMA_A100, tp=1, dp=1)).as_contract()
     margin = fits["fit_margin"]
     assert margin["sequences"] == fits["max_concurrency"] - 1 > 0
     assert margin["kv_bytes_per_gpu"] > 0
@@ -91,8 +92,8 @@ def test_the_margin_is_reported_and_a_plan_that_does_not_fit_fails_the_cli() -> 
 
 
 def test_a_plan_short_of_the_concurrency_says_by_how_many_sequences() -> None:
-    one = plan(PlanRequest(**LLAMA_A100, tp=1, dp=1)).chosen.max_concurrency
-    over = plan(PlanRequest(**LLAMA_A100, tp=1, dp=1, concurrency=one + 5)).as_contract()
+    one = plan(plan_request(LLAMA_A100, tp=1, dp=1)).chosen.max_concurrency
+    over = plan(plan_request(LLAMA_A100, tp=1, dp=1, concurrency=one + 5)).as_contract()
     assert over["fits"] is False
     assert over["fit_margin"]["sequences"] == -5
     assert over["fit_margin"]["kv_bytes_per_gpu"] < 0
@@ -104,16 +105,23 @@ def test_a_plan_short_of_the_concurrency_says_by_how_many_sequences() -> None:
     assert "5 sequences short" in done.stderr
 
 
-QUEUED = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "tp": 1, "dp": 1, "max_model_len": 4096}
-SERVICE = {"input_len": 1024, "output_len": 256}
+QUEUED: PlanArgs = {
+    "model": "llama-3.1-8b",
+    "precision": "bf16",
+    "gpu": "h100-80g",
+    "tp": 1,
+    "dp": 1,
+    "max_model_len": 4096,
+}
+SERVICE: PlanArgs = {"input_len": 1024, "output_len": 256}
 
 
 def test_max_num_seqs_below_the_concurrency_queues_the_rest() -> None:
     """vLLM and SGLang run at most --max-num-seqs / --max-running-requests sequences; the other
     requests of a closed loop wait in the engine's queue. TPOT and tokens/s are those of the running
     batch; the wait lands in TTFT (Little's law: 64 clients over 16 slots wait 3 service cycles)."""
-    capped = plan(PlanRequest(**QUEUED, **SERVICE, concurrency=64, max_num_seqs=16))
-    running = plan(PlanRequest(**QUEUED, **SERVICE, concurrency=16, max_num_seqs=16))
+    capped = plan(plan_request(QUEUED, SERVICE, concurrency=64, max_num_seqs=16))
+    running = plan(plan_request(QUEUED, SERVICE, concurrency=16, max_num_seqs=16))
     assert capped.throughput.batch == 16
     assert capped.throughput.tpot_ms == pytest.approx(running.throughput.tpot_ms, rel=1e-9)
     assert capped.throughput.decode_tokens_per_s == pytest.approx(running.throughput.decode_tokens_per_s, rel=1e-9)
@@ -124,8 +132,8 @@ def test_max_num_seqs_below_the_concurrency_queues_the_rest() -> None:
 
 def test_a_capped_engine_needs_room_for_its_running_sequences_only() -> None:
     """The engine never holds more than max_num_seqs sequences per replica: those are what must fit."""
-    held = plan(PlanRequest(**{**QUEUED, "max_model_len": 131072})).chosen.max_concurrency
-    result = plan(PlanRequest(**{**QUEUED, "max_model_len": 131072}, concurrency=held + 8, max_num_seqs=held))
+    held = plan(plan_request(QUEUED, {"max_model_len": 131072})).chosen.max_concurrency
+    result = plan(plan_request(QUEUED, {"max_model_len": 131072}, concurrency=held + 8, max_num_seqs=held))
     assert result.chosen.fits
     assert result.as_contract()["fit_margin"]["sequences"] == 0
 
@@ -134,8 +142,8 @@ def test_the_verdict_says_whether_the_engine_starts_apart_from_the_concurrency()
     """vLLM starts when its pool holds one max_model_len sequence per replica (it refuses to start
     otherwise); holding fewer sequences than the concurrency only makes requests wait. `starts` says
     the first, `fits` the second, and the CLI's message tells them apart."""
-    one = plan(PlanRequest(**LLAMA_A100, tp=1, dp=1)).chosen.max_concurrency
-    short = plan(PlanRequest(**LLAMA_A100, tp=1, dp=1, concurrency=one + 5)).as_contract()
+    one = plan(plan_request(LLAMA_A100, tp=1, dp=1)).chosen.max_concurrency
+    short = plan(plan_request(LLAMA_A100, tp=1, dp=1, concurrency=one + 5)).as_contract()
     assert short["starts"] is True
     assert short["fits"] is False
     heavy = plan(PlanRequest(model="kimi-k2", precision="bf16", gpu="a100-80g", tp=8, pp=1, dp=1, ep=8))

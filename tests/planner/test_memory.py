@@ -12,6 +12,7 @@ from planner.hf_config import parse_config
 from planner.memory import Layout, kv_bytes_per_token_layer, weights_per_stage, weights_total_bytes
 from planner.params import count_params
 from planner.plan import PlanRequest, plan
+from tests.planner.requests import PlanArgs, plan_request
 
 FIXTURES = Path(__file__).parent / "configs"
 
@@ -113,9 +114,9 @@ LAYOUTS = st.sampled_from([(1, 1, 1, 1), (2, 1, 1, 1), (4, 1, 4, 1), (8, 1, 8, 1
 )
 def test_memory_is_monotone_in_context(key: str, layout: tuple[int, int, int, int], short: int, extra: int) -> None:
     tp, pp, ep, dp = layout
-    common = {"model": key, "precision": "bf16", "gpu": "h200", "tp": tp, "pp": pp, "ep": ep, "dp": dp}
-    a = plan(PlanRequest(**common, max_model_len=short)).chosen
-    b = plan(PlanRequest(**common, max_model_len=short + extra)).chosen
+    common: PlanArgs = {"model": key, "precision": "bf16", "gpu": "h200", "tp": tp, "pp": pp, "ep": ep, "dp": dp}
+    a = plan(plan_request(common, max_model_len=short)).chosen
+    b = plan(plan_request(common, max_model_len=short + extra)).chosen
     assert b.memory.kv_bytes_per_sequence_per_gpu >= a.memory.kv_bytes_per_sequence_per_gpu
     assert b.max_concurrency <= a.max_concurrency
 

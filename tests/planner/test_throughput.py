@@ -2,17 +2,19 @@
 overheads, the delivered fraction, a batch-1 bound that is one, and every figure labelled an estimate."""
 
 import itertools
-from typing import Any
+from typing import Any, Unpack
 
 import pytest
 
+from planner.perf import Throughput
 from planner.plan import PlanRequest, plan
 from planner.specs import models
+from tests.planner.requests import PlanArgs, plan_request
 
 
-def _throughput(**fields):  # type: ignore[no-untyped-def]
-    base = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h100-80g", "tp": 2, "max_model_len": 16384}
-    return plan(PlanRequest(**{**base, **fields})).throughput
+def _throughput(**fields: Unpack[PlanArgs]) -> Throughput:
+    base: PlanArgs = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h100-80g", "tp": 2, "max_model_len": 16384}
+    return plan(plan_request(base, **fields)).throughput
 
 
 def test_long_prompts_at_high_concurrency_slow_every_token() -> None:

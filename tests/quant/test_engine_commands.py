@@ -28,7 +28,7 @@ MODEL = "/models/kimi-k2-w4a8"
 
 
 @pytest.fixture(scope="module")
-def kimi_plan() -> dict:  # type: ignore[type-arg]
+def kimi_plan() -> dict:
     request = PlanRequest(
         model="kimi-k2", precision="w4a8", gpu="h200", tp=8, pp=2, max_model_len=32768, concurrency=64, model_path=MODEL
     )
@@ -39,12 +39,12 @@ def resolved(argv: list[str]) -> list[str]:
     return substitute(argv, {"{model}": MODEL, "{port}": "8000", "{host}": "127.0.0.1", "{python}": "python3"})
 
 
-def test_the_kimi_k2_w4a8_plan_spans_two_nodes(kimi_plan: dict) -> None:  # type: ignore[type-arg]
+def test_the_kimi_k2_w4a8_plan_spans_two_nodes(kimi_plan: dict) -> None:
     assert kimi_plan["fits"]
     assert kimi_plan["parallel"]["nodes"] == 2
 
 
-def test_vllm_single_allocation_two_node_launch_is_pinned(kimi_plan: dict) -> None:  # type: ignore[type-arg]
+def test_vllm_single_allocation_two_node_launch_is_pinned(kimi_plan: dict) -> None:
     launch = plan_launch("vllm", kimi_plan["serving"]["vllm"])
     argv = resolved(list(launch.argv))
     assert shlex.join(argv) == (
@@ -65,7 +65,7 @@ def test_vllm_single_allocation_two_node_launch_is_pinned(kimi_plan: dict) -> No
     subprocess.run(["bash", "-n", "-c", script], check=True)
 
 
-def test_sglang_two_node_launch_is_pinned(kimi_plan: dict) -> None:  # type: ignore[type-arg]
+def test_sglang_two_node_launch_is_pinned(kimi_plan: dict) -> None:
     launch = plan_launch("sglang", kimi_plan["serving"]["sglang"])
     argv = resolved(list(launch.argv))
     assert shlex.join(argv) == (

@@ -5,6 +5,7 @@ import copy
 import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
+from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeDecoderLayer, Qwen3MoeForCausalLM
 
 from planner.evaljob.tiny import TINY_QWEN3_MOE
 from planner.quant import numerics
@@ -75,9 +76,17 @@ def test_error_order_w4a8_above_w8a8_above_fp8_on_an_outlier_layer() -> None:
     assert errors["w4a8"] < 0.1
 
 
-def _tiny() -> torch.nn.Module:
+def _tiny() -> Qwen3MoeForCausalLM:
     torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_QWEN3_MOE)).eval()
+    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**TINY_QWEN3_MOE)).eval()
+    assert isinstance(model, Qwen3MoeForCausalLM)
+    return model
+
+
+def _layers(model: Qwen3MoeForCausalLM) -> list[Qwen3MoeDecoderLayer]:
+    layers = list(model.model.layers)
+    assert all(isinstance(layer, Qwen3MoeDecoderLayer) for layer in layers)
+    return [layer for layer in layers if isinstance(layer, Qwen3MoeDecoderLayer)]
 
 
 def test_router_embeddings_and_lm_head_are_never_quantized() -> None:
@@ -86,7 +95,7 @@ def test_router_embeddings_and_lm_head_are_never_quantized() -> None:
     applied = quantize_model(model, scheme("w4a8", group_size=32))
     assert torch.equal(model.model.embed_tokens.weight, original.model.embed_tokens.weight)
     assert torch.equal(model.lm_head.weight, original.lm_head.weight)
-    for layer, before in zip(model.model.layers, original.model.layers, strict=True):
+    for layer, before in zip(_layers(model), _layers(original), strict=True):
         assert torch.equal(layer.mlp.gate.weight, before.mlp.gate.weight)  # the router
         assert isinstance(layer.mlp.experts, QuantExperts)
         assert not torch.equal(layer.mlp.experts.gate_up_proj, before.mlp.experts.gate_up_proj)
@@ -99,12 +108,12 @@ def test_ignore_list_keeps_matching_modules_in_bf16() -> None:
     model = _tiny()
     original = copy.deepcopy(model)
     applied = quantize_model(model, scheme("w8a8"), ignore=["*.self_attn.*"])
-    attention = model.model.layers[0].self_attn
+    attention = _layers(model)[0].self_attn
     assert isinstance(attention.q_proj, torch.nn.Linear)
     assert not isinstance(attention.q_proj, QuantLinear)
-    assert torch.equal(attention.q_proj.weight, original.model.layers[0].self_attn.q_proj.weight)
+    assert torch.equal(attention.q_proj.weight, _layers(original)[0].self_attn.q_proj.weight)
     assert "model.layers.0.self_attn.q_proj" in applied["kept_bf16"]
-    assert isinstance(model.model.layers[0].mlp.experts, QuantExperts)
+    assert isinstance(_layers(model)[0].mlp.experts, QuantExperts)
 
 
 @pytest.mark.parametrize(("name", "tolerance"), [("w8a8", 1e-5), ("w4a8", 0.02)])

@@ -75,10 +75,14 @@ def test_local_quantize_registers_the_derivative_with_lineage(
     assert quantize_runs_reconcile_task() == [run.pk]  # the completion a worker would have driven
     run.refresh_from_db()
     assert run.status == QuantizeStatus.REGISTERED, run.reason
+    assert run.derivative_id is not None
     derivative = ModelArtifact.objects.get(pk=run.derivative_id)
     assert derivative.parent == parent
     assert derivative.derivation == Derivation.QUANTIZE
     assert derivative.weights_digest == manifest_digest(Path(run.output_path))  # computed on the node
+    assert derivative.config is not None
+    assert run.tool_versions is not None
+    assert run.license_findings is not None
     assert derivative.config["quantization_config"]["quant_method"] == "compressed-tensors"
     assert run.tool_versions["llmcompressor"] == "0.14.0.1"
     assert (run.calibration or {}).get("used") is (recipe != "w4a16-rtn")

@@ -140,7 +140,11 @@ def test_finished_job_registers_the_derivative_with_lineage_once(
     assert derivative.parent == parent
     assert derivative.derivation == Derivation.QUANTIZE
     assert derivative.weights_digest == "sha256:" + "ab" * 32
+    assert derivative.quantization_config is not None
     assert derivative.quantization_config["recipe"]["name"] == "w4a16-gptq"
+    assert run.calibration is not None
+    assert run.tool_versions is not None
+    assert run.license_findings is not None
     assert run.calibration["sha256"] == "cd" * 32
     assert run.tool_versions["llmcompressor"] == "0.14.0.1"
     assert parent.license in {v.license for v in derivative.license_versions()}
@@ -162,6 +166,7 @@ def test_a_llama_derivative_not_named_llama_is_flagged_before_review(
     run = finish(run)
     assert run.status == QuantizeStatus.REGISTERED
     assert run.flagged
+    assert run.license_findings is not None
     blockers = [f for f in run.license_findings if f["severity"] == "blocker"]
     assert [f["code"] for f in blockers] == ["naming.prefix"]
     assert blockers[0]["params"]["prefix"] == "Llama"

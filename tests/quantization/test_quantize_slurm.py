@@ -108,4 +108,5 @@ def test_quantize_through_slurm_registers_the_derivative(
     assert run.derivative.parent == parent
     assert run.derivative.weights_digest == manifest_digest(Path(run.output_path))
     assert not run.flagged  # named "Llama-…": the naming rule is kept
+    assert run.license_findings is not None
     assert ("naming.prefix", "obligation") in {(f["code"], f["severity"]) for f in run.license_findings}

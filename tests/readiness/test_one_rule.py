@@ -50,6 +50,7 @@ def test_a_quantized_request_without_an_eval_cannot_be_signed_and_every_reader_s
         name="deploy",
         expires_at=timezone.now() + timedelta(days=1),
     )
+    assert deployment.evidence is not None
     layout = deployment.evidence["capacity_plan"]["result"]["parallel"]
     answer = bearer(token).post(
         "/api/v1/gate/check",

@@ -126,6 +126,7 @@ def test_renders_and_crafted_uploads_do_not_stall_gate_checks_or_logins(stack: S
     # the obligation flow of the request is not what is under test).
     for code in codes:
         deployment = DeploymentRequest.objects.get(code=code)
+        assert deployment.evidence is not None
         evidence = {
             **deployment.evidence,
             "obligations": [{"license": "x", "code": "y", "clause": "z", "status": "accepted", "how_met": MAX_TEXT}],
@@ -158,7 +159,9 @@ def test_renders_and_crafted_uploads_do_not_stall_gate_checks_or_logins(stack: S
         60,
         "the worker to refuse both crafted uploads",
     )
-    refused_after = [(job.finished_at - job.created_at).total_seconds() for job in VerificationJob.objects.all()]
+    jobs = list(VerificationJob.objects.all())
+    assert all(job.finished_at is not None for job in jobs)
+    refused_after = [(job.finished_at - job.created_at).total_seconds() for job in jobs if job.finished_at is not None]
     print(
         f"crafted 20-field uploads: answered 202 in at most {max(upload_s) * 1000:.0f} ms; "
         f"refused by the heavy worker at most {max(refused_after):.2f} s after the upload"

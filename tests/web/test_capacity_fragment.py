@@ -38,6 +38,7 @@ def test_the_capacity_section_is_cached_per_plan_and_language(personas: Personas
     assert "Why this layout" not in chinese
     assert chinese != first
     # the cached section is served (a done plan's result never changes in place)...
+    assert plan.result is not None
     result = {**plan.result, "notes": ["a note written by the new computation"]}
     CapacityPlan.objects.filter(pk=plan.pk).update(result=result)
     assert _capacity(client, code) == first
