@@ -319,6 +319,7 @@ def test_a_zh_request_gets_a_chinese_packet_whatever_language_renders_it(tmp_pat
 
 def test_the_packet_language_is_the_request_language_not_the_ui_language(tmp_path: Path, compiled: None) -> None:
     from django.utils import translation
+
     from governance.approvals.packet_render import PacketInput, render_html
 
     evidence = _evidence()

@@ -45,10 +45,10 @@ def test_the_stamp_of_a_chinese_name_is_legible_in_poppler(tmp_path: Any) -> Non
     import shutil
     import subprocess
 
-    from governance.approvals.packet_render import html_to_pdfa
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
     from pyhanko.stamp import TextStamp
 
+    from governance.approvals.packet_render import html_to_pdfa
     from governance.approvals.signing import CJK_STAMP_FONT, STAMP_TEXT, _stamp_style
 
     if not CJK_STAMP_FONT.exists() or shutil.which("pdftotext") is None:

@@ -95,7 +95,7 @@ def _check_packet(path: Path, language: str) -> str:
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_preview_then_sign_the_packet_in_the_request_language_and_the_period_report(  # type: ignore[no-untyped-def]
+def test_preview_then_sign_the_packet_in_the_request_language_and_the_period_report(
     language: str, browser, live_server, worker_queue, personas: Personas, flow: Flow, artifacts, recorder, tmp_path
 ) -> None:
     # a request filed in this language, in review, with everything but the signatures
@@ -173,7 +173,7 @@ def test_preview_then_sign_the_packet_in_the_request_language_and_the_period_rep
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_a_two_team_requester_picks_the_team_then_withdraws(  # type: ignore[no-untyped-def]
+def test_a_two_team_requester_picks_the_team_then_withdraws(
     language: str, browser, live_server, personas: Personas, catalog, recorder
 ) -> None:
     second = Team.objects.create(name="applied-ml")

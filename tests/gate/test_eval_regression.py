@@ -23,6 +23,7 @@ def upgrade_eval(gate: Gate, code: float, math: float) -> EvalRun:
     """A passed eval of the approved weights and layout on vLLM 0.12.0."""
     run = record_eval(gate.code, "fp8", EvalStatus.PASSED)
     run.engine_version = "0.12.0"
+    assert run.summary is not None
     run.summary = {**run.summary, "categories": categories(code, math)}
     run.save()
     deployment_services.on_eval_finished(evaluation=run)
@@ -32,6 +33,7 @@ def upgrade_eval(gate: Gate, code: float, math: float) -> EvalRun:
 def test_the_gate_denies_a_regressed_engine_upgrade_and_allows_one_that_held_up(gate: Gate) -> None:
     deployment = DeploymentRequest.objects.get(code=gate.code)
     [approved] = EvalRun.objects.filter(request=deployment)
+    assert approved.summary is not None
     # the summary's categories are not evidence: the approval stands (update: its time is unchanged)
     EvalRun.objects.filter(pk=approved.pk).update(summary={**approved.summary, "categories": categories(0.90, 0.80)})
     event = AuditEvent.objects.filter(action=AuditAction.DEPLOYMENT_TRANSITIONED, data__to="approved").latest("seq")
@@ -40,6 +42,7 @@ def test_the_gate_denies_a_regressed_engine_upgrade_and_allows_one_that_held_up(
 
     regressed = upgrade_eval(gate, code=0.80, math=0.80)
     deployment.refresh_from_db()
+    assert deployment.evidence is not None
     [item] = [i for i in deployment.evidence["eval_results"] if i["eval"] == str(regressed.code)]
     assert item["last_approved_eval"]["eval"] == str(approved.code)
     assert item["accuracy"] == {"code": 0.8, "math": 0.8}
@@ -54,9 +57,9 @@ def test_the_gate_denies_a_regressed_engine_upgrade_and_allows_one_that_held_up(
 
     # a rerun on 0.12.0 that held up supersedes the regressed one: once approved again, 0.12.0 is allowed
     upgrade_eval(gate, code=0.88, math=0.79)
-    assert str(regressed.code) not in [
-        r["eval"] for r in DeploymentRequest.objects.get(code=gate.code).evidence["eval_results"]
-    ]
+    evidence = DeploymentRequest.objects.get(code=gate.code).evidence
+    assert evidence is not None
+    assert str(regressed.code) not in [r["eval"] for r in evidence["eval_results"]]
     assert gate.flow.approve(gate.code)["status"] == "approved"
     assert gate.codes(serving={"engine_version": "0.12.0"}) == []
     # the version approved before stays a roll-back target (its eval finished before, so is not
