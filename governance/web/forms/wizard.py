@@ -191,8 +191,9 @@ class WizardForm(forms.Form):
             raise forms.ValidationError(_("Choose the team this request is filed under."))
         return chosen
 
-    def clean_new_config(self) -> Any:
-        text = self.cleaned_data.get("new_config") or ""
+    def _json_or_none(self, name: str) -> Any:
+        """A pasted JSON box: empty is None, anything else must parse (the API validates the rest)."""
+        text = self.cleaned_data.get(name) or ""
         if not text.strip():
             return None
         try:
@@ -200,14 +201,11 @@ class WizardForm(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(_("Not valid JSON: %(error)s"), params={"error": exc}) from None
 
+    def clean_new_config(self) -> Any:
+        return self._json_or_none("new_config")
+
     def clean_gpu_spec(self) -> Any:
-        text = self.cleaned_data.get("gpu_spec") or ""
-        if not text.strip():
-            return None
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(_("Not valid JSON: %(error)s"), params={"error": exc}) from None
+        return self._json_or_none("gpu_spec")
 
     def selected_artifact_code(self) -> str:
         """The code of the registered artifact chosen (one offered), or "" (register a new one)."""
