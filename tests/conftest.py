@@ -76,6 +76,19 @@ _flush_with_audit_triggers_suspended()
 
 
 @pytest.fixture(autouse=True)
+def fresh_local_cache() -> None:
+    """Each test starts with an empty in-process cache: throttle budgets (10 sign-offs a minute per
+    reviewer) are kept there, keyed by user id, and a fast module spent one test's budget in the
+    next (429 on a sign-off in a fixture). A shared Redis cache is left alone: other processes use it."""
+    from django.core.cache import caches
+    from django.core.cache.backends.locmem import LocMemCache
+
+    for cache in caches.all():
+        if isinstance(cache, LocMemCache):
+            cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def audit_signing_key(settings: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every test signs checkpoints with a throwaway key, never the developer's var/ key."""
     from governance.audit.keys import generate_signing_key

@@ -230,7 +230,7 @@ def _verify_packet(
         signed_at = ts.timestamp if ts is not None else status.signer_reported_dt
         reports.append(
             SignatureReport(
-                field=sig.field_name,
+                field=str(sig.field_name),
                 role=role,
                 signer=str(cert.subject.native.get("common_name", "")),
                 signer_fingerprint=cert.sha256.hex(),

@@ -3,10 +3,14 @@ the slow part and says nothing about the code under test), and a request ready f
 
 from __future__ import annotations
 
+import contextlib
 import io
 import subprocess
+from collections.abc import Iterator
+from html import escape
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -83,16 +87,36 @@ class SignFlow(Flow):
         return self.ready(registered["kimi"], product_name=KIMI_PRODUCT, serving_plan=KIMI_SERVING)
 
 
-def run_packet_jobs(code: str) -> None:
+def run_packet_jobs(code: str, *, brief: bool = False) -> None:
     """What the heavy worker does after sign-offs: render and sign the request's live packet, inline
-    (no worker process, no broker); tests with a real worker use `celery_worker` instead."""
+    (no worker process, no broker); tests with a real worker use `celery_worker` instead.
+
+    `brief=True`: for tests that need an approval, not a packet to read (the gate's, the state
+    machine's). The packet is a one-page PDF/A naming the request and its evidence digest instead of
+    the full layout (WeasyPrint laying out the real packet is ~1.5 s of each approval); everything
+    else is the product's path: the evidence attachment, the signature fields, both real signatures
+    with their timestamps, and the verification the approval waits for."""
     from governance.approvals.models import ApprovalPacket
     from governance.approvals.services import packet_complete
 
-    for packet_id in ApprovalPacket.objects.filter(deployment__code=code, voided_at__isnull=True).values_list(
-        "pk", flat=True
-    ):
-        packet_complete(packet_id=packet_id)
+    packets = ApprovalPacket.objects.filter(deployment__code=code, voided_at__isnull=True).values_list("pk", flat=True)
+    with brief_packet_layout() if brief else contextlib.nullcontext():
+        for packet_id in packets:
+            packet_complete(packet_id=packet_id)
+
+
+@contextlib.contextmanager
+def brief_packet_layout() -> Iterator[None]:
+    from governance.approvals import packet_render
+
+    def brief_html(data: packet_render.PacketInput) -> str:
+        return (
+            f"<html lang='{escape(data.language)}'><body><h1>Approval packet {escape(data.deployment_code)}</h1>"
+            f"<p>Evidence {escape(data.evidence_digest)}</p></body></html>"
+        )
+
+    with mock.patch.object(packet_render, "render_html", brief_html):
+        yield
 
 
 @pytest.fixture

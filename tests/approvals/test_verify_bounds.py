@@ -36,6 +36,22 @@ def test_the_signed_packet_verifies(signed: Signed) -> None:
     assert _verify(signed, signed.pdf).all_valid
 
 
+def test_the_report_holds_plain_values_not_the_parsed_file(signed: Signed) -> None:
+    """The stored verification is `as_dict()` of the report (dataclasses.asdict, a deep copy). The
+    field name was pyHanko's string object, which refers to the parsed PDF: each stored report
+    deep-copied the whole document (44 ms for this small packet, growing with the file: the largest
+    single cost of an approval's last signature in the worker after pyHanko's own work)."""
+    report = _verify(signed, signed.pdf)
+    for signature in report.signatures:
+        for name, value in vars_of(signature).items():
+            assert type(value) in (str, bool, type(None)), (name, type(value))
+    assert report.as_dict()["signatures"][0]["field"] in ("LegalApproval", "EngineeringApproval")
+
+
+def vars_of(report: Any) -> dict[str, Any]:
+    return {name: getattr(report, name) for name in report.__slots__}
+
+
 def test_twenty_fields_on_one_signature_are_refused_at_once(signed: Signed) -> None:
     crafted = with_fields_pointing_at_the_first_signature(signed.pdf, 20)
     start = time.perf_counter()
