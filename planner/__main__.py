@@ -68,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="each request's input and output lengths drawn uniformly from [ratio x len, len], as "
         "sglang.bench_serving --random-range-ratio draws them (default 1: fixed lengths)",
     )
+    p.add_argument(
+        "--num-prompts",
+        type=int,
+        help="plan a finite benchmark run of this many requests (its first wave starts at once: "
+        "vllm bench serve / sglang.bench_serving --num-prompts); default: the steady state",
+    )
     p.add_argument("--calibration", help="calibration profile JSON (python -m planner.calibrate run)")
     c = commands.add_parser("check-log", help="hold the plan for a startup log's settings against the log")
     c.add_argument("log", metavar="FILE", help="an engine startup log (vLLM, SGLang)")
@@ -229,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             arrival=args.arrival,
             request_rate=args.request_rate,
             range_ratio=args.range_ratio,
+            num_prompts=args.num_prompts,
         )
         contract = plan(request).as_contract()
     except ValueError as exc:

@@ -48,6 +48,7 @@ _FIELDS = {
     "engine_args",
     "cached_prefix_len",
     "range_ratio",
+    "num_prompts",
 }
 # Engine flags of the source's launch command that the throughput model reads.
 ENGINE_ARGS = ("scheduler_recv_interval", "max_num_batched_tokens", "kv_dtype")
@@ -112,6 +113,7 @@ def run_case(case: dict[str, Any], calibration: Any = None) -> CaseResult:
                 output_len=case["output_len"],
                 cached_prefix_len=int(case.get("cached_prefix_len") or 0),
                 range_ratio=float(case.get("range_ratio", 1.0)),
+                num_prompts=case.get("num_prompts"),
                 engine=case["engine"],
                 calibration=calibration,
                 **(case.get("engine_args") or {}),

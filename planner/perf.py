@@ -63,6 +63,11 @@ class Workload:
     # `sglang.bench_serving --random-range-ratio` and InferenceX's client (0.8 in its benchmark template)
     # draw them; 1: every request has the nominal lengths.
     range_ratio: float = 1.0
+    # The length of a finite benchmark run (`--num-prompts` of `vllm bench serve`, `sglang.bench_serving`),
+    # with a closed loop: all clients start at once on an idle engine, so the first wave's prompts queue
+    # behind one another's prefill whatever their lengths, and a mean over the run weighs that wave by
+    # concurrency / num_prompts. None: the steady state of an endless run.
+    num_prompts: int | None = None
 
 
 def mean_length(length: int, range_ratio: float) -> float:
@@ -91,6 +96,8 @@ class Throughput:
     arrival: str = "burst"
     request_rate: float | None = None
     range_ratio: float = 1.0
+    num_prompts: int | None = None
+    first_wave_ttft_ms: float = 0.0  # with num_prompts: the mean TTFT of the clients' first wave
     prefill_ms: float = 0.0  # a prompt's own prefill, arriving alone
     calibration: str | None = None
     fallbacks: tuple[str, ...] = ()
@@ -112,6 +119,7 @@ class Throughput:
                 "arrival": self.arrival,
                 **({"request_rate": self.request_rate} if self.request_rate is not None else {}),
                 **({"range_ratio": self.range_ratio} if self.range_ratio < 1 else {}),
+                **({"num_prompts": self.num_prompts} if self.num_prompts else {}),
                 **({"queued_per_replica": self.queued} if self.queued else {}),
                 **(
                     {"scheduler_recv_interval": self.scheduler_recv_interval}
@@ -122,6 +130,7 @@ class Throughput:
             "output_tokens_per_s": round(self.decode_tokens_per_s, 1),
             "tpot_ms": round(self.tpot_ms, 2),
             "ttft_ms": round(self.ttft_ms, 1),
+            **({"first_wave_ttft_ms": round(self.first_wave_ttft_ms, 1)} if self.num_prompts else {}),
             "decode_step_ms": round(self.decode_step_ms, 3),
             "prefill_tokens_per_step": round(self.prefill_tokens_per_step, 1),
             "delivered_fraction": round(self.delivered_fraction, 3),
@@ -379,6 +388,16 @@ def estimate(
     # a client sees in its time to first token. TPOT and tokens/s are the running batch's.
     queue_s = (clients / batch - 1) * cycle_s
     ttft_s += queue_s
+    # A finite run: its first `batch` requests per replica reach an idle engine together (no step in
+    # flight) and queue behind one another's prefill, each behind half of the rest on average; the
+    # later ones arrive as earlier ones finish, at the steady state above. Its mean TTFT weighs the
+    # two by their counts (TPOT and tokens/s stay the steady state's).
+    first_s = 0.0
+    if workload.num_prompts:
+        runs = max(1, -(-workload.num_prompts // layout.dp))
+        wave = min(batch, runs)
+        first_s = prefill_s((wave - 1) / 2 * new + new) + overhead_s
+        ttft_s = (wave * first_s + (runs - wave) * ttft_s) / runs
     delivered = output * tpot_s / (cycle_s + queue_s)
     # A true upper bound: one sequence, this GPU's share of the weights streamed at the HBM peak.
     weights = sum(
@@ -407,6 +426,8 @@ def estimate(
         queued=clients - batch,
         arrival=workload.arrival,
         range_ratio=workload.range_ratio,
+        num_prompts=workload.num_prompts,
+        first_wave_ttft_ms=first_s * 1e3,
         prefill_ms=own_s * 1e3,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
@@ -428,7 +449,12 @@ def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **
 
     def closed(running: int) -> Throughput:
         alone = dataclasses.replace(
-            workload, concurrency=running * layout.dp, arrival="spread", request_rate=None, max_num_seqs=None
+            workload,
+            concurrency=running * layout.dp,
+            arrival="spread",
+            request_rate=None,
+            max_num_seqs=None,
+            num_prompts=None,
         )
         return estimate(workload=alone, layout=layout, engine=engine, **rest)
 

@@ -60,6 +60,7 @@ class PlanRequest:
     arrival: str = "burst"  # how the requests arrive (planner.perf.ARRIVALS)
     request_rate: float | None = None  # requests/s over all replicas, with arrival "poisson"
     range_ratio: float = 1.0  # each request's lengths drawn from [range_ratio x len, len] (planner.perf.Workload)
+    num_prompts: int | None = None  # a finite benchmark run's length (planner.perf.Workload); None: endless
 
     def validate(self) -> None:
         if self.kv_dtype not in KV_BYTES:
@@ -103,6 +104,14 @@ class PlanRequest:
             raise ValueError(
                 "range_ratio: must be above 0 and at most 1 (lengths drawn from [range_ratio x len, len]; 1: fixed)"
             )
+        if self.num_prompts is not None:
+            if isinstance(self.num_prompts, bool) or not isinstance(self.num_prompts, int) or self.num_prompts < 1:
+                raise ValueError("num_prompts: must be an integer >= 1 (the requests of a finite benchmark run)")
+            if self.arrival == "poisson":
+                raise ValueError(
+                    "num_prompts: a finite run's start-up is planned for a closed loop (arrival burst or spread), "
+                    "not a Poisson stream"
+                )
         engine_settings(self.engine, self.max_num_batched_tokens, self.scheduler_recv_interval)
         if self.calibration is not None and self.calibration.gpu_key not in (None, self.gpu):
             raise ValueError(f"calibration: profile was measured on {self.calibration.gpu_key}, not {self.gpu}")
@@ -488,6 +497,7 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
             arrival=request.arrival,
             request_rate=request.request_rate,
             range_ratio=float(request.range_ratio),
+            num_prompts=request.num_prompts,
         ),
         kv_dtype=request.kv_dtype,
         # The one list of BF16 parts the memory model sized (asked, the checkpoint's own, the

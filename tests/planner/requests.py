@@ -38,6 +38,7 @@ class PlanArgs(TypedDict, total=False):
     arrival: str
     request_rate: float | None
     range_ratio: float
+    num_prompts: int | None
 
 
 def plan_request(*parts: PlanArgs, **overrides: Unpack[PlanArgs]) -> PlanRequest:
