@@ -86,7 +86,7 @@ def _efficiency_catalog() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((CATALOG_DIR / "efficiency.yaml").read_text(encoding="utf-8"))
     names = set(Factors.__slots__)
     for key, entry in data.items():
-        if key in ("engines", "precisions", "gpu_precisions", "measured"):
+        if key in ("engines", "precisions", "gpu_precisions", "measured", "gpu_fitted_on"):
             continue
         unknown = set(entry) - names
         if unknown:
@@ -127,6 +127,21 @@ def engine_settings(
     if interval > 1 and name != "sglang":
         raise ValueError("scheduler_recv_interval: an SGLang option (--scheduler-recv-interval)")
     return EngineSettings(name, budget, float(entry["request_overhead_ms"]), float(entry["step_overhead_ms"]), interval)
+
+
+def single_sources(gpu_key: str, engine: str, *, profile: bool) -> tuple[str, ...]:
+    """The fitted figures this plan reads that stand on one corpus source (catalog `gpu_fitted_on` and the
+    engines' `fitted_on`): the GPU's own factors unless a calibration profile measures them, and the
+    engine's overheads, which no profile measures."""
+    catalog = efficiency_catalog()
+    found = []
+    gpu_sources: list[str] = catalog.get("gpu_fitted_on", {}).get(gpu_key) or []
+    if not profile and len(gpu_sources) == 1:
+        found.append(f"{gpu_key} efficiencies: {gpu_sources[0]}")
+    engine_sources: list[str] = catalog["engines"].get(engine, {}).get("fitted_on") or []
+    if len(engine_sources) == 1:
+        found.append(f"{engine} overheads: {engine_sources[0]}")
+    return tuple(found)
 
 
 class Rates:

@@ -15,7 +15,15 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from planner.efficiency import ENGINES, EngineSettings, Factors, Rates, default_factors, engine_settings
+from planner.efficiency import (
+    ENGINES,
+    EngineSettings,
+    Factors,
+    Rates,
+    default_factors,
+    engine_settings,
+    single_sources,
+)
 from planner.memory import Layout, kv_bytes_per_token_layer, layer_weight_bytes, stage_groups
 from planner.params import LayerParams, ParamBreakdown
 from planner.specs import LINEAR_STATE, GpuSpec, ModelSpec, PrecisionSpec
@@ -101,6 +109,7 @@ class Throughput:
     prefill_ms: float = 0.0  # a prompt's own prefill, arriving alone
     calibration: str | None = None
     fallbacks: tuple[str, ...] = ()
+    single_source: tuple[str, ...] = ()  # fitted figures read here that stand on one corpus source
     keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
     breakdown_ms: dict[str, float] = field(default_factory=dict)
 
@@ -138,6 +147,7 @@ class Throughput:
             "decode_step_breakdown_ms": {k: round(v, 3) for k, v in self.breakdown_ms.items()},
             "calibration": self.calibration,
             "fallbacks": list(self.fallbacks),
+            **({"single_source": list(self.single_source)} if self.single_source else {}),
         }
 
 
@@ -431,6 +441,7 @@ def estimate(
         prefill_ms=own_s * 1e3,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
+        single_source=single_sources(gpu.key, engine.name, profile=profile is not None),
         keep_bf16=tuple(sorted(keep)),
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
     )

@@ -362,6 +362,10 @@ def plan(request: PlanRequest) -> PlanResult:
         + (f"; defaults for {', '.join(throughput.fallbacks)}" if throughput.fallbacks else "")
         if throughput.calibration
         else "default efficiencies of catalog/efficiency.yaml (no calibration profile)"
+    ) + (
+        "; set against one published source only: " + "; ".join(throughput.single_source)
+        if throughput.single_source
+        else ""
     )
     notes.append(
         f"Throughput (estimate): {throughput.batch} sequences per replica of {throughput.input_len}-token prompts"

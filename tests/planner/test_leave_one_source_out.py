@@ -123,3 +123,38 @@ def test_a_refit_is_not_steered_by_figures_the_corpus_lists_outside_the_model() 
     # Pulled by nothing but the figures the model can explain, it does not sink toward the AWQ runs.
     moved = [line for line in refitted if line.startswith("default.moe_memory")]
     assert all(float(line.split(" -> ")[1]) >= efficiency_catalog()["default"]["moe_memory"] for line in moved), moved
+
+
+def test_each_gpus_fitted_factors_name_the_sources_they_stand_on() -> None:
+    """The same for a GPU's own factors: `gpu_fitted_on` is the set of corpus sources whose cases read
+    them (a new source on that GPU must be added to it)."""
+    catalog = efficiency_catalog()
+    for gpu, sources in catalog["gpu_fitted_on"].items():
+        readers = {
+            case["source"].removeprefix("https://")
+            for case in corpus.cases()
+            if any(corpus.reads(catalog, (gpu, name), case) for name in catalog[gpu])
+        }
+        assert set(sources) == readers, gpu
+    fitted = {path[0] for path in corpus.fitted_factors(catalog)}
+    read = {gpu for gpu in fitted if any(case["gpu"] == gpu for case in corpus.cases())}
+    assert read == set(catalog["gpu_fitted_on"])
+
+
+def test_a_plan_on_figures_from_one_source_says_so() -> None:
+    """gpt-oss-120b on one MI300X under vLLM (InferenceX PR 1053's deployment): the MI300X's factors
+    stand on that PR alone, and held out its TPOT is 26-46% fast (bench/corpus.py). The plan says so;
+    an H100 plan under vLLM (several sources) does not."""
+    from planner.plan import PlanRequest, plan
+
+    mi300x = plan(PlanRequest(model="gpt-oss-120b", precision="mxfp4", gpu="mi300x", tp=1, concurrency=64))
+    estimate = mi300x.as_contract()["throughput_estimate"]
+    assert estimate["single_source"] == ["mi300x efficiencies: github.com/SemiAnalysisAI/InferenceX/pull/1053"]
+    assert any("one published source only: mi300x efficiencies" in note for note in mi300x.notes)
+    h100 = plan(PlanRequest(model="gpt-oss-120b", precision="mxfp4", gpu="h100-80g", tp=8, concurrency=64))
+    assert "single_source" not in h100.as_contract()["throughput_estimate"]
+    sglang = plan(PlanRequest(model="deepseek-v3", precision="fp8", gpu="h200", tp=8, engine="sglang"))
+    assert sglang.throughput.single_source == (
+        "h200 efficiencies: github.com/SemiAnalysisAI/InferenceX/issues/870",
+        "sglang overheads: github.com/SemiAnalysisAI/InferenceX/issues/870",
+    )
