@@ -76,7 +76,7 @@ def test_the_inferencex_cases_carry_their_run_length() -> None:
 
 
 def test_the_first_wave_does_not_make_inferencex_sglang_means() -> None:
-    """Checked and not enough: with the run's length planned, the SGLang DeepSeek means stay 3-5x the
+    """Checked and not enough: with the run's length planned, the SGLang DeepSeek means stay 1.7-5x the
     plan. To make them the first wave would need about the reported p99 (2.0-2.7 s), roughly the same
     at 8 and 64 clients, where queueing all of its prefills takes 0.1-0.4 s: no prefill work explains it.
     They stay listed outside the model."""
