@@ -379,6 +379,12 @@ def plan(request: PlanRequest) -> PlanResult:
         f"overheads, other requests' prefill inside decode steps, {throughput.delivered_fraction:.2f} of "
         f"concurrency / TPOT delivered; basis: {basis}. Batch-1 upper bound "
         f"{throughput.batch1_tokens_per_s_upper_bound:.0f} tokens/s streams the weights at the HBM peak."
+        + (
+            f" TTFT is the mean over a run of {throughput.num_prompts} requests whose first wave starts at once "
+            f"({throughput.first_wave_ttft_ms:.0f} ms each on average; the steady state after it)."
+            if throughput.num_prompts
+            else ""
+        )
     )
     launch = Launch(
         _serving_path(request, spec),

@@ -39,7 +39,9 @@ H200: PlanArgs = {
 def test_a_finite_runs_first_wave_arrives_together() -> None:
     steady = plan(plan_request(H200)).throughput
     one_wave = plan(plan_request(H200, num_prompts=64)).throughput
-    run = plan(plan_request(H200, num_prompts=640)).throughput
+    result = plan(plan_request(H200, num_prompts=640))
+    run = result.throughput
+    assert any("mean over a run of 640 requests" in note for note in result.notes)
     # Outputs drawn from a range spread the later arrivals (each prompt prefilled on its own), but the
     # first 64 arrive together: about 59 k tokens, two 32768-token prefill steps, each prompt behind
     # half of them on average.
@@ -78,7 +80,7 @@ def test_the_inferencex_cases_carry_their_run_length() -> None:
 def test_the_first_wave_does_not_make_inferencex_sglang_means() -> None:
     """Checked and not enough: with the run's length planned, the SGLang DeepSeek means stay 1.7-5x the
     plan. To make them the first wave would need about the reported p99 (2.0-2.7 s), roughly the same
-    at 8 and 64 clients, where queueing all of its prefills takes 0.1-0.4 s: no prefill work explains it.
+    at 8 and 64 clients, where queueing all of its prefills takes 0.1-0.6 s: no prefill work explains it.
     They stay listed outside the model."""
     for case in corpus.cases():
         if "issues/870" not in case["source"]:
