@@ -75,14 +75,21 @@ def test_plan_endpoint_accepts_an_inline_config(personas: Personas) -> None:
             {"model": "deepseek-v3", "precision": "fp8", "gpu": "h200", "scheduler_recv_interval": 10},
             "scheduler_recv_interval",
         ),
-        # 2-bit weights: no engine has a kernel for them (planned, they would be a launch that fails)
-        ({"model": "llama-3.1-8b", "precision": "w2a16", "gpu": "h200", "engine": "sglang"}, "precision"),
     ],
 )
 def test_bad_input_is_400_naming_the_field(personas: Personas, body: dict, field: str) -> None:
     response = personas.client(personas.engineer).post("/api/v1/planner/plan", body, format="json")
     assert response.status_code == 400
     assert field in response.json()["extra"]["fields"], response.json()
+
+
+def test_2_bit_weights_are_a_known_precision_no_engine_serves(personas: Personas) -> None:
+    body = {"model": "llama-3.1-8b", "precision": "w2a16", "gpu": "h200", "engine": "sglang"}
+    response = personas.client(personas.engineer).post("/api/v1/planner/plan", body, format="json")
+    assert response.status_code == 400
+    [message] = response.json()["extra"]["fields"]["precision"]
+    assert message.startswith("w2a16 cannot be served by sglang"), message
+    assert "2-bit weight kernel" in message
 
 
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
