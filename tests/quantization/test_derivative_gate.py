@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -103,10 +104,13 @@ def _served_eval(flow: Flow, personas: Personas, cluster: Cluster, code: str, ca
     assert response.status_code == 202, response.json()
     assert response.json()["kind"] == "served"
     run = JobRun.objects.get(code=response.json()["job"]["code"])
+    started = time.monotonic()
     with capture(execute=True):
         run = drive(run, timeout_s=900)
     assert run.state == "succeeded", run.reason + run.log_tail
-    return EvalRun.objects.get(code=response.json()["code"])
+    evaluation = EvalRun.objects.get(code=response.json()["code"])
+    print(f"served eval of {evaluation.candidate_digest[:19]}…: {time.monotonic() - started:.1f} s")
+    return evaluation
 
 
 @pytest.mark.slow
