@@ -316,6 +316,11 @@ def precisions() -> dict[str, PrecisionSpec]:
     result = {}
     for key, data in raw.items():
         if data.get("engines") is not None:
+            from planner.engines import ENGINES  # planner.engines imports this module
+
+            unknown = sorted(set(data["engines"]) - set(ENGINES))
+            if unknown:
+                raise ValueError(f"precision {key!r}: engines {unknown} are not among {', '.join(ENGINES)}")
             data = {**data, "engines": tuple(data["engines"])}
         spec = _build(PrecisionSpec, key, data, "precision")
         if spec.compute not in ("bf16", "fp8", "int8"):

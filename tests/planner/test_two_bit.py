@@ -71,3 +71,15 @@ def test_a_2_bit_derivative_planned_as_it_is_is_refused_not_planned_as_bf16() ->
     config["quantization_config"] = copy.deepcopy(W2A16_CONFIG)
     with pytest.raises(ValueError, match=r"^precision: w2a16"):
         plan(PlanRequest(model=config, precision="auto", gpu="h100-80g"))
+
+
+def test_a_catalog_engine_list_names_only_engines_the_planner_knows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "precisions.yaml").write_text(
+        "w2a16: {weight_bits: 2, scale_bits: 16, zero_bits: 0, group_size: 128, compute: bf16, activation_bits: 16,"
+        " vllm_quantization: null, engines: [vllm, tensorrt]}\n"
+    )
+    monkeypatch.setattr(specs, "CATALOG_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"precision 'w2a16': engines \['tensorrt'\] are not among vllm"):
+        specs.precisions.__wrapped__()
