@@ -32,9 +32,8 @@ def local_cluster_ensure() -> tuple[Cluster, bool]:
         "model_roots": [str(Path(settings.VAR_DIR).resolve() / "models")],
         # Payloads import planner/ from this checkout even when it is not installed in the interpreter;
         # one math thread per job, because the jobs share this host's cores with the web tier and the
-        # worker (two busy-waiting OpenMP threads on a loaded laptop made a CPU eval ~6x slower). A
-        # PYTHONPATH the server was started with is kept after the checkout (packages added beside the venv).
-        "setup_lines": f"export PYTHONPATH={shlex.quote(str(CHECKOUT))}${{PYTHONPATH:+:$PYTHONPATH}} OMP_NUM_THREADS=1",
+        # worker (two busy-waiting OpenMP threads on a loaded laptop made a CPU eval ~6x slower).
+        "setup_lines": f"export PYTHONPATH={shlex.quote(str(CHECKOUT))} OMP_NUM_THREADS=1",
     }
     with transaction.atomic():
         cluster = Cluster.objects.select_for_update().filter(name=LOCAL_CLUSTER).first()

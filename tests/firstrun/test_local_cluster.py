@@ -47,7 +47,7 @@ def test_bootstrap_makes_the_local_cluster_with_this_interpreter(db: None, fast_
     cluster = Cluster.objects.get(name="local")
     assert cluster.executor == ExecutorKind.LOCAL
     assert cluster.python == sys.executable  # not a bare python3 from PATH
-    assert cluster.setup_lines == f"export PYTHONPATH={CHECKOUT}${{PYTHONPATH:+:$PYTHONPATH}} OMP_NUM_THREADS=1"
+    assert cluster.setup_lines == f"export PYTHONPATH={CHECKOUT} OMP_NUM_THREADS=1"
     assert cluster.remote_root == str(settings.VAR_DIR.resolve() / "jobs")
     events = AuditEvent.objects.filter(object_type="evaluations.cluster").count()
     local_cluster_ensure()  # every start: unchanged, so nothing is written

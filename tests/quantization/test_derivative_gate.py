@@ -130,6 +130,8 @@ def test_the_careless_derivative_is_blocked_and_denied_the_good_one_passes_and_i
     shutil.copytree(derivatives.CHECKPOINT, models / "tiny-llama")
     for recipe in derivatives.RECIPES:
         shutil.copytree(derivatives.DERIVATIVES / recipe, models / "derivatives" / recipe)
+    # A PYTHONPATH the test runs with (packages beside the venv) reaches the engine too; no quantize job
+    # runs here, whose own interpreter it could shadow.
     inherited = os.environ.get("PYTHONPATH")
     cluster = Cluster.objects.create(
         name="local",
