@@ -235,6 +235,11 @@ def _precision_of_group(scheme: dict[str, Any], fmt: str, result: dict[str, Any]
         group = weights.get("group_size")
         result["group_size"] = group if isinstance(group, int) and group > 0 else None
         result["zero_point"] = weights.get("symmetric") is False
+    elif bits == 2 and kind == "int" and not inputs:
+        result["precision"] = "w2a16"
+        group = weights.get("group_size")
+        result["group_size"] = group if isinstance(group, int) and group > 0 else None
+        result["zero_point"] = weights.get("symmetric") is False
     else:
         result["note"] = f"compressed-tensors {bits}-bit weights are not modelled: planned as BF16"
 

@@ -16,7 +16,7 @@ from planner import __version__
 from planner.engines import ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
 from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
-from planner.memory import KV_BYTES, Layout, MemoryBreakdown, memory_breakdown
+from planner.memory import KV_BYTES, Layout, MemoryBreakdown, memory_breakdown, weights_total_bytes
 from planner.params import ParamBreakdown, count_params
 from planner.perf import ARRIVALS, Throughput, Workload, engine_settings, estimate
 from planner.serving import Launch, serving_commands
@@ -132,6 +132,21 @@ def check_cached_prefix(cached_prefix_len: int, input_len: int | None) -> None:
         raise ValueError("cached_prefix_len: needs input_len (the prompt it is a prefix of)")
     if input_len is not None and cached_prefix_len >= input_len:
         raise ValueError(f"cached_prefix_len: must be below input_len ({input_len})")
+
+
+def _check_served(setup: PlanSetup) -> None:
+    """A scheme no kernel of the engine runs is refused, naming `precision`: a plan would give a launch
+    command that does not start. What the weights would take is stated (the memory model knows them)."""
+    scheme, engine = setup.precision, setup.request.engine
+    if scheme.engines is None or engine in scheme.engines:
+        return
+    weights = weights_total_bytes(setup.params, setup.model, scheme, setup.keep_bf16)
+    served = ", ".join(scheme.engines) if scheme.engines else "none of " + ", ".join(ENGINES)
+    raise ValueError(
+        f"precision: {scheme.key} cannot be served by {engine} (engines with a kernel for it: {served}): "
+        f"{scheme.note}. Its weights would take {weights / 1e9:.2f} GB ({scheme.bits_per_weight:.3f} "
+        "bits/weight); plan the derivative as the engine will run it, or make a 4-bit one (w4a16)"
+    )
 
 
 def _check_fits_context(request: PlanRequest, max_model_len: int) -> None:
@@ -284,7 +299,7 @@ def _resolve_precision(request: PlanRequest, spec: ModelSpec) -> tuple[Precision
         key = spec.checkpoint_precision or "bf16"
     if key == spec.checkpoint_precision:  # the checkpoint served as it is: its ignore list holds
         keep |= frozenset(spec.checkpoint_keep_bf16)
-        if key in ("w4a16", "w4a8"):
+        if key in ("w4a16", "w4a8", "w2a16"):
             group_size = group_size or spec.checkpoint_group_size
     scheme = precision(key, group_size)
     if spec.checkpoint_zero_point and scheme.key == spec.checkpoint_precision and not scheme.zero_bits:
@@ -295,6 +310,7 @@ def _resolve_precision(request: PlanRequest, spec: ModelSpec) -> tuple[Precision
 def plan(request: PlanRequest) -> PlanResult:
     request.validate()
     setup = PlanSetup.resolve(request)
+    _check_served(setup)
     _check_fits_context(request, setup.max_model_len)
     spec, scheme, device, engine = setup.model, setup.precision, setup.gpu, setup.engine
     max_len, keep = setup.max_model_len, setup.keep_bf16

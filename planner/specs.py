@@ -190,14 +190,16 @@ class PrecisionSpec:
     activation_bits: int
     vllm_quantization: str | None
     note: str = ""
+    # The serving engines (planner.engines.ENGINES) with a kernel for this scheme; None: every engine.
+    engines: tuple[str, ...] | None = None
 
     def with_group_size(self, group_size: int | None) -> PrecisionSpec:
         if group_size is None:
             return self
         if group_size <= 0 or group_size & (group_size - 1):
             raise ValueError("group_size must be a positive power of two")
-        if self.weight_bits != 4 or self.key in ("mxfp4", "nvfp4"):
-            raise ValueError(f"group_size applies to the INT4 schemes (w4a16, w4a8), not {self.key}")
+        if self.weight_bits not in (2, 4) or self.key in ("mxfp4", "nvfp4"):
+            raise ValueError(f"group_size applies to the INT4 and INT2 schemes (w4a16, w4a8, w2a16), not {self.key}")
         return PrecisionSpec(**{**{f.name: getattr(self, f.name) for f in fields(self)}, "group_size": group_size})
 
     @property
@@ -313,6 +315,13 @@ def precisions() -> dict[str, PrecisionSpec]:
     raw = yaml.safe_load((CATALOG_DIR / "precisions.yaml").read_text(encoding="utf-8"))
     result = {}
     for key, data in raw.items():
+        if data.get("engines") is not None:
+            from planner.engines import ENGINES  # planner.engines imports this module
+
+            unknown = sorted(set(data["engines"]) - set(ENGINES))
+            if unknown:
+                raise ValueError(f"precision {key!r}: engines {unknown} are not among {', '.join(ENGINES)}")
+            data = {**data, "engines": tuple(data["engines"])}
         spec = _build(PrecisionSpec, key, data, "precision")
         if spec.compute not in ("bf16", "fp8", "int8"):
             raise ValueError(f"precision {key!r}: compute must be bf16, fp8 or int8")

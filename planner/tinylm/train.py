@@ -150,6 +150,8 @@ def train(
     import transformers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+    from planner.evaljob.tiny import CHAT_TEMPLATE
+
     began = time.perf_counter()
     random.seed(SEED)
     torch.manual_seed(SEED)
@@ -212,6 +214,9 @@ def train(
 
     out.mkdir(parents=True, exist_ok=True)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS, pad_token=PAD)
+    # An engine's chat API (`transformers serve` in a served eval) renders the eval's turns with it: the
+    # same "User: …\nAssistant:" text the model was trained on (data.prompt_text).
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(out))
     model.generation_config.eos_token_id = tokenizer.token_to_id(EOS)
     model.generation_config.pad_token_id = tokenizer.token_to_id(PAD)

@@ -83,6 +83,15 @@ def test_bad_input_is_400_naming_the_field(personas: Personas, body: dict, field
     assert field in response.json()["extra"]["fields"], response.json()
 
 
+def test_2_bit_weights_are_a_known_precision_no_engine_serves(personas: Personas) -> None:
+    body = {"model": "llama-3.1-8b", "precision": "w2a16", "gpu": "h200", "engine": "sglang"}
+    response = personas.client(personas.engineer).post("/api/v1/planner/plan", body, format="json")
+    assert response.status_code == 400
+    [message] = response.json()["extra"]["fields"]["precision"]
+    assert message.startswith("w2a16 cannot be served by sglang"), message
+    assert "2-bit weight kernel" in message
+
+
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
 def test_plan_apis_take_a_cached_prefix(personas: Personas, endpoint: str) -> None:
     """cached_prefix_len: prompt tokens already in the engine's prefix cache (below input_len)."""

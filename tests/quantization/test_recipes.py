@@ -11,7 +11,6 @@ import pytest
 from governance.artifacts import manifest as artifact_manifest
 from governance.artifacts.manifest import weights_digest
 from planner.evaljob import manifest as evaljob_manifest
-from planner.hf_config import infer_precision
 from planner.quantjob import manifest as quantjob_manifest
 from planner.quantjob import recipes
 from planner.quantjob.calibration import DEFAULT_CALIBRATION, load
@@ -25,33 +24,6 @@ def test_every_recipe_is_valid_data_for_a_scheme_the_planner_knows() -> None:
         # w2a16: the careless-vs-good pair of the docs' table; planned as BF16 (see the next test).
         assert data["scheme"] in {"w4a16", "w8a8", "fp8", "w4a8", "w2a16"}
         assert all("lm_head" in m.get("ignore", ["lm_head"]) for m in data["modifiers"])
-
-
-def test_a_2_bit_derivative_is_planned_as_bf16_never_smaller_than_it_is() -> None:
-    # The quantization_config the quantize job's W2A16 recipes write (compressed-tensors 0.19.0).
-    config = {
-        "quantization_config": {
-            "quant_method": "compressed-tensors",
-            "format": "pack-quantized",
-            "config_groups": {
-                "group_0": {
-                    "targets": ["Linear"],
-                    "weights": {
-                        "num_bits": 2,
-                        "type": "int",
-                        "symmetric": True,
-                        "strategy": "group",
-                        "group_size": 128,
-                    },
-                }
-            },
-            "ignore": ["lm_head"],
-        }
-    }
-    inferred = infer_precision(config)
-    assert inferred is not None
-    assert inferred["precision"] is None
-    assert "2-bit weights are not modelled: planned as BF16" in inferred["note"]
 
 
 def test_config_groups_are_data_with_known_keys_only() -> None:
