@@ -51,11 +51,13 @@ def test_the_longest_allowed_text_renders_in_well_under_10_s(text: str) -> None:
     """A ratio to the same packet with a one-word answer, measured in turn in the same process, so a
     loaded machine slows both alike (bench/approvals.py reports the seconds: 2.7 s, target 10 s).
     Without break opportunities the longest text took 40-140x the short one (20-73 s vs 0.5 s);
-    with them about 1.5x. The best of two runs of each keeps one scheduling hiccup out."""
+    with them about 1.5x idle, and up to 5.6x in CI with the serial suites beside the workers (it failed
+    a 5x bound there once). 15x sits between that noise and the defect's 40x; the best of two runs of
+    each keeps one scheduling hiccup out."""
     render_packet(_input("warm"))  # fonts and fontconfig caches, as in a running worker
     short = min(_render_seconds("on the box") for _ in range(2))
     longest = min(_render_seconds(text) for _ in range(2))
-    assert longest < 5 * short, f"{longest:.2f} s vs {short:.2f} s for a one-word answer"
+    assert longest < 15 * short, f"{longest:.2f} s vs {short:.2f} s for a one-word answer"
 
 
 def test_the_fetcher_serves_data_urls_only() -> None:
