@@ -168,9 +168,9 @@ class Flow:
                 r = self.post(self.p.legal, code, f"obligations/{item['code']}/review", {"accept": True})
                 assert r.status_code == 200, r.json()
 
-    def approve(self, code: str, *, full_packet: bool = False) -> dict[str, Any]:
-        """Drive the request to approved: a brief packet layout unless the test reads the packet
-        (tests.approvals.conftest.run_packet_jobs)."""
+    def approve(self, code: str) -> dict[str, Any]:
+        """Drive the request to approved, with the brief packet layout (tests.approvals.conftest.
+        run_packet_jobs): a test that reads the packet uses SignFlow.approve_signed instead."""
         self.compute_capacity(code)
         ensure_passed_eval(code)
         self.meet_obligations(code)
@@ -181,7 +181,7 @@ class Flow:
             assert response.status_code == 202, response.json()
         from tests.approvals.conftest import run_packet_jobs
 
-        run_packet_jobs(code, brief=not full_packet)  # the heavy worker's part: render and sign the packet
+        run_packet_jobs(code, brief=True)  # the heavy worker's part: render and sign the packet
         return self.get(self.p.legal, code)
 
 
