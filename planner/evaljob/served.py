@@ -73,6 +73,18 @@ def cache_key(
     return hashlib.sha256(material).hexdigest()[:32]
 
 
+# Serving-config entries that describe the candidate, not how the baseline is served.
+CANDIDATE_ONLY = ("precision", "online_quantization")
+
+
+def baseline_serving(serving: dict[str, Any]) -> dict[str, Any]:
+    """The part of the serving config the baseline's answers depend on. The baseline is served as it
+    is whatever the candidate's format: a derivative's precision is in its own weights (its digest),
+    and online quantization is the candidate's flag alone (`candidate_argv`). Layout, KV dtype, context
+    length and memory fraction reach the baseline's command line and stay in the key."""
+    return {k: v for k, v in serving.items() if k not in CANDIDATE_ONLY}
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -367,11 +379,13 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         tasks_sha = tasks_dir_sha256(directory)
         standard["tasks_dir_sha256"] = tasks_sha
         standard["key"] = standard_key(standard, tasks_sha, int(generation["seed"]))
-    # The baseline is served unquantized even when the candidate is quantized at load: its answers
-    # depend on the serving config without the online quantization (and are shared accordingly).
-    baseline_serving = {k: v for k, v in spec.get("serving", {}).items() if k != "online_quantization"}
     key = cache_key(
-        spec["artifacts"]["baseline"]["digest"], engine["name"], version, baseline_serving, set_sha, generation
+        spec["artifacts"]["baseline"]["digest"],
+        engine["name"],
+        version,
+        baseline_serving(spec.get("serving", {})),
+        set_sha,
+        generation,
     )
     baseline_cache = (out / spec["baseline_cache_dir"] / key).resolve()
     candidate_cache = (out / spec.get("cache_dir", "cache")).resolve()

@@ -385,3 +385,28 @@ def test_served_job_through_slurm_with_a_one_node_multinode_launch(tmp_path: Pat
         assert "--nnodes 1 --node-rank 0 --master-addr" in engine_log
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_candidate_of_another_precision_reuses_the_baseline_answers(tmp_path: Path) -> None:
+    """The baseline is served as it is whatever the candidate's format (a derivative's precision is in
+    its own weights; online quantization is the candidate's flag alone), so a W2A16 and a W4A16
+    derivative of one baseline share its answers. The key held the candidate's precision: each
+    derivative of another format served the baseline again (20 s of the careless/good gate test)."""
+    asked = tmp_path / "asked.log"
+    spec = spec_for(tmp_path, fake_engine(asked))
+    assert run_job(tmp_path / "one" / "attempt-1", spec).returncode == 0
+    other_format = {
+        **spec,
+        "scheme": "w2a16",
+        "artifacts": {**spec["artifacts"], "candidate": checkpoint(tmp_path / "models" / "w2a16", b"\x05" * 64)},
+        "serving": {**spec["serving"], "precision": "w2a16"},
+    }
+    second = run_job(tmp_path / "two" / "attempt-1", other_format)
+    assert second.returncode == 0, second.stderr
+    assert "baseline: every answer cached, engine not started" in second.stdout
+    assert len(asked.read_text().splitlines()) == 3 * 8  # baseline once, each candidate once
+    # what the baseline is served with still counts: another layout is another set of answers
+    wider = {**spec, "serving": {**spec["serving"], "tp": 2}}
+    third = run_job(tmp_path / "three" / "attempt-1", wider)
+    assert third.returncode == 0, third.stderr
+    assert "baseline: every answer cached" not in third.stdout
