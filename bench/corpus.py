@@ -63,9 +63,10 @@ def _summary(results: list[corpus.CaseResult]) -> list[str]:
 def _held_out_summary(held: list[corpus.HeldOut]) -> list[str]:
     results = [result for one in held for result in one.results]
     lines = [
-        f"leave one source out: {metric}: n={figures['n']:.0f} median |err| {figures['median']:.1%} "
+        f"leave one source out{label}: {metric}: n={figures['n']:.0f} median |err| {figures['median']:.1%} "
         f"max |err| {figures['max']:.1%}"
-        for metric, figures in corpus.summary(results).items()
+        for label, with_outside in (("", True), (", without the † figures", False))
+        for metric, figures in corpus.summary(results, with_outside=with_outside).items()
     ]
     for one in held:
         figures = corpus.summary(list(one.results))

@@ -56,9 +56,17 @@ def test_a_substituted_catalog_is_what_plans_read_and_only_inside_the_block() ->
     assert default_factors("mi300x").memory == catalog["mi300x"]["memory"]
 
 
+@pytest.fixture(scope="module")
+def held() -> list[corpus.HeldOut]:
+    return corpus.leave_one_source_out()
+
+
+def _held_out_summary(held: list[corpus.HeldOut], *, with_outside: bool) -> dict[str, dict[str, float]]:
+    return corpus.summary([result for one in held for result in one.results], with_outside=with_outside)
+
+
 @pytest.mark.slow
-def test_every_case_is_scored_once_without_its_own_source() -> None:
-    held = corpus.leave_one_source_out()
+def test_every_case_is_scored_once_without_its_own_source(held: list[corpus.HeldOut]) -> None:
     scored = [result.case["id"] for one in held for result in one.results]
     assert sorted(scored) == sorted(case["id"] for case in corpus.cases())
     assert all(result.case["source"] == one.source for one in held for result in one.results)
@@ -66,6 +74,29 @@ def test_every_case_is_scored_once_without_its_own_source() -> None:
     held_out = corpus.summary([result for one in held for result in one.results])
     # Honest validation is no better than in-sample on the figure the factors were set against.
     assert held_out["tpot_ms"]["median"] >= in_sample["tpot_ms"]["median"]
+
+
+@pytest.mark.slow
+def test_held_out_figures_the_model_claims_meet_issue_31s_medians(held: list[corpus.HeldOut]) -> None:
+    """Scored as the in-sample bounds are (tests/planner/test_benchmark_corpus.py: the figures listed
+    outside the model with their cause, †, are scored and printed but not held to the bound), the
+    held-out figures meet issue 31's medians: TPOT 3.8% (10%), TTFT 13.8% (25%)."""
+    claimed = _held_out_summary(held, with_outside=False)
+    assert claimed["tpot_ms"]["n"] >= 60
+    assert claimed["ttft_ms"]["n"] >= 30
+    assert claimed["tpot_ms"]["median"] <= 0.10
+    assert claimed["ttft_ms"]["median"] <= 0.25
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 31's TPOT max (25%) held out: the MI300X's factors stand on InferenceX PR 1053 alone and "
+    "fall back to the defaults without it (45.6% at 256 sequences); every figure, the † ones too, also "
+    "misses the TTFT median (27.3%) and TPOT max (DeepSeek-R1-AWQ 41.6%) - docs/planner.md",
+)
+def test_held_out_tpot_max_within_issue_31s_bound(held: list[corpus.HeldOut]) -> None:
+    assert _held_out_summary(held, with_outside=False)["tpot_ms"]["max"] <= 0.25
 
 
 def test_each_engines_fitted_overheads_name_the_sources_they_stand_on() -> None:
