@@ -58,6 +58,9 @@ class EngineSettings:
     step_overhead_ms: float  # host work per step not hidden behind the GPU (scheduling, sampling)
     # SGLang's --scheduler-recv-interval: new requests are taken in once every this many decode steps.
     scheduler_recv_interval: int = 1
+    # The shortest time one INT4 weight-only GEMM call (W4A16, the Marlin kernels) takes on this engine,
+    # whatever its size, beyond the per-kernel overhead every kernel pays; 0: no floor.
+    w4a16_gemm_floor_us: float = 0.0
 
 
 # Factors standing in for the catalog's while a leave-one-source-out score refits them without one
@@ -126,7 +129,14 @@ def engine_settings(
         raise ValueError("scheduler_recv_interval: must be >= 1")
     if interval > 1 and name != "sglang":
         raise ValueError("scheduler_recv_interval: an SGLang option (--scheduler-recv-interval)")
-    return EngineSettings(name, budget, float(entry["request_overhead_ms"]), float(entry["step_overhead_ms"]), interval)
+    return EngineSettings(
+        name,
+        budget,
+        float(entry["request_overhead_ms"]),
+        float(entry["step_overhead_ms"]),
+        interval,
+        float(entry.get("w4a16_gemm_floor_us", 0.0)),
+    )
 
 
 def single_sources(gpu_key: str, engine: str, *, profile: bool) -> tuple[str, ...]:
@@ -148,8 +158,18 @@ class Rates:
     """Efficiencies for one plan: the profile's measured figure where it has one, else the default;
     remembers which figures fell back."""
 
-    def __init__(self, gpu: GpuSpec, precision: PrecisionSpec, profile: CalibrationProfile | None) -> None:
+    def __init__(
+        self,
+        gpu: GpuSpec,
+        precision: PrecisionSpec,
+        profile: CalibrationProfile | None,
+        *,
+        gemm_floor_us: float = 0.0,
+    ) -> None:
         self.gpu, self.precision, self.profile = gpu, precision, profile
+        # A weight format's per-call floor on this engine (W4A16 through Marlin): no GEMM call of the
+        # format's weights takes less, however few bytes it reads (see EngineSettings).
+        self.gemm_floor_s = gemm_floor_us * 1e-6
         self.factors = default_factors(gpu.key, precision.key)
         self.bf16_factors = default_factors(gpu.key)  # router, lm_head and kept-BF16 parts
         self.fallbacks: set[str] = set()
@@ -175,10 +195,28 @@ class Rates:
         rows_per_expert: float = 0.0,
         touched: float = 0.0,
         bf16: bool = False,
+        calls: int = 1,
     ) -> float:
-        """Time of GEMMs reading `weight_bytes` of weights for `tokens` tokens (n x k: a representative shape)."""
+        """Time of GEMMs reading `weight_bytes` of weights for `tokens` tokens (n x k: a representative shape),
+        in `calls` kernel calls of about equal size (each at least the format's floor)."""
         if weight_bytes <= 0:
             return 0.0
+        seconds = self._gemm_s(weight_bytes, tokens, n, k, experts, rows_per_expert, touched, bf16)
+        if bf16 or not self.gemm_floor_s:
+            return seconds
+        return max(seconds, calls * self.gemm_floor_s)
+
+    def _gemm_s(
+        self,
+        weight_bytes: float,
+        tokens: float,
+        n: int,
+        k: int,
+        experts: bool,
+        rows_per_expert: float,
+        touched: float,
+        bf16: bool,
+    ) -> float:
         bits = 16.0 if bf16 else self.precision.bits_per_weight
         flops = 2.0 * tokens * weight_bytes * 8 / bits
         act = (2 if bf16 or self.precision.activation_bits >= 16 else 1) * tokens * (n + k)

@@ -158,6 +158,19 @@ def experts_touched(local_experts: float, total_experts: int, top_k: int, batch:
     return local_experts * (1 - (1 - top_k / total_experts) ** batch)
 
 
+# GEMM calls of each part of a layer in a decode step (fused gate/up, fused QKV): a weight format with a
+# per-call floor pays it this many times. MLA projects queries through a low-rank pair when the model
+# has q_lora_rank (DeepSeek-V3: q_a, q_b, kv_a, o; V2-Lite: q, kv_a, o); its kv_b is absorbed into BF16
+# products at load.
+_GEMM_CALLS = {
+    "attention": lambda model: (4 if model.q_lora_rank else 3) if model.attention == "mla" else 2,
+    "dense_mlp": lambda model: 2,
+    "shared_experts": lambda model: 2,
+}
+# GPUs whose engines run INT4 weight-only GEMMs through another kernel than Marlin (ROCm: Triton).
+NON_MARLIN_GPUS = frozenset({"mi300x"})
+
+
 def _kernels(model: ModelSpec, layer: LayerParams, layout: Layout) -> int:
     """Kernels one layer launches in a decode step (fused norm+residual, projections, rope/cache
     write, attention, MoE routing/sort/grouped GEMMs/combine, collectives)."""
@@ -222,7 +235,13 @@ def step_s(
                 # FLOPs follow the rows that land on this GPU's experts, spread over the touched ones.
                 per_touched = rows * local / touched if touched else 0.0
                 experts_s = rates.gemm_s(
-                    expert_bytes, per_touched, *shape, experts=True, rows_per_expert=rows, touched=touched
+                    expert_bytes,
+                    per_touched,
+                    *shape,
+                    experts=True,
+                    rows_per_expert=rows,
+                    touched=touched,
+                    calls=2,  # the grouped gate/up and down calls over every touched expert
                 )
                 parts["experts"] += count * experts_s
                 total -= all_local
@@ -236,8 +255,9 @@ def step_s(
                 *(("shared_experts",) if layer.shared_experts else ()),
             )
             dense_bf16 = all(part in keep for part in present)
+            calls = sum(_GEMM_CALLS[part](model) for part in present if part not in keep) if rates.gemm_floor_s else 1
             parts["dense_gemm"] += count * (
-                rates.gemm_s(dense, tokens, *attn_shape, bf16=dense_bf16)
+                rates.gemm_s(dense, tokens, *attn_shape, bf16=dense_bf16, calls=max(calls, 1))
                 + rates.gemm_s(layer.router * BF16, tokens, model.n_routed_experts or 1, h, bf16=True)
             )
             if window == LINEAR_STATE:
@@ -302,7 +322,8 @@ def estimate(
             engine=engine,
             profile=profile,
         )
-    rates = Rates(gpu, precision, profile)
+    marlin = precision.key == "w4a16" and gpu.key not in NON_MARLIN_GPUS
+    rates = Rates(gpu, precision, profile, gemm_floor_us=engine.w4a16_gemm_floor_us if marlin else 0.0)
     clients = max(1, -(-workload.concurrency // layout.dp))
     batch = min(clients, workload.max_num_seqs) if workload.max_num_seqs else clients
     # Lengths drawn from a range: the mean request stands for them (prefill work, KV read and output

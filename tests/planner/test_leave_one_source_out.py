@@ -4,6 +4,8 @@ with predicting them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from planner import corpus
@@ -22,13 +24,11 @@ def test_a_factor_only_the_left_out_source_backs_falls_back() -> None:
     assert "mi300x" in catalog
     assert fitted["mi300x"] == {}
     assert any(line.startswith("mi300x.memory -> default") for line in fallen)
-    # The A100's stand on two publishers (tenstorrent's sweeps and Qwen's speed benchmark): without one,
-    # they are refitted on the other, not dropped.
+    # The A100's stand on three publishers (tenstorrent's sweeps, Qwen's speed benchmark, the DeepSeek-R1-AWQ
+    # model card): without one, they are refitted on the others, not dropped.
     fitted, fallen, _, _ = corpus.held_out_catalog(TT_A100, catalog, refit=False)
-    dense = {name: value for name, value in catalog["a100-80g"].items() if not name.startswith("moe_")}
-    assert fitted["a100-80g"] == dense
-    # Its grouped-expert figure stands on tenstorrent's Qwen3-30B-A3B alone (Qwen's sweep is dense).
-    assert fallen == [f"a100-80g.moe_memory -> default {catalog['default']['moe_memory']:g}"]
+    assert fitted["a100-80g"] == catalog["a100-80g"]
+    assert fallen == []
     # TensorRT-LLM's overheads came from NIM's page alone: without it, the other engines' median.
     fitted, fallen, _, _ = corpus.held_out_catalog(NIM, catalog, refit=False)
     assert fitted["engines"]["trtllm"]["request_overhead_ms"] == 3.0
@@ -38,14 +38,43 @@ def test_a_factor_only_the_left_out_source_backs_falls_back() -> None:
 def test_a_measured_factor_is_kept_whichever_source_is_left_out() -> None:
     catalog = efficiency_catalog()
     assert "precisions.w4a16.memory" in catalog["measured"]
-    fitted, fallen, _, _ = corpus.held_out_catalog(TT_AWQ, catalog, refit=False)
+    fitted, _, _, _ = corpus.held_out_catalog(TT_AWQ, catalog, refit=False)
     assert fitted["precisions"]["w4a16"]["memory"] == catalog["precisions"]["w4a16"]["memory"]
-    # Set against the corpus and backed by this source only, the grouped-expert multiplier falls back to the
-    # format's dense one: the same INT4 unpacking (measured 0.45 on the H200), not BF16's speed. Before,
-    # it fell back to none and this source's short-prompt TTFT went from +19% and +2% to -26%.
+
+
+def test_a_grouped_expert_multiplier_falls_back_to_its_formats_dense_one() -> None:
+    """Set against the corpus and backed by no other source, a format's grouped-expert multiplier falls back
+    to the format's dense one: the same INT4 unpacking (measured 0.45 on the H200), not BF16's speed. Before,
+    it fell back to none and issue 356's short-prompt TTFT went from +19% and +2% to -26%. (Two publishers of
+    DeepSeek AWQ read W4A16's now, so the rule is exercised on its own.)"""
+    import copy
+
+    catalog = efficiency_catalog()
+    fitted: dict[str, Any] = copy.deepcopy(catalog)
+    fallen: list[str] = []
+    corpus._fall_back(catalog, fitted, ("precisions", "w4a16", "moe_memory"), fallen)
     dense = catalog["precisions"]["w4a16"]["memory"]
     assert fitted["precisions"]["w4a16"]["moe_memory"] == dense
-    assert f"precisions.w4a16.moe_memory -> {dense:g} (precisions.w4a16.memory)" in fallen
+    assert fallen == [f"precisions.w4a16.moe_memory -> {dense:g} (precisions.w4a16.memory)"]
+    corpus._fall_back(catalog, fitted, ("engines", "vllm", "w4a16_gemm_floor_us"), fallen)
+    assert "w4a16_gemm_floor_us" not in fitted["engines"]["vllm"]  # no other engine has one: no floor
+    assert fallen[-1] == "engines.vllm.w4a16_gemm_floor_us -> none"
+
+
+@pytest.mark.slow
+def test_a_factor_the_other_sources_do_not_move_falls_back_instead_of_keeping_the_left_out_fit() -> None:
+    """Without tenstorrent's sweep, the A100's prefill compute is read only by prompts of 1 or 2 tokens (Qwen's
+    sweep, the DeepSeek-R1-AWQ card): the refit grid moves their errors by nothing, so the committed 0.62, set
+    with the left-out sweep's TTFT, would be its own fit scored on itself. It falls back to the default
+    (before, with a barely informative refit, it drifted to 0.806 and the sweep's held-out TTFT went from
+    22% to 32% median)."""
+    catalog = efficiency_catalog()
+    fitted, fallen, refitted, _ = corpus.held_out_catalog(TT_A100, catalog)
+    assert f"a100-80g.compute -> default {catalog['default']['compute']:g}" in fallen
+    assert "compute" not in fitted["a100-80g"]
+    # a factor they do inform is still refitted on them, not dropped
+    assert "memory" in fitted["a100-80g"]
+    assert not any(line.startswith("a100-80g.compute") for line in refitted)
 
 
 def test_a_substituted_catalog_is_what_plans_read_and_only_inside_the_block() -> None:
@@ -70,17 +99,15 @@ def test_every_case_is_scored_once_without_its_own_source(held: list[corpus.Held
     scored = [result.case["id"] for one in held for result in one.results]
     assert sorted(scored) == sorted(case["id"] for case in corpus.cases())
     assert all(result.case["source"] == one.source for one in held for result in one.results)
-    in_sample = corpus.summary([corpus.run_case(case) for case in corpus.cases()])
-    held_out = corpus.summary([result for one in held for result in one.results])
-    # Honest validation is no better than in-sample on the figure the factors were set against.
-    assert held_out["tpot_ms"]["median"] >= in_sample["tpot_ms"]["median"]
+    # (Held out is not necessarily worse than in-sample: the committed factors were set by hand against all
+    # figures, and a refit on the other sources can land closer for some; it is the figure to quote.)
 
 
 @pytest.mark.slow
 def test_held_out_figures_the_model_claims_meet_issue_31s_medians(held: list[corpus.HeldOut]) -> None:
     """Scored as the in-sample bounds are (tests/planner/test_benchmark_corpus.py: the figures listed
     outside the model with their cause, †, are scored and printed but not held to the bound), the
-    held-out figures meet issue 31's medians: TPOT 3.8% (10%), TTFT 13.8% (25%)."""
+    held-out figures meet issue 31's medians: TPOT 3.4% (10%), TTFT 13.6% (25%)."""
     claimed = _held_out_summary(held, with_outside=False)
     assert claimed["tpot_ms"]["n"] >= 60
     assert claimed["ttft_ms"]["n"] >= 30
@@ -92,8 +119,8 @@ def test_held_out_figures_the_model_claims_meet_issue_31s_medians(held: list[cor
 @pytest.mark.xfail(
     strict=True,
     reason="issue 31's TPOT max (25%) held out: the MI300X's factors stand on InferenceX PR 1053 alone and "
-    "fall back to the defaults without it (45.6% at 256 sequences); every figure, the † ones too, also "
-    "misses the TTFT median (27.3%) and TPOT max (DeepSeek-R1-AWQ 41.6%) - docs/planner.md",
+    "fall back to the defaults without it (45.7% at 256 sequences; every other figure the model claims is "
+    "within 19.3%); over every figure, the † ones too, the TTFT median is 27.3% - docs/planner.md",
 )
 def test_held_out_tpot_max_within_issue_31s_bound(held: list[corpus.HeldOut]) -> None:
     assert _held_out_summary(held, with_outside=False)["tpot_ms"]["max"] <= 0.25
@@ -140,12 +167,13 @@ def test_kv_tokens_held_out_of_the_logs_their_reserves_came_from() -> None:
 
 def test_a_refit_is_not_steered_by_figures_the_corpus_lists_outside_the_model() -> None:
     """A figure listed with a documented cause outside the model (`outside`, † in the table) is scored
-    but does not move a refitted factor. Before, DeepSeek-R1-AWQ's seven TPOT figures (issue 356: about
-    7.5 ms a step the planner cannot explain) pulled the default grouped-MoE streaming efficiency from
-    0.62 to 0.43 when InferenceX 870 was left out, and its SGLang DeepSeek runs came out 30-40% slow."""
-    awq = [case for case in corpus.cases() if case["source"] == TT_AWQ and case.get("outside", {}).get("tpot_ms")]
-    assert awq
-    only_outside = [{**case, "measured": {"tpot_ms": case["measured"]["tpot_ms"]}} for case in awq]
+    but does not move a refitted factor. Before, DeepSeek-R1-AWQ's seven TPOT figures (issue 356: then
+    about 7.5 ms a step the planner could not explain; the W4A16 floor models it now) pulled the default
+    grouped-MoE streaming efficiency from 0.62 to 0.43 when InferenceX 870 was left out, and its SGLang
+    DeepSeek runs came out 30-40% slow."""
+    listed = [case for case in corpus.cases() if case.get("outside", {}).get("tpot_ms")]
+    assert listed
+    only_outside = [{**case, "measured": {"tpot_ms": case["measured"]["tpot_ms"]}} for case in listed]
     # Every figure of these cases is outside the model: nothing is left to steer a refit.
     assert corpus._objective(only_outside, efficiency_catalog()) == 0.0
     _, _, refitted, _ = corpus.held_out_catalog(
@@ -185,7 +213,7 @@ def test_a_plan_on_figures_from_one_source_says_so() -> None:
     h100 = plan(PlanRequest(model="gpt-oss-120b", precision="mxfp4", gpu="h100-80g", tp=8, concurrency=64))
     assert "single_source" not in h100.as_contract()["throughput_estimate"]
     sglang = plan(PlanRequest(model="deepseek-v3", precision="fp8", gpu="h200", tp=8, engine="sglang"))
-    assert sglang.throughput.single_source == (
-        "h200 efficiencies: github.com/SemiAnalysisAI/InferenceX/issues/870",
-        "sglang overheads: github.com/SemiAnalysisAI/InferenceX/issues/870",
-    )
+    # the H200's own figure stands on InferenceX 870 and the DeepSeek-R1-AWQ card; SGLang's overheads on 870
+    assert sglang.throughput.single_source == ("sglang overheads: github.com/SemiAnalysisAI/InferenceX/issues/870",)
+    b200 = plan(PlanRequest(model="deepseek-v3", precision="fp8", gpu="b200", tp=8, engine="vllm"))
+    assert b200.throughput.single_source == ("b200 efficiencies: github.com/SemiAnalysisAI/InferenceX/issues/870",)
