@@ -111,6 +111,7 @@ class Throughput:
     fallbacks: tuple[str, ...] = ()
     single_source: tuple[str, ...] = ()  # fitted figures read here that stand on one corpus source
     keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
+    w4a16_gemm_floor_us: float = 0.0  # the engine's per-call floor on INT4 GEMMs, where it applied
     breakdown_ms: dict[str, float] = field(default_factory=dict)
 
     def as_estimate(self) -> dict[str, Any]:
@@ -125,6 +126,7 @@ class Throughput:
                 "engine": self.engine,
                 "max_num_batched_tokens": self.max_num_batched_tokens,
                 "keep_bf16": list(self.keep_bf16),
+                **({"w4a16_gemm_floor_us": self.w4a16_gemm_floor_us} if self.w4a16_gemm_floor_us else {}),
                 "arrival": self.arrival,
                 **({"request_rate": self.request_rate} if self.request_rate is not None else {}),
                 **({"range_ratio": self.range_ratio} if self.range_ratio < 1 else {}),
@@ -464,6 +466,7 @@ def estimate(
         fallbacks=tuple(sorted(rates.fallbacks)),
         single_source=single_sources(gpu.key, engine.name, profile=profile is not None),
         keep_bf16=tuple(sorted(keep)),
+        w4a16_gemm_floor_us=rates.gemm_floor_s * 1e6,
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
     )
 

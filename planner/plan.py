@@ -393,7 +393,15 @@ def plan(request: PlanRequest) -> PlanResult:
         + f" and {throughput.output_len} generated tokens on {throughput.engine} (chunked prefill, "
         f"{throughput.max_num_batched_tokens} tokens a step); per-layer rooflines plus kernel and collective "
         f"overheads, other requests' prefill inside decode steps, {throughput.delivered_fraction:.2f} of "
-        f"concurrency / TPOT delivered; basis: {basis}. Batch-1 upper bound "
+        f"concurrency / TPOT delivered; basis: {basis}."
+        + (
+            f" W4A16 on {throughput.engine}'s Marlin kernels: every INT4 GEMM call takes at least "
+            f"{throughput.w4a16_gemm_floor_us:g} us however few bytes it reads (set against three published runs); "
+            "at small batches that floor, not the weights' bytes, is most of a decode step."
+            if throughput.w4a16_gemm_floor_us
+            else ""
+        )
+        + " Batch-1 upper bound "
         f"{throughput.batch1_tokens_per_s_upper_bound:.0f} tokens/s streams the weights at the HBM peak."
         + (
             f" TTFT is the mean over a run of {throughput.num_prompts} requests whose first wave starts at once "

@@ -102,3 +102,13 @@ def test_a_publisher_left_out_is_predicted_by_the_floor_the_others_give() -> Non
     with substituted(_without_floor()):
         bare = [corpus.run_case(case) for case in card]
     assert all(result.errors["tpot_ms"] < -0.25 for result in bare), [r.errors for r in bare]
+
+
+def test_a_plan_says_when_the_floor_applied() -> None:
+    awq = plan(plan_request(model="qwen2.5-7b", precision="w4a16", gpu="a100-80g", tp=1, concurrency=1))
+    estimate = awq.as_contract()["throughput_estimate"]
+    assert estimate["inputs"]["w4a16_gemm_floor_us"] == efficiency_catalog()["engines"]["vllm"]["w4a16_gemm_floor_us"]
+    assert any("every INT4 GEMM call takes at least" in note for note in awq.notes)
+    bf16 = plan(plan_request(model="qwen2.5-7b", precision="bf16", gpu="a100-80g", tp=1, concurrency=1))
+    assert "w4a16_gemm_floor_us" not in bf16.as_contract()["throughput_estimate"]["inputs"]
+    assert not any("INT4 GEMM call" in note for note in bf16.notes)
