@@ -243,6 +243,7 @@ def step_s(
                     experts=True,
                     rows_per_expert=rows,
                     touched=touched,
+                    bf16="experts" in keep,
                     calls=2,  # the grouped gate/up and down calls over every touched expert
                 )
                 parts["experts"] += count * experts_s
