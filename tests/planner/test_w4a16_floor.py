@@ -112,3 +112,12 @@ def test_a_plan_says_when_the_floor_applied() -> None:
     bf16 = plan(plan_request(model="qwen2.5-7b", precision="bf16", gpu="a100-80g", tp=1, concurrency=1))
     assert "w4a16_gemm_floor_us" not in bf16.as_contract()["throughput_estimate"]["inputs"]
     assert not any("INT4 GEMM call" in note for note in bf16.notes)
+
+
+def test_experts_kept_in_bf16_stream_as_bf16_and_pay_no_floor() -> None:
+    """A checkpoint whose ignore list keeps the routed experts in BF16: their grouped GEMMs read BF16 bytes
+    at BF16's efficiency, as in a BF16 plan, not at the INT4 kernel path (0.45 of it) nor its floor."""
+    common: PlanArgs = {"model": "mixtral-8x7b", "gpu": "h100-80g", "tp": 2, "concurrency": 1, "max_model_len": 4096}
+    kept = plan(plan_request(common, precision="w4a16", keep_bf16=("experts",))).throughput
+    bf16 = plan(plan_request(common, precision="bf16")).throughput
+    assert kept.breakdown_ms["experts"] == pytest.approx(bf16.breakdown_ms["experts"], rel=1e-6)
