@@ -46,7 +46,7 @@ class EngineProfile:
     # fp32 logits (full vocabulary on every TP rank); the torch peak is the larger of the two.
     sampler_fp32_copies: float
     non_torch_single_gpu_bytes: int  # CUDA context, cuBLAS workspaces
-    non_torch_multi_gpu_bytes: int  # plus NCCL and custom all-reduce buffers when GPUs talk
+    non_torch_multi_gpu_bytes: int  # plus NCCL and custom all-reduce buffers when GPUs talk over NVLink
     hybrid_kv_allocator: bool  # sliding-window layers charged their window, not the whole context
     # MXFP4 expert weights are padded by the loader: the hidden size to this multiple.
     mxfp4_pad_to: int
@@ -54,6 +54,10 @@ class EngineProfile:
     # Where each reserve comes from, when it is weaker than the engine's own code: a figure read off a
     # single startup log (it may be that run's, not the engine's), or one no log has checked yet.
     provenance: tuple[str, ...] = ()
+    # Several GPUs with no NVLink between them (PCIe cards: L4, L40S, A10, RTX): NCCL over PCIe keeps small
+    # buffers, and neither the custom all-reduce's IPC buffers nor NVLink SHARP's exist. None: the NVLink
+    # figure (not checked over PCIe).
+    non_torch_multi_gpu_pcie_bytes: int | None = None
 
     def defaults(self, gpu: GpuSpec, max_model_len: int) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) the engine picks for `serve` when the user does not."""
@@ -67,8 +71,12 @@ class EngineProfile:
             return 8192, 4096
         return 8192, 2048
 
-    def non_torch_bytes(self, gpus: int) -> int:
-        return self.non_torch_multi_gpu_bytes if gpus > 1 else self.non_torch_single_gpu_bytes
+    def non_torch_bytes(self, gpus: int, *, pcie: bool = False) -> int:
+        if gpus <= 1:
+            return self.non_torch_single_gpu_bytes
+        if pcie and self.non_torch_multi_gpu_pcie_bytes is not None:
+            return self.non_torch_multi_gpu_pcie_bytes
+        return self.non_torch_multi_gpu_bytes
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -169,12 +177,17 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
             sampler_fp32_copies=0.0,
             non_torch_single_gpu_bytes=int(1.0 * GIB),
             non_torch_multi_gpu_bytes=int(2.06 * GIB),  # fitted: Qwen3-235B-FP8 TP4 H100 log
+            # 4 x L4 over PCIe, SGLang 0.4.3 (QwQ-32B): 22.05 GiB per GPU, 21.63 GiB free before the weights;
+            # the pool is 0.85 of the free memory less the weights (2.84 GiB), i.e. 0.36 GiB below 0.85 of
+            # the total: the CUDA context and NCCL's PCIe buffers, nothing like the 2.06 GiB over NVLink.
+            non_torch_multi_gpu_pcie_bytes=int(0.36 * GIB),
             hybrid_kv_allocator=False,
             mxfp4_pad_to=256,
             note="SGLang: KV pool = total x mem_fraction_static - weights - memory in use before the pool "
             "(context, NCCL); activations and CUDA graphs live in the remaining 1 - mem_fraction_static",
             provenance=(
                 "memory before the pool on several GPUs 2.06 GiB: fitted to a single log (H100 TP4, Qwen3-235B-FP8)",
+                "memory before the pool on several GPUs over PCIe 0.36 GiB: fitted to a single log (4 x L4, QwQ-32B)",
                 "memory before the pool on one GPU 1.0 GiB: assumed, not checked against a log",
             ),
         )

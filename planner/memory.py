@@ -16,6 +16,8 @@ from planner.params import LayerParams, ParamBreakdown
 from planner.specs import LINEAR_STATE, GpuSpec, ModelSpec, PrecisionSpec
 
 GIB = 1 << 30
+# A GPU whose catalog link is below this has no NVLink, only PCIe (the catalog's PCIe cards list 32 GB/s).
+PCIE_CLASS_GB_PER_S = 100
 KV_BYTES = {"bf16": 2, "fp8": 1}
 BF16_BYTES = 2
 
@@ -303,7 +305,8 @@ def memory_breakdown(
     stage_weights = weights_per_stage(params, model, precision, layout, keep_bf16, engine.mxfp4_pad_to)
     stage_kv = kv_per_stage(params, model, kv_dtype, layout, max_model_len, engine, batched)
     activations = activation_bytes(model, layout.tp, engine, batched, seqs)
-    non_torch = engine.non_torch_bytes(layout.gpus)
+    # GPUs with no NVLink (PCIe cards) keep no NVLink buffers (custom all-reduce, NVLink SHARP).
+    non_torch = engine.non_torch_bytes(layout.gpus, pcie=gpu.nvlink_gb_per_s < PCIE_CLASS_GB_PER_S)
     total = gpu.memory_bytes
     capacity = int(total * gpu_memory_utilization)
 

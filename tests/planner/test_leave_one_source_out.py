@@ -143,26 +143,35 @@ def test_each_engines_fitted_overheads_name_the_sources_they_stand_on() -> None:
 def test_kv_tokens_held_out_of_the_logs_their_reserves_came_from() -> None:
     """The startup-log corpus scored without the log each reserve was read from (the reserve replaced
     by another profile's figure for the same cause): issue 31's bound, KV tokens within 5% median and
-    10% max."""
+    10% max, on the logs the model claims (as the in-sample bounds: a case listed outside with its cause
+    is scored and printed, 6.3% median / 10.2% max with them: the 4 x L4 log's loader memory)."""
     import statistics
 
     from planner.engines import engine_profile
-    from planner.validation import leave_one_source_out
+    from planner.validation import leave_one_source_out, load_corpus
 
+    listed = {case["id"] for case in load_corpus() if case.get("outside")}
     held = leave_one_source_out()
-    errors = [
-        abs(check.error)
+    errors = {
+        result.case_id: abs(check.error)
         for one in held
         for result in one.results
         for check in result.checks
         if check.name == "gpu_kv_cache_tokens" and check.error is not None
-    ]
-    assert len(errors) == 6
-    assert statistics.median(errors) <= 0.05
-    assert max(errors) <= 0.10
+    }
+    assert len(errors) == 7
+    claimed = [error for case, error in errors.items() if case not in listed]
+    assert len(claimed) == 5
+    assert statistics.median(claimed) <= 0.05
+    assert max(claimed) <= 0.10
     rtx = next(one for one in held if one.source.endswith("vllm/issues/10517"))
     assert rtx.stand_ins == ("vllm v0 non_torch_single_gpu_bytes -> vllm 0.11's 0.15 GiB",)
     assert engine_profile("vllm", "0.6.4").non_torch_single_gpu_bytes == int(0.35 * (1 << 30))  # restored
+    l4 = next(one for one in held if one.source.startswith("didier-durand/llms-in-clouds"))
+    # over PCIe the stand-in is one GPU's CUDA context (the RTX 3090's), not the NVLink figure
+    assert l4.stand_ins == (
+        "sglang 0.4 non_torch_multi_gpu_pcie_bytes -> vllm 0.6 non_torch_single_gpu_bytes's 0.35 GiB",
+    )
 
 
 def test_a_refit_is_not_steered_by_figures_the_corpus_lists_outside_the_model() -> None:
