@@ -268,7 +268,8 @@ def reads(catalog: dict[str, Any], path: FactorPath, case: dict[str, Any]) -> bo
 def _objective(cases_: list[dict[str, Any]], catalog: dict[str, Any]) -> float:
     """Sum over metrics of the median |error| of these cases under `catalog`, leaving out the figures
     listed with a cause outside the model: a refit that chased them would carry a cost the model does
-    not have (DeepSeek-R1-AWQ's unexplained 7.5 ms a step) into every case that reads the factor."""
+    not have (as DeepSeek-R1-AWQ's 7.5 ms a step did before the W4A16 floor explained it) into every case
+    that reads the factor."""
     from planner.efficiency import substituted
 
     with substituted(catalog):
@@ -303,7 +304,10 @@ def held_out_catalog(
                     value = min(value, 1.0)  # a fraction of a peak
                 parent[path[-1]] = value
                 scores.append((_objective(rest, fitted), value))
-            best_score, best_value = min(scores, key=lambda pair: pair[0])  # the first on a tie: committed
+            best_score, best_value = scores[0]  # the committed value, kept unless another is better
+            for score, value in scores[1:]:
+                if score < best_score - 1e-9:
+                    best_score, best_value = score, value
             if max(score for score, _ in scores) - best_score >= UNCONSTRAINED:
                 parent[path[-1]] = best_value
                 if best_value != committed:

@@ -169,7 +169,9 @@ class Rates:
         self.gpu, self.precision, self.profile = gpu, precision, profile
         # A weight format's per-call floor on this engine (W4A16 through Marlin): no GEMM call of the
         # format's weights takes less, however few bytes it reads (see EngineSettings).
+        self.gemm_floor_us = gemm_floor_us
         self.gemm_floor_s = gemm_floor_us * 1e-6
+        self.floor_bound = False  # whether some GEMM call took the floor rather than its roofline
         self.factors = default_factors(gpu.key, precision.key)
         self.bf16_factors = default_factors(gpu.key)  # router, lm_head and kept-BF16 parts
         self.fallbacks: set[str] = set()
@@ -204,7 +206,10 @@ class Rates:
         seconds = self._gemm_s(weight_bytes, tokens, n, k, experts, rows_per_expert, touched, bf16)
         if bf16 or not self.gemm_floor_s:
             return seconds
-        return max(seconds, calls * self.gemm_floor_s)
+        if calls * self.gemm_floor_s > seconds:
+            self.floor_bound = True
+            return calls * self.gemm_floor_s
+        return seconds
 
     def _gemm_s(
         self,

@@ -222,7 +222,7 @@ def step_s(
     routed_tokens = tokens * (layout.dp if layout.ep == tp * layout.dp and layout.dp > 1 else 1)
     for groups in stage_groups(params, model, layout.pp):
         for layer, window, count in groups:
-            total = layer_weight_bytes(layer, model, precision, layout, keep)
+            total = total_with_experts = layer_weight_bytes(layer, model, precision, layout, keep)
             expert_bytes = 0.0
             if layer.routed_experts:
                 local = model.n_routed_experts / layout.ep if layout.ep > 1 else model.n_routed_experts
@@ -257,11 +257,21 @@ def step_s(
                 *(("dense_mlp",) if layer.dense_mlp else ()),
                 *(("shared_experts",) if layer.shared_experts else ()),
             )
-            dense_bf16 = all(part in keep for part in present)
-            calls = sum(_GEMM_CALLS[part](model) for part in present if part not in keep) if rates.gemm_floor_s else 1
+            kept = frozenset(part for part in present if part in keep)
+            calls = sum(_GEMM_CALLS[part](model) for part in present if part not in kept) if rates.gemm_floor_s else 1
+            if kept and len(kept) < len(present) and precision.bits_per_weight < 16:
+                # Partly kept in BF16 (an FP8 checkpoint's BF16 attention): the kept parts run BF16 GEMMs and
+                # the rest the scheme's, with its floor. The kept parts' BF16 bytes are what the layer loses
+                # when they are quantized too, scaled back: (A - B) / (1 - bits / 16).
+                quantized = layer_weight_bytes(layer, model, precision, layout, keep - kept)
+                kept_bytes = (total_with_experts - quantized) / (1 - precision.bits_per_weight / 16)
+                dense_s = rates.gemm_s(kept_bytes, tokens, *attn_shape, bf16=True) + rates.gemm_s(
+                    max(dense - kept_bytes, 0.0), tokens, *attn_shape, calls=max(calls, 1)
+                )
+            else:
+                dense_s = rates.gemm_s(dense, tokens, *attn_shape, bf16=bool(kept), calls=max(calls, 1))
             parts["dense_gemm"] += count * (
-                rates.gemm_s(dense, tokens, *attn_shape, bf16=dense_bf16, calls=max(calls, 1))
-                + rates.gemm_s(layer.router * BF16, tokens, model.n_routed_experts or 1, h, bf16=True)
+                dense_s + rates.gemm_s(layer.router * BF16, tokens, model.n_routed_experts or 1, h, bf16=True)
             )
             if window == LINEAR_STATE:
                 # Linear attention reads and writes each sequence's fixed state once a step, whatever the
@@ -353,6 +363,7 @@ def estimate(
     # Pipeline stages each hold a micro-batch: a token still crosses every stage.
     micro = max(1.0, batch / layout.pp)
     decode_s, parts = step_s(**common, decode_tokens=micro, decode_context=context)
+    floor_bound = rates.floor_bound  # in the decode step (the prefill steps below may not reach it)
     host_s = engine.step_overhead_ms / 1e3
     parts["host"] = host_s
     decode_s += host_s
@@ -467,7 +478,7 @@ def estimate(
         fallbacks=tuple(sorted(rates.fallbacks)),
         single_source=single_sources(gpu.key, engine.name, profile=profile is not None),
         keep_bf16=tuple(sorted(keep)),
-        w4a16_gemm_floor_us=rates.gemm_floor_s * 1e6,
+        w4a16_gemm_floor_us=rates.gemm_floor_us if floor_bound else 0.0,
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
     )
 

@@ -395,9 +395,9 @@ def plan(request: PlanRequest) -> PlanResult:
         f"overheads, other requests' prefill inside decode steps, {throughput.delivered_fraction:.2f} of "
         f"concurrency / TPOT delivered; basis: {basis}."
         + (
-            f" W4A16 on {throughput.engine}'s Marlin kernels: every INT4 GEMM call takes at least "
-            f"{throughput.w4a16_gemm_floor_us:g} us however few bytes it reads (set against three published runs); "
-            "at small batches that floor, not the weights' bytes, is most of a decode step."
+            f" W4A16 on {throughput.engine}'s Marlin kernels: an INT4 GEMM call takes at least "
+            f"{throughput.w4a16_gemm_floor_us:g} us however few bytes it reads (set against three published runs), "
+            "and in this plan's decode step that floor, not the weights' bytes, bounds some of them."
             if throughput.w4a16_gemm_floor_us
             else ""
         )
