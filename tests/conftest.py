@@ -27,6 +27,15 @@ from governance.core.roles import Role
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Registered here rather than in pyproject.toml, whose digest keys the environment .ci/run caches.
+    config.addinivalue_line(
+        "markers",
+        "cpu_bound: busy on the CPU for tens of seconds (the planner's leave-one-source-out refits); "
+        "scripts/test-suite runs them in its serial process, beside suites that mostly wait",
+    )
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """`@pytest.mark.postgres`: the test needs PostgreSQL (row locks, triggers, the fault suite's
     concurrent writers); on the embedded SQLite default it is skipped, saying why."""

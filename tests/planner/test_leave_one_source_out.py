@@ -62,6 +62,7 @@ def test_a_grouped_expert_multiplier_falls_back_to_its_formats_dense_one() -> No
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_bound
 def test_a_factor_the_other_sources_do_not_move_falls_back_instead_of_keeping_the_left_out_fit() -> None:
     """Without tenstorrent's sweep, the A100's prefill compute is read only by prompts of 1 or 2 tokens (Qwen's
     sweep, the DeepSeek-R1-AWQ card): the refit grid moves their errors by nothing, so the committed 0.62, set
@@ -95,6 +96,7 @@ def _held_out_summary(held: list[corpus.HeldOut], *, with_outside: bool) -> dict
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_bound
 def test_every_case_is_scored_once_without_its_own_source(held: list[corpus.HeldOut]) -> None:
     scored = [result.case["id"] for one in held for result in one.results]
     assert sorted(scored) == sorted(case["id"] for case in corpus.cases())
@@ -104,6 +106,7 @@ def test_every_case_is_scored_once_without_its_own_source(held: list[corpus.Held
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_bound
 def test_held_out_figures_the_model_claims_meet_issue_31s_medians(held: list[corpus.HeldOut]) -> None:
     """Scored as the in-sample bounds are (tests/planner/test_benchmark_corpus.py: the figures listed
     outside the model with their cause, †, are scored and printed but not held to the bound), the
@@ -116,6 +119,7 @@ def test_held_out_figures_the_model_claims_meet_issue_31s_medians(held: list[cor
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_bound
 @pytest.mark.xfail(
     strict=True,
     reason="issue 31's TPOT max (25%) held out: the MI300X's factors stand on InferenceX PR 1053 alone and "
@@ -174,6 +178,7 @@ def test_kv_tokens_held_out_of_the_logs_their_reserves_came_from() -> None:
     )
 
 
+@pytest.mark.cpu_bound
 def test_a_refit_is_not_steered_by_figures_the_corpus_lists_outside_the_model() -> None:
     """A figure listed with a documented cause outside the model (`outside`, † in the table) is scored
     but does not move a refitted factor. Before, DeepSeek-R1-AWQ's seven TPOT figures (issue 356: then

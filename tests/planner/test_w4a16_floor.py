@@ -87,6 +87,7 @@ def test_the_floor_is_the_marlin_paths_only() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_bound
 def test_a_publisher_left_out_is_predicted_by_the_floor_the_others_give() -> None:
     """The model card's 4 x H200 and 8 x A100 runs, scored with the factors fitted without it (the floor
     stands on Qwen's sweep and tenstorrent's table then): within 10%, where no floor gives 31-44% fast."""
