@@ -16,7 +16,14 @@ from planner import __version__
 from planner.engines import ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
 from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
-from planner.memory import KV_BYTES, Layout, MemoryBreakdown, memory_breakdown, weights_total_bytes
+from planner.memory import (
+    KV_BYTES,
+    PCIE_CLASS_GB_PER_S,
+    Layout,
+    MemoryBreakdown,
+    memory_breakdown,
+    weights_total_bytes,
+)
 from planner.params import ParamBreakdown, count_params
 from planner.perf import ARRIVALS, Throughput, Workload, engine_settings, estimate
 from planner.serving import Launch, serving_commands
@@ -338,10 +345,13 @@ def plan(request: PlanRequest) -> PlanResult:
         f"Weights at {scheme.bits_per_weight:.3f} bits/weight ({scheme.key}); embeddings, lm_head, router and norms "
         f"stay BF16{'; also BF16: ' + ', '.join(sorted(keep)) if keep else ''}.",
     ]
-    if engine.provenance:
+    # The PCIe reserve's provenance only where the GPUs have no NVLink (it is not read otherwise).
+    pcie = device.nvlink_gb_per_s < PCIE_CLASS_GB_PER_S
+    provenance = [line for line in engine.provenance if pcie or "over PCIe" not in line]
+    if provenance:
         notes.append(
             f"Reserves of the {engine.name} {engine.version} profile weaker than its code: "
-            + "; ".join(engine.provenance)
+            + "; ".join(provenance)
             + "."
         )
     if spec.max_position_embeddings and max_len > spec.max_position_embeddings:

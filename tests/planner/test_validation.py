@@ -99,3 +99,15 @@ def test_memory_before_sglangs_pool_over_pcie_is_not_the_nvlink_figure() -> None
     assert sglang.non_torch_bytes(4, pcie=True) < 0.4 * (1 << 30) < sglang.non_torch_bytes(4) - (1 << 30)
     # one GPU has no peers either way
     assert sglang.non_torch_bytes(1, pcie=True) == sglang.non_torch_bytes(1)
+
+
+def test_a_plan_names_the_pcie_reserve_only_where_its_gpus_have_no_nvlink() -> None:
+    from planner.plan import PlanRequest, plan
+
+    def reserves(gpu: str) -> str:
+        result = plan(PlanRequest(model="qwen2.5-7b", precision="bf16", gpu=gpu, tp=2, engine="sglang"))
+        return next(note for note in result.notes if note.startswith("Reserves of the sglang"))
+
+    assert "over PCIe 0.36 GiB" in reserves("l4")
+    assert "over PCIe" not in reserves("h100-80g")
+    assert "2.06 GiB" in reserves("h100-80g")
