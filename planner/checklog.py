@@ -68,7 +68,7 @@ _PATTERNS: tuple[tuple[str, str, Any], ...] = (
     (r"kv_cache_size=(-?[\d.]+)GiB", "available_kv_cache_memory", _gib),
     (r"peak_torch_memory=([\d.]+)GiB", "peak_torch_memory", _gib),
     (r"# (?:GPU|cuda|CUDA) blocks: ([\d,]+)", "gpu_blocks", _number),
-    (r"KV Cache is allocated\. #tokens: ([\d,]+)", "gpu_kv_cache_tokens", _number),
+    (r"KV Cache is allocated\.(?: dtype: [\w.]+,)? #tokens: ([\d,]+)", "gpu_kv_cache_tokens", _number),
     (r"Load weight end\..*?mem usage=([\d.]+) GB", "model_loading", _gib),
     (r"tensor_parallel_size[=:'\" ]+(\d+)", "tp", int),
     (r"pipeline_parallel_size[=:'\" ]+(\d+)", "pp", int),
@@ -130,8 +130,14 @@ def parse_log(text: str) -> EngineLog:
 def compare(log: EngineLog, result: PlanResult) -> list[FigureCheck]:
     """Each figure the log printed next to the plan's figure of the same name."""
     memory = result.chosen.memory
+
+    def planned(name: str) -> float:
+        if name == "model_loading" and result.engine.weights_by_free_memory:
+            name = "weights_memory"  # SGLang's "mem usage" of its weights: free memory before and after
+        return float(getattr(memory, LOG_FIGURES[name]))
+
     return [
-        FigureCheck(name=name, planned=float(getattr(memory, LOG_FIGURES[name])), logged=float(logged))
+        FigureCheck(name=name, planned=planned(name), logged=float(logged))
         for name, logged in log.figures.items()
         if name in LOG_FIGURES  # parse_log gives vLLM's names for every engine's log
     ]

@@ -58,6 +58,14 @@ class EngineProfile:
     # buffers, and neither the custom all-reduce's IPC buffers nor NVLink SHARP's exist. None: the NVLink
     # figure (not checked over PCIe).
     non_torch_multi_gpu_pcie_bytes: int | None = None
+    # The pool is sized from the device's free memory after loading (SGLang): the caching allocator's
+    # rounding of the weight tensors (planner/allocator.py) counts as weights. vLLM counts the tensors'
+    # bytes (torch's allocated bytes), so that rounding comes out of its unused headroom instead.
+    weights_by_free_memory: bool = False
+    # Bytes per value of the rotary embedding's cos/sin cache (max_position_embeddings x rotary dims),
+    # built on the GPU when the model is: vLLM keeps it in the model's dtype, SGLang in FP32 (the
+    # FlashInfer rope kernel it calls takes an FP32 cache). 0: not modelled (TensorRT-LLM).
+    rope_cache_value_bytes: int = 2
 
     def defaults(self, gpu: GpuSpec, max_model_len: int) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) the engine picks for `serve` when the user does not."""
@@ -176,23 +184,28 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
             block_size_tokens=1,
             sampler_fp32_copies=0.0,
             non_torch_single_gpu_bytes=int(1.0 * GIB),
-            non_torch_multi_gpu_bytes=int(2.06 * GIB),  # fitted: Qwen3-235B-FP8 TP4 H100 log
+            # fitted: Qwen3-235B-FP8 TP4 H100 log (its pool less the weights, their allocator rounding of 0.27
+            # GiB per GPU and the FP32 rope cache of 0.02 GiB: 2.06 GiB before those were counted as weights)
+            non_torch_multi_gpu_bytes=int(1.77 * GIB),
             # 4 x L4 over PCIe, SGLang 0.4.3 (QwQ-32B): 22.05 GiB per GPU, 21.63 GiB free before the weights;
             # the pool is 0.85 of the free memory less the weights (2.84 GiB), i.e. 0.36 GiB below 0.85 of
-            # the total: the CUDA context and NCCL's PCIe buffers, nothing like the 2.06 GiB over NVLink.
+            # the total: the CUDA context and NCCL's PCIe buffers, nothing like the 1.77 GiB over NVLink.
             non_torch_multi_gpu_pcie_bytes=int(0.36 * GIB),
+            weights_by_free_memory=True,
+            rope_cache_value_bytes=4,
             hybrid_kv_allocator=False,
             mxfp4_pad_to=256,
             note="SGLang: KV pool = total x mem_fraction_static - weights - memory in use before the pool "
             "(context, NCCL); activations and CUDA graphs live in the remaining 1 - mem_fraction_static",
             provenance=(
-                "memory before the pool on several GPUs 2.06 GiB: fitted to a single log (H100 TP4, Qwen3-235B-FP8)",
+                "memory before the pool on several GPUs 1.77 GiB: fitted to a single log (H100 TP4, Qwen3-235B-FP8)",
                 "memory before the pool on several GPUs over PCIe 0.36 GiB: fitted to a single log (4 x L4, QwQ-32B)",
                 "memory before the pool on one GPU 1.0 GiB: assumed, not checked against a log",
             ),
         )
     return EngineProfile(
         name="trtllm",
+        rope_cache_value_bytes=0,
         version=version,
         generation=".".join(map(str, parsed[:2])),
         block_size_tokens=32,

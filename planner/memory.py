@@ -7,10 +7,12 @@ All figures are bytes (int).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass
 
+from planner.allocator import SMALL_SIZE, reserved_bytes_of_runs
 from planner.engines import EngineProfile, activation_bytes, engine_profile
 from planner.params import LayerParams, ParamBreakdown
 from planner.specs import LINEAR_STATE, GpuSpec, ModelSpec, PrecisionSpec
@@ -79,7 +81,8 @@ LOG_FIGURES = {
     for attribute, names in {
         "total_gpu_memory_bytes": ("total_gpu_memory",),
         "capacity_bytes": ("requested_memory", "mem_fraction_static_bytes"),
-        "weights_per_gpu_bytes": ("model_loading", "weights_memory", "model_weights_memory"),
+        "weights_per_gpu_bytes": ("model_loading", "model_weights_memory"),
+        "weights_memory_bytes": ("weights_memory",),
         "activations_bytes": ("torch_peak_increase", "activation_memory"),
         "non_torch_bytes": ("non_torch_memory", "memory_before_kv_pool", "runtime_buffers"),
         "kv_pool_bytes": ("available_kv_cache_memory", "kv_cache_memory"),
@@ -106,6 +109,14 @@ class MemoryBreakdown:
     max_num_batched_tokens: int
     max_num_seqs: int
     engine: EngineProfile
+    # What the caching allocator reserves beyond the weights' bytes, where the engine counts it (it sizes
+    # the pool from the device's free memory: SGLang); 0 where it counts the tensors (vLLM).
+    allocator_slack_bytes: int = 0
+
+    @property
+    def weights_memory_bytes(self) -> int:
+        """The weights as the engine's own log counts them (SGLang: free memory before and after loading)."""
+        return self.weights_per_gpu_bytes + self.allocator_slack_bytes
 
     @property
     def engine_figures(self) -> tuple[tuple[str, int], ...]:
@@ -115,8 +126,9 @@ class MemoryBreakdown:
 
     @property
     def overhead_bytes(self) -> int:
-        """Memory outside the torch allocator (CUDA context, NCCL buffers): the contract's `overhead`."""
-        return self.non_torch_bytes
+        """Memory outside the torch allocator (CUDA context, NCCL buffers) and, where the engine counts it,
+        the allocator's rounding of the weights: the contract's `overhead`."""
+        return self.non_torch_bytes + self.allocator_slack_bytes
 
     @property
     def total_bytes(self) -> int:
@@ -225,6 +237,105 @@ def weights_per_stage(
     return tuple(result)
 
 
+def _tensor_bytes(elements: float, bits: float, precision: PrecisionSpec) -> tuple[int, ...]:
+    """One quantized weight as the loader allocates it: the packed weight, then its scales (and zeros)."""
+    if bits == BF16_BYTES * 8 or not precision.group_size:
+        return (int(_bytes(elements, bits)),)
+    weight = int(_bytes(elements, precision.weight_bits))
+    return weight, int(_bytes(elements / precision.group_size, precision.scale_bits + precision.zero_bits))
+
+
+@functools.lru_cache(maxsize=4096)
+def layer_tensor_bytes(
+    layer: LayerParams, model: ModelSpec, precision: PrecisionSpec, layout: Layout, keep: frozenset[str], pad_to: int
+) -> tuple[int, ...]:
+    """One GPU's large tensors of a layer, in the order the model's __init__ creates them (attention,
+    then the MLP: router, experts' gate/up and down, shared experts). Tensors of 1 MiB or less (norms,
+    biases, most scales) are left out: the allocator packs them into 2 MiB small-pool segments, whose
+    rounding is at most a segment or two per GPU."""
+    bits = precision.bits_per_weight
+    tp, h = layout.tp, model.hidden_size
+
+    def weight(elements: float, part: str) -> tuple[int, ...]:
+        return _tensor_bytes(elements, BF16_BYTES * 8 if _keep_bf16(part, keep) else bits, precision)
+
+    sizes: list[int] = []
+    if layer.linear_attention:
+        keys = model.linear_key_heads * model.linear_key_head_dim
+        values = model.linear_value_heads * model.linear_value_head_dim
+        for elements in (h * (2 * keys + 2 * values), h * 2 * model.linear_value_heads, values * h):
+            sizes += weight(elements / tp, "attention")
+    elif model.attention == "mla":
+        heads = model.num_attention_heads / tp
+        qk_head = model.qk_nope_head_dim + model.qk_rope_head_dim
+        kv_a = h * (model.kv_lora_rank + model.qk_rope_head_dim)
+        if model.q_lora_rank:  # q_a and kv_a fused into one replicated projection
+            sizes += weight(kv_a + h * model.q_lora_rank, "attention")
+            sizes += weight(model.q_lora_rank * heads * qk_head, "attention")
+        else:
+            sizes += weight(h * heads * qk_head, "attention")
+            sizes += weight(kv_a, "attention")
+        sizes += weight(model.kv_lora_rank * heads * (model.qk_nope_head_dim + model.v_head_dim), "attention")
+        sizes += weight(heads * model.v_head_dim * h, "attention")
+    else:
+        q = model.num_attention_heads * model.head_dim * (2 if model.attention_output_gate else 1) / tp
+        kv = (
+            math.ceil(model.num_kv_heads / tp) * model.head_dim
+            if tp > model.num_kv_heads
+            else model.num_kv_heads * model.head_dim / tp
+        )
+        sizes += weight(h * (q + 2 * kv), "attention")
+        sizes += weight(model.num_attention_heads * model.head_dim / tp * h, "attention")
+    if layer.dense_mlp:
+        intermediate = model.dense_intermediate_size / tp
+        sizes += weight(2 * intermediate * h, "dense_mlp")
+        sizes += weight(intermediate * h, "dense_mlp")
+    if layer.routed_experts:
+        sizes.append(int(_bytes(layer.router, BF16_BYTES * 8)))
+        if layout.ep > 1:
+            experts: float = math.ceil(model.n_routed_experts / layout.ep) * model.moe_intermediate_size
+        else:
+            experts = model.n_routed_experts * model.moe_intermediate_size / tp
+        experts *= _expert_padding(model, precision, pad_to)
+        sizes += weight(2 * experts * h, "experts")
+        sizes += weight(experts * h, "experts")
+    if layer.shared_experts:
+        shared = layer.shared_experts / 3 / h / tp  # gate, up and down of the shared experts
+        sizes += weight(2 * shared * h, "shared_experts")
+        sizes += weight(shared * h, "shared_experts")
+    return tuple(size for size in sizes if size > SMALL_SIZE)
+
+
+@functools.lru_cache(maxsize=4096)
+def allocator_slack_per_stage(
+    params: ParamBreakdown,
+    model: ModelSpec,
+    precision: PrecisionSpec,
+    layout: Layout,
+    keep: frozenset[str],
+    pad_to: int = 0,
+) -> tuple[int, ...]:
+    """Per pipeline stage, what PyTorch's caching allocator reserves beyond the weights' own bytes
+    (planner/allocator.py): an engine that measures its weights by the device's free memory counts it."""
+    if layout.dp > 1:  # replicas do not change one GPU's tensors: one cache entry for every dp
+        return allocator_slack_per_stage(
+            params, model, precision, Layout(layout.tp, layout.pp, layout.ep, 1), keep, pad_to
+        )
+    result = []
+    stages = stage_layers(model.num_layers, layout.pp)
+    # The vocabulary is padded to a multiple of 64 before it is split over the TP ranks (vLLM, SGLang).
+    vocab_rows = -(-model.vocab_size // 64) * 64 // layout.tp
+    for index, layers in enumerate(stages):
+        embedding = ((vocab_rows * model.hidden_size * BF16_BYTES,), 1)
+        runs: list[tuple[tuple[int, ...], int]] = [embedding] if index == 0 else []
+        for layer, repeats in itertools.groupby(params.layers[i] for i in layers):
+            runs.append((layer_tensor_bytes(layer, model, precision, layout, keep, pad_to), len(list(repeats))))
+        if index == len(stages) - 1 and params.lm_head:
+            runs.append(embedding)
+        result.append(reserved_bytes_of_runs(runs) - sum(sum(sizes) * count for sizes, count in runs))
+    return tuple(result)
+
+
 @functools.lru_cache(maxsize=1024)
 def weights_total_bytes(
     params: ParamBreakdown, model: ModelSpec, precision: PrecisionSpec, keep: frozenset[str]
@@ -283,6 +394,15 @@ def kv_per_stage(
     return tuple(result)
 
 
+def rope_cache_bytes(model: ModelSpec, engine: EngineProfile) -> int:
+    """The rotary embedding's cos/sin cache every GPU builds with the model: one row of cos and sin
+    (rotary dims in all) per position up to max_position_embeddings (for YaRN models, the original
+    length times the factor, as their config states it). Partial rotary factors are not read: the
+    whole head is assumed rotated."""
+    rotary = model.qk_rope_head_dim if model.attention == "mla" else model.head_dim
+    return model.max_position_embeddings * rotary * engine.rope_cache_value_bytes
+
+
 def memory_breakdown(
     *,
     model: ModelSpec,
@@ -302,7 +422,11 @@ def memory_breakdown(
     default_tokens, default_seqs = engine.defaults(gpu, max_model_len)
     batched = max_num_batched_tokens or default_tokens
     seqs = max_num_seqs or default_seqs
-    stage_weights = weights_per_stage(params, model, precision, layout, keep_bf16, engine.mxfp4_pad_to)
+    rope = rope_cache_bytes(model, engine)
+    stage_weights = [
+        weights + rope
+        for weights in weights_per_stage(params, model, precision, layout, keep_bf16, engine.mxfp4_pad_to)
+    ]
     stage_kv = kv_per_stage(params, model, kv_dtype, layout, max_model_len, engine, batched)
     activations = activation_bytes(model, layout.tp, engine, batched, seqs)
     # GPUs with no NVLink (PCIe cards) keep no NVLink buffers (custom all-reduce, NVLink SHARP).
@@ -310,23 +434,28 @@ def memory_breakdown(
     total = gpu.memory_bytes
     capacity = int(total * gpu_memory_utilization)
 
-    def pool_for(weights: float) -> int:
+    if engine.weights_by_free_memory:
+        stage_slack = allocator_slack_per_stage(params, model, precision, layout, keep_bf16, engine.mxfp4_pad_to)
+    else:
+        stage_slack = (0,) * len(stage_weights)
+
+    def pool_for(weights: float, slack: int) -> int:
         if engine.name == "sglang":  # activations live outside mem_fraction_static
-            return int(capacity - weights - non_torch)
+            return int(capacity - weights - slack - non_torch)
         if engine.name == "trtllm":  # a fraction of what is free after everything else
             return int((total - weights - activations - non_torch) * gpu_memory_utilization)
         return int(capacity - weights - activations - non_torch)
 
     # The heaviest stage bounds everyone: its pool is the smallest relative to its KV needs.
-    best: tuple[int, float, float, float] | None = None
-    for weights, (kv_token, kv_sequence) in zip(stage_weights, stage_kv, strict=True):
-        pool = pool_for(weights)
+    best: tuple[int, float, float, float, int] | None = None
+    for weights, slack, (kv_token, kv_sequence) in zip(stage_weights, stage_slack, stage_kv, strict=True):
+        pool = pool_for(weights, slack)
         sequences = math.floor(pool / kv_sequence) if kv_sequence > 0 and pool > 0 else 0
         if best is None or sequences < best[0] or (sequences == best[0] and weights > best[1]):
-            best = (sequences, weights, kv_token, kv_sequence)
+            best = (sequences, weights, kv_token, kv_sequence, slack)
     assert best is not None
-    sequences, weights, kv_token, kv_sequence = best
-    pool = pool_for(weights)
+    sequences, weights, kv_token, kv_sequence, slack = best
+    pool = pool_for(weights, slack)
     block = engine.block_size_tokens
     tokens = int(pool // kv_token) // block * block if pool > 0 and kv_token > 0 else 0
     full_copy = kv_bytes_per_token_layer(model, kv_dtype, 1) * (model.num_layers - len(model.linear_layers))
@@ -348,4 +477,5 @@ def memory_breakdown(
         engine=engine,
         max_num_batched_tokens=batched,
         max_num_seqs=seqs,
+        allocator_slack_bytes=slack,
     )

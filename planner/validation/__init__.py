@@ -66,12 +66,14 @@ def run_case(case: dict[str, Any]) -> CaseResult:
     result = plan(request)
     checks = compare(log, result)
     if case.get("given_pool"):
-        # Only the tokens the logged pool holds: bytes per token, layer split and blocks.
+        # The tokens the logged pool holds (bytes per token, layer split and blocks), and figures before
+        # the pool (the weights) as planned.
         pool = log.figures["available_kv_cache_memory"]
         memory = result.chosen.memory
         block = result.engine.block_size_tokens
         tokens = int(pool // memory.kv_bytes_per_token_per_gpu) // block * block
-        checks = [FigureCheck("gpu_kv_cache_tokens", tokens, log.figures["gpu_kv_cache_tokens"])]
+        checks = [check for check in checks if check.name not in ("available_kv_cache_memory", "gpu_kv_cache_tokens")]
+        checks.append(FigureCheck("gpu_kv_cache_tokens", tokens, log.figures["gpu_kv_cache_tokens"]))
     return CaseResult(case_id=case["id"], source=case["source"], checks=tuple(checks), outside=case.get("outside"))
 
 
