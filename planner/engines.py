@@ -48,8 +48,6 @@ class EngineProfile:
     non_torch_single_gpu_bytes: int  # CUDA context, cuBLAS workspaces
     non_torch_multi_gpu_bytes: int  # plus NCCL and custom all-reduce buffers when GPUs talk over NVLink
     hybrid_kv_allocator: bool  # sliding-window layers charged their window, not the whole context
-    # MXFP4 expert weights are padded by the loader: the hidden size to this multiple.
-    mxfp4_pad_to: int
     note: str
     # Where each reserve comes from, when it is weaker than the engine's own code: a figure read off a
     # single startup log (it may be that run's, not the engine's), or one no log has checked yet.
@@ -78,6 +76,28 @@ class EngineProfile:
         if self.name == "sglang":
             return 8192, 4096
         return 8192, 2048
+
+    def mxfp4_padding(self, gpu: GpuSpec) -> tuple[int, int]:
+        """(hidden size multiple, per-partition intermediate size multiple) the MXFP4 MoE loader pads each
+        expert to, as this release picks its kernel on this GPU (gpt-oss: hidden 2880, intermediate 2880).
+
+        vLLM's Marlin MoE kernel needs n % 256 and k % 128 (mxfp4.py create_weights): the hidden size to
+        256, the intermediate to 128 per TP rank (gpt-oss-120b: 2880 -> 3072 and 2944, 1.35 GiB more per GPU
+        than the hidden padding alone, the gap of the 0.10.1 log `vllm-23278-…`). vLLM 0.10-0.11 take Marlin
+        on every NVIDIA GPU in a default install (the Triton kernels are an extra package, FlashInfer an
+        extra). From 0.12 the Triton kernels ship with vLLM and FlashInfer is a dependency: Marlin below
+        Hopper; on Hopper the Triton path (intermediate to 64; its swizzled layout takes what a 3072 hidden
+        would: the 0.14.1 log `vllm-33155-…`, 64.38 GiB); on Blackwell FlashInfer's (both to 256). Other
+        engines and unknown GPUs: the hidden size to 256, as before this was read from vLLM's code."""
+        if self.name != "vllm" or gpu.cuda_sm is None:
+            return 256, 1
+        if self.generation == "v0":
+            return 1, 1  # no MXFP4 MoE kernel before V1 (gpt-oss came with 0.10.1)
+        if _version_tuple(self.version)[:2] < (0, 12) or gpu.cuda_sm < 90:
+            return 256, 128
+        if gpu.cuda_sm < 100:
+            return 256, 64
+        return 256, 256
 
     def non_torch_bytes(self, gpus: int, *, pcie: bool = False) -> int:
         if gpus <= 1:
@@ -149,7 +169,6 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
                 non_torch_single_gpu_bytes=int(0.35 * GIB),  # RTX 3090 log, vLLM 0.6.4
                 non_torch_multi_gpu_bytes=int(2.0 * GIB),
                 hybrid_kv_allocator=False,
-                mxfp4_pad_to=0,
                 note="vLLM V0: pool = total_gpu_memory x gpu_memory_utilization - weights - peak activations "
                 "(a max_num_batched_tokens prefill) - non-torch memory; CUDA graphs come out of the headroom",
                 provenance=(
@@ -166,7 +185,6 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
             non_torch_single_gpu_bytes=int(0.15 * GIB),
             non_torch_multi_gpu_bytes=int(2.04 * GIB),  # H200 TP4 debug log, vLLM 0.10
             hybrid_kv_allocator=True,
-            mxfp4_pad_to=256,
             note="vLLM V1: Available KV cache memory = total_gpu_memory x gpu_memory_utilization - weights - "
             "torch peak increase (max of a max_num_batched_tokens forward and the dummy sampler over "
             "max_num_seqs rows) - non-torch memory; CUDA graphs are captured after the pool, from the headroom",
@@ -194,7 +212,6 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
             weights_by_free_memory=True,
             rope_cache_value_bytes=4,
             hybrid_kv_allocator=False,
-            mxfp4_pad_to=256,
             note="SGLang: KV pool = total x mem_fraction_static - weights - memory in use before the pool "
             "(context, NCCL); activations and CUDA graphs live in the remaining 1 - mem_fraction_static",
             provenance=(
@@ -213,7 +230,6 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
         non_torch_single_gpu_bytes=int(1.0 * GIB),
         non_torch_multi_gpu_bytes=int(2.0 * GIB),
         hybrid_kv_allocator=False,
-        mxfp4_pad_to=256,
         note="TensorRT-LLM: KV pool = kv_cache_free_gpu_memory_fraction x (memory free after weights, "
         "activations and runtime buffers); not validated against logs here",
         provenance=("runtime buffers 1.0 GiB on one GPU, 2.0 GiB on several: assumed, not checked against a log",),

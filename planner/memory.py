@@ -143,11 +143,16 @@ def _keep_bf16(part: str, keep: frozenset[str]) -> bool:
     return part in keep
 
 
-def _expert_padding(model: ModelSpec, precision: PrecisionSpec, pad_to: int) -> float:
-    """The MXFP4 loader pads the experts' hidden size to a multiple its kernels take (gpt-oss: 2880 -> 3072)."""
-    if precision.key != "mxfp4" or not pad_to:
+def _expert_padding(model: ModelSpec, precision: PrecisionSpec, padding: tuple[int, int], layout: Layout) -> float:
+    """The MXFP4 loader pads each expert for its kernel (EngineProfile.mxfp4_padding): the hidden size, and
+    the intermediate size of each TP rank's slice (a whole expert per rank with EP)."""
+    hidden_to, intermediate_to = padding
+    if precision.key != "mxfp4" or not hidden_to:
         return 1.0
-    return -(-model.hidden_size // pad_to) * pad_to / model.hidden_size
+    hidden = -(-model.hidden_size // hidden_to) * hidden_to / model.hidden_size
+    part = model.moe_intermediate_size if layout.ep > 1 else model.moe_intermediate_size / layout.tp
+    intermediate = -(-math.ceil(part) // intermediate_to) * intermediate_to / part if part else 1.0
+    return hidden * intermediate
 
 
 @functools.lru_cache(maxsize=65536)
@@ -157,7 +162,7 @@ def layer_weight_bytes(
     precision: PrecisionSpec,
     layout: Layout,
     keep: frozenset[str],
-    pad_to: int = 0,
+    padding: tuple[int, int] = (0, 0),
 ) -> float:
     """Bytes of one layer on one GPU: attention and dense MLP / TP, experts / EP (or / TP without EP)."""
     bits = precision.bits_per_weight
@@ -183,7 +188,7 @@ def layer_weight_bytes(
             routed: float = experts_here * layer.routed_expert_each
         else:
             routed = layer.routed_experts / layout.tp
-        total += _bytes(routed * _expert_padding(model, precision, pad_to), quantized("experts"))
+        total += _bytes(routed * _expert_padding(model, precision, padding, layout), quantized("experts"))
     total += _bytes(layer.norms + layer.router, BF16_BYTES * 8)  # never quantized
     return total
 
@@ -220,13 +225,13 @@ def weights_per_stage(
     precision: PrecisionSpec,
     layout: Layout,
     keep: frozenset[str],
-    pad_to: int = 0,
+    padding: tuple[int, int] = (0, 0),
 ) -> tuple[float, ...]:
     stages = stage_groups(params, model, layout.pp)
     result = []
     for index, groups in enumerate(stages):
         stage_bytes = sum(
-            count * layer_weight_bytes(layer, model, precision, layout, keep, pad_to)
+            count * layer_weight_bytes(layer, model, precision, layout, keep, padding)
             for layer, _window, count in groups
         )
         if index == 0:  # embeddings (vocab-parallel over TP) and the vision tower live on the first stage
@@ -247,7 +252,12 @@ def _tensor_bytes(elements: float, bits: float, precision: PrecisionSpec) -> tup
 
 @functools.lru_cache(maxsize=4096)
 def layer_tensor_bytes(
-    layer: LayerParams, model: ModelSpec, precision: PrecisionSpec, layout: Layout, keep: frozenset[str], pad_to: int
+    layer: LayerParams,
+    model: ModelSpec,
+    precision: PrecisionSpec,
+    layout: Layout,
+    keep: frozenset[str],
+    padding: tuple[int, int],
 ) -> tuple[int, ...]:
     """One GPU's large tensors of a layer, in the order the model's __init__ creates them (attention,
     then the MLP: router, experts' gate/up and down, shared experts). Tensors of 1 MiB or less (norms,
@@ -296,7 +306,7 @@ def layer_tensor_bytes(
             experts: float = math.ceil(model.n_routed_experts / layout.ep) * model.moe_intermediate_size
         else:
             experts = model.n_routed_experts * model.moe_intermediate_size / tp
-        experts *= _expert_padding(model, precision, pad_to)
+        experts *= _expert_padding(model, precision, padding, layout)
         sizes += weight(2 * experts * h, "experts")
         sizes += weight(experts * h, "experts")
     if layer.shared_experts:
@@ -313,13 +323,13 @@ def allocator_slack_per_stage(
     precision: PrecisionSpec,
     layout: Layout,
     keep: frozenset[str],
-    pad_to: int = 0,
+    padding: tuple[int, int] = (0, 0),
 ) -> tuple[int, ...]:
     """Per pipeline stage, what PyTorch's caching allocator reserves beyond the weights' own bytes
     (planner/allocator.py): an engine that measures its weights by the device's free memory counts it."""
     if layout.dp > 1:  # replicas do not change one GPU's tensors: one cache entry for every dp
         return allocator_slack_per_stage(
-            params, model, precision, Layout(layout.tp, layout.pp, layout.ep, 1), keep, pad_to
+            params, model, precision, Layout(layout.tp, layout.pp, layout.ep, 1), keep, padding
         )
     result = []
     stages = stage_layers(model.num_layers, layout.pp)
@@ -329,7 +339,7 @@ def allocator_slack_per_stage(
         embedding = ((vocab_rows * model.hidden_size * BF16_BYTES,), 1)
         runs: list[tuple[tuple[int, ...], int]] = [embedding] if index == 0 else []
         for layer, repeats in itertools.groupby(params.layers[i] for i in layers):
-            runs.append((layer_tensor_bytes(layer, model, precision, layout, keep, pad_to), len(list(repeats))))
+            runs.append((layer_tensor_bytes(layer, model, precision, layout, keep, padding), len(list(repeats))))
         if index == len(stages) - 1 and params.lm_head:
             runs.append(embedding)
         result.append(reserved_bytes_of_runs(runs) - sum(sum(sizes) * count for sizes, count in runs))
@@ -423,9 +433,9 @@ def memory_breakdown(
     batched = max_num_batched_tokens or default_tokens
     seqs = max_num_seqs or default_seqs
     rope = rope_cache_bytes(model, engine)
+    padding = engine.mxfp4_padding(gpu)
     stage_weights = [
-        weights + rope
-        for weights in weights_per_stage(params, model, precision, layout, keep_bf16, engine.mxfp4_pad_to)
+        weights + rope for weights in weights_per_stage(params, model, precision, layout, keep_bf16, padding)
     ]
     stage_kv = kv_per_stage(params, model, kv_dtype, layout, max_model_len, engine, batched)
     activations = activation_bytes(model, layout.tp, engine, batched, seqs)
@@ -435,7 +445,7 @@ def memory_breakdown(
     capacity = int(total * gpu_memory_utilization)
 
     if engine.weights_by_free_memory:
-        stage_slack = allocator_slack_per_stage(params, model, precision, layout, keep_bf16, engine.mxfp4_pad_to)
+        stage_slack = allocator_slack_per_stage(params, model, precision, layout, keep_bf16, padding)
     else:
         stage_slack = (0,) * len(stage_weights)
 

@@ -165,6 +165,9 @@ class GpuSpec:
     nvlink_gb_per_s: float
     nvlink_domain: int
     nvidia_smi_memory_mib: int | None = None
+    # CUDA compute capability x 10 (80 Ampere, 89 Ada, 90 Hopper, 100 Blackwell); None: not NVIDIA, or not
+    # given. Engines pick kernels (and the weight layouts those kernels need) by it.
+    cuda_sm: int | None = None
 
     @property
     def memory_bytes(self) -> int:
@@ -246,7 +249,14 @@ def gpus() -> dict[str, GpuSpec]:
 
 # A GPU spec's fields: these four are required, the rest optional (defaults in _gpu).
 GPU_REQUIRED_FIELDS = ("name", "memory_mib", "hbm_bandwidth_gb_per_s", "bf16_tflops")
-GPU_OPTIONAL_FIELDS = ("fp8_tflops", "int8_tops", "nvlink_gb_per_s", "nvlink_domain", "nvidia_smi_memory_mib")
+GPU_OPTIONAL_FIELDS = (
+    "fp8_tflops",
+    "int8_tops",
+    "nvlink_gb_per_s",
+    "nvlink_domain",
+    "nvidia_smi_memory_mib",
+    "cuda_sm",
+)
 # Upper bounds, generous against any accelerator announced (the largest carry ~288 GiB and ~8 TB/s):
 # a spec beyond them is a typo (GiB given as MiB * 1024) or an attack, not a GPU.
 GPU_BOUNDS: dict[str, float] = {
@@ -258,6 +268,7 @@ GPU_BOUNDS: dict[str, float] = {
     "int8_tops": 1_000_000,
     "nvlink_gb_per_s": 1_000_000,
     "nvlink_domain": 1024,
+    "cuda_sm": 1000,
 }
 
 
@@ -282,7 +293,7 @@ def _gpu(key: str, data: Any) -> GpuSpec:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= bound:
             raise ValueError(f"gpu {key!r}: {name} must be a positive number up to {bound:,.0f}")
-    for name in ("memory_mib", "nvlink_domain", "nvidia_smi_memory_mib"):
+    for name in ("memory_mib", "nvlink_domain", "nvidia_smi_memory_mib", "cuda_sm"):
         if getattr(spec, name) is not None and not isinstance(getattr(spec, name), int):
             raise ValueError(f"gpu {key!r}: {name} must be a whole number")
     return spec

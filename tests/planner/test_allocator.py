@@ -84,10 +84,10 @@ def test_the_rounding_never_exceeds_one_segment_per_tensor(tp: int) -> None:
     params = result.params
     layout = setup.layout
     tensors = sum(
-        len(layer_tensor_bytes(layer, result.model, result.precision, layout, result.keep_bf16, 256))
+        len(layer_tensor_bytes(layer, result.model, result.precision, layout, result.keep_bf16, (256, 1)))
         for layer in params.layers
     )
-    (slack,) = allocator_slack_per_stage(params, result.model, result.precision, layout, result.keep_bf16, 256)
+    (slack,) = allocator_slack_per_stage(params, result.model, result.precision, layout, result.keep_bf16, (256, 1))
     assert memory.allocator_slack_bytes == slack
     assert 0 < slack < (tensors + 2) * 20 * MIB
 
@@ -108,7 +108,7 @@ def test_whole_periods_of_layers_added_at_once_match_the_layer_by_layer_simulati
                 continue
             layout = Layout(tp, 1, tp if ep and tp > 1 else 1, 1)
             runs = [
-                (layer_tensor_bytes(layer, spec, precision(scheme), layout, frozenset(), 256), len(list(repeats)))
+                (layer_tensor_bytes(layer, spec, precision(scheme), layout, frozenset(), (256, 128)), len(list(repeats)))
                 for layer, repeats in itertools.groupby(params.layers)
             ]
             assert reserved_bytes_of_runs(runs) == reserved_bytes_of_runs(runs, shortcut=False), (key, scheme, tp, ep)
