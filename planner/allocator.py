@@ -49,7 +49,9 @@ def reserved_bytes(sizes: Iterable[int]) -> int:
     return reserved_bytes_of_runs([(tuple(sizes), 1)])
 
 
-PERIODS = 6  # longest repeating pattern of layers looked for (DeepSeek-V3's MoE layers repeat every 2, Kimi K2's on one GPU every 5)
+# Longest repeating pattern of layers looked for (DeepSeek-V3's MoE layers repeat every 2, Kimi K2's
+# on one GPU every 5).
+PERIODS = 6
 
 
 def reserved_bytes_of_runs(runs: Sequence[tuple[tuple[int, ...], int]], *, shortcut: bool = True) -> int:
@@ -125,13 +127,13 @@ def reserved_bytes_of_runs(runs: Sequence[tuple[tuple[int, ...], int]], *, short
             history.append(snapshot())
             if not shortcut:
                 continue
-            for period in range(1, min(PERIODS, done) + 1):
+            for period in range(1, min(PERIODS, len(takes)) + 1):
                 periods = (count - done) // period
                 if not periods:
                     break
                 then, now = history[-1 - period], history[-1]
                 # Cheap first: a pattern that settled reserved as much in its previous period.
-                if done < 2 * period or now[0] - then[0] != then[0] - history[-1 - 2 * period][0]:
+                if len(takes) < 2 * period or now[0] - then[0] != then[0] - history[-1 - 2 * period][0]:
                     continue
                 added = added_blocks(then, now, takes[-period:])
                 if added is None:
@@ -141,6 +143,7 @@ def reserved_bytes_of_runs(runs: Sequence[tuple[tuple[int, ...], int]], *, short
                     more = [size for size, n in extra.items() for _ in range(n * periods)]
                     free[small] = sorted(free[small] + more)
                 done += period * periods
-                history.append(snapshot())
+                # Fewer than `period` layers are left: simulate them, looking for no period across the jump.
+                history, takes = [snapshot()], []
                 break
     return reserved

@@ -131,13 +131,8 @@ def compare(log: EngineLog, result: PlanResult) -> list[FigureCheck]:
     """Each figure the log printed next to the plan's figure of the same name."""
     memory = result.chosen.memory
 
-    def planned(name: str) -> float:
-        if name == "model_loading" and result.engine.weights_by_free_memory:
-            name = "weights_memory"  # SGLang's "mem usage" of its weights: free memory before and after
-        return float(getattr(memory, LOG_FIGURES[name]))
-
     return [
-        FigureCheck(name=name, planned=planned(name), logged=float(logged))
+        FigureCheck(name=name, planned=float(getattr(memory, LOG_FIGURES[name])), logged=float(logged))
         for name, logged in log.figures.items()
         if name in LOG_FIGURES  # parse_log gives vLLM's names for every engine's log
     ]

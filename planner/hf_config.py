@@ -343,6 +343,30 @@ def _moe_fields(text: dict[str, Any], arch: str) -> dict[str, Any]:
     }
 
 
+def _rope_fields(text: dict[str, Any]) -> dict[str, Any]:
+    """The rope's share of each head (partial_rotary_factor) and the positions its cos/sin cache covers
+    when a YaRN or linear rope_scaling sets them (the original length times the factor, as vLLM's and
+    SGLang's scaled rotary embeddings build it)."""
+    fields: dict[str, Any] = {}
+    fraction = text.get("partial_rotary_factor")
+    if fraction is not None:
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
+            raise ValueError("config.partial_rotary_factor must be a number in (0, 1]")
+        fields["rotary_fraction"] = float(fraction)
+    scaling = text.get("rope_scaling")
+    if isinstance(scaling, dict) and (scaling.get("rope_type") or scaling.get("type")) in ("yarn", "linear"):
+        factor = scaling.get("factor")
+        original = scaling.get("original_max_position_embeddings") or text.get("max_position_embeddings")
+        if (
+            isinstance(factor, int | float)
+            and not isinstance(factor, bool)
+            and isinstance(original, int)
+            and 1 <= factor <= 1024
+        ):
+            fields["rope_positions"] = min(int(original * factor), CONFIG_BOUNDS["max_position_embeddings"])
+    return fields
+
+
 def _mla_fields(text: dict[str, Any]) -> dict[str, Any]:
     if text.get("kv_lora_rank") is None:
         return {}
@@ -403,6 +427,7 @@ def parse_config(config: Any, key: str = "custom") -> ModelSpec:
         "max_position_embeddings": _int(
             text, "max_position_embeddings", "max_sequence_length", "n_positions", default=0
         ),
+        **_rope_fields(text),
         "qk_norm": bool(text.get("use_qk_norm")) or arch.startswith(_QK_NORM_FAMILIES),
         "attention_bias": bool(text.get("attention_bias") or text.get("qkv_bias"))
         or arch.startswith(_BIASED_QKV_FAMILIES),

@@ -81,8 +81,7 @@ LOG_FIGURES = {
     for attribute, names in {
         "total_gpu_memory_bytes": ("total_gpu_memory",),
         "capacity_bytes": ("requested_memory", "mem_fraction_static_bytes"),
-        "weights_per_gpu_bytes": ("model_loading", "model_weights_memory"),
-        "weights_memory_bytes": ("weights_memory",),
+        "loaded_bytes": ("model_loading", "weights_memory", "model_weights_memory"),
         "activations_bytes": ("torch_peak_increase", "activation_memory"),
         "non_torch_bytes": ("non_torch_memory", "memory_before_kv_pool", "runtime_buffers"),
         "kv_pool_bytes": ("available_kv_cache_memory", "kv_cache_memory"),
@@ -112,11 +111,13 @@ class MemoryBreakdown:
     # What the caching allocator reserves beyond the weights' bytes, where the engine counts it (it sizes
     # the pool from the device's free memory: SGLang); 0 where it counts the tensors (vLLM).
     allocator_slack_bytes: int = 0
+    rope_cache_bytes: int = 0  # the rotary embedding's cos/sin cache, built on every GPU with the model
 
     @property
-    def weights_memory_bytes(self) -> int:
-        """The weights as the engine's own log counts them (SGLang: free memory before and after loading)."""
-        return self.weights_per_gpu_bytes + self.allocator_slack_bytes
+    def loaded_bytes(self) -> int:
+        """What loading the model takes as the engine's log counts it ("Model loading took", SGLang's
+        weights "mem usage"): the weights, the rope cache and, where the engine counts it, the rounding."""
+        return self.weights_per_gpu_bytes + self.rope_cache_bytes + self.allocator_slack_bytes
 
     @property
     def engine_figures(self) -> tuple[tuple[str, int], ...]:
@@ -126,9 +127,10 @@ class MemoryBreakdown:
 
     @property
     def overhead_bytes(self) -> int:
-        """Memory outside the torch allocator (CUDA context, NCCL buffers) and, where the engine counts it,
-        the allocator's rounding of the weights: the contract's `overhead`."""
-        return self.non_torch_bytes + self.allocator_slack_bytes
+        """Memory besides the weights, KV cache and activations: outside the torch allocator (CUDA context,
+        NCCL buffers), the rope cache and, where the engine counts it, the allocator's rounding of the
+        weights. The contract's `overhead`."""
+        return self.non_torch_bytes + self.rope_cache_bytes + self.allocator_slack_bytes
 
     @property
     def total_bytes(self) -> int:
@@ -405,12 +407,13 @@ def kv_per_stage(
 
 
 def rope_cache_bytes(model: ModelSpec, engine: EngineProfile) -> int:
-    """The rotary embedding's cos/sin cache every GPU builds with the model: one row of cos and sin
-    (rotary dims in all) per position up to max_position_embeddings (for YaRN models, the original
-    length times the factor, as their config states it). Partial rotary factors are not read: the
-    whole head is assumed rotated."""
-    rotary = model.qk_rope_head_dim if model.attention == "mla" else model.head_dim
-    return model.max_position_embeddings * rotary * engine.rope_cache_value_bytes
+    """The rotary embedding's cos/sin cache every GPU builds with the model: a cos and a sin value per
+    rotary pair for each position the rope covers (max_position_embeddings, or a YaRN / linear scaling's
+    original length times its factor), at the engine's bytes per value. One cache per model: layers
+    share it (Gemma 3's second, local rope is not counted)."""
+    rotary = model.qk_rope_head_dim if model.attention == "mla" else int(model.head_dim * model.rotary_fraction)
+    positions = model.rope_positions or model.max_position_embeddings
+    return positions * rotary * engine.rope_cache_value_bytes
 
 
 def memory_breakdown(
@@ -434,9 +437,7 @@ def memory_breakdown(
     seqs = max_num_seqs or default_seqs
     rope = rope_cache_bytes(model, engine)
     padding = engine.mxfp4_padding(gpu)
-    stage_weights = [
-        weights + rope for weights in weights_per_stage(params, model, precision, layout, keep_bf16, padding)
-    ]
+    stage_weights = weights_per_stage(params, model, precision, layout, keep_bf16, padding)
     stage_kv = kv_per_stage(params, model, kv_dtype, layout, max_model_len, engine, batched)
     activations = activation_bytes(model, layout.tp, engine, batched, seqs)
     # GPUs with no NVLink (PCIe cards) keep no NVLink buffers (custom all-reduce, NVLink SHARP).
@@ -450,11 +451,12 @@ def memory_breakdown(
         stage_slack = (0,) * len(stage_weights)
 
     def pool_for(weights: float, slack: int) -> int:
+        loaded = weights + rope + slack  # the weights as the engine counts them
         if engine.name == "sglang":  # activations live outside mem_fraction_static
-            return int(capacity - weights - slack - non_torch)
+            return int(capacity - loaded - non_torch)
         if engine.name == "trtllm":  # a fraction of what is free after everything else
-            return int((total - weights - activations - non_torch) * gpu_memory_utilization)
-        return int(capacity - weights - activations - non_torch)
+            return int((total - loaded - activations - non_torch) * gpu_memory_utilization)
+        return int(capacity - loaded - activations - non_torch)
 
     # The heaviest stage bounds everyone: its pool is the smallest relative to its KV needs.
     best: tuple[int, float, float, float, int] | None = None
@@ -488,4 +490,5 @@ def memory_breakdown(
         max_num_batched_tokens=batched,
         max_num_seqs=seqs,
         allocator_slack_bytes=slack,
+        rope_cache_bytes=rope,
     )

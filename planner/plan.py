@@ -282,6 +282,29 @@ class PlanResult(PlanSetup):
         }
 
 
+def _loaded_note(memory: MemoryBreakdown, spec: ModelSpec) -> str:
+    """What loading the model takes on one GPU as the engine counts it, and why it is more than the weights."""
+    gib = 1 << 30
+    engine = memory.engine
+    parts = [f"weights {memory.weights_per_gpu_bytes / gib:.2f} GiB"]
+    if memory.rope_cache_bytes:
+        positions = spec.rope_positions or spec.max_position_embeddings
+        parts.append(
+            f"the rope's cos/sin cache {memory.rope_cache_bytes / gib:.2f} GiB ({positions} positions, "
+            f"{'FP32' if engine.rope_cache_value_bytes == 4 else 'BF16'})"
+        )
+    if memory.allocator_slack_bytes:
+        parts.append(
+            f"PyTorch's caching-allocator rounding of the weight tensors {memory.allocator_slack_bytes / gib:.2f} GiB "
+            f"({engine.name} sizes its pool from the free memory after loading, so it counts)"
+        )
+    return (
+        f"Loading takes {memory.loaded_bytes / gib:.2f} GiB per GPU as {engine.name} counts it: "
+        + " + ".join(parts)
+        + ("; all but the weights are in memory_per_gpu.overhead." if len(parts) > 1 else ".")
+    )
+
+
 def _serving_path(request: PlanRequest, spec: ModelSpec) -> str:
     """What the launch commands serve: the given path, the config's own name, the catalog's repository."""
     if request.model_path:
@@ -377,6 +400,7 @@ def plan(request: PlanRequest) -> PlanResult:
     else:
         chosen = max(candidates, key=lambda c: (c.memory.kv_pool_bytes, -c.layout.gpus))
         notes.append(_no_fit_note(request, candidates, chosen))
+    notes.append(_loaded_note(chosen.memory, spec))
     rejected = sorted((c for c in candidates if not c.fits), key=lambda c: c.layout.gpus)[:5]
     for candidate in rejected:
         shape = candidate.layout

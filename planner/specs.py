@@ -75,6 +75,10 @@ class ModelSpec:
     norms_per_layer: int = 2  # Gemma 2/3 add pre/post feed-forward norms: 4
     tie_word_embeddings: bool = False
     max_position_embeddings: int = 0
+    rotary_fraction: float = 1.0  # partial_rotary_factor: the share of each head the rope rotates
+    rope_positions: int = (
+        0  # positions the rope's cos/sin cache covers when scaling sets them (0: max_position_embeddings)
+    )
     vision: VisionSpec | None = None
     checkpoint_precision: str | None = None
     checkpoint_group_size: int | None = None

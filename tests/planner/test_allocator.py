@@ -70,7 +70,9 @@ def test_vllm_counts_the_tensors_so_its_pool_keeps_the_rounding_out() -> None:
         request = PlanRequest(model=config, precision="bf16", gpu="l4", tp=4, max_model_len=8192, engine=engine)
         memory = plan(request).chosen.memory
         assert (memory.allocator_slack_bytes > 0.2 * GIB) is counted, engine
-        assert memory.weights_memory_bytes == memory.weights_per_gpu_bytes + memory.allocator_slack_bytes
+        assert (
+            memory.loaded_bytes == memory.weights_per_gpu_bytes + memory.rope_cache_bytes + memory.allocator_slack_bytes
+        )
 
 
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])
@@ -108,7 +110,10 @@ def test_whole_periods_of_layers_added_at_once_match_the_layer_by_layer_simulati
                 continue
             layout = Layout(tp, 1, tp if ep and tp > 1 else 1, 1)
             runs = [
-                (layer_tensor_bytes(layer, spec, precision(scheme), layout, frozenset(), (256, 128)), len(list(repeats)))
+                (
+                    layer_tensor_bytes(layer, spec, precision(scheme), layout, frozenset(), (256, 128)),
+                    len(list(repeats)),
+                )
                 for layer, repeats in itertools.groupby(params.layers)
             ]
             assert reserved_bytes_of_runs(runs) == reserved_bytes_of_runs(runs, shortcut=False), (key, scheme, tp, ep)
@@ -159,3 +164,44 @@ def test_the_rope_cache_is_fp32_on_sglang_and_the_model_dtype_on_vllm() -> None:
         loading = next(check for check in _case(case_id).checks if check.name == "model_loading")
         assert loading.error is not None
         assert abs(loading.error) <= 0.001, case_id
+
+
+def test_the_rope_cache_covers_the_rotated_share_of_each_head_and_the_scaled_positions() -> None:
+    """GLM-4.5 rotates half of each 128-dim head (partial_rotary_factor 0.5); Qwen3-Next a quarter of 256. A
+    YaRN rope_scaling builds the cache for the original length times its factor (Qwen3's recipe: 32768 x 4)."""
+    import json
+    from pathlib import Path
+
+    from planner.engines import engine_profile
+    from planner.hf_config import parse_config
+    from planner.memory import rope_cache_bytes
+    from planner.specs import model
+
+    vllm, sglang = engine_profile("vllm", "0.11"), engine_profile("sglang", "0.5")
+    assert rope_cache_bytes(model("glm-4.5"), vllm) == 131072 * 64 * 2
+    configs = Path(__file__).parent / "configs"
+    nxt = parse_config(json.loads((configs / "qwen3-next-80b-a3b.json").read_text(encoding="utf-8")))
+    assert nxt.rotary_fraction == 0.25
+    assert rope_cache_bytes(nxt, sglang) == nxt.max_position_embeddings * 64 * 4
+    qwen3 = json.loads((configs / "qwen3-8b.json").read_text(encoding="utf-8"))
+    assert parse_config(qwen3).rope_positions == 0  # no scaling: max_position_embeddings
+    qwen3["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    assert rope_cache_bytes(parse_config(qwen3), vllm) == 131072 * 128 * 2
+    qwen3["partial_rotary_factor"] = 1.5
+    with pytest.raises(ValueError, match="partial_rotary_factor"):
+        parse_config(qwen3)
+
+
+def test_a_plan_says_what_loading_takes_as_its_engine_counts_it() -> None:
+    from planner.plan import PlanRequest, plan
+
+    def note(engine: str) -> str:
+        result = plan(PlanRequest(model="qwen3-14b", precision="bf16", gpu="rtx-4090", tp=4, engine=engine))
+        return next(line for line in result.notes if line.startswith("Loading takes"))
+
+    sglang, vllm = note("sglang"), note("vllm")
+    assert "7.07 GiB per GPU as sglang counts it" in sglang  # the 4 x RTX 4090 log's 7.08 GiB
+    assert "caching-allocator rounding" in sglang
+    assert "FP32" in sglang
+    assert "caching-allocator rounding" not in vllm
+    assert "BF16" in vllm
