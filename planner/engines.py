@@ -168,12 +168,19 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
                 sampler_fp32_copies=2.0,
                 non_torch_single_gpu_bytes=int(0.35 * GIB),  # RTX 3090 log, vLLM 0.6.4
                 non_torch_multi_gpu_bytes=int(2.0 * GIB),
+                # Over PCIe: no custom all-reduce (vLLM turns it off beyond two PCIe-only GPUs) nor NVLink
+                # buffers, only the CUDA context and NCCL's PCIe buffers. The median of five V0 logs of four
+                # publishers: 0.30 GiB (2 x L40S TP2, 0.7.1, vllm issue 15815), 0.29 (2 x 48 GB TP2, issue
+                # 12663), 0.20 and 0.20 (16 x RTX 3090, TP16 and TP8 x PP2, pull 14447 and issue 15340), 0.36
+                # (8 x L40S TP8, 0.6.6, github.com/gnosia93/vlm-distillation).
+                non_torch_multi_gpu_pcie_bytes=int(0.29 * GIB),
                 hybrid_kv_allocator=False,
                 note="vLLM V0: pool = total_gpu_memory x gpu_memory_utilization - weights - peak activations "
                 "(a max_num_batched_tokens prefill) - non-torch memory; CUDA graphs come out of the headroom",
                 provenance=(
                     "non-torch memory on one GPU 0.35 GiB: fitted to a single log (RTX 3090, vLLM 0.6.4)",
                     "non-torch memory on several GPUs 2.0 GiB: assumed, not checked against a log",
+                    "non-torch memory on several GPUs over PCIe 0.29 GiB: the median of five logs (0.20-0.36 GiB)",
                 ),
             )
         return EngineProfile(
