@@ -138,15 +138,15 @@ def test_sglang_weights_of_sources_never_fitted_are_within_one_percent(case_id: 
     """Six SGLang logs (0.4.4 to 0.5.10; one GPU to 4 x RTX 4090; Llama, Qwen2 and Qwen3): the weights as
     SGLang counts them (free memory before and after loading) are the parameters, the caching allocator's
     rounding of each tensor (Qwen2.5-0.5B's 896-wide projections: 0.06 GiB on 0.92) and the FP32 rope
-    cache, within 1% of every log (0.7% at most when written). The pools are given: each log's KV tokens
-    are its pool over the planned bytes per token."""
+    cache, within 1% of every log (0.7% at most when written). The pools are given but for the 4 x RTX
+    4090 log's, planned with SGLang's PCIe reserve of another publisher's log (+0.2%)."""
     checks = {check.name: check for check in _case(case_id).checks}
     error = checks["model_loading"].error
     assert error is not None
     assert abs(error) <= 0.01, f"{case_id}: {error:+.1%} (parameters only: {HELD_OUT_WEIGHTS[case_id]:+.1%})"
     tokens = checks["gpu_kv_cache_tokens"].error
     assert tokens is not None
-    assert abs(tokens) <= 0.002
+    assert abs(tokens) <= 0.005
 
 
 def test_the_rope_cache_is_fp32_on_sglang_and_the_model_dtype_on_vllm() -> None:

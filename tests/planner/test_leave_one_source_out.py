@@ -150,9 +150,9 @@ def test_kv_tokens_held_out_of_the_logs_their_reserves_came_from() -> None:
     10% max, on every case, and on the logs the model claims (as the in-sample bounds: the one case listed
     outside with its cause, LMCache's buffers, is scored and printed). Before SGLang's weights counted the
     caching allocator's rounding (tests/planner/test_allocator.py), the 4 x L4 log was +10.2% held out and
-    the 7 cases then in the corpus 6.3% median / 10.2% max (1.7% / 7.2% now). Of the 14 cases, 8 give
-    their pool (the KV tokens check the bytes per token); on the 6 whose pool is planned the held-out
-    median is 5.6%: the RTX 3090 pools planned with vLLM V1's assumed one-GPU reserve (0.15 GiB) for
+    the 7 cases then in the corpus 6.3% median / 10.2% max (1.7% / 7.2% now). Of the 14 cases, 7 give
+    their pool (the KV tokens check the bytes per token); on the 7 whose pool is planned the held-out
+    median is 5.5%: the RTX 3090 pools planned with vLLM V1's assumed one-GPU reserve (0.15 GiB) for
     V0's 0.35 GiB, and the 2 x L40S pool (listed outside: V0's activation peak)."""
     import statistics
 
@@ -171,8 +171,8 @@ def test_kv_tokens_held_out_of_the_logs_their_reserves_came_from() -> None:
     assert len(errors) == 14
     predicted = {case["id"] for case in load_corpus() if not case.get("given_pool")}
     pools = [error for case, error in errors.items() if case in predicted]  # the pool planned, not given
-    assert len(pools) == 6
-    assert max(pools) <= 0.10  # the median of these six is 5.6%: the RTX 3090's stand-in reserve
+    assert len(pools) == 7
+    assert max(pools) <= 0.10  # the median of these seven is 5.5%: the RTX 3090's stand-in reserve
     assert statistics.median(errors.values()) <= 0.05
     assert max(errors.values()) <= 0.10
     claimed = [error for case, error in errors.items() if case not in listed]
