@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import re
+import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,16 @@ KNOWN_RELEASES: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
 }
 FP32_BYTES = 4
 BF16_BYTES = 2
+
+
+# vLLM V0's non-torch memory per GPU with several PCIe-only GPUs, as each log printed it (GiB), by source.
+V0_PCIE_NON_TORCH_GIB = {
+    "vllm-project/vllm/issues/15815": 0.30,  # 2 x L40S, TP 2, 0.7.1
+    "vllm-project/vllm/issues/12663": 0.29,  # 2 x 48 GB cards, TP 2, 0.7
+    "vllm-project/vllm/pull/14447": 0.20,  # 16 x RTX 3090, TP 16, V0 of 0.8.3
+    "vllm-project/vllm/issues/15340": 0.20,  # 16 x RTX 3090, TP 8 x PP 2, 0.8.1
+    "gnosia93/vlm-distillation": 0.36,  # 8 x L40S, TP 8, 0.6.6
+}
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # identity hash: profiles key the memory caches (one per version)
@@ -81,23 +92,25 @@ class EngineProfile:
         """(hidden size multiple, per-partition intermediate size multiple) the MXFP4 MoE loader pads each
         expert to, as this release picks its kernel on this GPU (gpt-oss: hidden 2880, intermediate 2880).
 
-        vLLM's Marlin MoE kernel needs n % 256 and k % 128 (mxfp4.py create_weights): the hidden size to
-        256, the intermediate to 128 per TP rank (gpt-oss-120b: 2880 -> 3072 and 2944, 1.35 GiB more per GPU
-        than the hidden padding alone, the gap of the 0.10.1 log `vllm-23278-…`). vLLM 0.10-0.11 take Marlin
-        on every NVIDIA GPU in a default install (the Triton kernels are an extra package, FlashInfer an
-        extra). From 0.12 the Triton kernels ship with vLLM and FlashInfer is a dependency: Marlin below
-        Hopper; on Hopper the Triton path (intermediate to 64; its swizzled layout takes what a 3072 hidden
-        would: the 0.14.1 log `vllm-33155-…`, 64.38 GiB); on Blackwell FlashInfer's (both to 256). Other
-        engines and unknown GPUs: the hidden size to 256, as before this was read from vLLM's code."""
+        Read from vLLM's mxfp4.py of the 0.10.1, 0.10.2, 0.11.0, 0.12.0 and 0.14.1 wheels (later releases
+        of the profile, to 0.17, are taken to pick alike). The Marlin MoE kernel needs n % 256 and k % 128:
+        the hidden size to 256, the intermediate to 128 per TP rank (gpt-oss-120b: 2880 -> 3072 and 2944,
+        1.35 GiB more per GPU than the hidden padding alone: the gap of the 0.10.1 log `vllm-23278-…`).
+        vLLM 0.10-0.11 take Marlin on every NVIDIA GPU in a default install (the Triton kernels and
+        FlashInfer were extras). From 0.12 (Triton kernels shipped, FlashInfer a dependency): FlashInfer
+        on the SM100 family (both to 256); Triton on Hopper, whose create_weights pads the intermediate
+        to 64 and keeps the hidden size, but whose swizzled Hopper layout takes what a 3072 hidden would by
+        the 0.14.1 log `vllm-33155-…` (64.38 GiB; that 256 is read off the log, not derived); Marlin
+        elsewhere (Ampere, Ada, SM110 and SM12x). Other engines and GPUs without a CUDA capability: the
+        hidden size to 256 (not read from their code)."""
         if self.name != "vllm" or gpu.cuda_sm is None:
             return 256, 1
-        if self.generation == "v0":
-            return 1, 1  # no MXFP4 MoE kernel before V1 (gpt-oss came with 0.10.1)
-        if _version_tuple(self.version)[:2] < (0, 12) or gpu.cuda_sm < 90:
-            return 256, 128
-        if gpu.cuda_sm < 100:
-            return 256, 64
-        return 256, 256
+        if _version_tuple(self.version)[:2] >= (0, 12):
+            if 90 <= gpu.cuda_sm < 100:
+                return 256, 64
+            if 100 <= gpu.cuda_sm < 110:
+                return 256, 256
+        return 256, 128
 
     def non_torch_bytes(self, gpus: int, *, pcie: bool = False) -> int:
         if gpus <= 1:
@@ -168,12 +181,9 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
                 sampler_fp32_copies=2.0,
                 non_torch_single_gpu_bytes=int(0.35 * GIB),  # RTX 3090 log, vLLM 0.6.4
                 non_torch_multi_gpu_bytes=int(2.0 * GIB),
-                # Over PCIe: no custom all-reduce (vLLM turns it off beyond two PCIe-only GPUs) nor NVLink
-                # buffers, only the CUDA context and NCCL's PCIe buffers. The median of five V0 logs of four
-                # publishers: 0.30 GiB (2 x L40S TP2, 0.7.1, vllm issue 15815), 0.29 (2 x 48 GB TP2, issue
-                # 12663), 0.20 and 0.20 (16 x RTX 3090, TP16 and TP8 x PP2, pull 14447 and issue 15340), 0.36
-                # (8 x L40S TP8, 0.6.6, github.com/gnosia93/vlm-distillation).
-                non_torch_multi_gpu_pcie_bytes=int(0.29 * GIB),
+                # Over PCIe: the CUDA context and NCCL's PCIe buffers, no NVLink buffers (and no custom
+                # all-reduce beyond two PCIe-only GPUs). The median of five V0 logs of four publishers.
+                non_torch_multi_gpu_pcie_bytes=int(statistics.median(V0_PCIE_NON_TORCH_GIB.values()) * GIB),
                 hybrid_kv_allocator=False,
                 note="vLLM V0: pool = total_gpu_memory x gpu_memory_utilization - weights - peak activations "
                 "(a max_num_batched_tokens prefill) - non-torch memory; CUDA graphs come out of the headroom",

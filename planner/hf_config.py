@@ -345,25 +345,30 @@ def _moe_fields(text: dict[str, Any], arch: str) -> dict[str, Any]:
 
 def _rope_fields(text: dict[str, Any]) -> dict[str, Any]:
     """The rope's share of each head (partial_rotary_factor) and the positions its cos/sin cache covers
-    when a YaRN or linear rope_scaling sets them (the original length times the factor, as vLLM's and
-    SGLang's scaled rotary embeddings build it)."""
+    when rope_scaling sets them, as vLLM's scaled rotary embeddings build it: YaRN, the original length
+    (rope_scaling's original_max_position_embeddings, else max_position_embeddings) times the factor;
+    linear and dynamic NTK, max_position_embeddings times the factor. Other scalings keep
+    max_position_embeddings."""
     fields: dict[str, Any] = {}
     fraction = text.get("partial_rotary_factor")
     if fraction is not None:
         if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction <= 1:
-            raise ValueError("config.partial_rotary_factor must be a number in (0, 1]")
+            raise ValueError("config.partial_rotary_factor: must be a number in (0, 1]")
         fields["rotary_fraction"] = float(fraction)
     scaling = text.get("rope_scaling")
-    if isinstance(scaling, dict) and (scaling.get("rope_type") or scaling.get("type")) in ("yarn", "linear"):
-        factor = scaling.get("factor")
-        original = scaling.get("original_max_position_embeddings") or text.get("max_position_embeddings")
-        if (
-            isinstance(factor, int | float)
-            and not isinstance(factor, bool)
-            and isinstance(original, int)
-            and 1 <= factor <= 1024
-        ):
-            fields["rope_positions"] = min(int(original * factor), CONFIG_BOUNDS["max_position_embeddings"])
+    if not isinstance(scaling, dict):
+        return fields
+    kind = scaling.get("rope_type") or scaling.get("type")
+    if kind not in ("yarn", "linear", "dynamic"):
+        return fields
+    factor = scaling.get("factor")
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not 1 <= factor <= 1024:
+        raise ValueError("config.rope_scaling.factor: must be a number from 1 to 1024")
+    length = _int(text, "max_position_embeddings", default=0)
+    if kind == "yarn" and scaling.get("original_max_position_embeddings") is not None:
+        length = _int(scaling, "original_max_position_embeddings")
+    if length:
+        fields["rope_positions"] = min(int(length * factor), CONFIG_BOUNDS["max_position_embeddings"])
     return fields
 
 

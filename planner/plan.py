@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planner import __version__
-from planner.engines import ENGINES, EngineProfile, engine_profile
+from planner.engines import ENGINES, EngineProfile, _version_tuple, engine_profile
 from planner.hf_config import parse_config
 from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
 from planner.memory import (
@@ -145,6 +145,18 @@ def _check_served(setup: PlanSetup) -> None:
     """A scheme no kernel of the engine runs is refused, naming `precision`: a plan would give a launch
     command that does not start. What the weights would take is stated (the memory model knows them)."""
     scheme, engine = setup.precision, setup.request.engine
+    if scheme.key == "mxfp4" and setup.engine.name == "vllm":
+        # vLLM's MXFP4 MoE method (mxfp4.py): from 0.10.1 (gpt-oss), on compute capability 8.0 and newer.
+        if setup.engine.generation == "v0" or _version_tuple(setup.engine.version) < (0, 10, 1):
+            raise ValueError(
+                f"engine_version: vLLM {setup.engine.version} has no MXFP4 MoE kernel (it came with 0.10.1); "
+                "plan a later release, or another precision"
+            )
+        if setup.gpu.cuda_sm is not None and setup.gpu.cuda_sm < 80:
+            raise ValueError(
+                f"precision: vLLM runs mxfp4 on compute capability 8.0 and newer; {setup.gpu.name} is "
+                f"{setup.gpu.cuda_sm / 10:.1f}"
+            )
     if scheme.engines is None or engine in scheme.engines:
         return
     weights = weights_total_bytes(setup.params, setup.model, scheme, setup.keep_bf16)
@@ -290,9 +302,11 @@ def _loaded_note(memory: MemoryBreakdown, spec: ModelSpec) -> str:
     if memory.rope_cache_bytes:
         positions = spec.rope_positions or spec.max_position_embeddings
         parts.append(
-            f"the rope's cos/sin cache {memory.rope_cache_bytes / gib:.2f} GiB ({positions} positions, "
-            f"{'FP32' if engine.rope_cache_value_bytes == 4 else 'BF16'})"
+            f"the rope's cos/sin cache {memory.rope_cache_bytes / gib:.2f} GiB ({positions:,} positions, "
+            f"{'FP32' if engine.rope_cache_value_bytes == 4 else 'in the model dtype'})"
         )
+    elif engine.rope_cache_value_bytes and not spec.max_position_embeddings:
+        parts.append("no rope cache counted (the config gives no max_position_embeddings)")
     if memory.allocator_slack_bytes:
         parts.append(
             f"PyTorch's caching-allocator rounding of the weight tensors {memory.allocator_slack_bytes / gib:.2f} GiB "
@@ -301,7 +315,11 @@ def _loaded_note(memory: MemoryBreakdown, spec: ModelSpec) -> str:
     return (
         f"Loading takes {memory.loaded_bytes / gib:.2f} GiB per GPU as {engine.name} counts it: "
         + " + ".join(parts)
-        + ("; all but the weights are in memory_per_gpu.overhead." if len(parts) > 1 else ".")
+        + (
+            "; all but the weights are in memory_per_gpu.overhead."
+            if memory.loaded_bytes > memory.weights_per_gpu_bytes
+            else "."
+        )
     )
 
 

@@ -272,7 +272,7 @@ GPU_BOUNDS: dict[str, float] = {
     "int8_tops": 1_000_000,
     "nvlink_gb_per_s": 1_000_000,
     "nvlink_domain": 1024,
-    "cuda_sm": 1000,
+    "cuda_sm": 200,
 }
 
 
@@ -300,6 +300,9 @@ def _gpu(key: str, data: Any) -> GpuSpec:
     for name in ("memory_mib", "nvlink_domain", "nvidia_smi_memory_mib", "cuda_sm"):
         if getattr(spec, name) is not None and not isinstance(getattr(spec, name), int):
             raise ValueError(f"gpu {key!r}: {name} must be a whole number")
+    if spec.cuda_sm is not None and spec.cuda_sm < 30:
+        # 9 for Hopper (the major version alone) would read as a GPU older than any engine supports
+        raise ValueError(f"gpu {key!r}: cuda_sm is the compute capability x 10 (80 A100, 89 L40S, 90 H100, 100 B200)")
     return spec
 
 

@@ -29,7 +29,8 @@ MAX_SCHEDULER_RECV_INTERVAL = 10_000  # decode steps (InferenceX's SGLang script
 GPU_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
 GPU_SPEC_HELP = (
     "a GPU outside the catalog, the fields of the planner CLI's --gpu-spec: required "
-    f"{', '.join(GPU_REQUIRED_FIELDS)}; optional key, {', '.join(GPU_OPTIONAL_FIELDS)}"
+    f"{', '.join(GPU_REQUIRED_FIELDS)}; optional key, {', '.join(GPU_OPTIONAL_FIELDS)} (cuda_sm: the CUDA "
+    "compute capability x 10, e.g. 90 for an H100: vLLM's MXFP4 expert padding depends on it)"
 )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from planner.checklog import BOUNDS, FigureCheck, compare, parse_log
-from planner.engines import engine_profile
+from planner.engines import V0_PCIE_NON_TORCH_GIB, engine_profile
 from planner.plan import PlanRequest, plan
 from planner.specs import gpu
 
@@ -114,12 +114,12 @@ def case_table(results: list[CaseResult]) -> str:
 GIB = 1 << 30
 FITTED_RESERVES: tuple[tuple[str, str, str, str, str], ...] = (
     # (engine, generation, field, the source it was read from, the profile [and field] whose figure stands
-    # in, or a figure in GiB)
+    # in, or "median of the others" for a reserve read off several sources)
     ("vllm", "v0", "non_torch_single_gpu_bytes", "vllm/issues/10517", "vllm 0.11"),
     ("vllm", "v1", "non_torch_multi_gpu_bytes", "vllm/pull/21429", "vllm 0.6"),
     ("sglang", "0.4", "non_torch_multi_gpu_bytes", "vllm/issues/21348", "vllm 0.11"),
-    # vLLM V0 over PCIe: the median of the five logs' figures without issue 15815's (0.20, 0.20, 0.29, 0.36).
-    ("vllm", "v0", "non_torch_multi_gpu_pcie_bytes", "vllm/issues/15815", "0.245"),
+    # vLLM V0 over PCIe: the median of the other logs' figures (engines.V0_PCIE_NON_TORCH_GIB).
+    ("vllm", "v0", "non_torch_multi_gpu_pcie_bytes", "vllm/issues/15815", "median of the others"),
     # Over PCIe the same cause as one GPU's: the CUDA context, with no NVLink buffers (the RTX 3090's, vLLM 0.6.4).
     (
         "sglang",
@@ -156,8 +156,9 @@ def leave_one_source_out() -> list[HeldOut]:
         for engine, generation, name, fitted_on, stand_in in FITTED_RESERVES:
             if fitted_on not in source:
                 continue
-            if stand_in[0].isdigit():  # a figure in GiB: the other sources' own
-                value = int(float(stand_in) * GIB)
+            if stand_in == "median of the others":  # a reserve read off several sources' logs
+                others = [gib for key, gib in V0_PCIE_NON_TORCH_GIB.items() if key not in source]
+                value = int(statistics.median(others) * GIB)
                 stand_in = "the other sources' median,"
             else:
                 other_engine, other_version, *other_field = stand_in.split(" ")

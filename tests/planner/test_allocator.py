@@ -187,9 +187,22 @@ def test_the_rope_cache_covers_the_rotated_share_of_each_head_and_the_scaled_pos
     assert parse_config(qwen3).rope_positions == 0  # no scaling: max_position_embeddings
     qwen3["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
     assert rope_cache_bytes(parse_config(qwen3), vllm) == 131072 * 128 * 2
+    qwen3["rope_scaling"] = {"rope_type": "linear", "factor": 4.0}  # linear: max_position_embeddings x factor
+    assert parse_config(qwen3).rope_positions == qwen3["max_position_embeddings"] * 4
     qwen3["partial_rotary_factor"] = 1.5
-    with pytest.raises(ValueError, match="partial_rotary_factor"):
+    with pytest.raises(ValueError, match=r"config\.partial_rotary_factor"):
         parse_config(qwen3)
+    del qwen3["partial_rotary_factor"]
+    # A hostile rope_scaling is refused naming the field, never planned with a negative cache nor crashing.
+    for bad, field in (
+        ({"rope_type": "yarn", "factor": 1024, "original_max_position_embeddings": -262144}, "original_max"),
+        ({"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 10**400}, "original_max"),
+        ({"rope_type": "yarn", "factor": "4"}, "rope_scaling.factor"),
+        ({"rope_type": "linear", "factor": 0.5}, "rope_scaling.factor"),
+    ):
+        qwen3["rope_scaling"] = bad
+        with pytest.raises(ValueError, match=field):
+            parse_config(qwen3)
 
 
 def test_a_plan_says_what_loading_takes_as_its_engine_counts_it() -> None:
@@ -204,4 +217,4 @@ def test_a_plan_says_what_loading_takes_as_its_engine_counts_it() -> None:
     assert "caching-allocator rounding" in sglang
     assert "FP32" in sglang
     assert "caching-allocator rounding" not in vllm
-    assert "BF16" in vllm
+    assert "in the model dtype" in vllm

@@ -57,10 +57,10 @@ def test_sliding_window_layers_are_charged_as_vllm_hybrid_allocator_does() -> No
         )
         expected = per_layer * (18 * max_len + 18 * (min(128 - 1 + 8192, max_len) + 16))
         assert result.chosen.memory.kv_bytes_per_sequence_per_gpu == expected
-    # V0 had no hybrid allocator: every layer pays the whole context.
+    # V0 had no hybrid allocator: every layer pays the whole context (V0 has no MXFP4 kernel: INT4 weights).
     v0 = plan(
         PlanRequest(
-            model="gpt-oss-120b", precision="mxfp4", gpu="h200", max_model_len=65536, tp=1, engine_version="0.6.4"
+            model="gpt-oss-120b", precision="w4a16", gpu="h200", max_model_len=65536, tp=1, engine_version="0.6.4"
         )
     )
     assert v0.chosen.memory.kv_bytes_per_sequence_per_gpu == per_layer * 36 * 65536

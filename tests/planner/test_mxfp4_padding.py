@@ -21,7 +21,7 @@ GIB = 1 << 30
         ("0.14.1", "h100-80g", (256, 64)),  # Triton kernels shipped with vLLM from 0.12
         ("0.14.1", "a100-80g", (256, 128)),  # below Hopper: Marlin
         ("0.14.1", "l40s", (256, 128)),
-        ("0.14.1", "b200", (256, 256)),  # FlashInfer, a dependency from 0.12
+        ("0.14.1", "b200", (256, 256)),  # FlashInfer, a dependency from 0.12: the SM100 family only
     ],
 )
 def test_vllm_pads_mxfp4_experts_for_the_kernel_it_picks(version: str, card: str, padding: tuple[int, int]) -> None:
@@ -70,3 +70,16 @@ def test_the_marlin_padding_is_the_weights_gap_of_the_0_10_1_log() -> None:
     )
     assert pool.error is not None
     assert abs(pool.planned - pool.logged) < 0.15 * GIB
+
+
+def test_sm12x_cards_take_marlin_and_old_releases_or_cards_are_refused() -> None:
+    from planner.plan import PlanRequest, plan
+
+    spec = {"name": "RTX PRO 6000", "memory_mib": 97000, "hbm_bandwidth_gb_per_s": 1800, "bf16_tflops": 500}
+    assert engine_profile("vllm", "0.14.1").mxfp4_padding(gpu_from_dict({**spec, "cuda_sm": 120})) == (256, 128)
+    with pytest.raises(ValueError, match="compute capability x 10"):
+        gpu_from_dict({**spec, "cuda_sm": 9})  # Hopper's major version alone
+    with pytest.raises(ValueError, match=r"^engine_version: vLLM 0.9.2 has no MXFP4"):
+        plan(PlanRequest(model="gpt-oss-20b", precision="mxfp4", gpu="h100-80g", engine_version="0.9.2"))
+    with pytest.raises(ValueError, match=r"^precision: vLLM runs mxfp4 on compute capability 8.0"):
+        plan(PlanRequest(model="gpt-oss-20b", precision="mxfp4", gpu=gpu_from_dict({**spec, "cuda_sm": 75})))

@@ -147,7 +147,8 @@ class WizardForm(forms.Form):
         # format_lazy, not %: the text is translated per request, in the reader's language
         help_text=format_lazy(
             _(
-                "The fields of the planner's --gpu-spec: required {required}; optional key, {optional}. Leave the GPU above empty."
+                "The fields of the planner's --gpu-spec: required {required}; optional key, {optional} "
+                "(cuda_sm: the compute capability x 10, 90 for an H100). Leave the GPU above empty."
             ),
             required=", ".join(GPU_REQUIRED_FIELDS),
             optional=", ".join(GPU_OPTIONAL_FIELDS),
