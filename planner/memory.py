@@ -436,7 +436,8 @@ def memory_breakdown(
     batched = max_num_batched_tokens or default_tokens
     seqs = max_num_seqs or default_seqs
     rope = rope_cache_bytes(model, engine)
-    padding = engine.mxfp4_padding(gpu)
+    # Only MXFP4 experts are padded: other schemes share one cache entry across GPUs (the search plans many).
+    padding = engine.mxfp4_padding(gpu) if precision.key == "mxfp4" else (0, 0)
     stage_weights = weights_per_stage(params, model, precision, layout, keep_bf16, padding)
     stage_kv = kv_per_stage(params, model, kv_dtype, layout, max_model_len, engine, batched)
     activations = activation_bytes(model, layout.tp, engine, batched, seqs)
