@@ -218,3 +218,23 @@ def test_a_plan_says_what_loading_takes_as_its_engine_counts_it() -> None:
     assert "FP32" in sglang
     assert "caching-allocator rounding" not in vllm
     assert "in the model dtype" in vllm
+
+
+def test_the_tensor_list_shards_as_the_weights_do() -> None:
+    """layer_tensor_bytes lists what layer_weight_bytes sums (same TP, EP, KV-head and padding rules): only
+    tensors of 1 MiB or less (norms, biases, small scales) are left out, a few MiB per layer at most."""
+    from planner.memory import Layout, layer_tensor_bytes, layer_weight_bytes
+    from planner.params import count_params
+    from planner.specs import models, precision
+
+    for key, spec in models().items():
+        params = count_params(spec)
+        for scheme, tp, ep in itertools.product(("bf16", "fp8", "w4a16", "mxfp4"), (1, 2, 8), (False, True)):
+            if ep and not spec.is_moe:
+                continue
+            layout = Layout(tp, 1, tp if ep and tp > 1 else 1, 1)
+            for layer in set(params.layers):
+                listed = sum(layer_tensor_bytes(layer, spec, precision(scheme), layout, frozenset(), (256, 128)))
+                summed = layer_weight_bytes(layer, spec, precision(scheme), layout, frozenset(), (256, 128))
+                assert listed <= summed * 1.0001, (key, scheme, tp, ep)
+                assert summed - listed < 4 * MIB, (key, scheme, tp, ep)
