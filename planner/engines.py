@@ -75,6 +75,10 @@ class EngineProfile:
     # built on the GPU when the model is: vLLM keeps it in the model's dtype, SGLang in FP32 (the
     # FlashInfer rope kernel it calls takes an FP32 cache). 0: not modelled (TensorRT-LLM).
     rope_cache_value_bytes: int = 2
+    # Hidden-size copies per token the profiled forward adds with TP > 1: the out-of-place all-reduce's
+    # input and result. vLLM V0: 2, from three logs at TP 2 and 16 (tests/planner/test_validation.py);
+    # 0 elsewhere: V1's compiled forward is not checked by a log where the forward binds.
+    tp_allreduce_copies: int = 0
 
     def defaults(self, gpu: GpuSpec, max_model_len: int) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) the engine picks for `serve` when the user does not."""
@@ -184,6 +188,7 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
                 # Over PCIe: the CUDA context and NCCL's PCIe buffers, no NVLink buffers (and no custom
                 # all-reduce beyond two PCIe-only GPUs). The median of five V0 logs of four publishers.
                 non_torch_multi_gpu_pcie_bytes=int(statistics.median(V0_PCIE_NON_TORCH_GIB.values()) * GIB),
+                tp_allreduce_copies=2,
                 hybrid_kv_allocator=False,
                 note="vLLM V0: pool = total_gpu_memory x gpu_memory_utilization - weights - peak activations "
                 "(a max_num_batched_tokens prefill) - non-torch memory; CUDA graphs come out of the headroom",
@@ -253,7 +258,7 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
     )
 
 
-def forward_bytes_per_token(model: ModelSpec, tp: int) -> int:
+def forward_bytes_per_token(model: ModelSpec, tp: int, allreduce_copies: int = 0) -> int:
     """Transient activation bytes per token of a prefill forward (BF16): the widest MLP on this rank
     (gate/up output, activation output) plus a few residual-stream copies. Matches vLLM V0's logged
     peak for Llama-3.1-8B (3 x intermediate + 3 x hidden per token)."""
@@ -262,12 +267,15 @@ def forward_bytes_per_token(model: ModelSpec, tp: int) -> int:
     if model.is_moe:
         moe = model.experts_per_token * (3 * model.moe_intermediate_size // tp + model.hidden_size)
         moe += model.n_routed_experts * FP32_BYTES // BF16_BYTES  # router logits
-    return BF16_BYTES * (max(dense, moe) + 3 * model.hidden_size)
+    # With TP the row-parallel output is all-reduced out of place: its input and result can be more
+    # hidden-size copies live at the peak (EngineProfile.tp_allreduce_copies).
+    allreduce = allreduce_copies * model.hidden_size if tp > 1 else 0
+    return BF16_BYTES * (max(dense, moe) + 3 * model.hidden_size + allreduce)
 
 
 def activation_bytes(model: ModelSpec, tp: int, profile: EngineProfile, batched_tokens: int, max_num_seqs: int) -> int:
     """Peak activation memory the engine profiles (vLLM's "torch peak increase"). Not divided by TP for the
     sampler part: logits are gathered to the full vocabulary on every rank."""
-    forward = batched_tokens * forward_bytes_per_token(model, tp)
+    forward = batched_tokens * forward_bytes_per_token(model, tp, profile.tp_allreduce_copies)
     sampler = int(max_num_seqs * model.vocab_size * FP32_BYTES * profile.sampler_fp32_copies)
     return max(forward, sampler)
