@@ -294,6 +294,24 @@ class PlanResult(PlanSetup):
         }
 
 
+def _replicas_share_note(engine: EngineProfile, spec: ModelSpec, layout: Layout) -> str | None:
+    """Where the printed command's data parallelism shards weights across the replicas, which the memory
+    model (each replica a whole copy over its TP ranks) does not: stated, as the plan is conservative there."""
+    if layout.dp <= 1:
+        return None
+    if engine.name == "vllm" and spec.is_moe and layout.ep == 1:
+        what = "vLLM's --data-parallel-size without --enable-expert-parallel shards the experts over all tp x dp GPUs"
+    elif engine.name == "sglang":
+        what = "SGLang's DP attention (--tp tp x dp --dp dp) shards the MLP and experts over all tp x dp GPUs"
+    else:
+        return None
+    return (
+        f"Data parallelism: {what}; this plan sizes each of the {layout.dp} replicas as a whole copy over its "
+        f"{layout.tp} TP GPUs, so its weights per GPU are an upper bound and its throughput treats the replicas "
+        "as independent."
+    )
+
+
 def _loaded_note(memory: MemoryBreakdown, spec: ModelSpec) -> str:
     """What loading the model takes on one GPU as the engine counts it, and why it is more than the weights."""
     gib = 1 << 30
@@ -419,6 +437,9 @@ def plan(request: PlanRequest) -> PlanResult:
         chosen = max(candidates, key=lambda c: (c.memory.kv_pool_bytes, -c.layout.gpus))
         notes.append(_no_fit_note(request, candidates, chosen))
     notes.append(_loaded_note(chosen.memory, spec))
+    shared = _replicas_share_note(engine, spec, chosen.layout)
+    if shared:
+        notes.append(shared)
     rejected = sorted((c for c in candidates if not c.fits), key=lambda c: c.layout.gpus)[:5]
     for candidate in rejected:
         shape = candidate.layout

@@ -183,3 +183,27 @@ def test_a_reserve_fitted_to_a_single_log_says_so_in_the_plan() -> None:
     result = plan(PlanRequest(model="llama-3.1-8b", precision="bf16", gpu="h200", tp=2, engine="sglang"))
     note = next(n for n in result.notes if n.startswith("Reserves of the sglang"))
     assert "fitted to a single log (H100 TP4" in note
+
+
+def test_a_plan_says_where_its_commands_data_parallelism_shards_weights_across_replicas() -> None:
+    """vLLM's --data-parallel-size without expert parallelism shards an MoE model's experts over all tp x dp
+    GPUs, and SGLang's DP attention its MLP and experts; the memory model sizes each replica as a whole
+    copy (an upper bound), which the plan states. Independent replicas (a dense model on vLLM, or EP) say
+    nothing."""
+    from planner.plan import PlanRequest, plan
+
+    def notes(dp: int, ep: int = 1, engine: str = "vllm") -> list[str]:
+        request = PlanRequest(
+            model="qwen3-30b-a3b", precision="bf16", gpu="h100-80g", tp=1, dp=dp, ep=ep, engine=engine
+        )
+        return [note for note in plan(request).notes if note.startswith("Data parallelism:")]
+
+    (vllm,) = notes(dp=2)
+    assert "shards the experts over all tp x dp GPUs" in vllm
+    assert "upper bound" in vllm
+    assert notes(dp=2, ep=2) == []
+    assert notes(dp=1) == []
+    (sglang,) = notes(dp=2, engine="sglang")
+    assert "DP attention" in sglang
+    dense = plan(PlanRequest(model="qwen3-8b", precision="bf16", gpu="h100-80g", tp=1, dp=2))
+    assert not [note for note in dense.notes if note.startswith("Data parallelism:")]
