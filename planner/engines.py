@@ -92,6 +92,11 @@ class EngineProfile:
             return 8192, 4096
         return 8192, 2048
 
+    @property
+    def release(self) -> tuple[int, ...]:
+        """The version as numbers, (0, 10, 1): releases compare in order."""
+        return _version_tuple(self.version)
+
     def mxfp4_padding(self, gpu: GpuSpec) -> tuple[int, int]:
         """(hidden size multiple, per-partition intermediate size multiple) the MXFP4 MoE loader pads each
         expert to, as this release picks its kernel on this GPU (gpt-oss: hidden 2880, intermediate 2880).
@@ -109,7 +114,7 @@ class EngineProfile:
         hidden size to 256 (not read from their code)."""
         if self.name != "vllm" or gpu.cuda_sm is None:
             return 256, 1
-        if _version_tuple(self.version)[:2] >= (0, 12):
+        if self.release[:2] >= (0, 12):
             if 90 <= gpu.cuda_sm < 100:
                 return 256, 64
             if 100 <= gpu.cuda_sm < 110:
@@ -244,13 +249,13 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
         )
     return EngineProfile(
         name="trtllm",
-        rope_cache_value_bytes=0,
         version=version,
         generation=".".join(map(str, parsed[:2])),
         block_size_tokens=32,
         sampler_fp32_copies=0.0,
         non_torch_single_gpu_bytes=int(1.0 * GIB),
         non_torch_multi_gpu_bytes=int(2.0 * GIB),
+        rope_cache_value_bytes=0,
         hybrid_kv_allocator=False,
         note="TensorRT-LLM: KV pool = kv_cache_free_gpu_memory_fraction x (memory free after weights, "
         "activations and runtime buffers); not validated against logs here",

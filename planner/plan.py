@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planner import __version__
-from planner.engines import ENGINES, EngineProfile, _version_tuple, engine_profile
+from planner.engines import ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
 from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
 from planner.memory import (
@@ -147,7 +147,7 @@ def _check_served(setup: PlanSetup) -> None:
     scheme, engine = setup.precision, setup.request.engine
     if scheme.key == "mxfp4" and setup.engine.name == "vllm":
         # vLLM's MXFP4 MoE method (mxfp4.py): from 0.10.1 (gpt-oss), on compute capability 8.0 and newer.
-        if setup.engine.generation == "v0" or _version_tuple(setup.engine.version) < (0, 10, 1):
+        if setup.engine.release < (0, 10, 1):
             raise ValueError(
                 f"engine_version: vLLM {setup.engine.version} has no MXFP4 MoE kernel (it came with 0.10.1); "
                 "plan a later release, or another precision"
