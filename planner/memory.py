@@ -157,6 +157,12 @@ def _expert_padding(model: ModelSpec, precision: PrecisionSpec, padding: tuple[i
     return hidden * intermediate
 
 
+def _kv_heads_per_rank(model: ModelSpec, tp: int) -> float:
+    """K/V heads of a GQA layer's projections on one TP rank: they replicate when TP exceeds them (each
+    rank still holds one whole KV head)."""
+    return math.ceil(model.num_kv_heads / tp) if tp > model.num_kv_heads else model.num_kv_heads / tp
+
+
 @functools.lru_cache(maxsize=65536)
 def layer_weight_bytes(
     layer: LayerParams,
@@ -174,8 +180,7 @@ def layer_weight_bytes(
 
     attention = layer.attention
     if model.attention == "gqa" and layout.tp > model.num_kv_heads and not layer.linear_attention:
-        # K/V heads replicate when TP exceeds them: each rank still holds one whole KV head.
-        kv_per_rank = math.ceil(model.num_kv_heads / layout.tp) * model.head_dim * model.hidden_size * 2
+        kv_per_rank = 2 * _kv_heads_per_rank(model, layout.tp) * model.head_dim * model.hidden_size
         attention_per_gpu = (attention - 2 * model.num_kv_heads * model.head_dim * model.hidden_size) / layout.tp
         attention_per_gpu += kv_per_rank
     else:
@@ -291,11 +296,7 @@ def layer_tensor_bytes(
         sizes += weight(heads * model.v_head_dim * h, "attention")
     else:
         q = model.num_attention_heads * model.head_dim * (2 if model.attention_output_gate else 1) / tp
-        kv = (
-            math.ceil(model.num_kv_heads / tp) * model.head_dim
-            if tp > model.num_kv_heads
-            else model.num_kv_heads * model.head_dim / tp
-        )
+        kv = _kv_heads_per_rank(model, tp) * model.head_dim
         sizes += weight(h * (q + 2 * kv), "attention")
         sizes += weight(model.num_attention_heads * model.head_dim / tp * h, "attention")
     if layer.dense_mlp:

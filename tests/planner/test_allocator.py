@@ -5,6 +5,8 @@ so the segments PyTorch reserved for the weight tensors count, not the tensors' 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -94,30 +96,36 @@ def test_the_rounding_never_exceeds_one_segment_per_tensor(tp: int) -> None:
     assert 0 < slack < (tensors + 2) * 20 * MIB
 
 
-def test_whole_periods_of_layers_added_at_once_match_the_layer_by_layer_simulation() -> None:
-    """The shortcut (planner.allocator.reserved_bytes_of_runs) against simulating every layer, for every
-    catalog model at several precisions and layouts (1,320 of them when it was written, all equal)."""
-    from planner.allocator import reserved_bytes_of_runs
-    from planner.memory import Layout, layer_tensor_bytes
+def _catalog_layouts() -> Iterator[tuple[tuple[str, str, int, bool], Any, Any, Any, Any]]:
+    """Every catalog model at four precisions and TP 1, 2 and 8, with and without EP (MoE models):
+    (what it is, model spec, its parameters, precision, layout)."""
+    from planner.memory import Layout
     from planner.params import count_params
     from planner.specs import models, precision
 
-    checked = 0
     for key, spec in models().items():
         params = count_params(spec)
         for scheme, tp, ep in itertools.product(("bf16", "fp8", "w4a16", "mxfp4"), (1, 2, 8), (False, True)):
             if ep and not spec.is_moe:
                 continue
             layout = Layout(tp, 1, tp if ep and tp > 1 else 1, 1)
-            runs = [
-                (
-                    layer_tensor_bytes(layer, spec, precision(scheme), layout, frozenset(), (256, 128)),
-                    len(list(repeats)),
-                )
-                for layer, repeats in itertools.groupby(params.layers)
-            ]
-            assert reserved_bytes_of_runs(runs) == reserved_bytes_of_runs(runs, shortcut=False), (key, scheme, tp, ep)
-            checked += 1
+            yield (key, scheme, tp, ep), spec, params, precision(scheme), layout
+
+
+def test_whole_periods_of_layers_added_at_once_match_the_layer_by_layer_simulation() -> None:
+    """The shortcut (planner.allocator.reserved_bytes_of_runs) against simulating every layer, for every
+    catalog model at several precisions and layouts (1,320 of them when it was written, all equal)."""
+    from planner.allocator import reserved_bytes_of_runs
+    from planner.memory import layer_tensor_bytes
+
+    checked = 0
+    for where, spec, params, scheme, layout in _catalog_layouts():
+        runs = [
+            (layer_tensor_bytes(layer, spec, scheme, layout, frozenset(), (256, 128)), len(list(repeats)))
+            for layer, repeats in itertools.groupby(params.layers)
+        ]
+        assert reserved_bytes_of_runs(runs) == reserved_bytes_of_runs(runs, shortcut=False), where
+        checked += 1
     assert checked > 100
 
 
@@ -223,18 +231,11 @@ def test_a_plan_says_what_loading_takes_as_its_engine_counts_it() -> None:
 def test_the_tensor_list_shards_as_the_weights_do() -> None:
     """layer_tensor_bytes lists what layer_weight_bytes sums (same TP, EP, KV-head and padding rules): only
     tensors of 1 MiB or less (norms, biases, small scales) are left out, a few MiB per layer at most."""
-    from planner.memory import Layout, layer_tensor_bytes, layer_weight_bytes
-    from planner.params import count_params
-    from planner.specs import models, precision
+    from planner.memory import layer_tensor_bytes, layer_weight_bytes
 
-    for key, spec in models().items():
-        params = count_params(spec)
-        for scheme, tp, ep in itertools.product(("bf16", "fp8", "w4a16", "mxfp4"), (1, 2, 8), (False, True)):
-            if ep and not spec.is_moe:
-                continue
-            layout = Layout(tp, 1, tp if ep and tp > 1 else 1, 1)
-            for layer in set(params.layers):
-                listed = sum(layer_tensor_bytes(layer, spec, precision(scheme), layout, frozenset(), (256, 128)))
-                summed = layer_weight_bytes(layer, spec, precision(scheme), layout, frozenset(), (256, 128))
-                assert listed <= summed * 1.0001, (key, scheme, tp, ep)
-                assert summed - listed < 4 * MIB, (key, scheme, tp, ep)
+    for where, spec, params, scheme, layout in _catalog_layouts():
+        for layer in set(params.layers):
+            listed = sum(layer_tensor_bytes(layer, spec, scheme, layout, frozenset(), (256, 128)))
+            summed = layer_weight_bytes(layer, spec, scheme, layout, frozenset(), (256, 128))
+            assert listed <= summed * 1.0001, where
+            assert summed - listed < 4 * MIB, where
