@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         help="each request's input and output lengths drawn uniformly from [ratio x len, len], as "
-        "sglang.bench_serving --random-range-ratio draws them (default 1: fixed lengths)",
+        "sglang.bench_serving --random-range-ratio draws them (default 1: fixed lengths; 0: that client's own "
+        "default, prompts from 1 token)",
     )
     p.add_argument(
         "--num-prompts",

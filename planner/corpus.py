@@ -113,7 +113,9 @@ def run_case(case: dict[str, Any], calibration: Any = None) -> CaseResult:
                 output_len=case["output_len"],
                 cached_prefix_len=int(case.get("cached_prefix_len") or 0),
                 range_ratio=float(case.get("range_ratio", 1.0)),
-                num_prompts=case.get("num_prompts"),
+                # A finite run's first wave moves its mean TTFT; a median over 2 x concurrency prompts
+                # or more is a steady-state request's.
+                num_prompts=case.get("num_prompts") if case["statistic"] == "mean" else None,
                 engine=case["engine"],
                 calibration=calibration,
                 **(case.get("engine_args") or {}),
@@ -194,7 +196,7 @@ REFIT_GRID = (1.0, 0.7, 0.85, 1.15, 1.3)  # multipliers of the committed value (
 # out) kept the committed value fitted with the left-out source, or drifted on noise.
 UNCONSTRAINED = 0.005
 # The engines' fitted figures (the budget is a default); the W4A16 floor is read by W4A16 cases only.
-ENGINE_FITTED = ("request_overhead_ms", "step_overhead_ms", "w4a16_gemm_floor_us")
+ENGINE_FITTED = ("request_overhead_ms", "step_overhead_ms", "w4a16_gemm_floor_us", "eager_prefill_kernel_us")
 FactorPath = tuple[str, ...]  # a factor's place in efficiency.yaml: ("default", "memory"), ("h200", "memory"), …
 
 

@@ -61,6 +61,10 @@ class EngineSettings:
     # The shortest time one INT4 weight-only GEMM call (W4A16, the Marlin kernels) takes on this engine,
     # whatever its size, beyond the per-kernel overhead every kernel pays; 0: no floor.
     w4a16_gemm_floor_us: float = 0.0
+    # Host time per kernel of a forward the engine runs eagerly (no CUDA graph): a step that prefills
+    # takes at least the forward's kernels times this, the GPU waiting on Python and launches; 0: the
+    # engine's prefill steps are graphed or compiled (their host time hides behind the GPU's).
+    eager_prefill_kernel_us: float = 0.0
 
 
 # Factors standing in for the catalog's while a leave-one-source-out score refits them without one
@@ -115,8 +119,13 @@ def default_factors(gpu_key: str, precision_key: str = "bf16") -> Factors:
 
 
 def engine_settings(
-    name: str, max_num_batched_tokens: int | None = None, scheduler_recv_interval: int | None = None
+    name: str,
+    max_num_batched_tokens: int | None = None,
+    scheduler_recv_interval: int | None = None,
+    release: tuple[int, ...] | None = None,
 ) -> EngineSettings:
+    """The engine's scheduler figures; `release` (the version as numbers, None: the planner's default
+    release) picks the ones that changed between releases."""
     engines = efficiency_catalog()["engines"]
     if name not in engines:
         raise ValueError(f"engine: must be one of {', '.join(sorted(engines))}")
@@ -136,7 +145,20 @@ def engine_settings(
         float(entry["step_overhead_ms"]),
         interval,
         float(entry.get("w4a16_gemm_floor_us", 0.0)),
+        _eager_prefill_kernel_us(entry, release),
     )
+
+
+def _eager_prefill_kernel_us(entry: dict[str, Any], release: tuple[int, ...] | None) -> float:
+    """The engine's eager-prefill host time per kernel, for releases before `eager_prefill_until`
+    (the first that graphs its prefill steps by default)."""
+    value = float(entry.get("eager_prefill_kernel_us", 0.0))
+    until = entry.get("eager_prefill_until")
+    if value and until and release is not None:
+        limit = tuple(int(part) for part in str(until).split("."))
+        if tuple(release) >= limit:
+            return 0.0
+    return value
 
 
 def single_sources(gpu_key: str, engine: str, *, profile: bool) -> tuple[str, ...]:

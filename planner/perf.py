@@ -78,10 +78,13 @@ class Workload:
     num_prompts: int | None = None
 
 
-def mean_length(length: int, range_ratio: float) -> float:
-    """Mean of integers drawn uniformly from [int(length x range_ratio), length] (numpy's randint over
-    that range, as the benchmark clients call it)."""
-    return (int(length * range_ratio) + length) / 2 if range_ratio < 1 else float(length)
+def mean_length(length: int, range_ratio: float, *, least: int = 0) -> float:
+    """Mean of integers drawn uniformly from [max(int(length x range_ratio), least), length] (numpy's
+    randint over that range, as the benchmark clients call it). sglang.bench_serving draws a prompt's
+    length from at least 1 (its default ratio, 0, gives [1, len]) and an output's from 0."""
+    if range_ratio >= 1:
+        return float(length)
+    return (max(int(length * range_ratio), least) + length) / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,7 @@ class Throughput:
     single_source: tuple[str, ...] = ()  # fitted figures read here that stand on one corpus source
     keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
     w4a16_gemm_floor_us: float = 0.0  # the engine's per-call floor on INT4 GEMMs, where it applied
+    eager_prefill_ms: float = 0.0  # the host time of an eager prefill step, where it bounds one
     breakdown_ms: dict[str, float] = field(default_factory=dict)
 
     def as_estimate(self) -> dict[str, Any]:
@@ -127,6 +131,7 @@ class Throughput:
                 "max_num_batched_tokens": self.max_num_batched_tokens,
                 "keep_bf16": list(self.keep_bf16),
                 **({"w4a16_gemm_floor_us": self.w4a16_gemm_floor_us} if self.w4a16_gemm_floor_us else {}),
+                **({"eager_prefill_ms": round(self.eager_prefill_ms, 3)} if self.eager_prefill_ms else {}),
                 "arrival": self.arrival,
                 **({"request_rate": self.request_rate} if self.request_rate is not None else {}),
                 **({"range_ratio": self.range_ratio} if self.range_ratio < 1 else {}),
@@ -186,6 +191,15 @@ def _kernels(model: ModelSpec, layer: LayerParams, layout: Layout) -> int:
     if layout.ep > 1 and layer.routed_experts:
         count += 2
     return count
+
+
+def forward_kernels(model: ModelSpec, params: ParamBreakdown, layout: Layout) -> int:
+    """Kernels one forward of the whole model launches on a GPU (all pipeline stages)."""
+    return sum(
+        count * _kernels(model, layer, layout)
+        for groups in stage_groups(params, model, layout.pp)
+        for layer, _window, count in groups
+    )
 
 
 def step_s(
@@ -341,7 +355,7 @@ def estimate(
     batch = min(clients, workload.max_num_seqs) if workload.max_num_seqs else clients
     # Lengths drawn from a range: the mean request stands for them (prefill work, KV read and output
     # tokens are linear in the lengths).
-    prompt = max(1, round(mean_length(workload.input_len, workload.range_ratio)))
+    prompt = max(1, round(mean_length(workload.input_len, workload.range_ratio, least=1)))
     output = max(1, round(mean_length(workload.output_len, workload.range_ratio)))
     # A cached prefix is not prefilled again (an engine recomputes at least the prompt's last token).
     cached = min(max(workload.cached_prefix_len, 0), prompt - 1)
@@ -381,12 +395,22 @@ def estimate(
     # the cached prefix and to the new tokens before it.
     prefill_per_step = min((batch - 1) * new / output, budget)
     prefill_context = cached + new / 2
-    mixed_s, _ = step_s(
-        **common,
-        decode_tokens=micro,
-        decode_context=context,
-        prefill_tokens=chunk / layout.pp,
-        prefill_context=prefill_context,
+    # An engine that runs its prefill steps eagerly (SGLang before its piecewise CUDA graphs) launches
+    # every kernel of the forward from Python: a step that prefills takes at least that host time,
+    # however few tokens it holds (each pipeline stage launches its own layers).
+    eager_s = engine.eager_prefill_kernel_us * 1e-6 * forward_kernels(model, params, layout) / layout.pp
+
+    def with_prefill(step: float) -> float:
+        return max(step, eager_s)
+
+    mixed_s = with_prefill(
+        step_s(
+            **common,
+            decode_tokens=micro,
+            decode_context=context,
+            prefill_tokens=chunk / layout.pp,
+            prefill_context=prefill_context,
+        )[0]
     )
     share = min(1.0, prefill_per_step / chunk) if chunk else 0.0
     tpot_s = (1 - share) * decode_s + share * (mixed_s + host_s)
@@ -413,10 +437,17 @@ def estimate(
                 prefill_tokens=size / layout.pp,
                 prefill_context=prefill_context,
             )
-            total += step + host_s
+            total += with_prefill(step) + host_s
         return total
 
     own_s = prefill_s((group - 1) / 2 * new + new)
+    prefill_gpu_s = step_s(
+        **common,
+        decode_tokens=0.0,
+        decode_context=context,
+        prefill_tokens=chunk / layout.pp,
+        prefill_context=prefill_context,
+    )[0]
     # A request waits for the step in flight only when other sequences are decoding: at one
     # sequence per replica (closed loop) it arrives at an idle engine. An engine that takes in new
     # requests once every N decode steps (SGLang --scheduler-recv-interval) makes it wait N/2 steps.
@@ -424,7 +455,13 @@ def estimate(
     overhead_s = engine.request_overhead_ms / 1e3
     decoding_s = in_flight_s + (output - 1) * tpot_s + 2 * overhead_s
     group_s = prefill_s(group * new) if group > 1 else own_s  # a group of one is the prompt itself
-    wait_s = _closed_loop_wait_s(math.ceil(batch / group), group_s, decoding_s)
+    if eager_s > prefill_gpu_s:
+        # Host-bound prefill steps take the same time for one prompt or several: the prompts that
+        # arrive while one runs are prefilled together in the next, so a prompt waits for the rest of
+        # the step in flight, not for each prompt ahead of it.
+        wait_s = _batched_wait_s(batch, group_s, decoding_s)
+    else:
+        wait_s = _closed_loop_wait_s(math.ceil(batch / group), group_s, decoding_s)
     ttft_s = in_flight_s + own_s + wait_s + overhead_s
     cycle_s = ttft_s + (output - 1) * tpot_s + overhead_s
     tokens_per_s = batch * layout.dp * output / cycle_s
@@ -479,6 +516,7 @@ def estimate(
         single_source=single_sources(gpu.key, engine.name, profile=profile is not None),
         keep_bf16=tuple(sorted(keep)),
         w4a16_gemm_floor_us=rates.gemm_floor_us if floor_bound else 0.0,
+        eager_prefill_ms=eager_s * 1e3 if eager_s > prefill_gpu_s else 0.0,
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
     )
 
@@ -539,6 +577,17 @@ def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **
         arrival="poisson",
         request_rate=workload.request_rate,
     )
+
+
+def _batched_wait_s(clients: int, service_s: float, decoding_s: float) -> float:
+    """Mean wait of a prompt for a prefill step already in flight when every step takes `service_s`
+    and prefills all prompts waiting at its start: the step is busy a fraction min(1, arrival rate x
+    step) of the time and has half of it left on average. One client: no wait."""
+    if clients <= 1:
+        return 0.0
+    rate = (clients - 1) / (service_s + decoding_s)  # the other clients' arrivals
+    busy = min(1.0, rate * service_s)
+    return busy * service_s / 2
 
 
 def _closed_loop_wait_s(groups: int, service_s: float, decoding_s: float) -> float:

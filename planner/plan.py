@@ -107,9 +107,12 @@ class PlanRequest:
             raise ValueError("request_rate: a Poisson stream needs its rate, in requests/s (> 0)")
         if self.arrival != "poisson" and self.request_rate is not None:
             raise ValueError("request_rate: only with arrival poisson (a closed loop is set by its concurrency)")
-        if not (isinstance(self.range_ratio, int | float) and 0 < self.range_ratio <= 1):
+        if isinstance(self.range_ratio, bool) or not (
+            isinstance(self.range_ratio, int | float) and 0 <= self.range_ratio <= 1
+        ):
             raise ValueError(
-                "range_ratio: must be above 0 and at most 1 (lengths drawn from [range_ratio x len, len]; 1: fixed)"
+                "range_ratio: must be from 0 to 1 (lengths drawn from [range_ratio x len, len]; 1: fixed; "
+                "0: sglang.bench_serving's default)"
             )
         if self.num_prompts is not None:
             if isinstance(self.num_prompts, bool) or not isinstance(self.num_prompts, int) or self.num_prompts < 1:
@@ -474,6 +477,13 @@ def plan(request: PlanRequest) -> PlanResult:
             if throughput.w4a16_gemm_floor_us
             else ""
         )
+        + (
+            f" {throughput.engine} runs prefill steps eagerly before 0.5.10 (CUDA graphs for decode only): "
+            f"launching the forward's kernels from Python takes {throughput.eager_prefill_ms:.0f} ms, and a step "
+            "that prefills takes at least that, however few tokens it holds (set against three published sources)."
+            if throughput.eager_prefill_ms
+            else ""
+        )
         + " Batch-1 upper bound "
         f"{throughput.batch1_tokens_per_s_upper_bound:.0f} tokens/s streams the weights at the HBM peak."
         + (
@@ -613,7 +623,10 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
         # The step budget the memory model reserved activations for: the engine's own default for
         # this GPU when the request does not set one (vLLM V1 takes 2048 on an A100, 8192 on an H100).
         engine=engine_settings(
-            request.engine, candidate.memory.max_num_batched_tokens, request.scheduler_recv_interval
+            request.engine,
+            candidate.memory.max_num_batched_tokens,
+            request.scheduler_recv_interval,
+            setup.engine.release,
         ),
         profile=request.calibration,
         quick=quick,

@@ -132,10 +132,11 @@ class PlanInputSerializer(StrictSerializer):
     )
     range_ratio = serializers.FloatField(
         required=False,
-        min_value=1e-6,
+        min_value=0.0,
         max_value=1.0,
         help_text="each request's input and output lengths drawn uniformly from [range_ratio x len, len], as "
-        "sglang.bench_serving --random-range-ratio draws them (default 1: fixed lengths)",
+        "sglang.bench_serving --random-range-ratio draws them (default 1: fixed lengths; 0: that client's own "
+        "default, prompts from 1 token)",
     )
     cluster = serializers.CharField(
         required=False,
@@ -211,6 +212,6 @@ def plan_request_from(data: dict[str, Any], calibration: CalibrationProfile | No
         cached_prefix_len=data.get("cached_prefix_len") or 0,
         arrival=data.get("arrival") or "burst",
         request_rate=data.get("request_rate"),
-        range_ratio=data.get("range_ratio") or 1.0,
+        range_ratio=1.0 if data.get("range_ratio") is None else data["range_ratio"],
         calibration=calibration,
     )

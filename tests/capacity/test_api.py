@@ -230,7 +230,8 @@ def test_plan_apis_take_a_poisson_rate_and_refuse_it_without_poisson(personas: P
 
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
 def test_plan_apis_take_a_length_spread_and_refuse_one_outside_0_1(personas: Personas, endpoint: str) -> None:
-    """Lengths drawn from [range_ratio x len, len] as the benchmark client draws them (issue 31)."""
+    """Lengths drawn from [range_ratio x len, len] as the benchmark client draws them (issue 31); 0 is
+    sglang.bench_serving's own default."""
     body: PlanArgs = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "concurrency": 32}
     body |= {"input_len": 1024, "output_len": 1024, "range_ratio": 0.8}
     client = personas.client(personas.engineer)
@@ -239,7 +240,11 @@ def test_plan_apis_take_a_length_spread_and_refuse_one_outside_0_1(personas: Per
     if endpoint == "/api/v1/planner/plan":
         assert good.json() == json.loads(json.dumps(plan(plan_request(body)).as_contract()))
         assert good.json()["throughput_estimate"]["inputs"]["range_ratio"] == 0.8
-    for ratio in (0, 1.5):
+        # 0 is planned as 0 (not read as "unset", which would mean fixed lengths)
+        zero = client.post(endpoint, {**body, "range_ratio": 0}, format="json")
+        assert zero.status_code == 200, zero.json()
+        assert zero.json()["throughput_estimate"]["inputs"]["range_ratio"] == 0
+    for ratio in (-0.1, 1.5):
         bad = client.post(endpoint, {**body, "range_ratio": ratio}, format="json")
         assert bad.status_code == 400, bad.json()
         assert "range_ratio" in bad.json()["extra"]["fields"]

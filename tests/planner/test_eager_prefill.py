@@ -1,0 +1,119 @@
+"""SGLang's eager prefill (issue 31). Before 0.5.10 SGLang graphs its decode steps only: a prefill step
+launches every kernel of the forward from Python, so it takes that host time however few tokens it
+holds (sglang pull 12160: an 82.6 ms forward for a 1-token DeepSeek-V3 prefill, 23.1 ms graphed).
+
+The case is the SGLang Cookbook's Qwen3 page (a source the corpus did not use before this test):
+Qwen3-235B-A22B on 8 x B200, SGLang 0.5.6, `--tp 8`, one client, 1000/1000-token random prompts drawn
+with sglang.bench_serving's default range ratio 0: median TTFT 92.18 ms, where the planner without
+the eager prefill gave 23.5 ms (-75%).
+https://github.com/sgl-project/sgl-cookbook/blob/7b5bd9c05e3d86da5161ac2be9b91c19a34bf49d/docs/autoregressive/Qwen/Qwen3.md
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from planner import corpus, perf
+from planner.efficiency import efficiency_catalog, engine_settings, substituted
+from planner.memory import Layout
+from planner.plan import plan
+from planner.specs import model
+from tests.planner.requests import PlanArgs, plan_request
+
+COOKBOOK: PlanArgs = {
+    "model": "qwen3-235b-a22b",
+    "precision": "bf16",
+    "gpu": "b200",
+    "tp": 8,
+    "pp": 1,
+    "ep": 1,
+    "dp": 1,
+    "engine": "sglang",
+    "engine_version": "0.5.6",
+    "max_model_len": 2000,
+    "concurrency": 1,
+    "input_len": 1000,
+    "output_len": 1000,
+    "range_ratio": 0.0,
+}
+MEASURED_TTFT_MS = 92.18
+
+
+def _case(ident: str) -> dict[str, Any]:
+    return next(case for case in corpus.cases() if case["id"] == ident)
+
+
+def test_a_prefill_step_takes_the_forwards_host_time_on_sglang_before_0_5_10() -> None:
+    eager = plan(plan_request(COOKBOOK)).throughput
+    kernels = perf.forward_kernels(model("qwen3-235b-a22b"), plan(plan_request(COOKBOOK)).params, eager_layout())
+    per_kernel = engine_settings("sglang").eager_prefill_kernel_us
+    assert per_kernel > 0
+    assert eager.eager_prefill_ms == pytest.approx(kernels * per_kernel / 1e3)
+    assert eager.ttft_ms >= eager.eager_prefill_ms
+    assert eager.ttft_ms == pytest.approx(MEASURED_TTFT_MS, rel=0.15)
+    # 0.5.10 graphs prefill by default (piecewise CUDA graphs): the floor goes, and so does the note.
+    graphed = plan(plan_request(COOKBOOK, engine_version="0.5.10"))
+    assert graphed.throughput.eager_prefill_ms == 0
+    assert graphed.throughput.ttft_ms < eager.ttft_ms / 2
+    assert not any("prefill steps eagerly" in note for note in graphed.notes)
+    assert any("prefill steps eagerly" in note for note in plan(plan_request(COOKBOOK)).notes)
+    # vLLM compiles and graphs its prefill steps: no floor there.
+    vllm = plan(plan_request(COOKBOOK, engine="vllm", engine_version=None)).throughput
+    assert vllm.eager_prefill_ms == 0
+    assert "eager_prefill_ms" in plan(plan_request(COOKBOOK)).as_contract()["throughput_estimate"]["inputs"]
+
+
+def eager_layout() -> Layout:
+    return plan(plan_request(COOKBOOK)).chosen.layout
+
+
+def test_the_cookbook_case_misses_by_three_quarters_without_it() -> None:
+    case = _case("qwen3-235b-a22b-bf16-b200x8-sglang-i1000-o1000-c1")
+    assert abs(corpus.run_case(case).errors["ttft_ms"]) <= 0.15
+    catalog = copy.deepcopy(efficiency_catalog())
+    del catalog["engines"]["sglang"]["eager_prefill_kernel_us"]
+    with substituted(catalog):
+        assert corpus.run_case(case).errors["ttft_ms"] < -0.6
+
+
+def test_the_release_gate_reads_the_version_as_numbers() -> None:
+    assert engine_settings("sglang", release=(0, 5, 9)).eager_prefill_kernel_us > 0
+    assert engine_settings("sglang", release=(0, 5, 10)).eager_prefill_kernel_us == 0
+    assert engine_settings("sglang", release=(0, 6, 0)).eager_prefill_kernel_us == 0
+    assert engine_settings("sglang").eager_prefill_kernel_us > 0  # the default release, 0.5
+    assert engine_settings("vllm", release=(0, 5, 0)).eager_prefill_kernel_us == 0
+
+
+def test_host_bound_prefill_steps_take_the_waiting_prompts_together() -> None:
+    # One client never waits; the wait is at most half a step however many clients there are.
+    assert perf._batched_wait_s(1, 0.1, 1.0) == 0
+    assert perf._batched_wait_s(4, 0.1, 1.0) == pytest.approx(3 / 1.1 * 0.1 * 0.1 / 2)
+    assert perf._batched_wait_s(10_000, 0.1, 1.0) == pytest.approx(0.05)
+    # Each prompt queued behind each other prompt's own step instead (the fixed-service loop) would
+    # wait far longer at 100 clients.
+    assert perf._closed_loop_wait_s(100, 0.1, 5.0) > 10 * perf._batched_wait_s(100, 0.1, 5.0)
+    wide = plan(plan_request(COOKBOOK, concurrency=100, max_model_len=2000)).throughput
+    assert wide.ttft_ms < 2 * plan(plan_request(COOKBOOK)).throughput.ttft_ms
+
+
+def test_sglang_bench_servings_default_range_ratio_0_is_planned() -> None:
+    # Prompts from [1, len], outputs from [0, len] (numpy's randint as the client calls it).
+    assert perf.mean_length(1000, 0.0, least=1) == 500.5
+    assert perf.mean_length(1000, 0.0) == 500
+    assert perf.mean_length(1000, 0.8) == 900
+    drawn = plan(plan_request(COOKBOOK)).as_contract()["throughput_estimate"]["inputs"]
+    assert drawn["range_ratio"] == 0.0
+
+
+def test_a_median_is_compared_with_the_steady_state_not_the_first_wave() -> None:
+    """A finite run's first wave (concurrency / num_prompts of its requests) moves its mean, not its median:
+    the corpus plans median cases without it."""
+    case = _case("qwen3-235b-a22b-bf16-b200x8-sglang-i8000-o1000-c64")
+    assert case["statistic"] == "median"
+    assert case["num_prompts"]
+    steady = corpus.run_case(case).planned["ttft_ms"]
+    with_wave = corpus.run_case({**case, "statistic": "mean"}).planned["ttft_ms"]
+    assert with_wave > 1.5 * steady
