@@ -398,7 +398,9 @@ def estimate(
     # An engine that runs its prefill steps eagerly (SGLang before its piecewise CUDA graphs) launches
     # every kernel of the forward from Python: a step that prefills takes at least that host time,
     # however few tokens it holds (each pipeline stage launches its own layers).
-    eager_s = engine.eager_prefill_kernel_us * 1e-6 * forward_kernels(model, params, layout) / layout.pp
+    eager_s = 0.0
+    if engine.eager_prefill_kernel_us:
+        eager_s = engine.eager_prefill_kernel_us * 1e-6 * forward_kernels(model, params, layout) / layout.pp
 
     def with_prefill(step: float) -> float:
         return max(step, eager_s)
@@ -441,13 +443,20 @@ def estimate(
         return total
 
     own_s = prefill_s((group - 1) / 2 * new + new)
-    prefill_gpu_s = step_s(
-        **common,
-        decode_tokens=0.0,
-        decode_context=context,
-        prefill_tokens=chunk / layout.pp,
-        prefill_context=prefill_context,
-    )[0]
+    # Whether the host time, not the GPU's, sets a prefill step of this workload's chunk.
+    host_bound = (
+        bool(eager_s)
+        and eager_s
+        > (
+            step_s(
+                **common,
+                decode_tokens=0.0,
+                decode_context=context,
+                prefill_tokens=chunk / layout.pp,
+                prefill_context=prefill_context,
+            )[0]
+        )
+    )
     # A request waits for the step in flight only when other sequences are decoding: at one
     # sequence per replica (closed loop) it arrives at an idle engine. An engine that takes in new
     # requests once every N decode steps (SGLang --scheduler-recv-interval) makes it wait N/2 steps.
@@ -455,7 +464,7 @@ def estimate(
     overhead_s = engine.request_overhead_ms / 1e3
     decoding_s = in_flight_s + (output - 1) * tpot_s + 2 * overhead_s
     group_s = prefill_s(group * new) if group > 1 else own_s  # a group of one is the prompt itself
-    if eager_s > prefill_gpu_s:
+    if host_bound:
         # Host-bound prefill steps take the same time for one prompt or several: the prompts that
         # arrive while one runs are prefilled together in the next, so a prompt waits for the rest of
         # the step in flight, not for each prompt ahead of it.
@@ -516,7 +525,7 @@ def estimate(
         single_source=single_sources(gpu.key, engine.name, profile=profile is not None),
         keep_bf16=tuple(sorted(keep)),
         w4a16_gemm_floor_us=rates.gemm_floor_us if floor_bound else 0.0,
-        eager_prefill_ms=eager_s * 1e3 if eager_s > prefill_gpu_s else 0.0,
+        eager_prefill_ms=eager_s * 1e3 if host_bound else 0.0,
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
     )
 
