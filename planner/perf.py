@@ -202,6 +202,30 @@ def forward_kernels(model: ModelSpec, params: ParamBreakdown, layout: Layout) ->
     )
 
 
+def eager_prefill_kernels(
+    model: ModelSpec, params: ParamBreakdown, layout: Layout, precision: PrecisionSpec, keep: frozenset[str]
+) -> int:
+    """Kernels an eager prefill forward launches: the forward's, plus what graphs and compilers fuse
+    away. A scheme that quantizes activations at run time (FP8, INT8, NVFP4) quantizes each GEMM's
+    input in a kernel of its own before the GEMM (SGLang's fp8_utils: per_token_group_quant_fp8, then
+    the block-scaled GEMM); MLA prefills in the expanded form, running kv_b_proj as a GEMM of its own
+    (absorbed at load for decode)."""
+    extra = 0
+    for groups in stage_groups(params, model, layout.pp):
+        for layer, _window, count in groups:
+            calls = 0
+            present = ("attention", *(("dense_mlp",) if layer.dense_mlp else ()))
+            present += ("shared_experts",) if layer.shared_experts else ()
+            calls += sum(_GEMM_CALLS[part](model) for part in present if part not in keep)
+            if model.attention == "mla" and "attention" not in keep:
+                calls += 1  # kv_b_proj
+            if layer.routed_experts and "experts" not in keep:
+                calls += 2  # the grouped gate/up and down GEMMs
+            mla_kv_b = 1 if model.attention == "mla" else 0
+            extra += count * (mla_kv_b + (calls if precision.activation_bits < 16 else 0))
+    return forward_kernels(model, params, layout) + extra
+
+
 def step_s(
     *,
     model: ModelSpec,
@@ -400,7 +424,8 @@ def estimate(
     # however few tokens it holds (each pipeline stage launches its own layers).
     eager_s = 0.0
     if engine.eager_prefill_kernel_us:
-        eager_s = engine.eager_prefill_kernel_us * 1e-6 * forward_kernels(model, params, layout) / layout.pp
+        kernels = eager_prefill_kernels(model, params, layout, precision, keep)
+        eager_s = engine.eager_prefill_kernel_us * 1e-6 * kernels / layout.pp
 
     def with_prefill(step: float) -> float:
         return max(step, eager_s)

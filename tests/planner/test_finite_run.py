@@ -47,8 +47,8 @@ def test_a_finite_runs_first_wave_arrives_together() -> None:
     # half of them on average.
     # (SGLang 0.5 prefills eagerly: each of those steps takes at least the forward's host time,
     # test_eager_prefill.py; 72 ms without it.)
-    assert steady.ttft_ms == pytest.approx(120, rel=0.1)
-    assert one_wave.ttft_ms > 4 * steady.ttft_ms
+    assert steady.ttft_ms == pytest.approx(164, rel=0.1)
+    assert one_wave.ttft_ms > 3.5 * steady.ttft_ms  # 604 against 164 ms (4.2x before the eager prefill)
     assert run.ttft_ms == pytest.approx(0.1 * one_wave.ttft_ms + 0.9 * steady.ttft_ms, rel=1e-6)
     assert run.tpot_ms == pytest.approx(steady.tpot_ms, rel=1e-9)  # the start-up moves TTFT only
     assert (
@@ -81,17 +81,17 @@ def test_the_inferencex_cases_carry_their_run_length() -> None:
 
 def test_the_first_wave_does_not_make_inferencex_sglang_means() -> None:
     """Checked and not enough: with the run's length and SGLang 0.5's eager prefill steps planned, the
-    H200 DeepSeek means stay 2.5-3.2x the plan. To make them the first wave would need about the
+    H200 DeepSeek means stay 2-2.5x the plan. To make them the first wave would need about the
     reported p99 (2.0-2.7 s), roughly the same at 8 and 64 clients, where queueing all of its prefills
     takes 0.1-0.6 s: no prefill work explains it. They stay listed outside the model; the B200's means
-    at 16 and 32 clients come within 25% with the eager prefill and are no longer listed."""
+    come within 12% with the eager prefill and are no longer listed."""
     for case in corpus.cases():
         if "issues/870" not in case["source"]:
             continue
         result = corpus.run_case(case)
         if case["gpu"] == "h200":
             assert corpus.outside(case, "ttft_ms"), case["id"]
-            assert result.planned["ttft_ms"] < 0.45 * case["measured"]["ttft_ms"], case["id"]
-        elif case["concurrency"] >= 16:
+            assert result.planned["ttft_ms"] < 0.5 * case["measured"]["ttft_ms"], case["id"]
+        else:
             assert not corpus.outside(case, "ttft_ms"), case["id"]
-            assert abs(result.errors["ttft_ms"]) <= 0.25, case["id"]
+            assert abs(result.errors["ttft_ms"]) <= 0.15, case["id"]
