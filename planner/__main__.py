@@ -250,13 +250,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def _shortfall(contract: dict[str, Any]) -> str:
     margin, layout = contract["fit_margin"], contract["parallel"]
-    short = f"does not fit: the KV cache is {-margin['kv_bytes_per_gpu'] / GIB:.1f} GiB per GPU short"
-    if margin["sequences"] < 0:
-        short += f", {-margin['sequences']} sequences short of the concurrency"
+    if margin["kv_bytes_per_gpu"] < 0:
+        short = f"does not fit: the KV cache is {-margin['kv_bytes_per_gpu'] / GIB:.1f} GiB per GPU short"
+        if margin["sequences"] < 0:
+            short += f", {-margin['sequences']} sequences short of the concurrency"
+    else:  # the KV cache holds the concurrency: something else stops the engine (its CUDA graphs)
+        chosen = f"tp={layout['tp']} pp={layout['pp']} ep={layout['ep']} dp={layout['dp']}"
+        short = "does not fit: " + next(
+            (
+                note.split(": ", 1)[1].rstrip(".")
+                for note in contract["notes"]
+                if note.startswith((f"The pinned layout {chosen}", f"Rejected {chosen}:"))
+            ),
+            "the engine's CUDA graphs do not fit outside gpu_memory_utilization",
+        )
     if contract["starts"]:
         short += "; the engine starts, and the requests beyond what it holds wait"
-    else:
+    elif margin["kv_bytes_per_gpu"] < 0 and margin["sequences"] + contract["max_concurrency"] < 1:
         short += "; the engine does not start (not one max_model_len sequence per replica)"
+    else:
+        short += "; the engine does not start"
     return short + (
         f" (tp={layout['tp']} pp={layout['pp']} ep={layout['ep']} dp={layout['dp']}, "
         f"{contract['max_concurrency']} full-length sequences held)"

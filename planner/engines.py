@@ -35,6 +35,21 @@ FP32_BYTES = 4
 BF16_BYTES = 2
 
 
+# vLLM's CUDA graph memory per kernel of each graph set it captures (KiB): a public startup log's
+# "Graph capturing finished in N secs, took X GiB" over the sets its release captured (EngineProfile.cuda_graph_sets:
+# one piecewise set per capture size, plus one full graph per decode size from 0.11) and the planner's kernels
+# per forward (perf.forward_kernels). The graphs share one memory pool and are captured largest first, so
+# activations are reused across sizes; what grows is each instantiated graph, with its kernel nodes (vLLM's own
+# 0.18 estimator: the first capture plus a fixed cost per further size). By source:
+CUDA_GRAPH_KIB_PER_KERNEL = {
+    "Qwen3-235B-A22B FP8, 8 x L40S TP 8 EP, 0.10.2: 3.45 GiB, 67 sets x 1786 kernels": 30.2,
+    "vllm-project/vllm issue (Qwen3-32B FP8, TP 2, ~0.10): 1.30 GiB, 67 sets x 832": 24.5,
+    "Qwen2.5-Math-1.5B, TP 1, 0.11.0: 3.49 GiB, 67 + 67 sets x 308": 88.7,
+    "Qwen3-30B-A3B FP8 on GB10, 0.13.0 (NGC 26.01): 1.28 GiB, 51 + 35 sets x 720": 21.7,
+    "vllm-project/vllm/pull/11349 (Llama-3.2-1B, V0): 0.21 GiB, 35 sets x 176": 35.7,
+    "DeepSeek-R1-Distill-Qwen-32B, TP 8 on ROCm, V0: 0.35 GiB, 35 sets x 832": 12.6,
+}
+
 # vLLM V0's non-torch memory per GPU with several PCIe-only GPUs, as each log printed it (GiB), by source.
 V0_PCIE_NON_TORCH_GIB = {
     "vllm-project/vllm/issues/15815": 0.30,  # 2 x L40S, TP 2, 0.7.1
@@ -96,6 +111,27 @@ class EngineProfile:
     def release(self) -> tuple[int, ...]:
         """The version as numbers, (0, 10, 1): releases compare in order."""
         return _version_tuple(self.version)
+
+    def cuda_graph_sets(self, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+        """Graph sets vLLM captures at start-up: one per capture size (V0 and V1's piecewise mode) plus, from
+        0.11 (FULL_AND_PIECEWISE), one full graph per decode size up to max_num_seqs. Read from the 0.8.5,
+        0.10.2, 0.11.0, 0.12.0 and 0.17.0 wheels (config: _set_cudagraph_sizes, cudagraph_dispatcher).
+        0 for the other engines: SGLang's decode graphs live inside its 1 - mem_fraction_static, and
+        TensorRT-LLM's are opt-in."""
+        if self.name != "vllm":
+            return 0
+        release = self.release
+        if release < (0, 8):  # V0: sizes up to the multiple of 8 at or above max_num_seqs, at most 256
+            top = min(256, -(-max_num_seqs // 8) * 8)
+            return sum(1 for size in (1, 2, 4, *range(8, 257, 8)) if size <= top)
+        top = 512 if release < (0, 10) else min(2 * max_num_seqs, 512)  # 0.8-0.9 ignore max_num_seqs
+        top = min(top, max_num_batched_tokens)
+        if release < (0, 12):
+            sizes = [size for size in (1, 2, 4, *range(8, 513, 8)) if size <= top]
+        else:
+            sizes = [size for size in (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)) if size <= top]
+        full = sum(1 for size in sizes if size <= max_num_seqs) if release >= (0, 11) else 0
+        return len(sizes) + full
 
     def mxfp4_padding(self, gpu: GpuSpec) -> tuple[int, int]:
         """(hidden size multiple, per-partition intermediate size multiple) the MXFP4 MoE loader pads each

@@ -11,6 +11,7 @@ says which. Every figure is an estimate and carries the inputs it used.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -194,11 +195,16 @@ def _kernels(model: ModelSpec, layer: LayerParams, layout: Layout) -> int:
 
 
 def forward_kernels(model: ModelSpec, params: ParamBreakdown, layout: Layout) -> int:
-    """Kernels one forward of the whole model launches on a GPU (all pipeline stages)."""
-    return sum(
-        count * _kernels(model, layer, layout)
+    """Kernels one forward of the whole model launches (all pipeline stages)."""
+    return sum(stage_kernels(model, params, layout))
+
+
+@functools.lru_cache(maxsize=4096)  # a layout search asks it for every candidate (vLLM's graph memory)
+def stage_kernels(model: ModelSpec, params: ParamBreakdown, layout: Layout) -> tuple[int, ...]:
+    """Kernels each pipeline stage's GPUs launch in one forward."""
+    return tuple(
+        sum(count * _kernels(model, layer, layout) for layer, _window, count in groups)
         for groups in stage_groups(params, model, layout.pp)
-        for layer, _window, count in groups
     )
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planner import __version__
-from planner.engines import ENGINES, EngineProfile, engine_profile
+from planner.engines import CUDA_GRAPH_KIB_PER_KERNEL, ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
 from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
 from planner.memory import (
@@ -25,7 +26,7 @@ from planner.memory import (
     weights_total_bytes,
 )
 from planner.params import ParamBreakdown, count_params
-from planner.perf import ARRIVALS, Throughput, Workload, engine_settings, estimate
+from planner.perf import ARRIVALS, Throughput, Workload, engine_settings, estimate, stage_kernels
 from planner.serving import Launch, serving_commands
 from planner.specs import GpuSpec, ModelSpec, PrecisionSpec, gpu, model, precision
 
@@ -190,6 +191,15 @@ class Candidate:
     fits: bool
     reason: str
     throughput: Throughput | None = None
+    cuda_graph_sets: int = 0  # graph sets the engine captures at start-up (EngineProfile.cuda_graph_sets)
+    cuda_graph_bytes: int = 0  # what they take per GPU, after the KV cache is allocated
+    cuda_graphs_fit: bool = True  # whether they fit at the least figure a log gives (else the engine stops)
+
+    @property
+    def starts(self) -> bool:
+        """Whether the engine starts at all: one max_model_len sequence per replica after weights and reserves
+        (vLLM refuses to start otherwise), and room for its CUDA graphs."""
+        return self.memory.sequences_per_replica >= 1 and self.cuda_graphs_fit
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,9 +281,8 @@ class PlanResult(PlanSetup):
                 "capacity": memory.capacity_bytes,
             },
             "fits": self.chosen.fits,
-            # Whether the engine starts at all: one max_model_len sequence per replica after weights and
-            # reserves (vLLM refuses to start otherwise). `fits` also asks for the concurrency.
-            "starts": self.chosen.memory.sequences_per_replica >= 1,
+            # Whether the engine starts at all (Candidate.starts). `fits` also asks for the concurrency.
+            "starts": self.chosen.starts,
             "max_concurrency": self.chosen.max_concurrency,
             "fit_margin": self.fit_margin(),
             "throughput": {
@@ -312,6 +321,27 @@ def _replicas_share_note(engine: EngineProfile, spec: ModelSpec, layout: Layout)
         f"Data parallelism: {what}; this plan sizes each of the {layout.dp} replicas as a whole copy over its "
         f"{layout.tp} TP GPUs, so its weights per GPU are an upper bound and its throughput treats the replicas "
         "as independent."
+    )
+
+
+def _cuda_graph_note(chosen: Candidate) -> str:
+    """What the engine's CUDA graphs take, and from where."""
+    gib = 1 << 30
+    memory = chosen.memory
+    headroom = graph_headroom_bytes(memory)
+    return (
+        f"CUDA graphs: {memory.engine.name} {memory.engine.version} captures {chosen.cuda_graph_sets} graph sets "
+        f"for max_num_seqs {memory.max_num_seqs} after allocating the KV cache, about "
+        f"{chosen.cuda_graph_bytes / gib:.2f} GiB per GPU ({CUDA_GRAPH_KIB_PER_NODE:.0f} KiB per kernel node: the "
+        f"median of {len(CUDA_GRAPH_KIB_PER_KERNEL)} public startup logs, which range from "
+        f"{min(CUDA_GRAPH_KIB_PER_KERNEL.values()):g} to {max(CUDA_GRAPH_KIB_PER_KERNEL.values()):g}) out of the "
+        f"{headroom / gib:.1f} GiB left outside gpu_memory_utilization and by the profile run"
+        + (
+            ": at the median figure they would not fit, and the capture may run out of memory (the verdict "
+            "takes the least figure); lower gpu_memory_utilization or max_num_seqs to be sure."
+            if chosen.cuda_graph_bytes > headroom
+            else "."
+        )
     )
 
 
@@ -440,6 +470,8 @@ def plan(request: PlanRequest) -> PlanResult:
         chosen = max(candidates, key=lambda c: (c.memory.kv_pool_bytes, -c.layout.gpus))
         notes.append(_no_fit_note(request, candidates, chosen))
     notes.append(_loaded_note(chosen.memory, spec))
+    if chosen.cuda_graph_sets:
+        notes.append(_cuda_graph_note(chosen))
     shared = _replicas_share_note(engine, spec, chosen.layout)
     if shared:
         notes.append(shared)
@@ -512,6 +544,16 @@ def plan(request: PlanRequest) -> PlanResult:
     )
 
 
+# The figure per kernel node of a captured graph set: the median of the public logs' (engines.py).
+CUDA_GRAPH_KIB_PER_NODE = statistics.median(CUDA_GRAPH_KIB_PER_KERNEL.values())
+
+
+def graph_headroom_bytes(memory: MemoryBreakdown) -> int:
+    """What vLLM's graph capture can take: the memory outside gpu_memory_utilization and the profile run's
+    activations, freed before the capture."""
+    return memory.total_gpu_memory_bytes - memory.capacity_bytes + memory.activations_bytes
+
+
 def running_sequences(request: PlanRequest, layout: Layout) -> int:
     """Sequences the engine runs at once over all replicas: the concurrency, capped per replica by an
     asked max_num_seqs (the rest wait in the engine's queue, holding no KV cache)."""
@@ -539,6 +581,15 @@ def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
     max_concurrency = memory.sequences_per_replica * layout.dp
     needed = running_sequences(request, layout)
     gib = 1 << 30
+    # vLLM (up to 0.17) captures its CUDA graphs after the KV cache is allocated: they take what is left
+    # outside gpu_memory_utilization, plus the profile run's activations it freed. The verdict takes the
+    # least any log gives per kernel node (the figure is uncertain by a factor of 2-3 either way: the plan's
+    # note gives the median and says when that one would not fit).
+    sets = setup.engine.cuda_graph_sets(memory.max_num_seqs, memory.max_num_batched_tokens)
+    nodes = sets * max(stage_kernels(setup.model, setup.params, layout)) if sets else 0  # each GPU its stage's
+    graphs = int(nodes * CUDA_GRAPH_KIB_PER_NODE * 1024)
+    least = int(nodes * min(CUDA_GRAPH_KIB_PER_KERNEL.values()) * 1024)
+    headroom = graph_headroom_bytes(memory)
     if memory.kv_pool_bytes <= 0:
         reason = (
             f"weights {memory.weights_per_gpu_bytes / gib:.1f} GiB + reserves exceed "
@@ -546,11 +597,27 @@ def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
         )
     elif memory.sequences_per_replica < 1:
         reason = f"KV pool {memory.kv_pool_bytes / gib:.1f} GiB cannot hold one {max_len}-token sequence per replica"
+    elif least > headroom:
+        reason = (
+            f"its {sets} CUDA graph sets need at least {least / gib:.1f} GiB per GPU (about {graphs / gib:.1f}) once "
+            f"the KV cache is allocated, more than the {headroom / gib:.1f} GiB left outside gpu_memory_utilization: "
+            f"{setup.engine.name} stops at start-up (lower gpu_memory_utilization or max_num_seqs, or serve with "
+            "--enforce-eager)"
+        )
     elif max_concurrency < needed:
         reason = f"holds {max_concurrency} full-length sequences, fewer than the {needed} requested"
     else:
         reason = ""
-    return Candidate(layout=layout, memory=memory, max_concurrency=max_concurrency, fits=not reason, reason=reason)
+    return Candidate(
+        layout=layout,
+        memory=memory,
+        max_concurrency=max_concurrency,
+        fits=not reason,
+        reason=reason,
+        cuda_graph_sets=sets,
+        cuda_graph_bytes=graphs,
+        cuda_graphs_fit=least <= headroom,
+    )
 
 
 def _no_fit_note(request: PlanRequest, candidates: list[Candidate], chosen: Candidate) -> str:
