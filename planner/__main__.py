@@ -250,23 +250,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _shortfall(contract: dict[str, Any]) -> str:
     margin, layout = contract["fit_margin"], contract["parallel"]
+    causes = []
     if margin["kv_bytes_per_gpu"] < 0:
-        short = f"does not fit: the KV cache is {-margin['kv_bytes_per_gpu'] / GIB:.1f} GiB per GPU short"
+        kv = f"the KV cache is {-margin['kv_bytes_per_gpu'] / GIB:.1f} GiB per GPU short"
         if margin["sequences"] < 0:
-            short += f", {-margin['sequences']} sequences short of the concurrency"
-    else:  # the KV cache holds the concurrency: something else stops the engine (its CUDA graphs)
-        chosen = f"tp={layout['tp']} pp={layout['pp']} ep={layout['ep']} dp={layout['dp']}"
-        short = "does not fit: " + next(
-            (
-                note.split(": ", 1)[1].rstrip(".")
-                for note in contract["notes"]
-                if note.startswith((f"The pinned layout {chosen}", f"Rejected {chosen}:"))
-            ),
-            "the engine's CUDA graphs do not fit outside gpu_memory_utilization",
-        )
+            kv += f", {-margin['sequences']} sequences short of the concurrency"
+        causes.append(kv)
+    if "CUDA graph" in contract["fit_reason"]:  # the KV cache may hold them all: the graphs stop the engine
+        causes.append(contract["fit_reason"])
+    short = "does not fit: " + ("; ".join(causes) or contract["fit_reason"])
     if contract["starts"]:
         short += "; the engine starts, and the requests beyond what it holds wait"
-    elif margin["kv_bytes_per_gpu"] < 0 and margin["sequences"] + contract["max_concurrency"] < 1:
+    elif contract["max_concurrency"] < layout["dp"]:
         short += "; the engine does not start (not one max_model_len sequence per replica)"
     else:
         short += "; the engine does not start"

@@ -123,9 +123,12 @@ def engine_settings(
     max_num_batched_tokens: int | None = None,
     scheduler_recv_interval: int | None = None,
     release: tuple[int, ...] | None = None,
+    *,
+    eager_prefill: bool = False,
 ) -> EngineSettings:
     """The engine's scheduler figures; `release` (the version as numbers, None: the planner's default
-    release) picks the ones that changed between releases."""
+    release) picks the ones that changed between releases. `eager_prefill`: the deployment prefills
+    eagerly whatever the release (a setting the release's graphed prefill does not cover)."""
     engines = efficiency_catalog()["engines"]
     if name not in engines:
         raise ValueError(f"engine: must be one of {', '.join(sorted(engines))}")
@@ -145,13 +148,19 @@ def engine_settings(
         float(entry["step_overhead_ms"]),
         interval,
         float(entry.get("w4a16_gemm_floor_us", 0.0)),
-        _eager_prefill_kernel_us(entry, release),
+        _eager_prefill_kernel_us(entry, None if eager_prefill else release),
     )
+
+
+def eager_prefill_until(name: str) -> str | None:
+    """The first release of the engine that graphs its prefill steps by default (None: none is known)."""
+    until = efficiency_catalog()["engines"].get(name, {}).get("eager_prefill_until")
+    return None if until is None else str(until)
 
 
 def _eager_prefill_kernel_us(entry: dict[str, Any], release: tuple[int, ...] | None) -> float:
     """The engine's eager-prefill host time per kernel, for releases before `eager_prefill_until`
-    (the first that graphs its prefill steps by default)."""
+    (the first that graphs its prefill steps by default); None: any release."""
     value = float(entry.get("eager_prefill_kernel_us", 0.0))
     until = entry.get("eager_prefill_until")
     if value and until and release is not None:

@@ -166,7 +166,7 @@ class EngineProfile:
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
-    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
+    match = re.match(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?", version.strip())  # ASCII digits only
     if not match:
         raise ValueError(f"engine_version: {version!r} is not a version like 0.10.1")
     return tuple(int(part) for part in match.groups(default="0"))

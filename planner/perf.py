@@ -175,8 +175,10 @@ _GEMM_CALLS = {
     "dense_mlp": lambda model: 2,
     "shared_experts": lambda model: 2,
 }
-# GPUs whose engines run INT4 weight-only GEMMs through another kernel than Marlin (ROCm: Triton).
-NON_MARLIN_GPUS = frozenset({"mi300x"})
+# The catalog's ROCm GPUs. Their engines run INT4 weight-only GEMMs through another kernel than Marlin
+# (Triton), and SGLang prefills eagerly on them whatever the release.
+ROCM_GPUS = frozenset({"mi300x"})
+NON_MARLIN_GPUS = ROCM_GPUS
 
 
 def _kernels(model: ModelSpec, layer: LayerParams, layout: Layout) -> int:
@@ -427,11 +429,12 @@ def estimate(
     prefill_context = cached + new / 2
     # An engine that runs its prefill steps eagerly (SGLang before its piecewise CUDA graphs) launches
     # every kernel of the forward from Python: a step that prefills takes at least that host time,
-    # however few tokens it holds (each pipeline stage launches its own layers).
+    # however few tokens it holds. Each pipeline stage launches its own layers, one after another for a
+    # prompt: the whole forward's host time.
     eager_s = 0.0
     if engine.eager_prefill_kernel_us:
         kernels = eager_prefill_kernels(model, params, layout, precision, keep)
-        eager_s = engine.eager_prefill_kernel_us * 1e-6 * kernels / layout.pp
+        eager_s = engine.eager_prefill_kernel_us * 1e-6 * kernels
 
     def with_prefill(step: float) -> float:
         return max(step, eager_s)
@@ -591,15 +594,28 @@ def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **
             f"flight serve (about {most:.2f} requests/s); raise the concurrency or the replicas"
         )
 
+    def refuse_prefill(served: Throughput) -> ValueError:
+        most = layout.dp * 1e3 / served.prefill_ms
+        return ValueError(
+            f"request_rate: {workload.request_rate:g} requests/s exceeds what the prefill serves: each prompt "
+            f"takes {served.prefill_ms:.1f} ms of a replica's steps, about {most:.2f} requests/s over "
+            f"{layout.dp} replica(s); raise the replicas"
+        )
+
     in_flight = 0.0
     for _ in range(60):
         running = max(1, min(cap, round(in_flight)))
         served = closed(running)
         prefill_s, tpot_s = served.prefill_ms / 1e3, served.tpot_ms / 1e3
         load = rate * prefill_s
-        if load >= 1:
-            raise refuse(served)
-        queue_s = load * prefill_s / (2 * (1 - load))
+        if served.eager_prefill_ms:
+            # Host-bound prefill steps take every prompt waiting at their start (as in the closed loop,
+            # _batched_wait_s): a prompt waits for the rest of the step in flight, whatever the rate.
+            queue_s = min(1.0, load) * prefill_s / 2
+        elif load >= 1:
+            raise refuse_prefill(served)
+        else:
+            queue_s = load * prefill_s / (2 * (1 - load))
         busy = min(1.0, in_flight)
         ttft_s = busy * engine.scheduler_recv_interval * tpot_s / 2 + prefill_s + queue_s + overhead_s
         latency_s = ttft_s + (output - 1) * tpot_s + overhead_s

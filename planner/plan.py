@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planner import __version__
+from planner.efficiency import eager_prefill_until
 from planner.engines import CUDA_GRAPH_KIB_PER_KERNEL, ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
 from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
@@ -26,7 +27,7 @@ from planner.memory import (
     weights_total_bytes,
 )
 from planner.params import ParamBreakdown, count_params
-from planner.perf import ARRIVALS, Throughput, Workload, engine_settings, estimate, stage_kernels
+from planner.perf import ARRIVALS, ROCM_GPUS, Throughput, Workload, engine_settings, estimate, stage_kernels
 from planner.serving import Launch, serving_commands
 from planner.specs import GpuSpec, ModelSpec, PrecisionSpec, gpu, model, precision
 
@@ -283,6 +284,8 @@ class PlanResult(PlanSetup):
             "fits": self.chosen.fits,
             # Whether the engine starts at all (Candidate.starts). `fits` also asks for the concurrency.
             "starts": self.chosen.starts,
+            # Why the chosen layout does not fit, as a sentence ("" when it fits).
+            "fit_reason": self.chosen.reason,
             "max_concurrency": self.chosen.max_concurrency,
             "fit_margin": self.fit_margin(),
             "throughput": {
@@ -510,7 +513,8 @@ def plan(request: PlanRequest) -> PlanResult:
             else ""
         )
         + (
-            f" {throughput.engine} runs prefill steps eagerly before 0.5.10 (CUDA graphs for decode only): "
+            f" {throughput.engine} runs prefill steps eagerly here (before {eager_prefill_until(throughput.engine)}, "
+            "and later on ROCm, with DP attention or an MoE model on SM100; CUDA graphs for decode only): "
             f"launching the forward's kernels from Python takes {throughput.eager_prefill_ms:.0f} ms, and a step "
             "that prefills takes at least that, however few tokens it holds (set against three published sources)."
             if throughput.eager_prefill_ms
@@ -599,10 +603,10 @@ def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
         reason = f"KV pool {memory.kv_pool_bytes / gib:.1f} GiB cannot hold one {max_len}-token sequence per replica"
     elif least > headroom:
         reason = (
-            f"its {sets} CUDA graph sets need at least {least / gib:.1f} GiB per GPU (about {graphs / gib:.1f}) once "
-            f"the KV cache is allocated, more than the {headroom / gib:.1f} GiB left outside gpu_memory_utilization: "
-            f"{setup.engine.name} stops at start-up (lower gpu_memory_utilization or max_num_seqs, or serve with "
-            "--enforce-eager)"
+            f"its {sets} CUDA graph sets need at least {least / gib:.2f} GiB per GPU (about {graphs / gib:.2f}) once "
+            f"the KV cache is allocated, more than the {headroom / gib:.2f} GiB left outside gpu_memory_utilization: "
+            f"{setup.engine.name} stops at start-up (lower gpu_memory_utilization or max_num_seqs; vLLM's "
+            "--enforce-eager captures none)"
         )
     elif max_concurrency < needed:
         reason = f"holds {max_concurrency} full-length sequences, fewer than the {needed} requested"
@@ -662,6 +666,16 @@ def _fewest_gpus_then_fastest(candidate: Candidate) -> tuple[int, float]:
     return candidate.layout.gpus, -speed
 
 
+def _prefills_eagerly_anyway(setup: PlanSetup, layout: Layout) -> bool:
+    """Where SGLang 0.5.10 and later still prefill eagerly (their server_args turn the piecewise CUDA graphs
+    off): on ROCm, with DP attention (the printed command's --enable-dp-attention for dp > 1), and on the
+    SM100 family with an MoE model, whose FlashInfer TRT-LLM MoE backend it picks there."""
+    if setup.request.engine != "sglang":
+        return False
+    sm100 = setup.gpu.cuda_sm is not None and setup.gpu.cuda_sm // 10 == 10
+    return setup.gpu.key in ROCM_GPUS or layout.dp > 1 or (sm100 and setup.model.is_moe)
+
+
 def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> Throughput:
     request, max_len, scheme = setup.request, setup.max_model_len, setup.precision
     output = request.output_len or min(1024, max(1, max_len // 2))
@@ -680,7 +694,7 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
             max_num_seqs=request.max_num_seqs,
             arrival=request.arrival,
             request_rate=request.request_rate,
-            range_ratio=float(request.range_ratio),
+            range_ratio=float(request.range_ratio) + 0.0,  # -0.0 is 0
             num_prompts=request.num_prompts,
         ),
         kv_dtype=request.kv_dtype,
@@ -694,6 +708,7 @@ def _throughput(setup: PlanSetup, candidate: Candidate, quick: bool = False) -> 
             candidate.memory.max_num_batched_tokens,
             request.scheduler_recv_interval,
             setup.engine.release,
+            eager_prefill=_prefills_eagerly_anyway(setup, candidate.layout),
         ),
         profile=request.calibration,
         quick=quick,

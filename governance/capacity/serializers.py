@@ -78,6 +78,9 @@ def config_errors(config: dict[str, Any]) -> dict[str, list[str]] | None:
 
 
 class PlanInputSerializer(StrictSerializer):
+    # A JSON body's values are not coerced: `false` is not a range_ratio of 0, "8" is not a tp of 8.
+    strict_types = True
+
     model = KeyOrObjectField(help_text="catalog key (string) or an inline Hugging Face config.json (object)")
     precision = serializers.ChoiceField(choices=[*sorted(precisions()), AUTO_PRECISION])
     group_size = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_GROUP_SIZE)

@@ -1,4 +1,5 @@
 import json
+import math
 import time
 from pathlib import Path
 
@@ -244,7 +245,9 @@ def test_plan_apis_take_a_length_spread_and_refuse_one_outside_0_1(personas: Per
         zero = client.post(endpoint, {**body, "range_ratio": 0}, format="json")
         assert zero.status_code == 200, zero.json()
         assert zero.json()["throughput_estimate"]["inputs"]["range_ratio"] == 0
-    for ratio in (-0.1, 1.5):
+        negative_zero = client.post(endpoint, {**body, "range_ratio": -0.0}, format="json").json()
+        assert math.copysign(1, negative_zero["throughput_estimate"]["inputs"]["range_ratio"]) == 1  # not -0.0
+    for ratio in (-0.1, 1.5, False, True, "0.5"):  # a JSON boolean or string is not a number (no coercion)
         bad = client.post(endpoint, {**body, "range_ratio": ratio}, format="json")
         assert bad.status_code == 400, bad.json()
         assert "range_ratio" in bad.json()["extra"]["fields"]
