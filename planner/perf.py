@@ -88,6 +88,20 @@ def mean_length(length: int, range_ratio: float, *, least: int = 0) -> float:
     return (max(int(length * range_ratio), least) + length) / 2
 
 
+def mean_new_tokens(length: int, range_ratio: float, cached_prefix_len: int) -> float:
+    """Mean tokens a prompt prefills past a cached prefix of `cached_prefix_len`, its length drawn as
+    mean_length draws it (from at least 1): max(1, L - cached) averaged over L (an engine recomputes at least
+    the last token)."""
+    cached = max(cached_prefix_len, 0)
+    low = length if range_ratio >= 1 else max(int(length * range_ratio), 1)
+    count = length - low + 1
+    short = max(0, min(length, cached) - low + 1)  # prompts no longer than the prefix: one token each
+    first = max(low, cached + 1) - cached  # new tokens of the shortest prompt past the prefix
+    last = length - cached
+    longer = (last * (last + 1) - (first - 1) * first) / 2 if last >= first else 0.0
+    return (short + longer) / count
+
+
 @dataclass(frozen=True, slots=True)
 class Throughput:
     decode_tokens_per_s: float  # output tokens/s delivered by the deployment (all replicas)
@@ -389,9 +403,11 @@ def estimate(
     # tokens are linear in the lengths).
     prompt = max(1, round(mean_length(workload.input_len, workload.range_ratio, least=1)))
     output = max(1, round(mean_length(workload.output_len, workload.range_ratio)))
-    # A cached prefix is not prefilled again (an engine recomputes at least the prompt's last token).
-    cached = min(max(workload.cached_prefix_len, 0), prompt - 1)
-    new = prompt - cached
+    # A cached prefix is not prefilled again (an engine recomputes at least the prompt's last token); with
+    # lengths drawn from a range, the new tokens are the mean over the drawn prompts, not the mean prompt's.
+    new = max(1, round(mean_new_tokens(workload.input_len, workload.range_ratio, workload.cached_prefix_len)))
+    new = min(new, prompt)
+    cached = prompt - new
     # The other sequences' decode tokens share each step's token budget (a lone one is not decoding
     # while its own prompt is prefilled).
     budget = max(engine.max_num_batched_tokens - (batch - 1), 16)
