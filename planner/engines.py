@@ -120,18 +120,7 @@ class EngineProfile:
         TensorRT-LLM's are opt-in."""
         if self.name != "vllm":
             return 0
-        release = self.release
-        if release < (0, 8):  # V0: sizes up to the multiple of 8 at or above max_num_seqs, at most 256
-            top = min(256, -(-max_num_seqs // 8) * 8)
-            return sum(1 for size in (1, 2, 4, *range(8, 257, 8)) if size <= top)
-        top = 512 if release < (0, 10) else min(2 * max_num_seqs, 512)  # 0.8-0.9 ignore max_num_seqs
-        top = min(top, max_num_batched_tokens)
-        if release < (0, 12):
-            sizes = [size for size in (1, 2, 4, *range(8, 513, 8)) if size <= top]
-        else:
-            sizes = [size for size in (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)) if size <= top]
-        full = sum(1 for size in sizes if size <= max_num_seqs) if release >= (0, 11) else 0
-        return len(sizes) + full
+        return _vllm_graph_sets(self.release, max_num_seqs, max_num_batched_tokens)
 
     def mxfp4_padding(self, gpu: GpuSpec) -> tuple[int, int]:
         """(hidden size multiple, per-partition intermediate size multiple) the MXFP4 MoE loader pads each
@@ -165,6 +154,23 @@ class EngineProfile:
         return self.non_torch_multi_gpu_bytes
 
 
+@functools.lru_cache(maxsize=1024)  # a layout search asks for every candidate
+def _vllm_graph_sets(release: tuple[int, ...], max_num_seqs: int, max_num_batched_tokens: int) -> int:
+    """EngineProfile.cuda_graph_sets for a vLLM release."""
+    if release < (0, 8):  # V0: sizes up to the multiple of 8 at or above max_num_seqs, at most 256
+        top = min(256, -(-max_num_seqs // 8) * 8)
+        return sum(1 for size in (1, 2, 4, *range(8, 257, 8)) if size <= top)
+    top = 512 if release < (0, 10) else min(2 * max_num_seqs, 512)  # 0.8-0.9 ignore max_num_seqs
+    top = min(top, max_num_batched_tokens)
+    if release < (0, 12):
+        sizes = [size for size in (1, 2, 4, *range(8, 513, 8)) if size <= top]
+    else:
+        sizes = [size for size in (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)) if size <= top]
+    full = sum(1 for size in sizes if size <= max_num_seqs) if release >= (0, 11) else 0
+    return len(sizes) + full
+
+
+@functools.lru_cache(maxsize=256)  # a layout search asks for the release of every candidate
 def _version_tuple(version: str) -> tuple[int, ...]:
     match = re.match(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?", version.strip())  # ASCII digits only
     if not match:
