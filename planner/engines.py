@@ -36,11 +36,12 @@ BF16_BYTES = 2
 
 
 # vLLM's CUDA graph memory per kernel of each graph set it captures (KiB): a public startup log's
-# "Graph capturing finished in N secs, took X GiB" over the sets its release captured (EngineProfile.cuda_graph_sets:
-# one piecewise set per capture size, plus one full graph per decode size from 0.11) and the planner's kernels
-# per forward (perf.forward_kernels). The graphs share one memory pool and are captured largest first, so
-# activations are reused across sizes; what grows is each instantiated graph, with its kernel nodes (vLLM's own
-# 0.18 estimator: the first capture plus a fixed cost per further size). By source:
+# "Graph capturing finished in N secs, took X GiB" over the sets its release captured
+# (EngineProfile.cuda_graph_sets: one piecewise set per capture size, plus one full graph per decode size
+# from 0.11) and the planner's kernels per forward on a GPU (perf.stage_kernels, the largest stage's). The
+# graphs share one memory pool and are captured largest first, so activations are reused across sizes;
+# what grows is each instantiated graph, with its kernel nodes (vLLM's own 0.18 estimator: the first
+# capture plus a fixed cost per further size). By source:
 CUDA_GRAPH_KIB_PER_KERNEL = {
     "Qwen3-235B-A22B FP8, 8 x L40S TP 8 EP, 0.10.2: 3.45 GiB, 67 sets x 1786 kernels": 30.2,
     "vllm-project/vllm issue (Qwen3-32B FP8, TP 2, ~0.10): 1.30 GiB, 67 sets x 832": 24.5,
@@ -157,9 +158,9 @@ class EngineProfile:
 @functools.lru_cache(maxsize=1024)  # a layout search asks for every candidate
 def _vllm_graph_sets(release: tuple[int, ...], max_num_seqs: int, max_num_batched_tokens: int) -> int:
     """EngineProfile.cuda_graph_sets for a vLLM release."""
-    if release < (0, 8):  # V0: sizes up to the multiple of 8 at or above max_num_seqs, at most 256
-        top = min(256, -(-max_num_seqs // 8) * 8)
-        return sum(1 for size in (1, 2, 4, *range(8, 257, 8)) if size <= top)
+    if release < (0, 8):  # V0: sizes up to max_num_seqs padded as a batch is (1, 2, 4, then by 8), at most 256
+        top = max_num_seqs if max_num_seqs <= 2 else 4 if max_num_seqs <= 4 else -(-max_num_seqs // 8) * 8
+        return sum(1 for size in (1, 2, 4, *range(8, 257, 8)) if size <= min(top, 256))
     top = 512 if release < (0, 10) else min(2 * max_num_seqs, 512)  # 0.8-0.9 ignore max_num_seqs
     top = min(top, max_num_batched_tokens)
     if release < (0, 12):

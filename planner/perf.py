@@ -131,6 +131,7 @@ class Throughput:
     keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
     w4a16_gemm_floor_us: float = 0.0  # the engine's per-call floor on INT4 GEMMs, where it applied
     eager_prefill_ms: float = 0.0  # the host time of an eager prefill step, where it bounds one
+    batched_prefill_ms: float = 0.0  # GPU time of a prompt's prefill when prompts share full steps
     breakdown_ms: dict[str, float] = field(default_factory=dict)
 
     def as_estimate(self) -> dict[str, Any]:
@@ -455,16 +456,19 @@ def estimate(
     def with_prefill(step: float) -> float:
         return max(step, eager_s)
 
+    # A step that prefills carries one prompt's chunk, or, when more prompt tokens arrive a step than one
+    # chunk (many sequences, short outputs), all of them: every step then prefills.
+    mixed_tokens = max(chunk, prefill_per_step)
     mixed_s = with_prefill(
         step_s(
             **common,
             decode_tokens=micro,
             decode_context=context,
-            prefill_tokens=chunk / layout.pp,
+            prefill_tokens=mixed_tokens / layout.pp,
             prefill_context=prefill_context,
         )[0]
     )
-    share = min(1.0, prefill_per_step / chunk) if chunk else 0.0
+    share = min(1.0, prefill_per_step / mixed_tokens) if mixed_tokens else 0.0
     tpot_s = (1 - share) * decode_s + share * (mixed_s + host_s)
     # TTFT. At a fixed concurrency (a closed loop: each finished request is replaced at once), the
     # prompts that share one prefill step also finish together and come back together: they arrive
@@ -494,19 +498,19 @@ def estimate(
 
     own_s = prefill_s((group - 1) / 2 * new + new)
     # Whether the host time, not the GPU's, sets a prefill step of this workload's chunk.
-    host_bound = (
-        bool(eager_s)
-        and eager_s
-        > (
-            step_s(
-                **common,
-                decode_tokens=0.0,
-                decode_context=context,
-                prefill_tokens=chunk / layout.pp,
-                prefill_context=prefill_context,
-            )[0]
-        )
-    )
+    # Whether the host time, not the GPU's, sets a prefill step of this workload's chunk; and the GPU time
+    # a prompt's prefill takes when prompts share full steps (an open loop's waiting prompts are prefilled
+    # together, a step's budget at a time), which bounds the rate a replica can take in.
+    chunk_gpu_s, _ = step_s(
+        **common, decode_tokens=0.0, decode_context=context, prefill_tokens=chunk / layout.pp,
+        prefill_context=prefill_context,
+    )  # fmt: skip
+    host_bound = bool(eager_s) and eager_s > chunk_gpu_s
+    full_step_s, _ = step_s(
+        **common, decode_tokens=0.0, decode_context=context, prefill_tokens=budget / layout.pp,
+        prefill_context=prefill_context,
+    )  # fmt: skip
+    batched_prefill_s = full_step_s * new / budget
     # A request waits for the step in flight only when other sequences are decoding: at one
     # sequence per replica (closed loop) it arrives at an idle engine. An engine that takes in new
     # requests once every N decode steps (SGLang --scheduler-recv-interval) makes it wait N/2 steps.
@@ -576,6 +580,7 @@ def estimate(
         keep_bf16=tuple(sorted(keep)),
         w4a16_gemm_floor_us=rates.gemm_floor_us if floor_bound else 0.0,
         eager_prefill_ms=eager_s * 1e3 if host_bound else 0.0,
+        batched_prefill_ms=batched_prefill_s * 1e3,
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
     )
 
@@ -611,11 +616,11 @@ def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **
         )
 
     def refuse_prefill(served: Throughput) -> ValueError:
-        most = layout.dp * 1e3 / served.prefill_ms
+        most = layout.dp * 1e3 / served.batched_prefill_ms
         return ValueError(
             f"request_rate: {workload.request_rate:g} requests/s exceeds what the prefill serves: each prompt "
-            f"takes {served.prefill_ms:.1f} ms of a replica's steps, about {most:.2f} requests/s over "
-            f"{layout.dp} replica(s); raise the replicas"
+            f"takes {served.batched_prefill_ms:.2f} ms of a replica's GPU in full prefill steps, about "
+            f"{most:.2f} requests/s over {layout.dp} replica(s); raise the replicas"
         )
 
     in_flight = 0.0
@@ -623,15 +628,16 @@ def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **
         running = max(1, min(cap, round(in_flight)))
         served = closed(running)
         prefill_s, tpot_s = served.prefill_ms / 1e3, served.tpot_ms / 1e3
-        load = rate * prefill_s
-        if served.eager_prefill_ms:
-            # Host-bound prefill steps take every prompt waiting at their start (as in the closed loop,
-            # _batched_wait_s): a prompt waits for the rest of the step in flight, whatever the rate.
-            queue_s = min(1.0, load) * prefill_s / 2
-        elif load >= 1:
+        # Waiting prompts are prefilled together, a step's budget at a time: the GPU spends rate x a
+        # prompt's share of a full step prefilling, which must stay below 1. A prompt waits for the rest of
+        # the step in flight (its own prefill's length, or an eager step's host time) when one runs, and
+        # for the queued prefill work ahead of it (M/D/1 at that load).
+        batched_s = served.batched_prefill_ms / 1e3
+        load = rate * batched_s
+        if load >= 1:
             raise refuse_prefill(served)
-        else:
-            queue_s = load * prefill_s / (2 * (1 - load))
+        busy = min(1.0, rate * prefill_s)
+        queue_s = busy * prefill_s / 2 + load * batched_s / (2 * (1 - load))
         busy = min(1.0, in_flight)
         ttft_s = busy * engine.scheduler_recv_interval * tpot_s / 2 + prefill_s + queue_s + overhead_s
         latency_s = ttft_s + (output - 1) * tpot_s + overhead_s

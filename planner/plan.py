@@ -601,17 +601,18 @@ def _evaluate(setup: PlanSetup, layout: Layout) -> Candidate:
         )
     elif memory.sequences_per_replica < 1:
         reason = f"KV pool {memory.kv_pool_bytes / gib:.1f} GiB cannot hold one {max_len}-token sequence per replica"
-    elif least > headroom:
-        reason = (
-            f"its {sets} CUDA graph sets need at least {least / gib:.2f} GiB per GPU (about {graphs / gib:.2f}) once "
-            f"the KV cache is allocated, more than the {headroom / gib:.2f} GiB left outside gpu_memory_utilization: "
-            f"{setup.engine.name} stops at start-up (lower gpu_memory_utilization or max_num_seqs; vLLM's "
-            "--enforce-eager captures none)"
-        )
-    elif max_concurrency < needed:
-        reason = f"holds {max_concurrency} full-length sequences, fewer than the {needed} requested"
     else:
-        reason = ""
+        causes = []
+        if least > headroom:
+            causes.append(
+                f"its {sets} CUDA graph sets need at least {least / gib:.2f} GiB per GPU (about {graphs / gib:.2f}) "
+                f"once the KV cache is allocated, more than the {headroom / gib:.2f} GiB left outside "
+                f"gpu_memory_utilization: {setup.engine.name} stops at start-up (lower gpu_memory_utilization or "
+                "max_num_seqs; vLLM's --enforce-eager captures none)"
+            )
+        if max_concurrency < needed:
+            causes.append(f"holds {max_concurrency} full-length sequences, fewer than the {needed} requested")
+        reason = "; and ".join(causes)
     return Candidate(
         layout=layout,
         memory=memory,

@@ -29,6 +29,9 @@ GIB = 1 << 30
     [
         ("0.6.3", 256, 8192, 35),  # V0: 1, 2, 4, 8..256
         ("0.6.3", 20, 8192, 6),  # V0: up to the multiple of 8 at or above max_num_seqs (24)
+        ("0.6.3", 1, 8192, 1),  # V0 pads a batch of 1 or 2 to itself, of 3-4 to 4 (_get_graph_batch_size)
+        ("0.6.3", 2, 8192, 2),
+        ("0.6.3", 3, 8192, 3),
         ("0.9.2", 16, 8192, 67),  # 0.8-0.9: 1, 2, 4, 8..512 whatever max_num_seqs
         ("0.10.1", 256, 8192, 67),  # min(2 x max_num_seqs, 512)
         ("0.10.1", 16, 8192, 7),  # 1, 2, 4, 8, 16, 24, 32
@@ -113,3 +116,12 @@ def test_the_cli_says_the_graphs_stop_the_engine() -> None:
     assert "does not fit: its 102 CUDA graph sets need at least" in done.stderr
     assert "the engine does not start" in done.stderr
     assert "GiB per GPU short" not in done.stderr  # the KV cache holds the concurrency: not the cause
+
+
+def test_the_reason_names_the_graphs_and_the_concurrency_when_both_fall_short() -> None:
+    """A reviewer's find: the graphs' sentence hid a concurrency shortfall (25 held, 256 asked)."""
+    both = {"model": "qwen3-235b-a22b", "precision": "fp8", "gpu": "h100-80g", "tp": 8, "ep": 8, "pp": 1, "dp": 1}
+    both |= {"concurrency": 256, "engine_version": "0.11.0", "gpu_memory_utilization": 0.99}
+    reason = plan(PlanRequest(**both)).chosen.reason  # type: ignore[arg-type]
+    assert "CUDA graph sets need at least" in reason
+    assert "fewer than the 256 requested" in reason

@@ -176,3 +176,21 @@ def test_a_poisson_stream_is_not_refused_for_the_host_bound_prefill() -> None:
     served = plan(plan_request(COOKBOOK, **stream, arrival="poisson", request_rate=11.0)).throughput  # type: ignore[arg-type]
     assert served.eager_prefill_ms > 0
     assert served.ttft_ms < 3 * served.eager_prefill_ms  # its own step and at most the rest of one in flight
+
+
+def test_an_eager_engine_never_takes_in_more_than_a_graphed_one() -> None:
+    """A reviewer's find: with the batched wait alone, SGLang 0.5.9 accepted 1000 requests/s of 256-token
+    prompts on one H100 (4 PFLOP/s of prefill) while 0.5.10 refused 80. The rate is bounded by the GPU time
+    of a prompt's prefill in full steps, whatever the host time: about 160 requests/s here for both."""
+    stream: PlanArgs = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "tp": 1, "engine": "sglang"}
+    stream |= {"max_model_len": 512}
+    stream |= {"input_len": 256, "output_len": 16, "concurrency": 800, "arrival": "poisson", "request_rate": 80.0}
+    eager = plan(plan_request(stream, engine_version="0.5.9")).throughput
+    graphed = plan(plan_request(stream, engine_version="0.5.10")).throughput
+    assert eager.ttft_ms >= graphed.ttft_ms
+    assert eager.batched_prefill_ms == pytest.approx(graphed.batched_prefill_ms, rel=1e-3)
+    most = 1e3 / eager.batched_prefill_ms
+    assert 100 < most < 250
+    for version in ("0.5.9", "0.5.10"):
+        with pytest.raises(ValueError, match=r"^request_rate: .* exceeds what the prefill serves"):
+            plan(plan_request(stream, engine_version=version, request_rate=1.1 * most))
