@@ -379,9 +379,11 @@ def estimate(
     engine: EngineSettings | None = None,
     profile: CalibrationProfile | None = None,
     quick: bool = False,
+    open_loop: bool = False,
 ) -> Throughput:
     """Steady state of `workload.concurrency` requests (spread over DP replicas), each a prompt of
-    input_len tokens and output_len generated tokens, on an engine with chunked prefill."""
+    input_len tokens and output_len generated tokens, on an engine with chunked prefill. `open_loop`:
+    also a prompt's GPU share of a full prefill step (`batched_prefill_ms`, what bounds a Poisson rate)."""
     engine = engine or engine_settings("vllm")
     if workload.arrival == "poisson" and not quick:
         return _open_loop(
@@ -497,20 +499,19 @@ def estimate(
         return total
 
     own_s = prefill_s((group - 1) / 2 * new + new)
+
     # Whether the host time, not the GPU's, sets a prefill step of this workload's chunk.
     # Whether the host time, not the GPU's, sets a prefill step of this workload's chunk; and the GPU time
     # a prompt's prefill takes when prompts share full steps (an open loop's waiting prompts are prefilled
     # together, a step's budget at a time), which bounds the rate a replica can take in.
-    chunk_gpu_s, _ = step_s(
-        **common, decode_tokens=0.0, decode_context=context, prefill_tokens=chunk / layout.pp,
-        prefill_context=prefill_context,
-    )  # fmt: skip
-    host_bound = bool(eager_s) and eager_s > chunk_gpu_s
-    full_step_s, _ = step_s(
-        **common, decode_tokens=0.0, decode_context=context, prefill_tokens=budget / layout.pp,
-        prefill_context=prefill_context,
-    )  # fmt: skip
-    batched_prefill_s = full_step_s * new / budget
+    def prefill_step_s(tokens: float) -> float:
+        return step_s(
+            **common, decode_tokens=0.0, decode_context=context, prefill_tokens=tokens / layout.pp,
+            prefill_context=prefill_context,
+        )[0]  # fmt: skip
+
+    host_bound = bool(eager_s) and eager_s > prefill_step_s(chunk)
+    batched_prefill_s = prefill_step_s(budget) * new / budget if open_loop else 0.0
     # A request waits for the step in flight only when other sequences are decoding: at one
     # sequence per replica (closed loop) it arrives at an idle engine. An engine that takes in new
     # requests once every N decode steps (SGLang --scheduler-recv-interval) makes it wait N/2 steps.
@@ -605,7 +606,7 @@ def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **
             max_num_seqs=None,
             num_prompts=None,
         )
-        return estimate(workload=alone, layout=layout, engine=engine, **rest)
+        return estimate(workload=alone, layout=layout, engine=engine, open_loop=True, **rest)
 
     def refuse(served: Throughput) -> ValueError:
         cycle_s = (served.prefill_ms + (output - 1) * served.tpot_ms) / 1e3 + 2 * overhead_s
