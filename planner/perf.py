@@ -589,9 +589,10 @@ def estimate(
 def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **rest: Any) -> Throughput:
     """A Poisson stream of `request_rate` requests/s (`vllm bench serve --request-rate`, its default
     burstiness 1): the sequences in flight are the rate times a request's latency (Little's law),
-    found by fixed-point iteration; a prompt waits for the step in flight when the engine is busy and
-    for the prompts ahead of it (M/D/1: Poisson arrivals at a server of the prompt's prefill time).
-    The concurrency is the most sequences per replica the plan holds: a rate needing more is refused."""
+    found by fixed-point iteration; a prompt waits for the rest of the prefill step in flight and for the
+    queued prefill work ahead of it (waiting prompts share full steps: M/D/1 at a prompt's share of one).
+    The concurrency is the most sequences per replica the plan holds: a rate needing more, or more prefill
+    than the GPU keeps up with, is refused."""
     rate = float(workload.request_rate or 0.0) / layout.dp  # per replica
     cap = max(1, -(-workload.concurrency // layout.dp))
     output = max(1, round(mean_length(workload.output_len, workload.range_ratio)))
