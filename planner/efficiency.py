@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from planner.engines import release_numbers
 from planner.specs import CATALOG_DIR, GpuSpec, PrecisionSpec
 
 if TYPE_CHECKING:
@@ -163,10 +164,8 @@ def _eager_prefill_kernel_us(entry: dict[str, Any], release: tuple[int, ...] | N
     (the first that graphs its prefill steps by default); None: any release."""
     value = float(entry.get("eager_prefill_kernel_us", 0.0))
     until = entry.get("eager_prefill_until")
-    if value and until and release is not None:
-        limit = tuple(int(part) for part in str(until).split("."))
-        if tuple(release) >= limit:
-            return 0.0
+    if value and until and release is not None and tuple(release) >= release_numbers(str(until)):
+        return 0.0
     return value
 
 

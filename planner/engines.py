@@ -111,7 +111,7 @@ class EngineProfile:
     @property
     def release(self) -> tuple[int, ...]:
         """The version as numbers, (0, 10, 1): releases compare in order."""
-        return _version_tuple(self.version)
+        return release_numbers(self.version)
 
     def cuda_graph_sets(self, max_num_seqs: int, max_num_batched_tokens: int) -> int:
         """Graph sets vLLM captures at start-up: one per capture size (V0 and V1's piecewise mode) plus, from
@@ -172,7 +172,7 @@ def _vllm_graph_sets(release: tuple[int, ...], max_num_seqs: int, max_num_batche
 
 
 @functools.lru_cache(maxsize=256)  # a layout search asks for the release of every candidate
-def _version_tuple(version: str) -> tuple[int, ...]:
+def release_numbers(version: str) -> tuple[int, ...]:
     match = re.match(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?", version.strip())  # ASCII digits only
     if not match:
         raise ValueError(f"engine_version: {version!r} is not a version like 0.10.1")
@@ -216,7 +216,7 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
     if name not in ENGINES:
         raise ValueError(f"engine: must be one of {', '.join(ENGINES)}")
     version = version or DEFAULT_VERSION[name]
-    parsed = _version_tuple(version)
+    parsed = release_numbers(version)
     oldest, newest = KNOWN_RELEASES[name]
     if not oldest <= parsed[:2] <= newest:
         span = f"{oldest[0]}.{oldest[1]} to {newest[0]}.{newest[1]}"

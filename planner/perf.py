@@ -236,15 +236,14 @@ def eager_prefill_kernels(
     extra = 0
     for groups in stage_groups(params, model, layout.pp):
         for layer, _window, count in groups:
-            calls = 0
             present = ("attention", *(("dense_mlp",) if layer.dense_mlp else ()))
             present += ("shared_experts",) if layer.shared_experts else ()
-            calls += sum(_GEMM_CALLS[part](model) for part in present if part not in keep)
-            if model.attention == "mla" and "attention" not in keep:
-                calls += 1  # kv_b_proj
+            calls = sum(_GEMM_CALLS[part](model) for part in present if part not in keep)
+            mla_kv_b = 1 if model.attention == "mla" else 0  # kv_b_proj's GEMM
+            if "attention" not in keep:
+                calls += mla_kv_b
             if layer.routed_experts and "experts" not in keep:
                 calls += 2  # the grouped gate/up and down GEMMs
-            mla_kv_b = 1 if model.attention == "mla" else 0
             extra += count * (mla_kv_b + (calls if precision.activation_bits < 16 else 0))
     return forward_kernels(model, params, layout) + extra
 
@@ -500,7 +499,6 @@ def estimate(
 
     own_s = prefill_s((group - 1) / 2 * new + new)
 
-    # Whether the host time, not the GPU's, sets a prefill step of this workload's chunk.
     # Whether the host time, not the GPU's, sets a prefill step of this workload's chunk; and the GPU time
     # a prompt's prefill takes when prompts share full steps (an open loop's waiting prompts are prefilled
     # together, a step's budget at a time), which bounds the rate a replica can take in.
@@ -638,10 +636,10 @@ def _open_loop(*, workload: Workload, layout: Layout, engine: EngineSettings, **
         load = rate * batched_s
         if load >= 1:
             raise refuse_prefill(served)
-        busy = min(1.0, rate * prefill_s)
-        queue_s = busy * prefill_s / 2 + load * batched_s / (2 * (1 - load))
-        busy = min(1.0, in_flight)
-        ttft_s = busy * engine.scheduler_recv_interval * tpot_s / 2 + prefill_s + queue_s + overhead_s
+        prefilling = min(1.0, rate * prefill_s)  # the chance a prefill step is in flight
+        queue_s = prefilling * prefill_s / 2 + load * batched_s / (2 * (1 - load))
+        decoding = min(1.0, in_flight)  # the chance decode steps are running
+        ttft_s = decoding * engine.scheduler_recv_interval * tpot_s / 2 + prefill_s + queue_s + overhead_s
         latency_s = ttft_s + (output - 1) * tpot_s + overhead_s
         settled = rate * latency_s
         if settled > cap + 0.5:
