@@ -223,7 +223,15 @@ def fitted_factors(catalog: dict[str, Any]) -> list[FactorPath]:
     the engines' own defaults, not fitted)."""
     paths: list[FactorPath] = [("default", name) for name in catalog["default"]]
     for key, entry in catalog.items():
-        if key in ("default", "engines", "precisions", "gpu_precisions", "measured", "gpu_fitted_on"):
+        if key in (
+            "default",
+            "engines",
+            "precisions",
+            "gpu_precisions",
+            "measured",
+            "gpu_fitted_on",
+            "gpu_precisions_fitted_on",
+        ):
             continue
         paths += [(key, name) for name in entry]
     for key, entry in catalog.get("precisions", {}).items():

@@ -94,7 +94,7 @@ def _efficiency_catalog() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((CATALOG_DIR / "efficiency.yaml").read_text(encoding="utf-8"))
     names = set(Factors.__slots__)
     for key, entry in data.items():
-        if key in ("engines", "precisions", "gpu_precisions", "measured", "gpu_fitted_on"):
+        if key in ("engines", "precisions", "gpu_precisions", "measured", "gpu_fitted_on", "gpu_precisions_fitted_on"):
             continue
         unknown = set(entry) - names
         if unknown:
@@ -169,15 +169,19 @@ def _eager_prefill_kernel_us(entry: dict[str, Any], release: tuple[int, ...] | N
     return value
 
 
-def single_sources(gpu_key: str, engine: str, *, profile: bool) -> tuple[str, ...]:
-    """The fitted figures this plan reads that stand on one corpus source (catalog `gpu_fitted_on` and the
-    engines' `fitted_on`): the GPU's own factors unless a calibration profile measures them, and the
-    engine's overheads, which no profile measures."""
+def single_sources(gpu_key: str, engine: str, *, profile: bool, precision_key: str = "bf16") -> tuple[str, ...]:
+    """The fitted figures this plan reads that stand on one corpus source (catalog `gpu_fitted_on`,
+    `gpu_precisions_fitted_on` and the engines' `fitted_on`): the GPU's own factors and the weight format's
+    kernel path on it unless a calibration profile measures them, and the engine's overheads, which no
+    profile measures."""
     catalog = efficiency_catalog()
     found = []
     gpu_sources: list[str] = catalog.get("gpu_fitted_on", {}).get(gpu_key) or []
     if not profile and len(gpu_sources) == 1:
         found.append(f"{gpu_key} efficiencies: {gpu_sources[0]}")
+    path_sources: list[str] = catalog.get("gpu_precisions_fitted_on", {}).get(gpu_key, {}).get(precision_key) or []
+    if not profile and len(path_sources) == 1:
+        found.append(f"{precision_key} on {gpu_key}: {path_sources[0]}")
     engine_sources: list[str] = catalog["engines"].get(engine, {}).get("fitted_on") or []
     if len(engine_sources) == 1:
         found.append(f"{engine} overheads: {engine_sources[0]}")

@@ -33,6 +33,7 @@ TESTED_ARCHITECTURES = frozenset(
         "DeepseekV3ForCausalLM",
         "Glm4MoeForCausalLM",
         "GptOssForCausalLM",
+        "Ernie4_5_MoeForCausalLM",
     }
 )
 # Layer kinds the KV model does not cover: refusing beats a confident wrong plan.
@@ -314,13 +315,13 @@ def _moe_fields(text: dict[str, Any], arch: str) -> dict[str, Any]:
     experts = _int(text, "n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts", default=0)
     if not experts:
         return {}
-    top_k = _int(text, "num_experts_per_tok", "experts_per_token", "moe_top_k", "num_experts_per_token")
+    top_k = _int(text, "num_experts_per_tok", "experts_per_token", "moe_top_k", "num_experts_per_token", "moe_k")
     separate_expert_size = text.get("moe_intermediate_size") is not None
     expert_size = _int(text, "moe_intermediate_size", "expert_intermediate_size", "intermediate_size")
     dense = _int(text, "intermediate_size_mlp", default=0) or (
         _int(text, "intermediate_size", default=0) if separate_expert_size else 0
     )
-    shared = _int(text, "n_shared_experts", "num_shared_experts", default=0)
+    shared = _int(text, "n_shared_experts", "num_shared_experts", "moe_num_shared_experts", default=0)
     shared_size = _int(text, "shared_expert_intermediate_size", default=0)
     if shared_size and not shared:
         shared = 1  # Qwen2-MoE: one shared expert of its own size
@@ -330,6 +331,19 @@ def _moe_fields(text: dict[str, Any], arch: str) -> dict[str, Any]:
     dense_layers = text.get("mlp_only_layers") or []
     if not isinstance(dense_layers, list) or not all(isinstance(i, int) for i in dense_layers):
         raise ValueError("config.mlp_only_layers must be a list of layer indices")
+    first_dense = _int(text, "first_k_dense_replace", default=0)
+    if "moe_layer_start_index" in text:
+        # ERNIE 4.5 names its MoE layers by range and interval: layer i routes when start <= i <= end and
+        # (i + 1) % interval == 0 (vLLM's and Transformers' Ernie4_5_Moe), which is not the planner's
+        # "every step-th layer after the first k" when the interval is above 1: list the dense layers.
+        layers = _int(text, "num_hidden_layers")
+        start = _int(text, "moe_layer_start_index")
+        end = text.get("moe_layer_end_index")
+        end = layers - 1 if end is None or end == -1 else _int(text, "moe_layer_end_index")
+        interval = _int(text, "moe_layer_interval", default=1) or 1
+        routed = {i for i in range(layers) if start <= i <= end and (i + 1) % interval == 0}
+        dense_layers = sorted({*dense_layers, *(i for i in range(layers) if i not in routed)})
+        first_dense, step = 0, 1
     return {
         "n_routed_experts": experts,
         "experts_per_token": top_k,
@@ -337,7 +351,7 @@ def _moe_fields(text: dict[str, Any], arch: str) -> dict[str, Any]:
         "dense_intermediate_size": dense,
         "n_shared_experts": shared,
         "shared_expert_intermediate_size": shared_size,
-        "first_k_dense_layers": _int(text, "first_k_dense_replace", default=0),
+        "first_k_dense_layers": first_dense,
         "moe_layer_step": step,
         "dense_layers": tuple(dense_layers),
     }

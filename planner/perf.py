@@ -575,7 +575,7 @@ def estimate(
         prefill_ms=own_s * 1e3,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
-        single_source=single_sources(gpu.key, engine.name, profile=profile is not None),
+        single_source=single_sources(gpu.key, engine.name, profile=profile is not None, precision_key=precision.key),
         keep_bf16=tuple(sorted(keep)),
         w4a16_gemm_floor_us=rates.gemm_floor_us if floor_bound else 0.0,
         eager_prefill_ms=eager_s * 1e3 if host_bound else 0.0,

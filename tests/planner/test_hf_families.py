@@ -124,6 +124,12 @@ FAMILIES: dict[str, tuple[dict[str, Any], float, str, int]] = {
     ),
     "glm-4.5": (_config("glm-4.5"), 355e9, "GLM-4.5 model card: 355B total", 2 * 92 * 8 * 128 * 2),
     "gpt-oss-120b": (_config("gpt-oss-120b"), 116.8e9, "gpt-oss model card: 116.8B", 2 * 36 * 8 * 64 * 2),
+    "ernie-4.5-21b-a3b": (
+        _config("ernie-4.5-21b-a3b"),
+        21.8e9,
+        "haimaker.ai/models/baidu/ernie-4.5-21b-a3b: 21.8B (Baidu's card rounds it to 21B)",
+        2 * 28 * 4 * 128 * 2,
+    ),
 }
 
 
@@ -248,3 +254,18 @@ def test_linear_attention_layers_are_refused_by_name() -> None:
     config = {**FAMILIES["qwen3-8b"][0], "layer_types": ["linear_attention", "full_attention"] * 18}
     with pytest.raises(ValueError, match=r"config\.layer_types: linear_attention"):
         parse_config(config)
+
+
+def test_ernie_names_its_moe_layers_by_range_and_interval() -> None:
+    """ERNIE 4.5 routes layer i when start <= i <= end and (i + 1) % interval == 0, with moe_k experts a
+    token and moe_num_shared_experts shared ones: before the planner read these names, the model was
+    refused (no top-k) and, given one, planned 28 MoE layers without shared experts."""
+    spec = parse_config(_config("ernie-4.5-21b-a3b"))
+    assert [i for i in range(spec.num_layers) if not spec.is_moe_layer(i)] == [0]
+    assert (spec.experts_per_token, spec.n_shared_experts, spec.dense_intermediate_size) == (6, 2, 12288)
+    assert count_params(spec).active_per_token == pytest.approx(3.0e9, rel=0.15)  # "3B activated"
+    # An interval above 1 counts from layer 0, not from the start index (Ernie4_5_MoeModel).
+    every_other = parse_config({**_config("ernie-4.5-21b-a3b"), "moe_layer_interval": 2, "moe_layer_end_index": 20})
+    assert [i for i in range(28) if every_other.is_moe_layer(i)] == list(range(1, 21, 2))
+    with pytest.raises(ValueError, match=r"config\.moe_layer_start_index"):
+        parse_config({**_config("ernie-4.5-21b-a3b"), "moe_layer_start_index": [1, 1]})
