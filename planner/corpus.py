@@ -261,7 +261,9 @@ def reads(catalog: dict[str, Any], path: FactorPath, case: dict[str, Any]) -> bo
     if path[0] == "default":
         return path[1] not in catalog.get(case["gpu"], {})
     if path[0] == "precisions":
-        return bool(case["precision"] == path[1])
+        # A GPU's own kernel path for the format replaces the format's figure there (default_factors).
+        own = catalog.get("gpu_precisions", {}).get(case["gpu"], {}).get(path[1], {})
+        return bool(case["precision"] == path[1] and path[2] not in own)
     if path[0] == "gpu_precisions":
         return bool(case["gpu"] == path[1] and case["precision"] == path[2])
     if path[0] == "engines":

@@ -169,18 +169,24 @@ def _eager_prefill_kernel_us(entry: dict[str, Any], release: tuple[int, ...] | N
     return value
 
 
-def single_sources(gpu_key: str, engine: str, *, profile: bool, precision_key: str = "bf16") -> tuple[str, ...]:
+def single_sources(
+    gpu_key: str, engine: str, *, profile: bool, precision_key: str = "bf16", quantized_experts: bool = False
+) -> tuple[str, ...]:
     """The fitted figures this plan reads that stand on one corpus source (catalog `gpu_fitted_on`,
     `gpu_precisions_fitted_on` and the engines' `fitted_on`): the GPU's own factors and the weight format's
-    kernel path on it unless a calibration profile measures them, and the engine's overheads, which no
-    profile measures."""
+    kernel path on it unless a calibration profile measures them (a path's grouped-expert figures only when
+    the plan has experts in that format), and the engine's overheads, which no profile measures."""
     catalog = efficiency_catalog()
     found = []
-    gpu_sources: list[str] = catalog.get("gpu_fitted_on", {}).get(gpu_key) or []
+    gpu_sources: list[str] = (catalog.get("gpu_fitted_on") or {}).get(gpu_key) or []
     if not profile and len(gpu_sources) == 1:
         found.append(f"{gpu_key} efficiencies: {gpu_sources[0]}")
-    path_sources: list[str] = catalog.get("gpu_precisions_fitted_on", {}).get(gpu_key, {}).get(precision_key) or []
-    if not profile and len(path_sources) == 1:
+    path = ((catalog.get("gpu_precisions") or {}).get(gpu_key) or {}).get(precision_key) or {}
+    path_sources: list[str] = ((catalog.get("gpu_precisions_fitted_on") or {}).get(gpu_key) or {}).get(
+        precision_key
+    ) or []
+    read = any(quantized_experts or not name.startswith("moe_") for name in path)
+    if not profile and read and len(path_sources) == 1:
         found.append(f"{precision_key} on {gpu_key}: {path_sources[0]}")
     engine_sources: list[str] = catalog["engines"].get(engine, {}).get("fitted_on") or []
     if len(engine_sources) == 1:

@@ -329,19 +329,36 @@ def _moe_fields(text: dict[str, Any], arch: str) -> dict[str, Any]:
         shared = 1
     step = _int(text, "moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step", default=1) or 1
     dense_layers = text.get("mlp_only_layers") or []
-    if not isinstance(dense_layers, list) or not all(isinstance(i, int) for i in dense_layers):
+    if not isinstance(dense_layers, list) or not all(type(i) is int and i >= 0 for i in dense_layers):
         raise ValueError("config.mlp_only_layers must be a list of layer indices")
     first_dense = _int(text, "first_k_dense_replace", default=0)
-    if "moe_layer_start_index" in text:
+    ernie_keys = [k for k in ("moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval") if k in text]
+    if ernie_keys:
         # ERNIE 4.5 names its MoE layers by range and interval: layer i routes when start <= i <= end and
-        # (i + 1) % interval == 0 (vLLM's and Transformers' Ernie4_5_Moe), which is not the planner's
-        # "every step-th layer after the first k" when the interval is above 1: list the dense layers.
+        # (i + 1) % interval == 0 (Transformers' and vLLM's Ernie4_5_Moe; start defaults to 1, end to the
+        # last layer), which is not the planner's "every step-th layer after the first k" when the interval
+        # is above 1: list the dense layers. The other convention's keys beside these would be ambiguous.
+        other = [
+            k
+            for k in ("first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step")
+            if text.get(k) is not None
+        ]
+        if other:
+            raise ValueError(f"config.{other[0]}: conflicts with {ernie_keys[0]} (two ways of naming the MoE layers)")
         layers = _int(text, "num_hidden_layers")
-        start = _int(text, "moe_layer_start_index")
-        end = text.get("moe_layer_end_index")
-        end = layers - 1 if end is None or end == -1 else _int(text, "moe_layer_end_index")
-        interval = _int(text, "moe_layer_interval", default=1) or 1
+        start = _int(text, "moe_layer_start_index", default=1)
+        raw_end = text.get("moe_layer_end_index")
+        last = raw_end is None or (type(raw_end) is int and raw_end == -1)
+        end = layers - 1 if last else _int(text, "moe_layer_end_index")
+        interval = _int(text, "moe_layer_interval", default=1)
+        if interval < 1:
+            raise ValueError("config.moe_layer_interval: must be at least 1")
         routed = {i for i in range(layers) if start <= i <= end and (i + 1) % interval == 0}
+        if not routed:
+            raise ValueError(
+                f"config.moe_layer_start_index: no layer routes experts (start {start}, end {end}, "
+                f"interval {interval}, {layers} layers)"
+            )
         dense_layers = sorted({*dense_layers, *(i for i in range(layers) if i not in routed)})
         first_dense, step = 0, 1
     return {

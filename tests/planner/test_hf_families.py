@@ -269,3 +269,28 @@ def test_ernie_names_its_moe_layers_by_range_and_interval() -> None:
     assert [i for i in range(28) if every_other.is_moe_layer(i)] == list(range(1, 21, 2))
     with pytest.raises(ValueError, match=r"config\.moe_layer_start_index"):
         parse_config({**_config("ernie-4.5-21b-a3b"), "moe_layer_start_index": [1, 1]})
+
+
+@pytest.mark.parametrize(
+    ("patch", "field"),
+    [
+        ({"moe_layer_interval": 0}, "moe_layer_interval"),
+        ({"moe_layer_start_index": 20, "moe_layer_end_index": 5}, "moe_layer_start_index"),
+        ({"moe_layer_interval": 100}, "moe_layer_start_index"),
+        ({"moe_layer_end_index": -1.0}, "moe_layer_end_index"),
+        ({"moe_layer_end_index": -2}, "moe_layer_end_index"),
+        ({"first_k_dense_replace": 3}, "first_k_dense_replace"),
+        ({"moe_layer_start_index": True}, "moe_layer_start_index"),
+    ],
+)
+def test_ernie_layer_fields_that_plan_no_model_are_refused_by_name(patch: dict[str, Any], field: str) -> None:
+    """A reviewer's cases: each planned silently before (interval 0 as 1, no routed layer as a dense 3.35B
+    model, -1.0 as the last layer, DeepSeek's first_k_dense_replace dropped without a word)."""
+    with pytest.raises(ValueError, match=rf"^config\.{field}"):
+        parse_config({**_config("ernie-4.5-21b-a3b"), **patch})
+
+
+def test_ernie_end_or_interval_alone_counts_from_transformers_default_start() -> None:
+    config = {k: v for k, v in _config("ernie-4.5-21b-a3b").items() if k != "moe_layer_start_index"}
+    spec = parse_config({**config, "moe_layer_end_index": 13})
+    assert [i for i in range(28) if spec.is_moe_layer(i)] == list(range(1, 14))

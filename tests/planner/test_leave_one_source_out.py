@@ -261,6 +261,9 @@ def test_a_plan_on_figures_from_one_source_says_so() -> None:
         PlanRequest(model="qwen3-30b-a3b", precision="bf16", gpu="mi300x", tp=1, concurrency=64, engine="sglang")
     )
     assert bf16.throughput.single_source == ()
+    # The path's figure is a grouped-expert one: a plan without MXFP4 experts does not read it.
+    dense = plan(PlanRequest(model="llama-3.1-8b", precision="mxfp4", gpu="mi300x", tp=1))
+    assert dense.throughput.single_source == ()
     h100 = plan(PlanRequest(model="gpt-oss-120b", precision="mxfp4", gpu="h100-80g", tp=8, concurrency=64))
     assert "single_source" not in h100.as_contract()["throughput_estimate"]
     sglang = plan(PlanRequest(model="deepseek-v3", precision="fp8", gpu="h200", tp=8, engine="sglang"))
@@ -289,3 +292,14 @@ def test_each_gpu_kernel_path_names_the_sources_it_stands_on() -> None:
             }
             listed = catalog.get("gpu_precisions_fitted_on", {}).get(gpu, {}).get(fmt, [])
             assert set(listed) == readers, (gpu, fmt)
+
+
+def test_a_formats_figure_is_not_read_where_a_gpu_has_its_own_path_for_it() -> None:
+    """MXFP4 experts on the MI300X take gpu_precisions.mi300x.mxfp4.moe_memory, not precisions.mxfp4's:
+    counting PR 1053's runs as readers of Hopper's figure would refit it on runs it does not move."""
+    catalog = efficiency_catalog()
+    mi300x = next(c for c in corpus.cases() if c["gpu"] == "mi300x" and c["precision"] == "mxfp4")
+    h100 = next(c for c in corpus.cases() if c["gpu"] == "h100-80g" and c["precision"] == "mxfp4")
+    assert not corpus.reads(catalog, ("precisions", "mxfp4", "moe_memory"), mi300x)
+    assert corpus.reads(catalog, ("precisions", "mxfp4", "moe_memory"), h100)
+    assert corpus.reads(catalog, ("gpu_precisions", "mi300x", "mxfp4", "moe_memory"), mi300x)
