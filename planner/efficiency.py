@@ -170,12 +170,19 @@ def _eager_prefill_kernel_us(entry: dict[str, Any], release: tuple[int, ...] | N
 
 
 def single_sources(
-    gpu_key: str, engine: str, *, profile: bool, precision_key: str = "bf16", quantized_experts: bool = False
+    gpu_key: str,
+    engine: str,
+    *,
+    profile: bool,
+    precision_key: str = "bf16",
+    quantized_experts: bool = False,
+    fallbacks: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[str, ...]:
     """The fitted figures this plan reads that stand on one corpus source (catalog `gpu_fitted_on`,
     `gpu_precisions_fitted_on` and the engines' `fitted_on`): the GPU's own factors and the weight format's
     kernel path on it unless a calibration profile measures them (a path's grouped-expert figures only when
-    the plan has experts in that format), and the engine's overheads, which no profile measures."""
+    the plan has experts in that format; with a profile, when its GEMMs of that format fell back to the
+    catalog, `fallbacks`), and the engine's overheads, which no profile measures."""
     catalog = efficiency_catalog()
     found = []
     gpu_sources: list[str] = (catalog.get("gpu_fitted_on") or {}).get(gpu_key) or []
@@ -185,8 +192,13 @@ def single_sources(
     path_sources: list[str] = ((catalog.get("gpu_precisions_fitted_on") or {}).get(gpu_key) or {}).get(
         precision_key
     ) or []
-    read = any(quantized_experts or not name.startswith("moe_") for name in path)
-    if not profile and read and len(path_sources) == 1:
+    kinds = {"expert" if name.startswith("moe_") else "dense" for name in path}
+    read = "dense" in kinds or ("expert" in kinds and quantized_experts)
+    if profile:  # the profile's own figure replaces the path's, except where it had none
+        read = any(
+            f"{kind} GEMM {precision_key}" in fallbacks for kind in kinds if kind == "dense" or quantized_experts
+        )
+    if read and len(path_sources) == 1:
         found.append(f"{precision_key} on {gpu_key}: {path_sources[0]}")
     engine_sources: list[str] = catalog["engines"].get(engine, {}).get("fitted_on") or []
     if len(engine_sources) == 1:

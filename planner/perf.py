@@ -581,6 +581,7 @@ def estimate(
             profile=profile is not None,
             precision_key=precision.key,
             quantized_experts=model.is_moe and "experts" not in keep,
+            fallbacks=rates.fallbacks,
         ),
         keep_bf16=tuple(sorted(keep)),
         w4a16_gemm_floor_us=rates.gemm_floor_us if floor_bound else 0.0,

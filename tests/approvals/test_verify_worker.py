@@ -136,6 +136,52 @@ def test_jobs_no_worker_took_fail_and_old_rows_go(personas: Personas, org_pki: A
     assert client.get(stuck["status_url"]).json()["status"] == "done"
 
 
+LIMIT_ERROR = (
+    "the file was not verified: verification ran past its time limit of {s} s (APPROVALS_VERIFY_SOFT_TIME_LIMIT_S)"
+)
+
+
+def test_a_time_limit_pyhanko_swallowed_still_fails_naming_the_limit(
+    personas: Personas, org_pki: Any, signed: Signed, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """pyHanko turns any exception inside some of its parsers into its own: the soft time limit struck
+    there became an unreadable-file refusal (or, in its metadata diff rule, a verdict). Before, the job
+    ended `refused` or `done` with that verdict; now it fails naming the limit, as when the limit reaches
+    the task (the worker test above)."""
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from governance.approvals.services import verifications
+    from governance.approvals.verification import UploadRefused
+
+    client = _client(personas.auditor)
+
+    def refused_on_the_limit(data: bytes) -> Any:
+        try:
+            raise SoftTimeLimitExceeded()
+        except SoftTimeLimitExceeded as exc:
+            raise UploadRefused("not a readable PDF: Failed to read dictionary key") from exc
+
+    monkeypatch.setattr(verifications, "verify_bytes", refused_on_the_limit)
+    first = _upload(client, signed.pdf)[0].json()
+    assert run_verifications() == ["failed"]
+    body = client.get(first["status_url"]).json()
+    assert body["error"] == LIMIT_ERROR.format(s=settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S)
+    monkeypatch.undo()
+    # A verdict reached only past the limit (the exception swallowed into a report) is not trusted.
+    ticks = iter([0.0, settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S + 1.0])
+    monkeypatch.setattr(verifications, "_clock", lambda: next(ticks))
+    late = _upload(client, signed.pdf)[0].json()
+    assert run_verifications() == ["failed"]
+    assert client.get(late["status_url"]).json()["error"] == LIMIT_ERROR.format(
+        s=settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S
+    )
+    assert not PacketVerification.objects.exists()
+    monkeypatch.undo()
+    ontime = _upload(client, signed.pdf)[0].json()
+    assert run_verifications() == ["done"]
+    assert client.get(ontime["status_url"]).json()["status"] == "done"
+
+
 def test_the_web_page_follows_the_worker(personas: Personas, org_pki: Any, signed: Signed) -> None:
     browser = Client()
     browser.force_login(personas.auditor)

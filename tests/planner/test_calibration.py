@@ -167,3 +167,31 @@ def test_cli_takes_a_calibration_file() -> None:
     )
     assert bad.returncode == 2
     assert "--calibration" in bad.stderr
+
+
+def test_a_profile_without_the_formats_expert_gemm_still_says_the_path_stands_on_one_source(
+    raw: dict[str, Any],
+) -> None:
+    """A reviewer's case: a profile of the MI300X with no MXFP4 grouped-GEMM point falls back to the catalog's
+    MXFP4 path on that GPU, which stands on one source; a profile hid that before (it was reported only
+    without a profile)."""
+    profile = copy.deepcopy(raw)
+    profile["gpu"] = {**profile["gpu"], "catalog_key": "mi300x", "name": "AMD Instinct MI300X", "count": 1}
+    request: dict[str, Any] = {
+        "model": "gpt-oss-120b",
+        "precision": "mxfp4",
+        "gpu": "mi300x",
+        "tp": 1,
+        "concurrency": 64,
+    }
+    result = plan(PlanRequest(**request, calibration=calibration.CalibrationProfile.from_dict(profile, name="mi.json")))
+    estimate = result.as_contract()["throughput_estimate"]
+    assert "expert GEMM mxfp4" in estimate["fallbacks"]
+    assert any(line.startswith("mxfp4 on mi300x: ") for line in estimate["single_source"])
+    bf16 = plan(
+        PlanRequest(
+            **{**request, "model": "qwen3-30b-a3b", "precision": "bf16"},
+            calibration=calibration.CalibrationProfile.from_dict(profile, name="mi.json"),
+        )
+    )
+    assert "single_source" not in bf16.as_contract()["throughput_estimate"]

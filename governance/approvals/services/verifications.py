@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -252,14 +254,21 @@ def verification_job_run(*, job_id: int) -> str:
     if job is None:
         status = VerificationJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
         return str(status or "missing")
+    started = _clock()
     try:
         report = verify_bytes(bytes(job.upload))
     except UploadRefused as refused:
+        if _timed_out(started, refused):
+            return verification_job_timed_out(job_id=job.pk, seconds=settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S)
         _finish(job.pk, VerificationStatus.REFUSED, error=str(refused))
         return str(VerificationStatus.REFUSED)
     except ApplicationError as exc:  # e.g. the PKI went away meanwhile
+        if _timed_out(started, exc):
+            return verification_job_timed_out(job_id=job.pk, seconds=settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S)
         _finish(job.pk, VerificationStatus.FAILED, error=exc.message)
         return str(VerificationStatus.FAILED)
+    if _timed_out(started):
+        return verification_job_timed_out(job_id=job.pk, seconds=settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S)
     with transaction.atomic():
         stored, current, deployment = upload_verification_record(report, actor=job.requested_by)
         result = {
@@ -271,6 +280,25 @@ def verification_job_run(*, job_id: int) -> str:
         }
         _finish(job.pk, VerificationStatus.DONE, result=result, verification=stored)
     return str(VerificationStatus.DONE)
+
+
+_clock = time.monotonic  # a module attribute, so tests can move it
+
+
+def _timed_out(started: float, exc: BaseException | None = None) -> bool:
+    """Whether the soft time limit struck inside the verifier though it did not reach the task. pyHanko
+    turns any exception inside some of its parsers into its own (pdf_utils.generic: a dictionary key
+    that fails to read becomes PdfReadError, which the verifier refuses as an unreadable file) or into a
+    verdict (diff_analysis' metadata rule: SuspiciousModification): a verdict reached past the limit is
+    not trusted, and the job fails naming the limit as when the exception reaches the task."""
+    chain: BaseException | None = exc
+    for _ in range(16):  # a bounded walk: a cycle of causes cannot hold the worker
+        if chain is None:
+            break
+        if isinstance(chain, SoftTimeLimitExceeded):
+            return True
+        chain = chain.__cause__ or chain.__context__
+    return _clock() - started >= settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S
 
 
 def verification_job_timed_out(*, job_id: int, seconds: int) -> str:
