@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from planner.efficiency import NON_FACTOR_KEYS
 from planner.specs import CATALOG_DIR
 
 METRICS = {"tpot_ms": "tpot_ms", "ttft_ms": "ttft_ms", "output_tokens_per_s": "decode_tokens_per_s"}
@@ -223,15 +224,7 @@ def fitted_factors(catalog: dict[str, Any]) -> list[FactorPath]:
     the engines' own defaults, not fitted)."""
     paths: list[FactorPath] = [("default", name) for name in catalog["default"]]
     for key, entry in catalog.items():
-        if key in (
-            "default",
-            "engines",
-            "precisions",
-            "gpu_precisions",
-            "measured",
-            "gpu_fitted_on",
-            "gpu_precisions_fitted_on",
-        ):
+        if key == "default" or key in NON_FACTOR_KEYS:
             continue
         paths += [(key, name) for name in entry]
     for key, entry in catalog.get("precisions", {}).items():

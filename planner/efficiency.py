@@ -89,12 +89,16 @@ def efficiency_catalog() -> dict[str, Any]:
     return _substitute if _substitute is not None else _efficiency_catalog()
 
 
+# Top-level keys of efficiency.yaml that are not a GPU's (or the default's) factors.
+NON_FACTOR_KEYS = ("engines", "precisions", "gpu_precisions", "measured", "gpu_fitted_on", "gpu_precisions_fitted_on")
+
+
 @functools.cache
 def _efficiency_catalog() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((CATALOG_DIR / "efficiency.yaml").read_text(encoding="utf-8"))
     names = set(Factors.__slots__)
     for key, entry in data.items():
-        if key in ("engines", "precisions", "gpu_precisions", "measured", "gpu_fitted_on", "gpu_precisions_fitted_on"):
+        if key in NON_FACTOR_KEYS:
             continue
         unknown = set(entry) - names
         if unknown:
