@@ -79,13 +79,16 @@ class Workload:
     num_prompts: int | None = None
 
 
-def mean_length(length: int, range_ratio: float, *, least: int = 0) -> float:
-    """Mean of integers drawn uniformly from [max(int(length x range_ratio), least), length] (numpy's
+def shortest_length(length: int, range_ratio: float, *, least: int = 0) -> int:
+    """The least of the lengths drawn uniformly from [max(int(length x range_ratio), least), length] (numpy's
     randint over that range, as the benchmark clients call it). sglang.bench_serving draws a prompt's
     length from at least 1 (its default ratio, 0, gives [1, len]) and an output's from 0."""
-    if range_ratio >= 1:
-        return float(length)
-    return (max(int(length * range_ratio), least) + length) / 2
+    return length if range_ratio >= 1 else max(int(length * range_ratio), least)
+
+
+def mean_length(length: int, range_ratio: float, *, least: int = 0) -> float:
+    """Mean of the lengths drawn as shortest_length says."""
+    return (shortest_length(length, range_ratio, least=least) + length) / 2
 
 
 def mean_new_tokens(length: int, range_ratio: float, cached_prefix_len: int) -> float:
@@ -93,7 +96,7 @@ def mean_new_tokens(length: int, range_ratio: float, cached_prefix_len: int) -> 
     mean_length draws it (from at least 1): max(1, L - cached) averaged over L (an engine recomputes at least
     the last token)."""
     cached = max(cached_prefix_len, 0)
-    low = length if range_ratio >= 1 else max(int(length * range_ratio), 1)
+    low = shortest_length(length, range_ratio, least=1)
     count = length - low + 1
     short = max(0, min(length, cached) - low + 1)  # prompts no longer than the prefix: one token each
     first = max(low, cached + 1) - cached  # new tokens of the shortest prompt past the prefix
@@ -479,7 +482,10 @@ def estimate(
     # behind the other groups' prefills still waiting when it arrives.
     # Outputs of unequal length finish apart, so a closed loop whose lengths are drawn from a range
     # sends its requests one at a time after the first wave, whatever the client's start.
-    aligned = workload.arrival == "burst" and int(workload.output_len * workload.range_ratio) >= workload.output_len
+    aligned = (
+        workload.arrival == "burst"
+        and shortest_length(workload.output_len, workload.range_ratio) >= workload.output_len
+    )
     group = max(1, min(batch, int(budget // new))) if aligned else 1
 
     def prefill_s(tokens: float) -> float:
