@@ -238,17 +238,18 @@ def main(argv: list[str] | None = None) -> int:
             range_ratio=args.range_ratio,
             num_prompts=args.num_prompts,
         )
-        contract = plan(request).as_contract()
+        result = plan(request)
+        contract = result.as_contract()
     except ValueError as exc:
         return _usage_error(args.command, exc)
     print(json.dumps(contract, indent=2) if args.format == "json" else _table(contract))
     if not contract["fits"]:  # the plan is printed for its figures, and the exit status says it fails
-        print(f"python -m planner plan: {_shortfall(contract)}", file=sys.stderr)
+        print(f"python -m planner plan: {_shortfall(contract, result.chosen.cuda_graphs_fit)}", file=sys.stderr)
         return EXIT_DOES_NOT_FIT
     return 0
 
 
-def _shortfall(contract: dict[str, Any]) -> str:
+def _shortfall(contract: dict[str, Any], graphs_fit: bool) -> str:
     margin, layout = contract["fit_margin"], contract["parallel"]
     causes = []
     if margin["kv_bytes_per_gpu"] < 0:
@@ -256,7 +257,7 @@ def _shortfall(contract: dict[str, Any]) -> str:
         if margin["sequences"] < 0:
             kv += f", {-margin['sequences']} sequences short of the concurrency"
         causes.append(kv)
-    if "CUDA graph" in contract["fit_reason"]:  # the KV cache may hold them all: the graphs stop the engine
+    if not graphs_fit:  # the KV cache may hold them all: the graphs stop the engine
         causes.append(contract["fit_reason"])
     short = "does not fit: " + ("; ".join(causes) or contract["fit_reason"])
     if contract["starts"]:

@@ -125,3 +125,17 @@ def test_the_reason_names_the_graphs_and_the_concurrency_when_both_fall_short() 
     reason = plan(PlanRequest(**both)).chosen.reason  # type: ignore[arg-type]
     assert "CUDA graph sets need at least" in reason
     assert "fewer than the 256 requested" in reason
+
+
+def test_the_cli_names_both_the_kv_shortfall_and_the_graphs() -> None:
+    """The graphs' cause is read from the plan (Candidate.cuda_graphs_fit), not from the reason's wording:
+    with the KV cache short as well, both are named."""
+    done = planner_cli(
+        "plan", "--model", "qwen3-235b-a22b", "--precision", "fp8", "--gpu", "h100-80g", "--tp", "8", "--ep", "8",
+        "--pp", "1", "--dp", "1", "--concurrency", "256", "--engine-version", "0.11.0",
+        "--gpu-memory-utilization", "0.99",
+    )  # fmt: skip
+    assert done.returncode == 3
+    assert "does not fit: the KV cache is" in done.stderr
+    assert "sequences short of the concurrency; its 102 CUDA graph sets need at least" in done.stderr
+    assert "the engine does not start" in done.stderr
