@@ -1,6 +1,9 @@
-"""8 clients x 200 mixed state-changing requests on one team, through gunicorn: no 5xx, the audit
+"""8 clients x 100 mixed state-changing requests on one team, through gunicorn: no 5xx, the audit
 chain verifies, and every accepted change is stored exactly once (issue 18; before the lock order,
-240 of 1,600 answers were 500, mostly DeadlockDetected on the team row)."""
+240 of 1,600 answers were 500, mostly DeadlockDetected on the team row: at that rate 800 requests
+all answered below 500 by chance is out of the question, and the deadlocks come from 8 clients
+writing at once, not from how long they go on; 100 a client halves the test's minute and a half on
+the 2-core CI machine)."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from tests.resilience.helpers import seed
 pytestmark = [pytest.mark.fault, pytest.mark.postgres]
 
 CLIENTS = 8
-REQUESTS = int(os.environ.get("FAULT_REQUESTS_PER_CLIENT", "200"))
+REQUESTS = int(os.environ.get("FAULT_REQUESTS_PER_CLIENT", "100"))
 
 
 @pytest.mark.django_db(transaction=True)
