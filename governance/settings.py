@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from whitenoise.compress import Compressor
 
 from governance.core.env import env_bool, env_int, env_list, env_secret, env_str
 
@@ -166,6 +167,11 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = DEBUG
+# Source maps (the vendored Redoc, Swagger UI and Bootstrap bundles': 7.6 MB of the 21 MB collected, each
+# kept twice, hashed and not) are fetched only by a browser's developer tools, so they are served as they
+# are rather than gzipped and Brotli-compressed at collectstatic: that halves the image's collectstatic
+# step (33 s -> 17 s on the 2-core CI machine) and its output (42 -> 36 MB).
+WHITENOISE_SKIP_COMPRESS_EXTENSIONS = (*Compressor.SKIP_COMPRESS_EXTENSIONS, "map")
 MEDIA_ROOT = VAR_DIR / "media"
 
 LOGIN_URL = "login"
