@@ -13,7 +13,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
-from whitenoise.compress import Compressor
+from whitenoise.compress import Compressor  # type: ignore[import-untyped]
 
 from governance.core.env import env_bool, env_int, env_list, env_secret, env_str
 
