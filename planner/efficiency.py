@@ -197,11 +197,9 @@ def single_sources(
         precision_key
     ) or []
     kinds = {"expert" if name.startswith("moe_") else "dense" for name in path}
-    read = "dense" in kinds or ("expert" in kinds and quantized_experts)
-    if profile:  # the profile's own figure replaces the path's, except where it had none
-        read = any(
-            f"{kind} GEMM {precision_key}" in fallbacks for kind in kinds if kind == "dense" or quantized_experts
-        )
+    read_kinds = [kind for kind in kinds if kind == "dense" or quantized_experts]
+    # With a profile, its own figure replaces the path's, except where it had none (a fallback).
+    read = any(f"{kind} GEMM {precision_key}" in fallbacks for kind in read_kinds) if profile else bool(read_kinds)
     if read and len(path_sources) == 1:
         found.append(f"{precision_key} on {gpu_key}: {path_sources[0]}")
     engine_sources: list[str] = catalog["engines"].get(engine, {}).get("fitted_on") or []

@@ -255,20 +255,20 @@ def verification_job_run(*, job_id: int) -> str:
         status = VerificationJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
         return str(status or "missing")
     started = _clock()
+    failure: tuple[VerificationStatus, str, Exception] | None = None
     try:
         report = verify_bytes(bytes(job.upload))
     except UploadRefused as refused:
-        if _timed_out(started, refused):
-            return verification_job_timed_out(job_id=job.pk, seconds=settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S)
-        _finish(job.pk, VerificationStatus.REFUSED, error=str(refused))
-        return str(VerificationStatus.REFUSED)
+        failure = (VerificationStatus.REFUSED, str(refused), refused)
     except ApplicationError as exc:  # e.g. the PKI went away meanwhile
-        if _timed_out(started, exc):
-            return verification_job_timed_out(job_id=job.pk, seconds=settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S)
-        _finish(job.pk, VerificationStatus.FAILED, error=exc.message)
-        return str(VerificationStatus.FAILED)
-    if _timed_out(started):
+        failure = (VerificationStatus.FAILED, exc.message, exc)
+    # Whatever the verifier answered, an answer reached past the soft time limit is not trusted.
+    if _timed_out(started, failure[2] if failure else None):
         return verification_job_timed_out(job_id=job.pk, seconds=settings.APPROVALS_VERIFY_SOFT_TIME_LIMIT_S)
+    if failure is not None:
+        status, error, _ = failure
+        _finish(job.pk, status, error=error)
+        return str(status)
     with transaction.atomic():
         stored, current, deployment = upload_verification_record(report, actor=job.requested_by)
         result = {
