@@ -25,10 +25,12 @@ class AuditAction(models.IntegerChoices):
     LICENSE_TERM_DELETED = 203, "license.term_deleted"
     FX_RATE_CHANGED = 210, "license.fx_rate_changed"
     LICENSE_EVALUATED = 220, "license.evaluated"
+    LICENSE_TEXT_CLASSIFIED = 230, "license.text_classified"
     # 300-399: model artifacts
     ARTIFACT_REGISTERED = 300, "artifact.registered"
     ARTIFACT_UPDATED = 301, "artifact.updated"
     ARTIFACT_SHARED = 302, "artifact.shared"
+    ARTIFACT_INSPECTED = 303, "artifact.inspected"
     # 400-499: deployment requests
     DEPLOYMENT_CREATED = 400, "deployment.created"
     DEPLOYMENT_UPDATED = 401, "deployment.updated"

@@ -11,16 +11,20 @@ class DeploymentsConfig(AppConfig):
         # The apps below announce events with signals; this app listens, so none of them imports it.
         from governance.capacity.signals import plan_computed
         from governance.deployments.services import (
+            on_artifact_inspected,
             on_capacity_plan_computed,
             on_eval_finished,
+            on_license_text_classified,
             on_license_version_published,
         )
-        from governance.evaluations.signals import eval_finished
-        from governance.licenses.signals import version_published
+        from governance.evaluations.signals import artifact_inspected, eval_finished
+        from governance.licenses.signals import text_classified, version_published
 
         plan_computed.connect(on_capacity_plan_computed, dispatch_uid="deployments.plan_computed")
         eval_finished.connect(on_eval_finished, dispatch_uid="deployments.eval_finished")
         version_published.connect(on_license_version_published, dispatch_uid="deployments.version_published")
+        artifact_inspected.connect(on_artifact_inspected, dispatch_uid="deployments.artifact_inspected")
+        text_classified.connect(on_license_text_classified, dispatch_uid="deployments.text_classified")
 
         from governance.core.visibility import register_hidden
         from governance.deployments.models import DeploymentRequest

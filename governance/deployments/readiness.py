@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db import models
 
+from governance.artifacts.weights import UNQUANTIZED_PRECISIONS
 from governance.deployments.choices import ReviewRole
 
 REQUESTER = "the requester"
@@ -52,6 +53,11 @@ class ReasonCode(models.TextChoices):
     SIGNATURE_INVALID = "signature.invalid"
     LICENSE_BLOCKER = "license.blocker"
     LICENSE_APPROVAL_REQUIRED = "license.licensor_approval_required"
+    # Read from the checkpoint's own LICENSE / USE_POLICY files (an inspection of its files):
+    LICENSE_MISMATCH = "license.mismatch"  # the text (or the card) is another license than the one declared
+    LICENSE_UNIDENTIFIED = "license.unidentified"  # a text nobody has classified yet
+    LICENSE_FILE_MISSING = "license.file_missing"  # the checkpoint carries no license text at all
+    ARTIFACT_INSPECTION_REFUSED = "artifact.inspection_refused"  # the files were refused on the node
     OBLIGATION_NOT_ACCEPTED = "obligation.not_accepted"
     USAGE_THRESHOLD_CROSSED = "usage.threshold_crossed"
     CAPACITY_MISSING = "capacity.missing"
@@ -64,6 +70,10 @@ class ReasonCode(models.TextChoices):
     EVAL_DIGEST_MISMATCH = "eval.digest_mismatch"  # the passed eval served other weights
     EVAL_STALE = "eval.stale"  # same weights, but another engine or parallel layout
     EVAL_REGRESSED = "eval.regressed"  # an upgrade's fresh eval fell below the last approved run's
+    # The weights are stored at another precision than the request serves (read from the checkpoint).
+    WEIGHTS_PRECISION_MISMATCH = "weights.precision_mismatch"
+    # Quantized weights with no baseline registered as their parent: nothing to evaluate them against.
+    ARTIFACT_PARENT_MISSING = "artifact.parent_missing"
     ARTIFACT_DIGEST_MISMATCH = "artifact.digest_mismatch"
     SERVING_ENGINE = "serving.engine_mismatch"
     SERVING_ENGINE_VERSION = "serving.engine_version_mismatch"  # not the version the eval served
@@ -80,8 +90,6 @@ CLEARED_BY_SIGNING = frozenset(
     {ReasonCode.SIGNATURE_MISSING, ReasonCode.SIGNATURE_STALE, ReasonCode.USAGE_THRESHOLD_CROSSED}
 )
 
-# Precisions served without quantizing the weights: no quantization eval is needed for them.
-UNQUANTIZED_PRECISIONS = frozenset({"bf16"})
 
 SIGNING_ROLES: tuple[str, ...] = tuple(ReviewRole.values)  # legal first: the signing order
 _ROLE_ACTOR = {"legal": (Actor.LEGAL, LEGAL), "engineering": (Actor.ENGINEERING, ENGINEERING)}
@@ -137,8 +145,10 @@ def readiness(state: ReadinessState, now: datetime) -> list[Reason]:
     return [
         *_signatures(state),
         *_license(state.evidence, now),
+        *_license_texts(state.evidence),
         *_usage(state),
         *_capacity(state.evidence),
+        *_weights(state.evidence),
         *_eval(state.evidence),
     ]
 
@@ -380,8 +390,120 @@ def regressed_reason(run: Mapping[str, Any]) -> Reason | None:
     )
 
 
+def _card_key(value: Any) -> str:
+    """A model card's `license:` id compared with catalog keys and SPDX ids: Hugging Face writes
+    `llama3.1` and `apache-2.0` where the catalog says `llama-3.1` and `apache-2.0`."""
+    return "".join(ch for ch in str(value or "").lower() if ch.isalnum())
+
+
+def _license_texts(evidence: Mapping[str, Any]) -> list[Reason]:
+    """The license the requester declared against the texts the checkpoint carries (an inspection
+    read them). Every one of these is legal's call; nothing passes silently."""
+    artifact = evidence.get("artifact") or {}
+    inspection = artifact.get("inspection")
+    if not inspection:
+        return []
+    if inspection.get("status") == "refused":
+        return [
+            Reason(
+                ReasonCode.ARTIFACT_INSPECTION_REFUSED,
+                f"the checkpoint's files were refused when they were read: {inspection.get('reason')}",
+                f"{REQUESTER} fixes the checkpoint (or its location) and registers the location again",
+                Actor.REQUESTER,
+            )
+        ]
+    declared = str(artifact.get("declared_license") or "")
+    files = inspection.get("license_files") or []
+    licenses = [f for f in files if f.get("kind") == "license"]
+    reasons = []
+    if not licenses:
+        reasons.append(
+            Reason(
+                ReasonCode.LICENSE_FILE_MISSING,
+                f"the checkpoint carries no LICENSE file: nothing in it says it is {declared}",
+                f"{LEGAL} obtains the license text the weights were published under, or {REQUESTER} adds it",
+                Actor.LEGAL,
+            )
+        )
+    for item in files:
+        if item.get("kind") not in ("license", "use_policy"):
+            continue
+        fingerprint = str(item.get("fingerprint") or "")
+        if not item.get("license"):
+            reasons.append(
+                Reason(
+                    ReasonCode.LICENSE_UNIDENTIFIED,
+                    f"{item.get('path')} ({fingerprint[:19]}…) is a text the organisation has not classified",
+                    f"{LEGAL} reads it and classifies it once as a license version; artifacts carrying it then match",
+                    Actor.LEGAL,
+                )
+            )
+        elif item["license"] != declared:
+            reasons.append(
+                Reason(
+                    ReasonCode.LICENSE_MISMATCH,
+                    f"{item.get('path')} is {item.get('matches')}, but the artifact is registered as {declared}",
+                    f"{REQUESTER} registers the artifact under {item['license']}, or {LEGAL} classifies the text again",
+                    Actor.LEGAL,
+                    license=declared,
+                )
+            )
+    card = (inspection.get("model_card") or {}).get("license")
+    if card and _card_key(card) not in {"", "other", _card_key(declared)}:
+        reasons.append(
+            Reason(
+                ReasonCode.LICENSE_MISMATCH,
+                f"the model card says license: {card}, but the artifact is registered as {declared}",
+                f"{LEGAL} decides which terms apply and {REQUESTER} registers the artifact under them",
+                Actor.LEGAL,
+                license=declared,
+            )
+        )
+    return reasons
+
+
+def eval_precision(evidence: Mapping[str, Any]) -> str:
+    """The precision an eval must cover: the weights' own when they are stored quantized (whatever the
+    serving plan says: they are what ships), else the serving plan's (BF16 weights quantized by the
+    engine at load need an eval of that precision; served as BF16 they need none)."""
+    weights = (evidence.get("artifact") or {}).get("weights") or {}
+    if weights.get("quantized") and weights.get("precision"):
+        return str(weights["precision"])
+    return str((evidence.get("serving_envelope") or {}).get("precision") or "")
+
+
+def _weights(evidence: Mapping[str, Any]) -> list[Reason]:
+    """What the checkpoint says of itself against what the request says of it."""
+    weights = (evidence.get("artifact") or {}).get("weights") or {}
+    if not weights.get("quantized"):
+        return []
+    reasons = []
+    stored, summary = str(weights.get("precision")), str(weights.get("summary") or weights.get("precision"))
+    serving = str((evidence.get("serving_envelope") or {}).get("precision") or "")
+    if serving and serving != stored:
+        reasons.append(
+            Reason(
+                ReasonCode.WEIGHTS_PRECISION_MISMATCH,
+                f"the weights are {summary}, not {serving}",
+                f"{REQUESTER} sets the serving plan's precision to {stored}, or requests other weights",
+                Actor.REQUESTER,
+            )
+        )
+    if not (evidence.get("artifact") or {}).get("parent") and not weights.get("published"):
+        reasons.append(
+            Reason(
+                ReasonCode.ARTIFACT_PARENT_MISSING,
+                f"the weights are {summary}, a quantized derivative, but no baseline is registered as its parent",
+                f"{REQUESTER} registers the checkpoint it was quantized from and names it as the parent, "
+                "so that an eval compares the two",
+                Actor.REQUESTER,
+            )
+        )
+    return reasons
+
+
 def _passed_for_config(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    precision = str((evidence.get("serving_envelope") or {}).get("precision") or "")
+    precision = eval_precision(evidence)
     digest = str((evidence.get("artifact") or {}).get("weights_digest") or "").lower()
     engine, layout = approved_engine(evidence), approved_parallelism(evidence)
     return [
@@ -418,7 +540,7 @@ def _eval(evidence: Mapping[str, Any]) -> list[Reason]:
     """A quantized serving precision needs a passed eval that served exactly the approved weights
     (digest) through the approved engine and parallel layout. Screening runs (simulated
     quantization) never count; evals of other precisions are what-ifs and block nothing."""
-    precision = str((evidence.get("serving_envelope") or {}).get("precision") or "")
+    precision = eval_precision(evidence)
     if not precision or precision in UNQUANTIZED_PRECISIONS:
         return []
     if approved_eval(evidence) is not None:

@@ -18,8 +18,16 @@ from governance.core.errors import PermissionDeniedError
 from governance.core.permissions import role_permission
 from governance.core.roles import Role, has_role
 from governance.evaluations.evals import artifact_location_register
-from governance.evaluations.models import ArtifactLocation, Cluster, EvalRun, JobRun
-from governance.evaluations.selectors import cluster_get, clusters_visible_to, evalrun_get, jobrun_get
+from governance.evaluations.models import ArtifactInspection, ArtifactLocation, Cluster, EvalRun, JobRun
+from governance.evaluations.selectors import (
+    artifact_inspections,
+    artifact_weights_precision,
+    cluster_get,
+    clusters_visible_to,
+    evalrun_get,
+    jobrun_get,
+)
+from governance.licenses.selectors import license_text_match
 from governance.evaluations.services import cluster_discover, cluster_test_connection, jobrun_cancel
 
 Engineering = role_permission(Role.ENGINEERING_REVIEWER, Role.ADMIN)
@@ -217,3 +225,67 @@ class EvalRunDetailApi(APIView):
     )
     def get(self, request: Request, code: str) -> Response:
         return Response(EvalRunOutputSerializer(evalrun_get(request.user, code)).data)
+
+
+class ArtifactInspectionOutputSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+    job = serializers.UUIDField(source="job.code", default=None)
+    model_card = serializers.SerializerMethodField()
+    license_files = serializers.SerializerMethodField()
+    tensors = serializers.SerializerMethodField()
+    problems = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ArtifactInspection
+        fields = [
+            "code",
+            "cluster",
+            "path",
+            "status",
+            "reason",
+            "refused_file",
+            "weights_digest",
+            "precision",
+            "tensors",
+            "model_card",
+            "license_files",
+            "problems",
+            "job",
+            "created_at",
+            "updated_at",
+        ]
+
+    def _report(self, obj: ArtifactInspection, key: str) -> Any:
+        return (obj.report or {}).get(key)
+
+    def get_model_card(self, obj: ArtifactInspection) -> Any:
+        return self._report(obj, "model_card")
+
+    def get_tensors(self, obj: ArtifactInspection) -> Any:
+        return self._report(obj, "tensors")
+
+    def get_problems(self, obj: ArtifactInspection) -> Any:
+        return self._report(obj, "problems") or []
+
+    def get_license_files(self, obj: ArtifactInspection) -> list[dict[str, Any]]:
+        files = []
+        for item in self._report(obj, "license_files") or []:
+            match = license_text_match(str(item.get("fingerprint")))
+            files.append({**item, "matches": f"{match.license} {match.version}" if match else None})
+        return files
+
+
+class ArtifactInspectionListApi(APIView):
+    @extend_schema(
+        responses=ArtifactInspectionOutputSerializer(many=True),
+        summary="What the artifact's own files say: each inspection of them on a cluster, newest first",
+    )
+    def get(self, request: Request, code: str) -> Response:
+        artifact = artifact_get(request.user, code)  # an artifact the caller may not see is not found
+        inspections = artifact_inspections(artifact)
+        return Response(
+            {
+                "weights": artifact_weights_precision(artifact).as_evidence(),
+                "results": ArtifactInspectionOutputSerializer(inspections, many=True).data,
+            }
+        )

@@ -19,3 +19,7 @@ class EvaluationsConfig(AppConfig):
         from governance.evaluations.signals import job_finished
 
         job_finished.connect(on_job_finished, dispatch_uid="evaluations.job_finished")
+
+        from governance.evaluations.inspections import on_job_finished as on_inspection_finished
+
+        job_finished.connect(on_inspection_finished, dispatch_uid="evaluations.inspection_finished")

@@ -28,6 +28,7 @@ from governance.evaluations.models import (
     JobRun,
     JobRunState,
 )
+from governance.evaluations.inspections import artifact_inspection_request
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
 from planner.evaljob.engines import ENGINES, plan_launch, split_online_quantization, transformers_launch
@@ -131,6 +132,8 @@ def artifact_location_register(
                 "manifest_files": len((manifest or "").splitlines()),
             },
         )
+        # What the files say of themselves is read where they lie (queued: sent after commit).
+        artifact_inspection_request(location=location, actor=actor)
     return location
 
 
@@ -519,8 +522,34 @@ def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
     )
     for evaluation in runs:
         latest[_evidence_key(evaluation)] = evaluation
+    # An eval belongs to the weights and the serving envelope it served, not to one request: a passed
+    # served eval of exactly this artifact run for another request of the same team counts here too
+    # (named as reused); the request's own runs of the same configuration take precedence.
+    reused = (
+        EvalRun.objects.filter(
+            kind=EvalKind.SERVED,
+            status=EvalStatus.PASSED,
+            candidate_digest=deployment.artifact.weights_digest,
+            request__team_id=deployment.team_id,
+        )
+        .exclude(request=deployment)
+        .select_related("request")
+        .order_by("created_at")
+    )
+    borrowed: set[int] = set()
+    for evaluation in reused:
+        key = _evidence_key(evaluation)
+        if key not in latest or latest[key].pk in borrowed:
+            latest[key] = evaluation
+            borrowed.add(evaluation.pk)
     ordered = sorted(latest.values(), key=lambda e: (e.kind != EvalKind.SERVED, e.scheme, e.created_at))
-    return [eval_evidence_item(e) for e in ordered]
+    items = []
+    for evaluation in ordered:
+        item = eval_evidence_item(evaluation)
+        if evaluation.pk in borrowed and evaluation.request is not None:
+            item["reused_from"] = str(evaluation.request.code)
+        items.append(item)
+    return items
 
 
 def eval_screening_of_deployment(

@@ -104,6 +104,7 @@ class JobKind(models.TextChoices):
     EVAL = "eval"
     DISCOVERY = "discovery"
     COMMAND = "command"
+    INSPECTION = "inspection"  # planner.inspectjob: read an artifact's files where they lie
 
 
 class JobRun(BaseModel):
@@ -221,3 +222,44 @@ class EvalRun(BaseModel):
 
     def __str__(self) -> str:
         return f"eval {self.scheme} ({self.status})"
+
+
+class InspectionStatus(models.TextChoices):
+    RUNNING = "running"
+    PASSED = "passed"  # the node read the files and sent its report
+    REFUSED = "refused"  # the files were refused (a hostile checkpoint, not the registered digest)
+    ERROR = "error"  # the job ended without a report
+
+
+class ArtifactInspection(BaseModel):
+    """One reading of an artifact's files where they lie on a cluster (planner.inspectjob, run on the
+    node through the same job path as evals): what the checkpoint says of itself.
+
+    `report` is the node's report less the license texts (each kept once, by fingerprint, as a
+    licenses.LicenseText); `precision` is its precision block, the one artifacts.weights reads."""
+
+    artifact = models.ForeignKey("artifacts.ModelArtifact", on_delete=models.CASCADE, related_name="inspections")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="+")
+    path = models.CharField(max_length=400)
+    job = models.OneToOneField(
+        JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="inspection"
+    )
+    status = models.CharField(max_length=10, choices=InspectionStatus.choices, default=InspectionStatus.RUNNING)
+    reason = models.TextField(blank=True)
+    refused_file = models.CharField(max_length=400, blank=True)
+    weights_digest = models.CharField(max_length=71, blank=True, help_text="what the node's files hash to")
+    precision = models.JSONField(null=True, blank=True)
+    report = models.JSONField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # artifacts.selectors.artifact_latest_inspection: the newest passed reading of one artifact
+            models.Index(fields=["artifact", "status", "-created_at"], name="inspection_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"inspection {self.code} of {self.artifact_id} ({self.status})"

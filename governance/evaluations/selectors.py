@@ -7,9 +7,12 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from governance.artifacts.models import ModelArtifact
+from governance.artifacts.weights import WeightsPrecision, weights_precision_of
 from governance.core.errors import NotFoundError
 from governance.core.roles import Role, has_role
-from governance.evaluations.models import Cluster, EvalRun, JobRun
+from governance.evaluations.models import ArtifactInspection, Cluster, EvalRun, InspectionStatus, JobRun
+from governance.licenses.selectors import license_text_match
 
 # Roles that see every job and eval run.
 SEE_ALL = (Role.AUDITOR, Role.ADMIN)
@@ -75,3 +78,79 @@ def evalruns_visible_to(user: Any) -> QuerySet[EvalRun]:
 def evalrun_get(user: Any, code: Any) -> EvalRun:
     found: EvalRun = _found(evalruns_visible_to(user), code, "eval run")
     return found
+
+
+def artifact_latest_inspection(artifact: ModelArtifact) -> ArtifactInspection | None:
+    """The newest inspection of the artifact's files that ended (passed or refused), any cluster."""
+    return (
+        ArtifactInspection.objects.filter(
+            artifact=artifact, status__in=[InspectionStatus.PASSED, InspectionStatus.REFUSED]
+        )
+        .select_related("cluster")
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def artifact_weights_precision(artifact: ModelArtifact) -> WeightsPrecision:
+    """How the artifact's weights are stored: its latest passed inspection's reading of the files,
+    else its config.json as registered (artifacts.weights)."""
+    inspection = artifact_latest_inspection(artifact)
+    inspected = inspection.precision if inspection and inspection.status == InspectionStatus.PASSED else None
+    return weights_precision_of(
+        architecture_key=artifact.architecture_key,
+        config=artifact.config,
+        quantization_config=artifact.quantization_config,
+        inspected=inspected,
+    )
+
+
+def artifact_self_description(artifact: ModelArtifact) -> dict[str, Any]:
+    """The evidence's account of what the artifact's own files say: the stored precision, the
+    inspection it was read in, the model card's claims and each license text with what it matches.
+    `inspection` is None until the files were read on a cluster (then only config.json speaks)."""
+    inspection = artifact_latest_inspection(artifact)
+    described: dict[str, Any] = {
+        "weights": artifact_weights_precision(artifact).as_evidence(),
+        "declared_license": artifact.license.key,
+        "inspection": None,
+    }
+    if inspection is None:
+        return described
+    report = inspection.report or {}
+    files = []
+    for item in report.get("license_files") or []:
+        match = license_text_match(str(item.get("fingerprint")))
+        files.append(
+            {
+                "path": item.get("path"),
+                "kind": item.get("kind"),
+                "fingerprint": item.get("fingerprint"),
+                "matches": f"{match.license} {match.version}" if match else None,
+                "license": match.license if match else None,
+                "matched_by": match.by if match else None,
+            }
+        )
+    described["inspection"] = {
+        "code": str(inspection.code),
+        "cluster": inspection.cluster.name,
+        "status": inspection.status,
+        "reason": inspection.reason,
+        "finished_at": inspection.updated_at.isoformat(),
+        "model_card": report.get("model_card"),
+        "license_files": files,
+    }
+    return described
+
+
+# The newest readings an artifact page shows; older ones stay in the database and the audit trail.
+INSPECTIONS_SHOWN = 20
+
+
+def artifact_inspections(artifact: ModelArtifact) -> list[ArtifactInspection]:
+    """The artifact's inspections, newest first (the caller checked it may see the artifact)."""
+    return list(
+        ArtifactInspection.objects.filter(artifact=artifact)
+        .select_related("cluster", "job")
+        .order_by("-created_at")[:INSPECTIONS_SHOWN]
+    )

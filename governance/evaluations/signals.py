@@ -6,3 +6,5 @@ from django.dispatch import Signal
 job_finished = Signal()
 # Sent after commit with `evaluation=` each EvalRun that got its verdict.
 eval_finished = Signal()
+# Sent after commit with `artifact=` when an inspection of its files finished (passed or refused).
+artifact_inspected = Signal()

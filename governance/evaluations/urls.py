@@ -7,6 +7,7 @@ urlpatterns = [
     path("clusters/<uuid:code>/test", api.ClusterTestApi.as_view(), name="cluster-test"),
     path("clusters/<uuid:code>/discover", api.ClusterDiscoverApi.as_view(), name="cluster-discover"),
     path("clusters/<uuid:code>/locations", api.ArtifactLocationCreateApi.as_view(), name="artifact-location-create"),
+    path("artifacts/<uuid:code>/inspections", api.ArtifactInspectionListApi.as_view(), name="artifact-inspections"),
     path("jobs/<uuid:code>", api.JobRunDetailApi.as_view(), name="job-detail"),
     path("jobs/<uuid:code>/cancel", api.JobRunCancelApi.as_view(), name="job-cancel"),
     path("evals/<uuid:code>", api.EvalRunDetailApi.as_view(), name="eval-detail"),

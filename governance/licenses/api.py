@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
+
+from django.contrib.auth.models import User
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
@@ -12,14 +14,26 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from governance.core.errors import NotFoundError
 from governance.core.exceptions import validation_error_response
+from governance.core.permissions import role_permission
+from governance.core.roles import Role
 from governance.core.serializers import StrictSerializer
 from governance.licenses.choices import FACTS_ASSUMED, FindingCode, LicenseDecision, Severity
 from governance.licenses.engine import TERM_FIELDS
 from governance.licenses.facts import FactsError
-from governance.licenses.models import License, LicenseTerm, LicenseVersion
+from governance.licenses.models import License, LicenseTerm, LicenseText, LicenseVersion
 from governance.licenses.schema import FactsField
-from governance.licenses.selectors import license_current_version, license_evaluate, license_list
+from governance.licenses.selectors import (
+    license_current_version,
+    license_evaluate,
+    license_list,
+    license_text_closest,
+    license_text_match,
+    license_texts_visible_to,
+    license_version_get,
+)
+from governance.licenses.services import license_text_classify
 
 
 class EvaluateInputSerializer(StrictSerializer):
@@ -118,3 +132,98 @@ class LicenseDetailApi(APIView):
         version = license_current_version(key)
         serializer = LicenseDetailOutputSerializer(version.license, context={"version": version})
         return Response(serializer.data)
+
+
+class LicenseTextOutputSerializer(serializers.ModelSerializer):
+    classified_as = serializers.SerializerMethodField()
+    classified_by = serializers.CharField(source="classified_by.username", default=None)
+    matches = serializers.SerializerMethodField()
+    size = serializers.SerializerMethodField()
+
+    class Meta:
+        model = LicenseText
+        fields = [
+            "fingerprint",
+            "sha256",
+            "first_seen_path",
+            "size",
+            "classified_as",
+            "classified_by",
+            "classified_at",
+            "classification_note",
+            "matches",
+            "created_at",
+        ]
+
+    def get_classified_as(self, obj: LicenseText) -> str | None:
+        version = obj.classified_as
+        return f"{version.license.key} {version.version}" if version else None
+
+    def get_matches(self, obj: LicenseText) -> dict[str, str] | None:
+        match = license_text_match(obj.fingerprint)
+        return {"license": match.license, "version": match.version, "by": match.by} if match else None
+
+    def get_size(self, obj: LicenseText) -> int:
+        return len(obj.text.encode())
+
+
+class LicenseTextDetailSerializer(LicenseTextOutputSerializer):
+    text = serializers.CharField()
+    closest = serializers.SerializerMethodField()
+
+    class Meta(LicenseTextOutputSerializer.Meta):
+        fields = [*LicenseTextOutputSerializer.Meta.fields, "text", "closest"]
+
+    def get_closest(self, obj: LicenseText) -> dict[str, Any] | None:
+        best, ratio, diff = license_text_closest(obj)
+        if best is None:
+            return None
+        return {
+            "fingerprint": best.fingerprint,
+            "classified_as": self.get_classified_as(best),
+            "similarity": round(ratio, 4),
+            "diff": diff,
+        }
+
+
+@extend_schema_view(get=extend_schema(summary="License texts found in checkpoints (legal reviewers, auditors)"))
+class LicenseTextListApi(ListAPIView):
+    serializer_class = LicenseTextOutputSerializer
+
+    def get_queryset(self) -> QuerySet[LicenseText]:
+        return license_texts_visible_to(self.request.user)
+
+
+class LicenseTextDetailApi(APIView):
+    @extend_schema(responses=LicenseTextDetailSerializer, summary="A license text, with a diff from the closest known")
+    def get(self, request: Request, fingerprint: str) -> Response:
+        text = license_texts_visible_to(request.user).filter(fingerprint=fingerprint).first()
+        if text is None:
+            raise NotFoundError("no such license text")
+        return Response(LicenseTextDetailSerializer(text).data)
+
+
+class LicenseTextClassifyInputSerializer(StrictSerializer):
+    license = serializers.RegexField(r"^[a-z0-9][a-z0-9.-]{0,63}$", help_text="catalog key, e.g. llama-3.1")
+    version = serializers.CharField(max_length=40, required=False, help_text="default: the current version")
+    note = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class LicenseTextClassifyApi(APIView):
+    permission_classes = [role_permission(Role.LEGAL_REVIEWER)]
+
+    @extend_schema(
+        request=LicenseTextClassifyInputSerializer,
+        responses=LicenseTextOutputSerializer,
+        summary="Classify a license text once as a catalog license version (legal reviewers)",
+    )
+    def post(self, request: Request, fingerprint: str) -> Response:
+        text = license_texts_visible_to(request.user).filter(fingerprint=fingerprint).first()
+        if text is None:
+            raise NotFoundError("no such license text")
+        serializer = LicenseTextClassifyInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        version = license_version_get(data["license"], data.get("version"))
+        classified = license_text_classify(text=text, version=version, actor=cast(User, request.user), note=data["note"])
+        return Response(LicenseTextOutputSerializer(classified).data)

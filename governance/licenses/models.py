@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
@@ -156,3 +157,29 @@ class LicenseEvaluation(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.subject_type}:{self.subject_id} {self.decision}"
+
+
+class LicenseText(BaseModel):
+    """A license text found in a checkpoint (LICENSE, USE_POLICY, NOTICE), kept once per normalised
+    text: the organisation keeps the original it relied on for later audit. A legal reviewer
+    classifies an unknown text once, as a version the catalog knows; every artifact carrying the
+    same text then matches it."""
+
+    fingerprint = models.CharField(max_length=71, unique=True, help_text="sha256: of the normalised text")
+    sha256 = models.CharField(max_length=64, help_text="SHA-256 of the bytes of the first copy seen")
+    text = models.TextField()
+    first_seen_path = models.CharField(max_length=200, blank=True)
+    classified_as = models.ForeignKey(
+        LicenseVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="texts"
+    )
+    classified_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    classified_at = models.DateTimeField(null=True, blank=True)
+    classification_note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.fingerprint[:19]

@@ -14,11 +14,14 @@ from django.utils import timezone
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.canonical import canonical_sha256
-from governance.core.errors import ConflictError
+from governance.core.errors import ConflictError, PermissionDeniedError
+from governance.core.roles import Role, has_role
+from governance.core.services import write_service
 from governance.licenses.catalog import CATALOG_DIR, LicenseDocument, load_documents, load_fx_defaults
 from governance.licenses.engine import Evaluation, TermSpec
-from governance.licenses.models import FxRate, License, LicenseEvaluation, LicenseTerm, LicenseVersion
-from governance.licenses.signals import version_published
+from governance.licenses.models import FxRate, License, LicenseEvaluation, LicenseTerm, LicenseText, LicenseVersion
+from governance.licenses.signals import text_classified, version_published
+from planner.inspectjob import license_fingerprint
 
 Actor = User | AnonymousUser | str | None
 
@@ -241,3 +244,42 @@ def license_evaluation_store(
             data={"license": version.license.key, "version": version.version, "decision": evaluation.decision},
         )
     return stored
+
+
+def license_text_keep(*, text: str, sha256: str, path: str) -> LicenseText:
+    """Keep a license text found in a checkpoint, once per normalised text (its fingerprint is
+    computed here from the text, not taken from the node)."""
+    fingerprint = license_fingerprint(text)
+    kept, _ = LicenseText.objects.get_or_create(
+        fingerprint=fingerprint, defaults={"text": text, "sha256": sha256[:64], "first_seen_path": path[:200]}
+    )
+    return kept
+
+
+@write_service
+def license_text_classify(*, text: LicenseText, version: LicenseVersion, actor: User, note: str = "") -> LicenseText:
+    """A legal reviewer says once which license a text found in a checkpoint is; every artifact with
+    the same text then matches it. Reclassifying is allowed (a mistake corrected) and audited."""
+    if not has_role(actor, Role.LEGAL_REVIEWER):
+        raise PermissionDeniedError("only a legal reviewer classifies license texts")
+    with transaction.atomic():
+        text = LicenseText.objects.select_for_update(of=("self",)).get(pk=text.pk)
+        previous = text.classified_as
+        text.classified_as, text.classified_by, text.classified_at = version, actor, timezone.now()
+        text.classification_note = note[:2000]
+        text.save()
+        audit_record(
+            actor=actor,
+            action=AuditAction.LICENSE_TEXT_CLASSIFIED,
+            obj=text,
+            data={
+                "fingerprint": text.fingerprint,
+                "license": version.license.key,
+                "version": version.version,
+                "previous": f"{previous.license.key} {previous.version}" if previous else None,
+                "note": note[:500],
+            },
+        )
+        fingerprint = text.fingerprint
+        transaction.on_commit(lambda: text_classified.send(sender=LicenseText, fingerprint=fingerprint))
+    return text

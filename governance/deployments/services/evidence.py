@@ -24,6 +24,7 @@ from governance.deployments.readiness import served_config_key
 from governance.deployments.selectors import active_waivers, latest_capacity_plan
 from governance.deployments.services.transitions import SYSTEM, Actor, deployment_lock, deployment_transition
 from governance.evaluations.evals import candidate_accuracy, eval_evidence, eval_evidence_item
+from governance.evaluations.selectors import artifact_self_description
 from governance.evaluations.models import EvalKind, EvalRun, EvalStatus
 from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
@@ -216,6 +217,9 @@ def build_evidence(deployment: DeploymentRequest, evaluations: list[dict[str, An
             "weights_digest": artifact.weights_digest,
             "derivation": artifact.derivation,
             "parent": str(artifact.parent.code) if artifact.parent else None,
+            # What the checkpoint's own files say (its precision, card, license texts), not what was
+            # typed: readiness checks the serving plan and the declared license against it.
+            **artifact_self_description(artifact),
         },
         "licenses": evaluations,
         "waivers": [
@@ -358,14 +362,54 @@ def on_capacity_plan_computed(sender: Any = None, *, plan: CapacityPlan, **kwarg
 def on_eval_finished(sender: Any = None, *, evaluation: Any, **kwargs: Any) -> None:
     """Receiver of evaluations.signals.eval_finished: a finished eval run is evidence of its request."""
     deployment = evaluation.request
-    if deployment is None or deployment.status in CLOSED:
+    if deployment is None:
         return
-    with transaction.atomic():
-        reason = f"{evaluation.scheme} eval {evaluation.status}"
-        deployment_evidence_refresh(deployment_lock(deployment), "system:evals", reason)
+    reason = f"{evaluation.scheme} eval {evaluation.status}"
+    if deployment.status not in CLOSED:
+        with transaction.atomic():
+            deployment_evidence_refresh(deployment_lock(deployment), "system:evals", reason)
+    if evaluation.status == EvalStatus.PASSED and evaluation.kind == EvalKind.SERVED:
+        # The same weights in the team's other live requests: the passed eval is theirs too.
+        others = (
+            _live_requests()
+            .filter(team_id=deployment.team_id, artifact__weights_digest=evaluation.candidate_digest)
+            .exclude(pk=deployment.pk)
+        )
+        for other in others:
+            with transaction.atomic():
+                deployment_evidence_refresh(deployment_lock(other), "system:evals", f"{reason} (reused)")
 
 
 def on_license_version_published(sender: Any = None, *, license_key: str, **kwargs: Any) -> None:
     """Receiver of licenses.signals.version_published: re-evaluate in the background (through the
     outbox: the version is saved even when the broker is down, and the re-evaluation follows)."""
     outbox_enqueue("deployments.reevaluate_license", license_key)
+
+
+def _live_requests() -> Any:
+    return DeploymentRequest.objects.filter(status__in=[Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED])
+
+
+def on_artifact_inspected(sender: Any = None, *, artifact: ModelArtifact, **kwargs: Any) -> None:
+    """Receiver of evaluations.signals.artifact_inspected: what the files say is evidence of every
+    live request for the artifact (drafts read it when they are submitted)."""
+    ids = list(_live_requests().filter(artifact=artifact).values_list("pk", flat=True))
+    if ids:
+        deployments_reevaluate(request_ids=ids)
+
+
+def on_license_text_classified(sender: Any = None, *, fingerprint: str, **kwargs: Any) -> None:
+    """Receiver of licenses.signals.text_classified: requests whose artifact carries the text."""
+    ids = [
+        deployment.pk
+        for deployment in _live_requests().only("pk", "evidence")
+        if any(
+            item.get("fingerprint") == fingerprint
+            for item in (((deployment.evidence or {}).get("artifact") or {}).get("inspection") or {}).get(
+                "license_files"
+            )
+            or []
+        )
+    ]
+    if ids:
+        deployments_reevaluate(request_ids=ids)

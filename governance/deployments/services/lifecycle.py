@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import translation
 
 from governance.artifacts.selectors import artifact_usable_by
+from governance.artifacts.weights import precision_conflict
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
@@ -18,6 +19,7 @@ from governance.core.roles import Role
 from governance.core.services import write_service
 from governance.deployments.choices import EDITABLE, Status
 from governance.deployments.models import DeploymentRequest
+from governance.evaluations.selectors import artifact_weights_precision
 from governance.deployments.services.evidence import capacity_plan_queue, deployment_evidence_refresh, validate_facts
 from governance.deployments.services.transitions import (
     deployment_lock,
@@ -44,6 +46,16 @@ def request_language(chosen: str | None) -> str:
         if code in supported:
             return code
     return str(settings.LANGUAGE_CODE)
+
+
+def require_servable_precision(deployment: DeploymentRequest) -> None:
+    """A request serves its weights at the precision they are stored in (read from the checkpoint,
+    artifacts.weights), or quantizes BF16 weights at load; anything else is refused, naming both."""
+    conflict = precision_conflict(
+        artifact_weights_precision(deployment.artifact), str(deployment.serving_plan.get("precision", ""))
+    )
+    if conflict:
+        raise invalid_input("serving_plan.precision", conflict)
 
 
 @write_service
@@ -95,6 +107,8 @@ def deployment_update(*, deployment: DeploymentRequest, actor: User, changes: di
             raise invalid_input("artifact", "belongs to another team and is not shared with yours")
         for name in changed:
             setattr(deployment, name, changes[name])
+        if deployment.status != Status.DRAFT and {"serving_plan", "artifact"} & set(changed):
+            require_servable_precision(deployment)
         deployment.save()
         audit_record(actor=actor, action=AuditAction.DEPLOYMENT_UPDATED, obj=deployment, data={"fields": changed})
         reason = "edited: " + ", ".join(changed)
@@ -113,6 +127,7 @@ def deployment_submit(*, deployment: DeploymentRequest, actor: User) -> Deployme
     with transaction.atomic():
         deployment = deployment_lock(deployment)
         require_team_requester(deployment, actor)
+        require_servable_precision(deployment)
         deployment_transition(deployment, Status.SUBMITTED, actor, "submitted for review")
         capacity_plan_queue(deployment, actor)  # first: the evidence then says the plan is computing
         deployment_evidence_refresh(deployment, actor, "submitted")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal, InvalidOperation
@@ -14,7 +15,19 @@ from governance.licenses.engine import TERM_FIELDS, TermError, TermSpec
 
 CATALOG_DIR = Path(__file__).resolve().parent
 TERM_KEYS = {"use", *TERM_FIELDS}
-LICENSE_KEYS = {"key", "name", "version", "effective_date", "scancode_key", "spdx_id", "source_url", "notes", "terms"}
+LICENSE_KEYS = {
+    "key",
+    "name",
+    "version",
+    "effective_date",
+    "scancode_key",
+    "spdx_id",
+    "source_url",
+    "notes",
+    "terms",
+    "text_fingerprints",
+}
+FINGERPRINT = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 class CatalogError(ValueError):
@@ -33,6 +46,11 @@ class LicenseDocument:
     notes: str
     terms: tuple[TermSpec, ...]
     path: str
+    # Fingerprints (planner.inspectjob.license_fingerprint: SHA-256 of the normalised text) of the
+    # license's standard text as published, so a checkpoint carrying it matches with no one
+    # classifying it first. The text itself is not kept in the repository; each entry says where
+    # the text it was computed from comes from.
+    text_fingerprints: tuple[str, ...] = ()
 
 
 def term_from_dict(data: dict[str, Any], templates: dict[str, dict[str, Any]], where: str) -> TermSpec:
@@ -88,6 +106,10 @@ def load_documents(directory: Path = CATALOG_DIR) -> list[LicenseDocument]:
         terms = tuple(
             term_from_dict(term, templates, f"{where} term {index}") for index, term in enumerate(data["terms"])
         )
+        fingerprints = tuple(str(item.get("sha256", "")) for item in data.get("text_fingerprints") or [])
+        bad = [f for f in fingerprints if not FINGERPRINT.fullmatch(f)]
+        if bad:
+            raise CatalogError(f"{where}: text_fingerprints: {bad[0]!r} is not 'sha256:' and 64 hex digits")
         effective = data["effective_date"]
         if not isinstance(effective, date):
             raise CatalogError(f"{where}: effective_date must be a date (YYYY-MM-DD)")
@@ -103,6 +125,7 @@ def load_documents(directory: Path = CATALOG_DIR) -> list[LicenseDocument]:
                 notes=" ".join(str(data.get("notes", "")).split()),
                 terms=terms,
                 path=str(path.relative_to(directory)),
+                text_fingerprints=fingerprints,
             )
         )
     return documents

@@ -1,0 +1,140 @@
+"""Inspections: what an artifact's own files say of it, read on the cluster where they lie.
+
+Registering a location queues one (planner.inspectjob through the same job path as evals: the local
+executor or Slurm over SSH, bounded in time and memory). The node hashes every file into the
+manifest, reads the safetensors headers (never the tensors), config.json's quantization_config, the
+model card's front matter and the LICENSE / USE_POLICY / NOTICE texts, and refuses a hostile
+checkpoint naming the file. The report is stored on the inspection; each license text once, by
+fingerprint (licenses.LicenseText), for legal to classify and for the audit bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from governance.artifacts.models import ModelArtifact
+from governance.audit.actions import AuditAction
+from governance.audit.services import audit_record
+from governance.core.services import write_service
+from governance.evaluations.models import (
+    ArtifactInspection,
+    ArtifactLocation,
+    InspectionStatus,
+    JobKind,
+    JobRun,
+    JobRunState,
+)
+from governance.evaluations.services import jobrun_create
+from governance.evaluations.signals import artifact_inspected
+from governance.licenses.services import license_text_keep
+
+logger = logging.getLogger(__name__)
+SYSTEM = "system:inspection"
+SUBJECT = "evaluations.artifactinspection"
+INSPECT_ARGS = ["-m", "planner.inspectjob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
+# A checkpoint's headers and small files read in seconds; hashing a TB-sized MoE takes the time.
+INSPECTION_TIME_LIMIT_S = 6 * 3600
+INSPECTION_MEMORY_MB = 2048
+
+
+@write_service
+def artifact_inspection_request(*, location: ArtifactLocation, actor: User | None) -> ArtifactInspection:
+    """Queue a reading of the files at `location` (its path was resolved inside a model root when
+    the location was registered; the node resolves it again before reading anything)."""
+    spec = {
+        "path": location.path,
+        "weights_digest": location.artifact.weights_digest,
+        "manifest": location.manifest or None,
+        "limits": {"max_memory_mb": INSPECTION_MEMORY_MB},
+    }
+    with transaction.atomic():
+        inspection = ArtifactInspection.objects.create(
+            artifact=location.artifact, cluster=location.cluster, path=location.path, requested_by=actor
+        )
+        inspection.job = jobrun_create(
+            cluster=location.cluster,
+            kind=JobKind.INSPECTION,
+            command=[location.cluster.python, *INSPECT_ARGS],
+            files={"spec.json": json.dumps(spec)},
+            time_limit_s=min(INSPECTION_TIME_LIMIT_S, location.cluster.default_time_limit_s or INSPECTION_TIME_LIMIT_S),
+            subject=inspection,
+            actor=actor,
+        )
+        inspection.save(update_fields=["job", "updated_at"])
+    return inspection
+
+
+def _refusal(inspection: ArtifactInspection, job: JobRun) -> tuple[str, str, str] | None:
+    """(status, reason, file) when the job's outcome is not a report of the registered files."""
+    if job.state != JobRunState.SUCCEEDED or not job.result:
+        return InspectionStatus.ERROR, job.reason or f"job {job.state}", ""
+    refused = job.result.get("refused")
+    if isinstance(refused, dict):
+        file = str(refused.get("file") or "")[:400]
+        return InspectionStatus.REFUSED, f"{file}: {refused.get('message', 'refused')}".strip(": "), file
+    found = str(job.result.get("weights_digest") or "")
+    if found.lower() != inspection.artifact.weights_digest.lower():
+        # Never the digest the files do have: it could name another team's weights.
+        return InspectionStatus.REFUSED, "the files do not match the artifact's registered weights digest", ""
+    return None
+
+
+@write_service
+def artifact_inspection_complete(*, inspection_id: int) -> ArtifactInspection:
+    """Record the finished job's report, once (row locked; a second delivery changes nothing)."""
+    with transaction.atomic():
+        inspection = (
+            ArtifactInspection.objects.select_for_update(of=("self",))
+            .select_related("artifact", "job")
+            .get(pk=inspection_id)
+        )
+        if inspection.status != InspectionStatus.RUNNING or inspection.job is None:
+            return inspection
+        job = inspection.job
+        refusal = _refusal(inspection, job)
+        if refusal is not None:
+            inspection.status, inspection.reason, inspection.refused_file = refusal
+        else:
+            report = dict(job.result or {})
+            files = []
+            for item in report.pop("license_files", None) or []:
+                kept = license_text_keep(
+                    text=str(item.get("text") or ""), sha256=str(item.get("sha256") or ""), path=str(item.get("path"))
+                )
+                files.append({k: item.get(k) for k in ("path", "kind", "sha256")} | {"fingerprint": kept.fingerprint})
+            report["license_files"] = files
+            inspection.status = InspectionStatus.PASSED
+            inspection.weights_digest = str(report.get("weights_digest") or "")
+            inspection.precision = report.get("precision")
+            inspection.report = report
+        inspection.save()
+        audit_record(
+            actor=SYSTEM,
+            action=AuditAction.ARTIFACT_INSPECTED,
+            obj=inspection.artifact,
+            data={
+                "inspection": str(inspection.code),
+                "cluster": inspection.cluster.name,
+                "status": inspection.status,
+                "reason": inspection.reason[:500],
+                "precision": (inspection.precision or {}).get("key"),
+                "license_files": [f["fingerprint"] for f in (inspection.report or {}).get("license_files", [])],
+            },
+        )
+        artifact: ModelArtifact = inspection.artifact
+        transaction.on_commit(lambda: artifact_inspected.send(sender=ArtifactInspection, artifact=artifact))
+    return inspection
+
+
+def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
+    """Receiver of signals.job_finished: only inspection jobs."""
+    if run.subject_type != SUBJECT:
+        return
+    found = ArtifactInspection.objects.filter(job=run).values_list("pk", flat=True).first()
+    if found is not None:
+        artifact_inspection_complete(inspection_id=found)
