@@ -28,6 +28,7 @@ from planner.inspectjob.reading import read_bounded, read_prefix, reading
 from planner.inspectjob.report import InspectionRefused, InspectLimits, LicenseFile, ModelCard, Problem
 
 _WHITESPACE = re.compile(r"\s+")
+_BRACKETS = re.compile(r"[\[\]{}]")
 LICENSE_PREFIXES = {"license": "license", "licence": "license", "use_policy": "use_policy", "notice": "notice"}
 CARD_FIELDS = ("license", "license_name", "license_link", "base_model_relation")
 
@@ -85,6 +86,15 @@ def _front_matter(text: str) -> tuple[bool, str | None]:
     return True, None
 
 
+def _flow_depth(text: str) -> int:
+    """The deepest nesting of YAML flow brackets (quotes ignored: an upper bound, which is what a bound needs)."""
+    level = deepest = 0
+    for match in _BRACKETS.finditer(text):
+        level = level + 1 if match.group() in "[{" else max(0, level - 1)
+        deepest = max(deepest, level)
+    return deepest
+
+
 def _string(value: Any) -> str | None:
     return str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else None
 
@@ -101,6 +111,8 @@ def read_card(root: Path, relative: str, limits: InspectLimits) -> tuple[ModelCa
         return None, [Problem(relative, "card.unterminated", "the front matter's closing --- was not found")]
     if len(block.encode()) > limits.max_front_matter_bytes:
         raise InspectionRefused(relative, f"front matter above {limits.max_front_matter_bytes:,} bytes")
+    if _flow_depth(block) > limits.max_json_depth:  # PyYAML's pure-Python parser would take seconds first
+        raise InspectionRefused(relative, f"front matter nested deeper than {limits.max_json_depth} levels")
     with reading(relative):
         try:
             data = yaml.safe_load(block)
