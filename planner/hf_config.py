@@ -109,6 +109,112 @@ def checkpoint_quantization(config: dict[str, Any]) -> dict[str, Any] | None:
     return summary
 
 
+# Which stored tensor kinds each planner precision's weights come in (the node's inspection compares
+# them with what the safetensors headers hold): packed integers (I32 `weight_packed` / `qweight`, 32/bits
+# values per element), one-byte integers (compressed-tensors naive/int-quantized), FP8, FP4 blocks.
+PRECISION_TENSOR_KINDS: dict[str, frozenset[str]] = {
+    "bf16": frozenset(),
+    "fp16": frozenset(),
+    "fp32": frozenset(),
+    "fp8": frozenset({"fp8"}),
+    "w8a8": frozenset({"int8", "int_packed"}),
+    "w4a16": frozenset({"int_packed", "int8"}),
+    "w4a8": frozenset({"int_packed", "int8"}),
+    "w2a16": frozenset({"int_packed", "int8"}),
+    "mxfp4": frozenset({"mxfp4"}),
+    "nvfp4": frozenset({"nvfp4"}),
+}
+_DTYPE_KEYS = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+
+
+def unquantized_precision(config: dict[str, Any]) -> str | None:
+    """bf16 / fp16 / fp32 from `torch_dtype` (Transformers 5 writes `dtype`), None when absent or other."""
+    value = config.get("torch_dtype") or config.get("dtype")
+    return _DTYPE_KEYS.get(str(value).lower()) if isinstance(value, str) else None
+
+
+def describe_quantization(config: dict[str, Any]) -> dict[str, Any] | None:
+    """What a checkpoint's quantization_config declares, in every format the engines load, beside the planner
+    key infer_precision maps it to: {key, method, weight_bits, activation_bits, group_size, strategy,
+    weight_type, format, block_size, ignore, tensor_kinds, note}. None without a quantization_config.
+    `key` is None for a method the planner does not model; `tensor_kinds` is every kind of stored
+    weight tensor the declared scheme may produce (a compressed-tensors config may mix groups)."""
+    qc = config.get("quantization_config")
+    if not isinstance(qc, dict):
+        return None
+    inferred = infer_precision(config) or {}
+    method = str(qc.get("quant_method") or "unknown").lower()
+    key = inferred.get("precision")
+    facts: dict[str, Any] = {
+        "key": key,
+        "method": method,
+        "weight_bits": None,
+        "activation_bits": 16,
+        "group_size": inferred.get("group_size"),
+        "strategy": None,
+        "weight_type": "int",
+        "format": qc.get("format") if isinstance(qc.get("format"), str) else None,
+        "block_size": None,
+        "ignore": [],
+        "tensor_kinds": set(PRECISION_TENSOR_KINDS.get(key or "", frozenset())),
+        "note": inferred.get("note", ""),
+    }
+    ignore = qc.get("ignore", qc.get("modules_to_not_convert", qc.get("ignored_layers", qc.get("exclude_modules"))))
+    if isinstance(ignore, list):
+        facts["ignore"] = [str(item) for item in ignore]
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups") if isinstance(qc.get("config_groups"), dict) else {}
+        schemes = [g for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)]
+        if schemes:
+            weights, inputs = schemes[0]["weights"], schemes[0].get("input_activations") or {}
+            facts.update(
+                weight_bits=weights.get("num_bits"),
+                activation_bits=inputs.get("num_bits", 16) if isinstance(inputs, dict) else 16,
+                group_size=weights.get("group_size") if isinstance(weights.get("group_size"), int) else None,
+                strategy=weights.get("strategy"),
+                weight_type=weights.get("type", "int"),
+                block_size=weights.get("block_structure"),
+            )
+        for scheme in schemes[1:]:  # a mixed checkpoint: each group's tensors are expected
+            other: dict[str, Any] = {"precision": None}
+            _precision_of_group(scheme, str(qc.get("format", "")), other)
+            facts["tensor_kinds"] |= PRECISION_TENSOR_KINDS.get(other["precision"] or "", frozenset())
+    elif method in ("gptq", "awq"):
+        group = qc.get("group_size", qc.get("q_group_size"))
+        facts.update(
+            weight_bits=qc.get("bits", qc.get("w_bit", 4)),
+            group_size=group if isinstance(group, int) and group > 0 else None,
+            strategy="group" if isinstance(group, int) and group > 0 else "channel",
+            tensor_kinds={"int_packed"},  # GPTQ and AWQ pack 4- and 8-bit weights into I32 alike
+        )
+    elif method == "fp8":
+        block = qc.get("weight_block_size")
+        facts.update(
+            weight_bits=8,
+            activation_bits=8,
+            weight_type="float",
+            strategy="block" if block else "tensor",
+            block_size=block,
+            group_size=None,
+        )
+    elif method == "mxfp4":
+        facts.update(weight_bits=4, weight_type="float", strategy="group", group_size=32)
+    elif method == "modelopt":
+        fp4 = key == "nvfp4"
+        facts.update(
+            weight_bits=4 if fp4 else 8,
+            activation_bits=8 if fp4 or "FP8" in str(qc.get("quant_algo", "")).upper() else 16,
+            weight_type="float",
+            strategy="group" if fp4 else "tensor",
+            group_size=qc.get("group_size", 16) if fp4 else None,
+        )
+    elif method == "bitsandbytes":
+        eight = bool(qc.get("load_in_8bit"))
+        facts.update(weight_bits=8 if eight else 4, tensor_kinds={"int8"} if eight else {"other"})
+    facts["tensor_kinds"] = frozenset(facts["tensor_kinds"])
+    return facts
+
+
 _LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
 _DENSE_MLP = re.compile(r"mlp\.(?:gate|up|down|gate_up)_proj|mlp\.\((?:gate|up|down|gate_up)")
 

@@ -65,3 +65,19 @@ def verify_artifact(root: Path, digest: str, manifest: str | None, role: str = "
     actual = "sha256:" + hashlib.sha256("".join(lines).encode()).hexdigest()
     if actual != digest:
         raise ArtifactMismatch(f"{role}: the files at {root} hash to {actual}, not the registered {digest}")
+
+
+def manifest_difference(registered: str, actual: str) -> tuple[str, str] | None:
+    """The first file where two manifests differ and how, in verify_artifact's order and words: a file
+    not in the registered manifest, then a registered file that is missing, then one that differs.
+    None when they list the same files with the same hashes and sizes."""
+    expected, present = manifest_entries(registered), manifest_entries(actual)
+    for name in sorted(present):
+        if name not in expected:
+            return name, "is not in the registered manifest"
+    for name, entry in sorted(expected.items()):
+        if name not in present:
+            return name, "is missing"
+        if present[name] != entry:
+            return name, "differs from the registered manifest"
+    return None

@@ -36,12 +36,17 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def manifest_line(root: Path, path: Path) -> str:
+    """One file's manifest line (the node's inspection hashes file by file, naming the one it is on)."""
+    relative = path.relative_to(root).as_posix()
+    if "\n" in relative:  # a newline in a name would forge a second manifest line
+        raise ValueError(f"{relative!r}: file names with newlines are not allowed")
+    return f"{file_sha256(path)} {path.stat().st_size} {relative}\n"
+
+
 def manifest_lines(root: Path) -> Iterator[str]:
     for path in iter_files(root):
-        relative = path.relative_to(root).as_posix()
-        if "\n" in relative:  # a newline in a name would forge a second manifest line
-            raise ValueError(f"{relative!r}: file names with newlines are not allowed")
-        yield f"{file_sha256(path)} {path.stat().st_size} {relative}\n"
+        yield manifest_line(root, path)
 
 
 def manifest(root: Path) -> list[str]:
