@@ -70,4 +70,3 @@ class ModelArtifact(BaseModel):
         for artifact in self.lineage():
             versions[artifact.license_version_id] = artifact.license_version
         return sorted(versions.values(), key=lambda v: (v.license.key, v.version))
-

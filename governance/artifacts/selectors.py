@@ -36,4 +36,3 @@ def artifact_usable_by(artifact: ModelArtifact, team: Team) -> bool:
     """Whether `team` may build on `artifact` (a deployment request, a derivative): its own
     artifacts and those shared with it explicitly. Seeing an artifact (reviewers see all) is not enough."""
     return artifact.team_id == team.pk or artifact.shared_with.filter(pk=team.pk).exists()
-

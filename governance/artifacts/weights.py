@@ -81,7 +81,11 @@ def weights_precision_of(
         inferred = infer_precision({"quantization_config": raw}) or {}
         key = inferred.get("precision")
         if key:
-            source = "config.json" if isinstance(config, dict) and config.get("quantization_config") else "quantization_config"
+            source = (
+                "config.json"
+                if isinstance(config, dict) and config.get("quantization_config")
+                else "quantization_config"
+            )
             return WeightsPrecision(key, _summary(key, raw, inferred.get("group_size")), source, key == native)
     if native:
         return WeightsPrecision(native, f"{native} (as published)", "catalog", True)

@@ -10,7 +10,6 @@ fingerprint (licenses.LicenseText), for legal to classify and for the audit bund
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -36,22 +35,24 @@ from governance.licenses.services import license_text_keep
 logger = logging.getLogger(__name__)
 SYSTEM = "system:inspection"
 SUBJECT = "evaluations.artifactinspection"
-INSPECT_ARGS = ["-m", "planner.inspectjob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
 # A checkpoint's headers and small files read in seconds; hashing a TB-sized MoE takes the time.
 INSPECTION_TIME_LIMIT_S = 6 * 3600
 INSPECTION_MEMORY_MB = 2048
+
+
+def _time_limit(location: ArtifactLocation) -> int:
+    return min(INSPECTION_TIME_LIMIT_S, location.cluster.default_time_limit_s or INSPECTION_TIME_LIMIT_S)
 
 
 @write_service
 def artifact_inspection_request(*, location: ArtifactLocation, actor: User | None) -> ArtifactInspection:
     """Queue a reading of the files at `location` (its path was resolved inside a model root when
     the location was registered; the node resolves it again before reading anything)."""
-    spec = {
-        "path": location.path,
-        "weights_digest": location.artifact.weights_digest,
-        "manifest": location.manifest or None,
-        "limits": {"max_memory_mb": INSPECTION_MEMORY_MB},
-    }
+    files = {"manifest.txt": location.manifest} if location.manifest else {}
+    command = [location.cluster.python, "-m", "planner.inspectjob", location.path, "--out", "result.json", "--job"]
+    command += ["--max-memory-mb", str(INSPECTION_MEMORY_MB), "--max-seconds", str(_time_limit(location))]
+    if files:
+        command += ["--manifest", "manifest.txt"]
     with transaction.atomic():
         inspection = ArtifactInspection.objects.create(
             artifact=location.artifact, cluster=location.cluster, path=location.path, requested_by=actor
@@ -59,9 +60,9 @@ def artifact_inspection_request(*, location: ArtifactLocation, actor: User | Non
         inspection.job = jobrun_create(
             cluster=location.cluster,
             kind=JobKind.INSPECTION,
-            command=[location.cluster.python, *INSPECT_ARGS],
-            files={"spec.json": json.dumps(spec)},
-            time_limit_s=min(INSPECTION_TIME_LIMIT_S, location.cluster.default_time_limit_s or INSPECTION_TIME_LIMIT_S),
+            command=command,
+            files=files,
+            time_limit_s=_time_limit(location) + 60,  # the payload stops itself first and says why
             subject=inspection,
             actor=actor,
         )

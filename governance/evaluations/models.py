@@ -241,9 +241,7 @@ class ArtifactInspection(BaseModel):
     artifact = models.ForeignKey("artifacts.ModelArtifact", on_delete=models.CASCADE, related_name="inspections")
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="+")
     path = models.CharField(max_length=400)
-    job = models.OneToOneField(
-        JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="inspection"
-    )
+    job = models.OneToOneField(JobRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="inspection")
     status = models.CharField(max_length=10, choices=InspectionStatus.choices, default=InspectionStatus.RUNNING)
     reason = models.TextField(blank=True)
     refused_file = models.CharField(max_length=400, blank=True)

@@ -225,5 +225,7 @@ class LicenseTextClassifyApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         version = license_version_get(data["license"], data.get("version"))
-        classified = license_text_classify(text=text, version=version, actor=cast(User, request.user), note=data["note"])
+        classified = license_text_classify(
+            text=text, version=version, actor=cast(User, request.user), note=data["note"]
+        )
         return Response(LicenseTextOutputSerializer(classified).data)

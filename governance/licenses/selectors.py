@@ -110,9 +110,11 @@ def license_text_match(fingerprint: str) -> TextMatch | None:
 
 
 def license_text_get(fingerprint: str) -> LicenseText:
-    found = LicenseText.objects.select_related("classified_as__license", "classified_by").filter(
-        fingerprint=fingerprint
-    ).first()
+    found = (
+        LicenseText.objects.select_related("classified_as__license", "classified_by")
+        .filter(fingerprint=fingerprint)
+        .first()
+    )
     if found is None:
         raise NotFoundError("no such license text")
     return found
@@ -145,7 +147,11 @@ def license_text_closest(text: LicenseText) -> tuple[LicenseText | None, float, 
     ratio = difflib.SequenceMatcher(None, best.text.split(), words, autojunk=False).ratio()
     diff = list(
         difflib.unified_diff(
-            best.text.splitlines(), text.text.splitlines(), fromfile=best.fingerprint, tofile=text.fingerprint, lineterm=""
+            best.text.splitlines(),
+            text.text.splitlines(),
+            fromfile=best.fingerprint,
+            tofile=text.fingerprint,
+            lineterm="",
         )
     )
     return best, ratio, diff[:DIFF_MAX_LINES]

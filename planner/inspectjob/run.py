@@ -77,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="result.json to write (atomically)")
     parser.add_argument("--max-seconds", type=int, default=DEFAULT_MAX_SECONDS, help="wall-clock bound; 0: none")
     parser.add_argument("--max-memory-mb", type=int, default=DEFAULT_MAX_MEMORY_MB, help="RLIMIT_AS; 0: none")
+    parser.add_argument(
+        "--job",
+        action="store_true",
+        help="run as the service's job: a refusal is a verdict in result.json and the job exits 0",
+    )
     args = parser.parse_args(argv)
     apply_limits(args.max_seconds, args.max_memory_mb)
     manifest_text = None
@@ -93,4 +98,4 @@ def main(argv: list[str] | None = None) -> int:
     write_result(args.out.parent, data, name=args.out.name)
     refused = result.get("refused")
     print(f"refused: {refused['file']}: {refused['message']}" if refused else f"done: {result['weights_digest']}")
-    return code
+    return 0 if args.job else code

@@ -7,31 +7,51 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('licenses', '0002_alter_license_key'),
+        ("licenses", "0002_alter_license_key"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='LicenseText',
+            name="LicenseText",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('code', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('fingerprint', models.CharField(help_text='sha256: of the normalised text', max_length=71, unique=True)),
-                ('sha256', models.CharField(help_text='SHA-256 of the bytes of the first copy seen', max_length=64)),
-                ('text', models.TextField()),
-                ('first_seen_path', models.CharField(blank=True, max_length=200)),
-                ('classified_at', models.DateTimeField(blank=True, null=True)),
-                ('classification_note', models.TextField(blank=True)),
-                ('classified_as', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='texts', to='licenses.licenseversion')),
-                ('classified_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("code", models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "fingerprint",
+                    models.CharField(help_text="sha256: of the normalised text", max_length=71, unique=True),
+                ),
+                ("sha256", models.CharField(help_text="SHA-256 of the bytes of the first copy seen", max_length=64)),
+                ("text", models.TextField()),
+                ("first_seen_path", models.CharField(blank=True, max_length=200)),
+                ("classified_at", models.DateTimeField(blank=True, null=True)),
+                ("classification_note", models.TextField(blank=True)),
+                (
+                    "classified_as",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="texts",
+                        to="licenses.licenseversion",
+                    ),
+                ),
+                (
+                    "classified_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
     ]
