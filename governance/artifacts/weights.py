@@ -62,7 +62,7 @@ def _summary(key: str, raw: dict[str, Any], group_size: Any) -> str:
         details.append(f"group {group_size}")
     block = raw.get("weight_block_size")
     if isinstance(block, list) and len(block) == 2:
-        details.append(f"block {block[0]}×{block[1]}")
+        details.append(f"block {block[0]}x{block[1]}")
     return f"{key} ({', '.join(details)})" if details else key
 
 

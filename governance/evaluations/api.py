@@ -27,8 +27,8 @@ from governance.evaluations.selectors import (
     evalrun_get,
     jobrun_get,
 )
-from governance.licenses.selectors import license_text_match
 from governance.evaluations.services import cluster_discover, cluster_test_connection, jobrun_cancel
+from governance.licenses.selectors import license_text_match
 
 Engineering = role_permission(Role.ENGINEERING_REVIEWER, Role.ADMIN)
 CanRead = role_permission(Role.ENGINEERING_REVIEWER, Role.ADMIN, Role.AUDITOR, Role.LEGAL_REVIEWER, Role.REQUESTER)

@@ -17,6 +17,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import invalid_input
 from governance.core.services import write_service
+from governance.evaluations.inspections import artifact_inspection_request
 from governance.evaluations.models import (
     ArtifactLocation,
     Cluster,
@@ -28,7 +29,6 @@ from governance.evaluations.models import (
     JobRun,
     JobRunState,
 )
-from governance.evaluations.inspections import artifact_inspection_request
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
 from planner.evaljob.engines import ENGINES, plan_launch, split_online_quantization, transformers_launch

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django.contrib.auth.models import User
-
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers

@@ -12,8 +12,8 @@ from django.db.models import QuerySet
 
 from governance.core.errors import NotFoundError, invalid_input
 from governance.core.roles import Role, has_role
-from governance.licenses.engine import Evaluation, FxTable, LicenseSpec, evaluate
 from governance.licenses.catalog import load_documents
+from governance.licenses.engine import Evaluation, FxTable, LicenseSpec, evaluate
 from governance.licenses.models import FxRate, License, LicenseText, LicenseVersion
 
 _spec_cache: dict[tuple[int, str], LicenseSpec] = {}

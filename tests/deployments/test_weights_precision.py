@@ -60,7 +60,8 @@ def test_a_w4a16_derivative_declared_bf16_is_refused_at_submit_naming_both(
 
     assert response.status_code == 400, response.json()
     message = str(response.json()["extra"]["fields"]["serving_plan.precision"])
-    assert "w4a16" in message and "bf16" in message, message
+    assert "w4a16" in message, message
+    assert "bf16" in message, message
     assert "group 128" in message, message
     assert DeploymentRequest.objects.get(code=code).status == "draft"
 

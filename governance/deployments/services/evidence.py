@@ -24,8 +24,8 @@ from governance.deployments.readiness import served_config_key
 from governance.deployments.selectors import active_waivers, latest_capacity_plan
 from governance.deployments.services.transitions import SYSTEM, Actor, deployment_lock, deployment_transition
 from governance.evaluations.evals import candidate_accuracy, eval_evidence, eval_evidence_item
-from governance.evaluations.selectors import artifact_self_description
 from governance.evaluations.models import EvalKind, EvalRun, EvalStatus
+from governance.evaluations.selectors import artifact_self_description
 from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate

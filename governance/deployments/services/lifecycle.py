@@ -19,7 +19,6 @@ from governance.core.roles import Role
 from governance.core.services import write_service
 from governance.deployments.choices import EDITABLE, Status
 from governance.deployments.models import DeploymentRequest
-from governance.evaluations.selectors import artifact_weights_precision
 from governance.deployments.services.evidence import capacity_plan_queue, deployment_evidence_refresh, validate_facts
 from governance.deployments.services.transitions import (
     deployment_lock,
@@ -27,6 +26,7 @@ from governance.deployments.services.transitions import (
     require_reviewer,
     require_team_requester,
 )
+from governance.evaluations.selectors import artifact_weights_precision
 
 EVIDENCE_FIELDS = ("facts", "serving_plan", "artifact", "product_name", "environments", "target_cluster")
 

@@ -22,7 +22,7 @@ from governance.evaluations.models import ArtifactInspection, ArtifactLocation, 
 from governance.licenses.models import LicenseText
 from planner.quantjob.manifest import manifest_lines
 from tests.conftest import ROOT, Personas
-from tests.deployments.conftest import SERVING, Flow, artifacts, catalog, flow  # noqa: F401  (shared fixtures)
+from tests.deployments.conftest import SERVING, Flow
 from tests.evaluations.conftest import drive
 
 pytestmark = pytest.mark.django_db
@@ -126,7 +126,8 @@ def test_a_bf16_checkpoint_with_the_apache_text_matches_apache(
     body = personas.client(personas.requester).get(f"/api/v1/artifacts/{artifact.code}/inspections").json()
     assert body["weights"]["source"] == "inspection"
     [license_file] = body["results"][0]["license_files"]
-    assert license_file["path"] == "LICENSE" and license_file["matches"].startswith("apache-2.0 ")
+    assert license_file["path"] == "LICENSE"
+    assert license_file["matches"].startswith("apache-2.0 ")
     assert body["results"][0]["model_card"]["license"] == "apache-2.0"
     # the organisation keeps the text it relied on, once
     assert LicenseText.objects.get(fingerprint=license_file["fingerprint"]).text.startswith(
@@ -193,7 +194,8 @@ def test_an_unknown_text_blocks_until_legal_classifies_it_then_the_next_artifact
     _locate_and_inspect(personas, other, second, django_capture_on_commit_callbacks)
     later = _submitted(flow, other)
     codes = [b["code"] for b in flow.get(personas.legal, later)["blockers"]]
-    assert "license.unidentified" not in codes and "license.mismatch" not in codes
+    assert "license.unidentified" not in codes
+    assert "license.mismatch" not in codes
 
 
 def test_gpl_registered_as_apache_and_no_license_at_all_are_findings_for_legal(
