@@ -23,7 +23,7 @@ from governance.licenses.models import LicenseText
 from planner.quantjob.manifest import manifest_lines
 from tests.conftest import ROOT, Personas
 from tests.deployments.conftest import SERVING, Flow
-from tests.evaluations.conftest import drive
+from tests.evaluations.conftest import drive, testcluster  # noqa: F401  (shared fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -263,3 +263,62 @@ def test_the_quantize_jobs_w4a16_derivative_is_read_as_w4a16_and_refused_as_bf16
     refused = flow.post(personas.requester, code, "submit")
     assert refused.status_code == 400
     assert "w4a16" in str(refused.json()["extra"]["fields"]["serving_plan.precision"])
+
+
+@pytest.mark.cluster
+def test_the_inspection_runs_on_the_slurm_node_over_ssh(
+    personas: Personas,
+    catalog: None,
+    testcluster: dict[str, Any],  # noqa: F811 - the shared fixture
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    """The same reading through sshd + Slurm: sbatch over SSH, the node's own python, the report back
+    over SFTP. The operator registers the manifest (the service cannot hash files on a remote node)."""
+    import sysconfig
+    import tempfile
+
+    settings.JOB_POLL_INITIAL_S = 0.5
+    settings.JOB_POLL_MAX_S = 1.0
+    # the cluster's account reads the models: a world-readable place, not tmp_path
+    shared = Path(tempfile.mkdtemp(prefix="gov-inspect-", dir="/var/tmp"))
+    shared.chmod(0o755)
+    try:
+        models = shared / "models"
+        models.mkdir()
+        directory = _checkpoint(models, "tiny-w4a16", source=W4A16)
+        for path in [shared, *shared.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        cluster = Cluster.objects.create(
+            name="testcluster",
+            host=testcluster["host"],
+            port=testcluster["port"],
+            user=testcluster["user"],
+            host_keys=testcluster["known_hosts_text"],
+            key_path=testcluster["key_path"],
+            remote_root=testcluster["remote_root"],
+            partition=testcluster["partition"],
+            model_roots=[str(models)],
+            default_time_limit_s=300,
+            python="/usr/bin/python3",
+            setup_lines=f"export PYTHONPATH={ROOT}:{sysconfig.get_paths()['purelib']} OMP_NUM_THREADS=1",
+        )
+        artifact = _register(personas, directory, "apache-2.0")
+        response = personas.client(personas.requester).post(
+            f"/api/v1/clusters/{cluster.code}/locations",
+            {"artifact": str(artifact.code), "path": str(directory), "manifest": "".join(manifest_lines(directory))},
+            format="json",
+        )
+        assert response.status_code == 201, response.json()
+        inspection = ArtifactInspection.objects.get(artifact=artifact)
+        assert inspection.job is not None
+        with django_capture_on_commit_callbacks(execute=True):
+            run = drive(inspection.job, timeout_s=180)
+        assert run.state == "succeeded", run.reason + run.log_tail
+        inspection.refresh_from_db()
+        assert inspection.status == "passed", inspection.reason
+        assert inspection.precision["key"] == "w4a16"
+        [license_file] = inspection.report["license_files"]
+        assert LicenseText.objects.get(fingerprint=license_file["fingerprint"])
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
