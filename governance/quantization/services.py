@@ -91,6 +91,9 @@ def quantize_run_request(
         "output_name": derivative_name,
         "calibration": {"path": calibration} if calibration else {},
         "distribution": distribution,
+        # what the derivative's model card names: its base model and the license it inherits
+        "base_model": parent.source_repo,
+        "license": parent.license.key,
     }
     with transaction.atomic():
         run.save()

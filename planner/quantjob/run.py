@@ -26,6 +26,7 @@ from planner.cluster.base import job_main, write_result
 from planner.quantjob import recipes
 from planner.quantjob.calibration import DEFAULT_CALIBRATION, load
 from planner.quantjob.manifest import manifest, manifest_digest
+from planner.quantjob.obligations import carry_obligations
 
 
 def tool_versions() -> dict[str, Any]:
@@ -104,6 +105,8 @@ def quantize(spec: dict[str, Any], data: dict[str, Any], staging: Path) -> dict[
     oneshot(model=model, recipe=build_modifiers(data), **arguments)
     model.save_pretrained(str(staging), save_compressed=True)
     tokenizer.save_pretrained(str(staging))
+    carried = carry_obligations(source, staging, spec, str(data.get("name", "")))
+    print(f"carried the parent's {', '.join(carried) or 'no license files'} and wrote the model card", flush=True)
     return calibration
 
 
