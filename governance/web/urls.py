@@ -22,6 +22,8 @@ request_patterns = [
 ]
 license_patterns = [
     path("", pages.license_catalog, name="licenses"),
+    path("texts/<str:fingerprint>", pages.license_text, name="license-text"),
+    path("texts/<str:fingerprint>/classify", pages.license_text_classify_view, name="license-text-classify"),
     path("<str:key>/", pages.license_detail, name="license"),
     path("<str:key>/diff", pages.license_diff, name="license-diff"),
 ]

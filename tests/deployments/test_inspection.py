@@ -169,6 +169,22 @@ def test_an_unknown_text_blocks_until_legal_classifies_it_then_the_next_artifact
         for f in DeploymentRequest.objects.get(code=code).evidence["artifact"]["inspection"]["license_files"]
     )
 
+    # The request page shows what the files say; the text's page shows it with the classify form.
+    from django.test import Client
+
+    web = Client()
+    web.force_login(personas.legal)
+    page = web.get(f"/requests/{code}/").content.decode()
+    assert f'data-fingerprint="{fingerprint}"' in page
+    assert "not classified" in page
+    text_page = web.get(f"/licenses/texts/{fingerprint}")
+    assert text_page.status_code == 200
+    assert "2025 Acme Labs" in text_page.content.decode()
+    assert 'name="license"' in text_page.content.decode()
+    requester_web = Client()
+    requester_web.force_login(personas.requester)
+    assert requester_web.get(f"/licenses/texts/{fingerprint}").status_code in (403, 404)
+
     # Only legal classifies; the texts list is not a requester's.
     url = f"/api/v1/licenses/texts/{fingerprint}"
     assert personas.client(personas.requester).post(

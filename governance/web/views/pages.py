@@ -10,7 +10,7 @@ from typing import cast
 from django.contrib import messages
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -23,6 +23,14 @@ from governance.deployments.choices import Status
 from governance.deployments.selectors import deployments_visible_to
 from governance.evaluations.models import Cluster
 from governance.evaluations.services import cluster_discover, cluster_test_connection
+from governance.licenses.selectors import (
+    license_list,
+    license_text_closest,
+    license_text_match,
+    license_texts_visible_to,
+    license_version_get,
+)
+from governance.licenses.services import license_text_classify
 from governance.web import labels, selectors
 from governance.web.forms import AuditFilterForm
 from governance.web.selectors.report import REPORT_COLUMNS, period_report
@@ -61,6 +69,50 @@ def license_diff(request: HttpRequest, key: str) -> HttpResponse:
     old, new = request.GET.get("old", ""), request.GET.get("new", "")
     diff = selectors.license_version_diff(key, old, new) if old and new else None
     return render(request, "web/license_diff.html", {**detail, "diff": diff, "old": old, "new": new})
+
+
+@roles_required(Role.LEGAL_REVIEWER, Role.AUDITOR, Role.ADMIN)
+def license_text(request: HttpRequest, fingerprint: str) -> HttpResponse:
+    """A license text found in a checkpoint, its diff from the closest classified one, and (legal)
+    the form that classifies it."""
+    text = license_texts_visible_to(request.user).filter(fingerprint=fingerprint).first()
+    if text is None:
+        raise Http404
+    closest, ratio, diff = license_text_closest(text)
+    context = {
+        "text": text,
+        "match": license_text_match(text.fingerprint),
+        "closest": (
+            {
+                "fingerprint": closest.fingerprint,
+                "classified_as": str(closest.classified_as),
+                "similarity": f"{ratio:.0%}",
+                "diff": diff,
+            }
+            if closest
+            else None
+        ),
+        "can_classify": has_role(request.user, Role.LEGAL_REVIEWER),
+        "licenses": license_list(),
+    }
+    return render(request, "web/license_text.html", context)
+
+
+@require_POST
+@roles_required(Role.LEGAL_REVIEWER)
+def license_text_classify_view(request: HttpRequest, fingerprint: str) -> HttpResponse:
+    text = license_texts_visible_to(request.user).filter(fingerprint=fingerprint).first()
+    if text is None:
+        raise Http404
+    key, note = request.POST.get("license", ""), request.POST.get("note", "")
+    return act(
+        request,
+        lambda: license_text_classify(
+            text=text, version=license_version_get(key, None), actor=cast(User, request.user), note=note
+        ),
+        _("Classified. Artifacts carrying this text now match it."),
+        reverse("web:license-text", args=[fingerprint]),
+    )
 
 
 @roles_required()
