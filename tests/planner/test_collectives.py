@@ -18,11 +18,12 @@ from planner.calibrate.profile import CalibrationProfile, bus_factor
 from planner.efficiency import Rates, efficiency_catalog, substituted
 from planner.plan import PlanRequest, plan
 from planner.specs import gpu, model, precision
+from tests.planner.requests import PlanArgs, plan_request
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "planner" / "catalog" / "calibration" / "h200-2026-11-29-torch2.11-cu130.json"
 # The held-out-style case of issue 48: DeepSeek-V3 FP8 on 8 x H200, TP 8, 4 clients, vLLM.
-DSV3_TP8: dict[str, Any] = {
+DSV3_TP8: PlanArgs = {
     "model": "deepseek-v3",
     "precision": "fp8",
     "gpu": "h200",
@@ -153,8 +154,8 @@ def test_measured_all_reduce_replaces_the_catalogs_at_its_rank_count() -> None:
     extra = 50e-6
     points = _points("all_reduce", 8, lambda s: _catalog_s("all_reduce", s, 8) + extra, LADDER)
     measured = CalibrationProfile.from_dict(_collectives_only(points), name="dsv3-tp8.json")
-    before = plan(PlanRequest(**DSV3_TP8)).throughput
-    after_result = plan(PlanRequest(**DSV3_TP8, calibration=measured))
+    before = plan(plan_request(DSV3_TP8)).throughput
+    after_result = plan(plan_request(DSV3_TP8, calibration=measured))
     after = after_result.throughput
     layers = model("deepseek-v3").num_layers
     added_ms = after.breakdown_ms["collectives"] - before.breakdown_ms["collectives"]
@@ -165,7 +166,7 @@ def test_measured_all_reduce_replaces_the_catalogs_at_its_rank_count() -> None:
     assert "all_reduce at 8 GPUs" not in after.fallbacks
     estimate = after_result.as_contract()["throughput_estimate"]
     assert estimate["measured"] == ["all_reduce at 8 GPUs (nccl, eager)"]
-    assert "measured" not in plan(PlanRequest(**DSV3_TP8)).as_contract()["throughput_estimate"]
+    assert "measured" not in plan(plan_request(DSV3_TP8)).as_contract()["throughput_estimate"]
     assert any("measured there: all_reduce at 8 GPUs (nccl, eager)" in note for note in after_result.notes)
 
 
@@ -173,7 +174,7 @@ def test_another_rank_counts_figures_are_not_read() -> None:
     """The committed H200 profile measured 2 GPUs: a TP 8 plan keeps the catalog's all-reduce and says so
     (before, it read the 2-GPU bandwidth and latency at 8 GPUs); a TP 2 plan reads the measured one."""
     committed = calibration.load(COMMITTED)
-    tp8 = plan(PlanRequest(**DSV3_TP8, calibration=committed)).throughput
+    tp8 = plan(plan_request(DSV3_TP8, calibration=committed)).throughput
     assert "all_reduce at 8 GPUs" in tp8.fallbacks
     assert tp8.measured == ()
     tp2 = plan(
@@ -191,8 +192,8 @@ def test_a_collectives_only_profile_leaves_the_gpus_single_source_note() -> None
     collectives_only = CalibrationProfile.from_dict(_collectives_only(_points("all_reduce", 8, lambda s: 1e-5, LADDER)))
     assert collectives_only.measures_gemms() is False
     with substituted(catalog):
-        alone = plan(PlanRequest(**DSV3_TP8, calibration=collectives_only)).throughput.single_source
-        gemms = plan(PlanRequest(**DSV3_TP8, calibration=calibration.load(COMMITTED))).throughput.single_source
+        alone = plan(plan_request(DSV3_TP8, calibration=collectives_only)).throughput.single_source
+        gemms = plan(plan_request(DSV3_TP8, calibration=calibration.load(COMMITTED))).throughput.single_source
     assert "h200 efficiencies: example.org/one-source" in alone
     assert not any(line.startswith("h200 efficiencies") for line in gemms)
 
@@ -239,13 +240,13 @@ def test_gloo_job_writes_a_profile_the_planner_reads(tmp_path: Path) -> None:
     assert all(p["p90_us"] >= p["time_us"] > 0 and p["samples"] == 3 for p in points)
     assert any("no CUDA graphs" in note for note in raw["notes"])
 
-    request = {"model": "qwen3-30b-a3b", "precision": "bf16", "gpu": "h200", "tp": 2, "concurrency": 8}
+    request: PlanArgs = {"model": "qwen3-30b-a3b", "precision": "bf16", "gpu": "h200", "tp": 2, "concurrency": 8}
     message = 8 * model("qwen3-30b-a3b").hidden_size * 2  # a decode step's all-reduce of 8 tokens
     timed = loaded.collective_s("all_reduce", message, 2)
     assert timed is not None
     assert timed.seconds > _catalog_s("all_reduce", message, 2)  # what the direction below rests on
-    before = plan(PlanRequest(**request)).throughput
-    after = plan(PlanRequest(**request, calibration=loaded)).throughput
+    before = plan(plan_request(request)).throughput
+    after = plan(plan_request(request, calibration=loaded)).throughput
     assert after.measured == ("all_reduce at 2 GPUs (gloo, eager)",)
     assert after.breakdown_ms["collectives"] > before.breakdown_ms["collectives"]
     assert after.tpot_ms > before.tpot_ms
