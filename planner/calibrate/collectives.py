@@ -1,7 +1,7 @@
 """All-reduce and all-to-all between one node's GPUs, measured through torch.distributed.
 
 One process per rank, spawned here (NCCL on GPUs, gloo on a CPU test run, the same code), at each
-rank count of RANKS the node holds. Each message size of the ladder is a BF16 tensor; each
+rank count the spec asks for (2, 4 and 8 by default) that the node holds. Each message size of the ladder is a BF16 tensor; each
 collective is warmed up, then timed `reps` times, each sample `ops` back-to-back calls after a
 barrier (CUDA events on a GPU, the wall clock on a CPU), and a sample's time is the slowest rank's.
 The profile keeps the median and the p90 (nearest rank) per op, rank count and size. On GPUs the
@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,30 +28,13 @@ os.environ.update({"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": 
 import torch
 import torch.distributed as dist
 
-from planner.calibrate.ladder import ops_per_sample, point
+from planner.calibrate.ladder import Settings, ops_per_sample, point
 from planner.calibrate.profile import COLLECTIVE_OPS
 
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-RANKS = (2, 4, 8)
 GRAPH_MAX_BYTES = 8 << 20  # "small": a decode step's all-reduce of up to 512 tokens of a 7168-wide model
 OPS_PER_GRAPH = 10  # calls captured in one graph; its replay is one sample
 GRAPH_NOTE_CPU = "CUDA-graph-captured collectives not measured: a CPU (gloo) run has no CUDA graphs."
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    backend: str  # "nccl" or "gloo"
-    warmup: int
-    reps: int
-
-    @classmethod
-    def for_device(cls, device: str, warmup: int | None = None, reps: int | None = None) -> Settings:
-        cuda = device == "cuda"
-        return cls(
-            backend="nccl" if cuda else "gloo",
-            warmup=warmup if warmup is not None else (5 if cuda else 2),
-            reps=reps if reps is not None else (20 if cuda else 5),
-        )
 
 
 def _timed(run: Callable[[], Any], ops: int, reps: int, cuda: bool, device: torch.device) -> list[float]:
@@ -156,15 +140,11 @@ def _worker(rank: int, world: int, sizes: list[int], settings: Settings, init_fi
     dist.destroy_process_group()
 
 
-def rank_counts(device: str, wanted: Sequence[int] | None) -> list[int]:
-    """The rank counts to measure: `wanted` (the spec's), else RANKS; on GPUs only those the GPUs visible
-    hold (2 ranks by default on a CPU test run)."""
-    counts = sorted({int(r) for r in (wanted if wanted is not None else RANKS if device == "cuda" else (2,))})
-    if any(r < 2 for r in counts):
-        raise ValueError("collective_ranks: each must be at least 2")
+def rank_counts(device: str, wanted: list[int]) -> list[int]:
+    """The rank counts of `wanted` this node runs: on GPUs those its visible GPUs hold; on a CPU, all."""
     if device != "cuda":
-        return counts  # processes on one CPU: any count runs
-    return [r for r in counts if r <= torch.cuda.device_count()]
+        return list(wanted)
+    return [r for r in wanted if r <= torch.cuda.device_count()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,27 +154,24 @@ class Measured:
     notes: list[str]
 
 
-def measure(sizes: list[int], out_dir: Path, ranks: Sequence[int], settings: Settings) -> Measured:
+def measure(sizes: list[int], ranks: Sequence[int], settings: Settings) -> Measured:
     """Spawn each rank count's processes in turn; a rank count that fails is recorded and the rest go on."""
     import torch.multiprocessing as mp
 
     points: list[dict[str, Any]] = []
     failures: list[dict[str, str]] = []
     for world in ranks:
-        init_file = out_dir / f".collectives-{world}.init"
-        target = out_dir / f".collectives-{world}.json"
-        for stale in (init_file, target):
-            stale.unlink(missing_ok=True)
         print(f"calibrate: collectives at {world} ranks ({settings.backend})", flush=True)
-        try:
-            mp.spawn(_worker, args=(world, sizes, settings, str(init_file.resolve()), str(target)), nprocs=world)
-            found = json.loads(target.read_text())
-        except Exception as exc:  # a rank count that fails leaves the others measured
-            failures.append({"what": f"collectives at {world} ranks", "error": str(exc)[:300]})
-            continue
-        finally:
-            init_file.unlink(missing_ok=True)
-        target.unlink(missing_ok=True)
+        # The ranks meet through a file store on local disk (no port to collide with another job's; a
+        # job's own directory may be on a shared file system).
+        with tempfile.TemporaryDirectory(prefix="collectives-") as scratch:
+            init_file, target = Path(scratch) / "init", Path(scratch) / "result.json"
+            try:
+                mp.spawn(_worker, args=(world, sizes, settings, str(init_file), str(target)), nprocs=world)
+                found = json.loads(target.read_text())
+            except Exception as exc:  # a rank count that fails leaves the others measured
+                failures.append({"what": f"collectives at {world} ranks", "error": str(exc)[:300]})
+                continue
         points.extend(found["points"])
         failures.extend(found["failures"])
     timer = "CUDA events" if settings.backend == "nccl" else "the wall clock"
@@ -208,4 +185,4 @@ def measure(sizes: list[int], out_dir: Path, ranks: Sequence[int], settings: Set
     return Measured(points, failures, notes)
 
 
-__all__ = ["GRAPH_MAX_BYTES", "RANKS", "Measured", "Settings", "measure", "rank_counts"]
+__all__ = ["GRAPH_MAX_BYTES", "Measured", "measure", "rank_counts"]

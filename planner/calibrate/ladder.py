@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from planner.calibrate.profile import bus_factor
@@ -15,6 +16,29 @@ from planner.calibrate.profile import bus_factor
 # span are added to it.
 GPU_LADDER = (4 << 10, 256 << 20)
 CPU_LADDER = (4 << 10, 64 << 10)
+RANKS = (2, 4, 8)  # rank counts measured on GPUs where the node has them; 2 processes on a CPU
+
+
+def _integers(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def wanted_ranks(value: Any, device: str) -> list[int]:
+    """The spec's `collective_ranks`, checked, or the default for the device."""
+    if value is None:
+        return list(RANKS) if device == "cuda" else [2]
+    if not _integers(value) or any(r < 2 for r in value):
+        raise ValueError("collective_ranks: must be a list of integers of at least 2")
+    return sorted(set(value))
+
+
+def message_span(value: Any, device: str) -> tuple[int, int]:
+    """The spec's `collective_bytes` ([low, high]), checked, or the default ladder's for the device."""
+    if value is None:
+        return GPU_LADDER if device == "cuda" else CPU_LADDER
+    if not _integers(value) or len(value) != 2 or not 0 < value[0] <= value[1]:
+        raise ValueError("collective_bytes: must be [low, high] in bytes with 0 < low <= high")
+    return int(value[0]), int(value[1])
 
 
 def ladder(low: int, high: int, extra: Sequence[int] = ()) -> list[int]:
@@ -58,3 +82,22 @@ def point(
         "samples": len(samples_s),
         "ops_per_sample": ops,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    backend: str  # "nccl" or "gloo"
+    warmup: int
+    reps: int
+
+    @classmethod
+    def for_device(cls, device: str, warmup: Any = None, reps: Any = None) -> Settings:
+        """The defaults (5 warm-up calls and 20 samples on GPUs, 2 and 5 on a CPU) or the spec's, checked."""
+        cuda = device == "cuda"
+        warmup = (5 if cuda else 2) if warmup is None else warmup
+        reps = (20 if cuda else 5) if reps is None else reps
+        if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+            raise ValueError("collective_warmup: must be an integer of at least 0")
+        if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
+            raise ValueError("collective_reps: must be an integer of at least 1")
+        return cls(backend="nccl" if cuda else "gloo", warmup=warmup, reps=reps)

@@ -29,7 +29,7 @@ import torch
 from planner.calibrate import collectives as collective
 from planner.calibrate import timing
 from planner.calibrate.gemms import WEIGHT_BITS, measure_gemms, measure_moe
-from planner.calibrate.ladder import CPU_LADDER, GPU_LADDER, ladder
+from planner.calibrate.ladder import Settings, ladder, message_span, wanted_ranks
 from planner.calibrate.shapes import DECODE_M, PREFILL_M, layer_shapes
 from planner.calibrate.system import machine, measure_launch, measure_memory, versions
 from planner.calibrate.timing import time_launches
@@ -86,11 +86,12 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             failures.append({"what": "triton kernels", "error": str(exc)[:300]})
     else:
         gpu = {"name": f"cpu ({platform.machine()}, a test run)", "count": 0}
-    ranks = collective.rank_counts(timing.DEVICE, spec.get("collective_ranks"))
-    low, high = spec.get("collective_bytes") or (GPU_LADDER if timing.DEVICE == "cuda" else CPU_LADDER)
+    wanted = wanted_ranks(spec.get("collective_ranks"), timing.DEVICE)
+    ranks = collective.rank_counts(timing.DEVICE, wanted)
+    low, high = message_span(spec.get("collective_bytes"), timing.DEVICE)
     # The model's decode messages (tokens x hidden x BF16) join the ladder: the sizes a plan reads.
-    sizes = ladder(int(low), int(high), [m * model.hidden_size * 2 for m in decode_m])
-    settings = collective.Settings.for_device(timing.DEVICE, spec.get("collective_warmup"), spec.get("collective_reps"))
+    sizes = ladder(low, high, [m * model.hidden_size * 2 for m in decode_m])
+    settings = Settings.for_device(timing.DEVICE, spec.get("collective_warmup"), spec.get("collective_reps"))
     shapes = layer_shapes(model)
     gemm: list[dict[str, Any]] = []
     moe: list[dict[str, Any]] = []
@@ -107,10 +108,12 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     collectives: list[dict[str, Any]] = []
     notes: list[str] = []
     if "collectives" in steps and ranks:
-        measured = collective.measure(sizes, out, ranks, settings)
+        measured = collective.measure(sizes, ranks, settings)
         collectives, notes = measured.points, measured.notes
         failures.extend(measured.failures)
-    skipped = sorted(set(spec.get("collective_ranks") or collective.RANKS) - set(ranks))
+    elif "collectives" in steps:
+        notes.append("Collectives not measured: no rank count to measure (collective_ranks, or GPUs visible).")
+    skipped = sorted(set(wanted) - set(ranks))
     if "collectives" in steps and timing.DEVICE == "cuda" and skipped:
         counts = ", ".join(str(r) for r in skipped)
         notes.append(f"Collectives not measured at {counts} ranks: {torch.cuda.device_count()} GPUs visible.")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from planner.calibrate import profile as calibration
+from planner.calibrate.ladder import Settings, message_span, wanted_ranks
 from planner.calibrate.profile import CalibrationProfile, bus_factor
 from planner.efficiency import Rates, efficiency_catalog, substituted
 from planner.plan import PlanRequest, plan
@@ -92,6 +93,32 @@ def test_percentile_is_nearest_rank_and_point_follows_the_nccl_tests_convention(
     assert entry["bus_gb_per_s"] == pytest.approx(entry["alg_gb_per_s"] * 2 * 7 / 8, rel=1e-3)
     a2a = point("all_to_all", 8, 1 << 20, [1e-4], timing="eager", backend="nccl", ops=1)
     assert a2a["bus_gb_per_s"] == pytest.approx(a2a["alg_gb_per_s"] * 7 / 8, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: wanted_ranks([1, 2], "cuda"), "collective_ranks: must be a list of integers of at least 2"),
+        (lambda: wanted_ranks("8", "cuda"), "collective_ranks"),
+        (lambda: message_span([65536, 4096], "cpu"), "collective_bytes: must be"),
+        (lambda: message_span([4096], "cpu"), "collective_bytes"),
+        (lambda: Settings.for_device("cpu", reps=0), "collective_reps: must be an integer of at least 1"),
+        (lambda: Settings.for_device("cuda", warmup=-1), "collective_warmup"),
+    ],
+)
+def test_spec_errors_name_the_field(call: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_spec_defaults_per_device() -> None:
+    assert wanted_ranks(None, "cuda") == [2, 4, 8]
+    assert wanted_ranks(None, "cpu") == [2]
+    assert wanted_ranks([8, 2, 8], "cuda") == [2, 8]
+    assert message_span(None, "cuda") == (4 << 10, 256 << 20)
+    assert message_span(None, "cpu") == (4 << 10, 64 << 10)
+    assert Settings.for_device("cuda") == Settings("nccl", 5, 20)
+    assert Settings.for_device("cpu", reps=3) == Settings("gloo", 2, 3)
 
 
 # -- the profile's reading -----------------------------------------------------------------------------
