@@ -229,6 +229,7 @@ class Rates:
         self.factors = default_factors(gpu.key, precision.key)
         self.bf16_factors = default_factors(gpu.key)  # router, lm_head and kept-BF16 parts
         self.fallbacks: set[str] = set()
+        self.measured: set[str] = set()  # the profile's figures read in place of the catalog's (collectives)
         self.bandwidth = gpu.hbm_bandwidth_gb_per_s * 1e9
         self.peak = gpu.peak_tflops(precision.compute) * 1e12
         self.peak_bf16 = gpu.bf16_tflops * 1e12
@@ -324,16 +325,16 @@ class Rates:
         return self.factors.kernel_overhead_us * 1e-6
 
     def collective_s(self, op: str, message_bytes: float, ranks: int) -> float:
+        """One collective: the profile's median at this rank count where it measured one (noted in
+        `measured`), else the catalog's latency plus the message at its bus bandwidth (noted as a fallback)."""
         if ranks <= 1 or message_bytes <= 0:
             return 0.0
+        timed = self.profile.collective_s(op, message_bytes, ranks) if self.profile is not None else None
+        if timed is not None:
+            self.measured.add(timed.label(op, ranks))
+            return timed.seconds
+        self._note(f"{op} at {ranks} GPUs")
         factor = 2 * (ranks - 1) / ranks if op == "all_reduce" else (ranks - 1) / ranks
         latency = self.factors.collective_latency_us * 1e-6
         bus = self.gpu.nvlink_gb_per_s * 1e9 * self.factors.collective_bus_fraction
-        fit = self.profile.collective(op) if self.profile is not None else None
-        if fit is not None:
-            bus = fit.bus_gb_per_s * 1e9
-            if fit.in_graph:
-                latency = fit.latency_s
-        elif self.profile is not None:
-            self._note(f"{op} bandwidth")
         return latency + message_bytes * factor / bus

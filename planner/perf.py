@@ -130,6 +130,7 @@ class Throughput:
     prefill_ms: float = 0.0  # a prompt's own prefill, arriving alone
     calibration: str | None = None
     fallbacks: tuple[str, ...] = ()
+    measured: tuple[str, ...] = ()  # the profile's collective figures read instead of the catalog's
     single_source: tuple[str, ...] = ()  # fitted figures read here that stand on one corpus source
     keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
     w4a16_gemm_floor_us: float = 0.0  # the engine's per-call floor on INT4 GEMMs, where it applied
@@ -173,6 +174,7 @@ class Throughput:
             "decode_step_breakdown_ms": {k: round(v, 3) for k, v in self.breakdown_ms.items()},
             "calibration": self.calibration,
             "fallbacks": list(self.fallbacks),
+            **({"measured": list(self.measured)} if self.measured else {}),
             **({"single_source": list(self.single_source)} if self.single_source else {}),
         }
 
@@ -581,10 +583,11 @@ def estimate(
         prefill_ms=own_s * 1e3,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
+        measured=tuple(sorted(rates.measured)),
         single_source=single_sources(
             gpu.key,
             engine.name,
-            profile=profile is not None,
+            profile=profile is not None and profile.measures_gemms(),
             precision_key=precision.key,
             quantized_experts=model.is_moe and "experts" not in keep,
             fallbacks=rates.fallbacks,

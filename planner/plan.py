@@ -486,6 +486,7 @@ def plan(request: PlanRequest) -> PlanResult:
     throughput = _throughput(setup, chosen)
     basis = (
         f"calibration profile {throughput.calibration}"
+        + (f"; measured there: {', '.join(throughput.measured)}" if throughput.measured else "")
         + (f"; defaults for {', '.join(throughput.fallbacks)}" if throughput.fallbacks else "")
         if throughput.calibration
         else "default efficiencies of catalog/efficiency.yaml (no calibration profile)"

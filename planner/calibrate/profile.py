@@ -9,6 +9,7 @@ efficiency interpolated in log2(M) at the measured shape nearest in weight size.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -28,6 +29,14 @@ PATHS = {
 }
 COMPUTE = {"bf16": "bf16", "fp8": "fp8", "int8": "int8", "w4a16": "bf16", "w4a8": "int8"}
 _REQUIRED = ("schema", "created_at", "gpu", "versions", "gemm", "memory", "launch", "collectives")
+COLLECTIVE_OPS = ("all_reduce", "all_to_all")
+
+
+def bus_factor(op: str, ranks: int) -> float:
+    """Bus bandwidth over algorithm bandwidth (bytes / time), the nccl-tests convention
+    (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md): all-reduce moves
+    2(n-1)/n of the message over each rank's link, all-to-all (n-1)/n."""
+    return 2 * (ranks - 1) / ranks if op == "all_reduce" else (ranks - 1) / ranks
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +49,14 @@ class EfficiencyPoint:
 
 
 @dataclass(frozen=True, slots=True)
-class CollectiveFit:
-    latency_s: float  # smallest measured time
-    bus_gb_per_s: float  # best measured bus bandwidth
-    ranks: int
-    in_graph: bool
+class CollectiveTime:
+    seconds: float  # one call of the message size asked for, from the profile's medians
+    timing: str  # "cuda_graph" or "eager": how the points it came from were timed
+    backend: str  # "nccl", "gloo"; "" in a profile from before the backend was recorded
+
+    def label(self, op: str, ranks: int) -> str:
+        how = ", ".join(part for part in (self.backend, self.timing.replace("_", " ")) if part)
+        return f"{op} at {ranks} GPUs ({how})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,16 +134,42 @@ class CalibrationProfile:
         value = self.raw["launch"].get("graph_kernel_us")
         return float(value) * 1e-6 if value else None
 
-    def collective(self, op: str) -> CollectiveFit | None:
-        points = [p for p in self.raw["collectives"] if p["op"] == op]
+    def measures_gemms(self) -> bool:
+        """Whether it timed GEMMs (a collectives-only run does not: the GPU's factors stand)."""
+        return bool(self.raw.get("gemm") or self.raw.get("moe"))
+
+    def collective_s(self, op: str, message_bytes: float, ranks: int) -> CollectiveTime | None:
+        """One `op` of `message_bytes` over `ranks` GPUs, from the points measured at that rank count
+        (None when there are none: another rank count's figure is not this one's). Points timed inside
+        CUDA graphs are preferred up to the largest size graphed (engines decode under graphs). Between
+        two measured sizes the median time is linear in bytes; below the smallest it is the smallest's
+        (latency bound); above the largest it grows at the largest's bandwidth."""
+        points = [p for p in self.raw["collectives"] if p["op"] == op and int(p["ranks"]) == ranks]
+        graphed = [p for p in points if p.get("timing") == "cuda_graph"]
+        if graphed and message_bytes <= max(int(p["bytes"]) for p in graphed):
+            points = graphed
+        else:
+            points = [p for p in points if p.get("timing") != "cuda_graph"] or points
         if not points:
             return None
-        return CollectiveFit(
-            latency_s=min(p["time_us"] for p in points) * 1e-6,
-            bus_gb_per_s=max(p["bus_gb_per_s"] for p in points),
-            ranks=int(points[0]["ranks"]),
-            in_graph=all(p.get("timing") == "cuda_graph" for p in points),
+        curve = sorted((float(p["bytes"]), float(p["time_us"]) * 1e-6) for p in points)
+        return CollectiveTime(
+            seconds=_along(curve, message_bytes),
+            timing=str(points[0].get("timing") or "eager"),
+            backend=str(points[0].get("backend") or ""),
         )
+
+
+def _along(curve: list[tuple[float, float]], size: float) -> float:
+    """Time at `size` on a sorted (bytes, seconds) curve: see CalibrationProfile.collective_s."""
+    if size <= curve[0][0]:
+        return curve[0][1]
+    if size >= curve[-1][0]:
+        return curve[-1][1] * size / curve[-1][0]
+    for (low, low_s), (high, high_s) in itertools.pairwise(curve):
+        if size <= high:
+            return low_s + (high_s - low_s) * (size - low) / (high - low)
+    return curve[-1][1]
 
 
 def _efficiency(point: dict[str, Any], gpu: GpuSpec, *, grouped: bool) -> float:
@@ -210,9 +248,23 @@ def validate(data: Any) -> None:
                 raise ValueError(f"calibration: {section}[{index}].time_us must be positive")
             if section != "collectives" and entry["precision"] not in COMPUTE:
                 raise ValueError(f"calibration: {section}[{index}].precision {entry['precision']!r} is unknown")
+            if section == "collectives":
+                _validate_collective(index, entry)
     for key in ("read_gb_per_s", "copy_gb_per_s"):
         if key in data["memory"] and float(data["memory"][key]) <= 0:
             raise ValueError(f"calibration: memory.{key} must be positive")
+
+
+def _validate_collective(index: int, entry: dict[str, Any]) -> None:
+    where = f"calibration: collectives[{index}]"
+    if entry["op"] not in COLLECTIVE_OPS:
+        raise ValueError(f"{where}.op {entry['op']!r} is unknown; one of {', '.join(COLLECTIVE_OPS)}")
+    if not isinstance(entry["ranks"], int) or entry["ranks"] < 2:
+        raise ValueError(f"{where}.ranks must be an integer of at least 2")
+    if not isinstance(entry["bytes"], int) or entry["bytes"] <= 0:
+        raise ValueError(f"{where}.bytes must be a positive integer")
+    if "p90_us" in entry and float(entry["p90_us"]) < float(entry["time_us"]):
+        raise ValueError(f"{where}.p90_us must not be below its median time_us")
 
 
 def load(path: str | Path) -> CalibrationProfile:

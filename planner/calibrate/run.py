@@ -4,6 +4,11 @@ Runs on a GPU node. The spec names the model whose shapes to time (catalog key o
 config.json) and the catalog key of the GPU; every figure is written with the shape it was
 measured at. Writes DIR/profile.json atomically with DIR/profile.json.sha256. A path that fails
 (an op torch lacks on this GPU, say) is recorded under `failures` and the run goes on.
+
+Optional spec keys: "steps" (a subset of STEPS; default all), "precisions", "decode_m", "prefill_m"
+(GEMMs), "collective_ranks" (default 2, 4 and 8 where the node has the GPUs; 2 processes on a CPU),
+"collective_bytes" ([low, high] of the message ladder; default 4 KiB-256 MiB, 4-64 KiB on a CPU),
+"collective_warmup" and "collective_reps" (default 5 and 20; 2 and 5 on a CPU).
 """
 
 from __future__ import annotations
@@ -17,24 +22,30 @@ from pathlib import Path
 from typing import Any
 
 # NVLink multicast (NVLS) can take a shared host's GPUs out of service; never let NCCL use it.
-os.environ["NCCL_NVLS_ENABLE"] = "0"
-os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+os.environ.update({"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"})
 
 import torch
 
+from planner.calibrate import collectives as collective
 from planner.calibrate import timing
 from planner.calibrate.gemms import WEIGHT_BITS, measure_gemms, measure_moe
+from planner.calibrate.ladder import Settings, ladder, message_span, wanted_ranks
 from planner.calibrate.shapes import DECODE_M, PREFILL_M, layer_shapes
-from planner.calibrate.system import measure_collectives, measure_launch, measure_memory, versions
+from planner.calibrate.system import machine, measure_launch, measure_memory, versions
 from planner.calibrate.timing import time_launches
 from planner.cluster.base import job_main, write_result
 from planner.hf_config import parse_config
 from planner.specs import model as catalog_model
 
-__all__ = ["main", "measure_collectives", "measure_gemms", "measure_launch", "measure_memory", "measure_moe"]
-__all__ += ["run", "time_launches", "versions"]
+__all__ = ["main", "measure_gemms", "measure_launch", "measure_memory", "measure_moe"]
+__all__ += ["STEPS", "run", "time_launches", "versions"]
 
 SCHEMA = "planner.calibration/1"
+STEPS = ("gemm", "moe", "memory", "launch", "collectives")
+GEMM_NOTES = (
+    "GEMM times exclude activation quantization (engines fuse it into the previous kernel).",
+    "Each GEMM point is the time per launch inside one CUDA graph cycling several weight copies.",
+)
 
 
 def _resolve_model(value: Any) -> Any:
@@ -47,6 +58,10 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         raise ValueError("device: must be cuda or cpu")
     if timing.DEVICE == "cuda" and not torch.cuda.is_available():
         raise ValueError("device: calibration needs a CUDA GPU (no GPU is visible to torch)")
+    steps = list(spec.get("steps") or STEPS)
+    unknown = sorted(set(steps) - set(STEPS))
+    if unknown:
+        raise ValueError(f"steps: unknown {', '.join(unknown)}; one of {', '.join(STEPS)}")
     began = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     model = _resolve_model(spec["model"])
@@ -71,26 +86,42 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             failures.append({"what": "triton kernels", "error": str(exc)[:300]})
     else:
         gpu = {"name": f"cpu ({platform.machine()}, a test run)", "count": 0}
-    print("calibrate: gemms", flush=True)
+    wanted = wanted_ranks(spec.get("collective_ranks"), timing.DEVICE)
+    ranks = collective.rank_counts(timing.DEVICE, wanted)
+    low, high = message_span(spec.get("collective_bytes"), timing.DEVICE)
+    # The model's decode messages (tokens x hidden x BF16) join the ladder: the sizes a plan reads.
+    sizes = ladder(low, high, [m * model.hidden_size * 2 for m in decode_m])
+    settings = Settings.for_device(timing.DEVICE, spec.get("collective_warmup"), spec.get("collective_reps"))
     shapes = layer_shapes(model)
-    gemm = measure_gemms(shapes, precisions, decode_m + prefill_m, failures)
-    print("calibrate: moe", flush=True)
-    moe = measure_moe(model, [p for p in precisions if p in ("bf16", "w4a8")], decode_m + prefill_m[:3], failures)
+    gemm: list[dict[str, Any]] = []
+    moe: list[dict[str, Any]] = []
+    if "gemm" in steps:
+        print("calibrate: gemms", flush=True)
+        gemm = measure_gemms(shapes, precisions, decode_m + prefill_m, failures)
+    if "moe" in steps:
+        print("calibrate: moe", flush=True)
+        moe_precisions = [p for p in precisions if p in ("bf16", "w4a8")]
+        moe = measure_moe(model, moe_precisions, decode_m + prefill_m[:3], failures)
     print("calibrate: memory, launch", flush=True)
-    memory = measure_memory()
-    launch = measure_launch()
-    print("calibrate: collectives", flush=True)
-    hidden = model.hidden_size
-    sizes = sorted({2**p for p in range(12, 29, 2)} | {m * hidden * 2 for m in decode_m})
-    try:
-        collectives = measure_collectives(sizes, out)
-    except Exception as exc:
-        failures.append({"what": "collectives", "error": str(exc)[:300]})
-        collectives = []
+    memory = measure_memory() if "memory" in steps else {"method": "not measured (steps)"}
+    launch = measure_launch() if "launch" in steps else {"method": "not measured (steps)"}
+    collectives: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if "collectives" in steps and ranks:
+        measured = collective.measure(sizes, ranks, settings)
+        collectives, notes = measured.points, measured.notes
+        failures.extend(measured.failures)
+    elif "collectives" in steps:
+        notes.append("Collectives not measured: no rank count to measure (collective_ranks, or GPUs visible).")
+    skipped = sorted(set(wanted) - set(ranks))
+    if "collectives" in steps and timing.DEVICE == "cuda" and skipped:
+        counts = ", ".join(str(r) for r in skipped)
+        notes.append(f"Collectives not measured at {counts} ranks: {torch.cuda.device_count()} GPUs visible.")
     profile = {
         "schema": SCHEMA,
         "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "gpu": {**gpu, "catalog_key": spec.get("gpu")},
+        "machine": machine(),
         "versions": versions(),
         "model": {
             "key": model.key,
@@ -104,10 +135,7 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         "checks": checks,
         "failures": failures,
         "elapsed_s": round(time.perf_counter() - began, 1),
-        "notes": [
-            "GEMM times exclude activation quantization (engines fuse it into the previous kernel).",
-            "Each GEMM point is the time per launch inside one CUDA graph cycling several weight copies.",
-        ],
+        "notes": [*(GEMM_NOTES if gemm or moe else ()), *notes],
     }
     data = json.dumps(profile, indent=1, sort_keys=True).encode()
     # profile.json for people; result.json (+ its checksum, written after it) for the job machinery.

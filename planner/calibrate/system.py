@@ -1,15 +1,14 @@
-"""HBM bandwidth, kernel launch latency, NCCL collectives and the versions of what measured them."""
+"""HBM bandwidth, kernel launch latency, and the machine and versions of what measured them (collectives:
+planner.calibrate.collectives)."""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
 import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 # NVLink multicast (NVLS) can take a shared host's GPUs out of service; never let NCCL use it.
@@ -77,80 +76,10 @@ def measure_launch() -> dict[str, Any]:
     }
 
 
-def _collective_worker(rank: int, world: int, sizes: list[int], port: int, out: str) -> None:
-    import torch.distributed as dist
-
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NCCL_NVLS_ENABLE": "0"})
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
-    results = []
-    for op in ("all_reduce", "all_to_all"):
-        for size in sizes:
-            elements = max(world, size // 2 // world * world)
-            buffer = torch.randn(elements, device="cuda", dtype=torch.bfloat16)
-            target = torch.empty_like(buffer)
-
-            def run(op: str = op, buffer: Any = buffer, target: Any = target) -> None:
-                if op == "all_reduce":
-                    dist.all_reduce(buffer)
-                else:
-                    dist.all_to_all_single(target, buffer)
-
-            for _ in range(5):
-                run()
-            torch.cuda.synchronize()
-            mode = "cuda_graph"
-            try:  # engines replay collectives inside CUDA graphs: time them the same way
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    for _ in range(10):
-                        run()
-                replay: Any = graph.replay
-                per_replay = 10
-            except RuntimeError:
-                mode, replay, per_replay = "eager", run, 1
-            replay()
-            torch.cuda.synchronize()
-            events = []
-            for _ in range(10):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                replay()
-                end.record()
-                events.append((start, end))
-            seconds = timing.median_s(events) / per_replay
-            nbytes = elements * 2
-            factor = 2 * (world - 1) / world if op == "all_reduce" else (world - 1) / world
-            results.append(
-                {
-                    "op": op,
-                    "ranks": world,
-                    "bytes": nbytes,
-                    "time_us": round(seconds * 1e6, 3),
-                    "timing": mode,
-                    "bus_gb_per_s": round(nbytes * factor / seconds / 1e9, 2),
-                }
-            )
-    torch.cuda.synchronize()
-    if rank == 0:
-        temporary = Path(out + ".tmp")
-        temporary.write_text(json.dumps(results))
-        os.replace(temporary, out)
-    # Tearing down a communicator that CUDA graphs captured can hang; the process is done with it.
-    os._exit(0)
-
-
-def measure_collectives(sizes: list[int], out_dir: Path) -> list[dict[str, Any]]:
-    import torch.multiprocessing as mp
-
-    world = torch.cuda.device_count() if timing.DEVICE == "cuda" else 0
-    if world < 2:
-        return []
-    target = out_dir / ".collectives.json"
-    mp.spawn(_collective_worker, args=(world, sizes, 29511, str(target)), nprocs=world, join=True)
-    results: list[dict[str, Any]] = json.loads(target.read_text())
-    target.unlink()
-    return results
+def machine() -> dict[str, Any]:
+    """The host that measured: its name, OS and processor (a profile is per cluster and GPU; this says
+    which of the cluster's nodes)."""
+    return {"hostname": platform.node(), "platform": platform.platform(), "processor": platform.machine()}
 
 
 def versions() -> dict[str, Any]:

@@ -78,7 +78,8 @@ def test_a_real_calibration_job_becomes_the_clusters_profile(
         model=TINY,
         actor=personas.engineer,
         device="cpu",
-        sizes={"decode_m": [1, 4], "prefill_m": [32], "precisions": ["bf16"]},
+        # The gloo collectives step has its own end-to-end test (tests/planner/test_collectives.py).
+        sizes={"decode_m": [1, 4], "prefill_m": [32], "precisions": ["bf16"], "collective_ranks": []},
     )
     assert run.job is not None
     assert run.job.command[:3] == ["python3", "-m", "planner.calibrate"]

@@ -133,7 +133,7 @@ def test_plan_names_the_figures_that_fell_back(raw: dict[str, Any]) -> None:
     )
     estimate = result.as_contract()["throughput_estimate"]
     assert "dense GEMM fp8" in estimate["fallbacks"]
-    assert "all_reduce bandwidth" in estimate["fallbacks"]
+    assert "all_reduce at 2 GPUs" in estimate["fallbacks"]
     assert "partial.json" in estimate["calibration"]
     assert any("partial.json" in note and "defaults for" in note for note in result.notes)
 
