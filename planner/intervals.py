@@ -148,8 +148,9 @@ def quantile_bounds(values: Sequence[float], coverage: float) -> tuple[float, fl
         raise ValueError("values: no residuals")
     ordered = sorted(values)
     n = len(ordered)
-    low_rank = math.floor((n + 1) * (1 - coverage) / 2)
-    high_rank = math.ceil((n + 1) * (1 + coverage) / 2)
+    # (1e-9: 0.8's binary error must not move a rank: 100 x 0.1 is the 10th, not the 9th)
+    low_rank = math.floor((n + 1) * (1 - coverage) / 2 + 1e-9)
+    high_rank = math.ceil((n + 1) * (1 + coverage) / 2 - 1e-9)
     return ordered[max(low_rank, 1) - 1], ordered[min(high_rank, n) - 1]
 
 
@@ -252,7 +253,11 @@ def build_table(residuals: dict[str, list[Residual]], coverage: float = COVERAGE
     """The data file's content: each figure's residuals, and its spread per class seen and for any other."""
     figures: dict[str, Any] = {}
     for path, kind in FIGURES.items():
-        rows = sorted(residuals[path], key=lambda r: (r.case_class, r.source, r.case))
+        # Rounded as stored, so that the stored spreads are what the stored residuals give.
+        rows = sorted(
+            (Residual(r.source, r.case, r.case_class, round(r.value, 6)) for r in residuals[path]),
+            key=lambda r: (r.case_class, r.source, r.case),
+        )
         classes: dict[str, Any] = {}
         for name in [*sorted({r.case_class for r in rows}), POOLED]:
             band = spread(rows, kind, name if name != POOLED else "", coverage)
@@ -268,9 +273,7 @@ def build_table(residuals: dict[str, list[Residual]], coverage: float = COVERAGE
         figures[path] = {
             "kind": kind,
             "classes": classes,
-            "residuals": [
-                {"source": r.source, "case": r.case, "class": r.case_class, "value": round(r.value, 6)} for r in rows
-            ],
+            "residuals": [{"source": r.source, "case": r.case, "class": r.case_class, "value": r.value} for r in rows],
         }
     return {
         "coverage": coverage,
