@@ -65,11 +65,11 @@ def memory_residuals() -> dict[str, list[Residual]]:
         plans[current["case"]["id"]] = result
         return result
 
-    startup_logs.run_case, startup_logs.plan = recording_run_case, recording_plan  # type: ignore[assignment]
+    startup_logs.run_case, startup_logs.plan = recording_run_case, recording_plan
     try:
         held_out = startup_logs.leave_one_source_out()
     finally:
-        startup_logs.run_case, startup_logs.plan = run_case, plan  # type: ignore[assignment]
+        startup_logs.run_case, startup_logs.plan = run_case, plan
     found: dict[str, list[Residual]] = {
         "memory_per_gpu.weights": [],
         "memory_per_gpu.kv_cache": [],
