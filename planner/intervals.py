@@ -101,7 +101,8 @@ def case_class(engine: str, is_moe: bool, device: GpuSpec, gpus_per_replica: int
 
 def describe_class(name: str) -> str:
     engine, moe, family, multi = name.split("/")
-    return f"{engine}, {'MoE' if moe == 'moe' else 'dense'}, {family.capitalize()}, {multi}-GPU"
+    shown = "ROCm" if family == "rocm" else family.capitalize()
+    return f"{engine}, {'MoE' if moe == 'moe' else 'dense'}, {shown}, {multi}-GPU"
 
 
 @dataclass(frozen=True, slots=True)
