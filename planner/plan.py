@@ -254,7 +254,10 @@ class PlanResult(PlanSetup):
         }
 
     def as_contract(self) -> dict[str, Any]:
+        from planner.intervals import judge  # the plan's intervals and verdict (issue 47)
+
         memory, layout = self.chosen.memory, self.chosen.layout
+        judged = judge(self)
         return {
             "model": self.model.key,
             "precision": self.precision.key,
@@ -284,6 +287,8 @@ class PlanResult(PlanSetup):
             "fits": self.chosen.fits,
             # Whether the engine starts at all (Candidate.starts). `fits` also asks for the concurrency.
             "starts": self.chosen.starts,
+            # fits / tight / does_not_fit: whether it fits at the pessimistic end of the KV interval too.
+            "verdict": judged.verdict,
             # Why the chosen layout does not fit, as a sentence ("" when it fits).
             "fit_reason": self.chosen.reason,
             "max_concurrency": self.chosen.max_concurrency,
@@ -294,7 +299,9 @@ class PlanResult(PlanSetup):
                 "ttft_ms": round(self.throughput.ttft_ms, 1),
             },
             "serving": self.serving,
-            "notes": list(self.notes),
+            "notes": [*self.notes, *judged.notes],
+            # Each figure's 80% interval from the planner's held-out residuals (planner/intervals.py).
+            "intervals": judged.intervals,
             "throughput_estimate": self.throughput.as_estimate(),
             "planner_version": __version__,
             "gpu": {"key": self.gpu.key, "name": self.gpu.name, "total_memory_bytes": self.gpu.memory_bytes},

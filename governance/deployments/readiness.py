@@ -64,6 +64,7 @@ class ReasonCode(models.TextChoices):
     CAPACITY_PENDING = "capacity.pending"
     CAPACITY_FAILED = "capacity.failed"
     CAPACITY_DOES_NOT_FIT = "capacity.does_not_fit"
+    CAPACITY_TIGHT = "capacity.tight"  # fits at the central figures only: engineering's call (signing clears it)
     EVAL_MISSING = "eval.missing"
     EVAL_PENDING = "eval.pending"
     EVAL_FAILED = "eval.failed"
@@ -87,7 +88,12 @@ class ReasonCode(models.TextChoices):
 
 # Reasons that signing itself clears: a reviewer may sign while only these remain.
 CLEARED_BY_SIGNING = frozenset(
-    {ReasonCode.SIGNATURE_MISSING, ReasonCode.SIGNATURE_STALE, ReasonCode.USAGE_THRESHOLD_CROSSED}
+    {
+        ReasonCode.SIGNATURE_MISSING,
+        ReasonCode.SIGNATURE_STALE,
+        ReasonCode.USAGE_THRESHOLD_CROSSED,
+        ReasonCode.CAPACITY_TIGHT,
+    }
 )
 
 
@@ -103,6 +109,7 @@ class Reason:
     role: str  # an Actor: who must act
     license: str = ""  # the license a license reason is about
     finding: str = ""  # the license finding's code (e.g. threshold.licensor_approval)
+    severity: str = "blocker"  # "review": the actor's call, cleared by their signature (capacity.tight)
 
     def as_dict(self) -> dict[str, str]:
         """The gate's contract (DESIGN.md): code, message, fix."""
@@ -110,7 +117,13 @@ class Reason:
 
     def as_blocker(self) -> dict[str, str]:
         """The request page's and the API's row: the gate's fields, who acts, and the license."""
-        row = {"code": self.code, "message": self.message, "fix": self.fix, "role": self.role, "severity": "blocker"}
+        row = {
+            "code": self.code,
+            "message": self.message,
+            "fix": self.fix,
+            "role": self.role,
+            "severity": self.severity,
+        }
         if self.license:
             row["license"] = self.license
         if self.finding:
@@ -147,7 +160,7 @@ def readiness(state: ReadinessState, now: datetime) -> list[Reason]:
         *_license(state.evidence, now),
         *_license_texts(state.evidence),
         *_usage(state),
-        *_capacity(state.evidence),
+        *_capacity(state.evidence, engineering_signed=_signed(state, "engineering")),
         *_weights(state.evidence),
         *_eval(state.evidence),
     ]
@@ -270,7 +283,13 @@ def _usage(state: ReadinessState) -> list[Reason]:
     ]
 
 
-def _capacity(evidence: Mapping[str, Any]) -> list[Reason]:
+def _signed(state: ReadinessState, role: str) -> bool:
+    """Whether `role` signed the current evidence (a live signature of its digest)."""
+    signature = state.signatures.get(role)
+    return signature is not None and not signature.voided and signature.evidence_digest == state.evidence_digest
+
+
+def _capacity(evidence: Mapping[str, Any], engineering_signed: bool = False) -> list[Reason]:
     plan = evidence.get("capacity_plan")
     change = f"{REQUESTER} changes the serving plan (GPUs, parallelism, precision) until it fits"
     if plan is None:
@@ -307,6 +326,23 @@ def _capacity(evidence: Mapping[str, Any]) -> list[Reason]:
                 f"the serving plan does not fit the target GPUs{detail}",
                 change,
                 Actor.REQUESTER,
+            )
+        ]
+    result = plan.get("result") or {}
+    if result.get("verdict") == "tight" and not engineering_signed:
+        # Fits at the plan's central figures, not at its KV interval's pessimistic end: engineering judges the
+        # margin (the plan's "Tight: …" note) and its signature of this evidence clears it.
+        tight = [note for note in result.get("notes") or [] if isinstance(note, str) and note.startswith("Tight")]
+        return [
+            Reason(
+                ReasonCode.CAPACITY_TIGHT,
+                tight[0]
+                if tight
+                else "the serving plan fits at its central figures only, not at its intervals' pessimistic end",
+                f"{ENGINEERING} decides whether the margin is enough and signs, or {REQUESTER} changes the serving "
+                "plan until it fits at the pessimistic end",
+                Actor.ENGINEERING,
+                severity="review",
             )
         ]
     return []

@@ -78,7 +78,9 @@ capacity = st.one_of(
                         {"tp": st.sampled_from([1, 8]), "pp": st.sampled_from([1, 2]), "ep": st.sampled_from([1, 8])}
                     ),
                     "notes": st.just(["Rejected tp=1: weights do not fit"]),
-                }
+                },
+                # the plan's verdict (issue 47): tight is engineering's call, cleared by its signature
+                optional={"verdict": st.sampled_from(["fits", "tight", "does_not_fit"])},
             ),
         }
     ),
@@ -171,7 +173,11 @@ def _settled(draw: Any, evidence: dict[str, Any]) -> dict[str, Any]:
         **evidence,
         "waivers": [*evidence["waivers"], *extra_waivers],
         "obligations": [{**item, "status": "accepted"} for item in evidence["obligations"]],
-        "capacity_plan": {"status": "done", "fits": True, "result": {"parallel": layout}},
+        "capacity_plan": {
+            "status": "done",
+            "fits": True,
+            "result": {"parallel": layout, "verdict": draw(st.sampled_from(["fits", "tight"]))},
+        },
         "eval_results": [*evidence["eval_results"], passed],
     }
 
