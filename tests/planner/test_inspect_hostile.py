@@ -50,7 +50,10 @@ def test_file_shorter_than_the_length_prefix(tmp_path: Path) -> None:
         (b'{"a": "\xff\xfe"}', "not UTF-8"),
         (b'{"a": ', "not valid JSON"),
         (b"[" * 100_000 + b"]" * 100_000, "nested deeper"),  # past the interpreter's recursion limit
-        (b"[" * 40 + b"]" * 40, "nested deeper"),  # under it, over the inspection's bound
+        (  # under it, over the inspection's bound, in a key the format does not define
+            b'{"t": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "x": ' + b"[" * 40 + b"]" * 40 + b"}}",
+            "nested too deep",
+        ),
         (b"[1, 2]", "not a JSON object"),
         (b'{"t": {"dtype": "F32", "shape": "big", "data_offsets": [0, 4]}}', "shape"),
     ],
