@@ -71,15 +71,15 @@ def read_bounded(root: Path, relative: str, max_bytes: int, what: str) -> bytes:
         if size > max_bytes:
             raise InspectionRefused(relative, f"{size:,} bytes; a {what} is at most {max_bytes:,} bytes")
         with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:  # grew since stat
-        raise InspectionRefused(relative, f"more than {max_bytes:,} bytes; a {what} is at most that")
+            data = handle.read(size + 1)  # not max_bytes + 1: read(n) allocates n bytes before reading
+    if len(data) > size:
+        raise InspectionRefused(relative, "grew while it was being read")
     return data
 
 
 def read_prefix(root: Path, relative: str, max_bytes: int) -> bytes:
     with reading(relative), (root / relative).open("rb") as handle:
-        return handle.read(max_bytes)
+        return handle.read(min(max_bytes, os.fstat(handle.fileno()).st_size))
 
 
 def depth(value: Any) -> int:

@@ -177,3 +177,21 @@ def test_only_the_header_is_read_never_the_data(tmp_path: Path, monkeypatch: pyt
     report = inspect_checkpoint(root, hash_files=False)
     assert report.precision.key == "w4a16"
     assert {p.code for p in report.problems} >= {"safetensors.offsets"}
+
+
+def test_reading_a_small_file_does_not_allocate_its_bound(tmp_path: Path) -> None:
+    """read(n) allocates n bytes up front: a 1 kB index read with read(max_index_bytes + 1) held 64 MiB,
+    which under the job's RLIMIT_AS is memory a real header could not use (bench/inspection.py found it)."""
+    import tracemalloc
+
+    root = ckpt.bf16(tmp_path / "m")
+    (root / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"lm_head.weight": "model.safetensors"}})
+    )
+    tracemalloc.start()
+    try:
+        inspect_checkpoint(root, hash_files=False)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"{peak / (1 << 20):.1f} MiB"
