@@ -163,7 +163,8 @@ def describe_quantization(config: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(ignore, list):
         facts["ignore"] = [str(item) for item in ignore]
     if method == "compressed-tensors":
-        groups = qc.get("config_groups") if isinstance(qc.get("config_groups"), dict) else {}
+        raw_groups = qc.get("config_groups")
+        groups: dict[str, Any] = raw_groups if isinstance(raw_groups, dict) else {}
         schemes = [g for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)]
         if schemes:
             weights, inputs = schemes[0]["weights"], schemes[0].get("input_activations") or {}

@@ -33,8 +33,8 @@ def reading(relative: str) -> Iterator[None]:
 
 def walk(root: Path, limits: InspectLimits) -> list[tuple[str, int]]:
     """Every regular file under root as (relative POSIX path, size), sorted; refuses a symbolic link, a
-    FIFO, socket or device (opening a FIFO would block), and a name with a newline (it would forge a
-    manifest line). Directories are not followed through links: each entry is lstat-ed."""
+    FIFO, socket or device (opening a FIFO would block), a name with a newline (it would forge a
+    manifest line) and one that is not UTF-8 (the manifest and result.json are). Directories are not followed through links: each entry is lstat-ed."""
     if root.is_symlink():
         raise InspectionRefused(".", f"the checkpoint root {root} is a symbolic link; give the resolved path")
     if not root.is_dir():
@@ -49,6 +49,10 @@ def walk(root: Path, limits: InspectLimits) -> list[tuple[str, int]]:
                 relative = path.relative_to(root).as_posix()
                 if "\n" in relative or "\r" in relative:
                     raise InspectionRefused(repr(relative), "a file name with a line break")
+                try:
+                    relative.encode("utf-8")  # os.scandir keeps undecodable bytes as lone surrogates
+                except UnicodeEncodeError:
+                    raise InspectionRefused(repr(relative), "a file name that is not UTF-8") from None
                 info = entry.stat(follow_symlinks=False)
                 if stat.S_ISLNK(info.st_mode):
                     raise InspectionRefused(relative, f"a symbolic link (to {os.readlink(path)!r}); copy the file in")

@@ -195,3 +195,14 @@ def test_reading_a_small_file_does_not_allocate_its_bound(tmp_path: Path) -> Non
     finally:
         tracemalloc.stop()
     assert peak < 8 << 20, f"{peak / (1 << 20):.1f} MiB"
+
+
+def test_a_file_name_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    """The manifest, the digest and result.json are UTF-8: a name that cannot be written in it is refused
+    by the walk, not left to fail the digest."""
+    root = ckpt.bf16(tmp_path / "m")
+    with open(os.fsencode(root) + b"/weights-\xff.bin", "wb") as handle:
+        handle.write(b"x")
+    refusal = _refusal(root)
+    assert "UTF-8" in refusal.message
+    assert refusal.path == repr("weights-\udcff.bin")
