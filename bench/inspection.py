@@ -52,7 +52,10 @@ def _size(shape: tuple[int, ...]) -> int:
 def generate(root: Path, total_bytes: int, shards: int, dense: bool) -> None:
     per_layer = sum(_size(s) for s in SHAPES.values())
     layers = max(1, (total_bytes - 2 * _size((VOCAB, HIDDEN))) // per_layer)
-    tensors = {"model.embed_tokens.weight": (VOCAB, HIDDEN), "lm_head.weight": (VOCAB, HIDDEN)}
+    tensors: dict[str, tuple[int, ...]] = {
+        "model.embed_tokens.weight": (VOCAB, HIDDEN),
+        "lm_head.weight": (VOCAB, HIDDEN),
+    }
     tensors["model.norm.weight"] = (HIDDEN,)
     for layer in range(layers):
         tensors.update({f"model.layers.{layer}.{name}": shape for name, shape in SHAPES.items()})
