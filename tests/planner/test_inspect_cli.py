@@ -8,13 +8,15 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from planner.cluster import base
-from planner.cluster.base import verify_result
+from planner.cluster.base import JobOutput, JobSpec, JobState, verify_result
+from planner.cluster.local import LocalExecutor
 from planner.inspectjob.run import main
 from planner.quantjob.manifest import manifest, weights_digest
 from tests.planner import inspect_checkpoints as ckpt
@@ -148,3 +150,32 @@ def test_result_json_appears_by_rename_from_the_same_directory(tmp_path: Path, m
     with pytest.raises(KeyboardInterrupt):
         main([str(model), "--out", str(out), "--max-seconds", "0", "--max-memory-mb", "0"])
     assert not out.exists()
+
+
+def _through_the_local_executor(tmp_path: Path, model: Path, run_id: str) -> tuple[JobState, JobOutput]:
+    executor = LocalExecutor(tmp_path / "runs")
+    command = (sys.executable, "-m", "planner.inspectjob", str(model), "--out", "result.json", "--max-seconds", "60")
+    spec = JobSpec(run_id=run_id, attempt=1, command=command, time_limit_s=120, setup=(f"export PYTHONPATH={ROOT}",))
+    ref = executor.submit(spec)
+    deadline = time.monotonic() + 120
+    while (state := executor.poll([ref])[ref].state).active and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return state, executor.fetch(ref)
+
+
+def test_the_job_path_runs_it_like_the_eval_and_quantize_jobs(tmp_path: Path) -> None:
+    """As the service will submit it: an attempt directory, `--out result.json` relative to it, fetched
+    with its checksum. A refusal exits 2: the job counts as failed, and its result.json says why."""
+    model = ckpt.w4a16(tmp_path / "m")
+    state, output = _through_the_local_executor(tmp_path, model, "inspect1")
+    assert state == JobState.SUCCEEDED, output.log_tail
+    assert output.result is not None
+    assert output.result["weights_digest"] == weights_digest(model)
+    assert output.result["precision"]["key"] == "w4a16"
+    (model / "config.json").write_bytes(b'{"a": "\xff"}')
+    state, output = _through_the_local_executor(tmp_path, model, "inspect2")
+    assert state == JobState.FAILED
+    assert output.result_ok, output.problem
+    assert output.result is not None
+    assert output.result["refused"]["file"] == "config.json"
+    assert "Traceback" not in output.log_tail
