@@ -330,7 +330,10 @@ def _compressed_tensors(
 def _precision_of_group(scheme: dict[str, Any], fmt: str, result: dict[str, Any]) -> None:
     weights, inputs = scheme["weights"], scheme.get("input_activations") or {}
     bits, kind = weights.get("num_bits"), weights.get("type", "int")
-    if "nvfp4" in fmt or (bits == 4 and kind == "float"):
+    formats = f"{fmt} {scheme.get('format') or ''}"  # a mixed-precision checkpoint names each group's format
+    if "mxfp4" in formats or (bits == 4 and kind == "float" and weights.get("group_size") == 32):
+        result["precision"] = "mxfp4"  # llm-compressor's MXFP4 preset: E8M0 scale per 32, not NVFP4's FP8 per 16
+    elif "nvfp4" in formats or (bits == 4 and kind == "float"):
         result["precision"] = "nvfp4"
     elif bits == 8 and kind == "float":
         result["precision"] = "fp8"
