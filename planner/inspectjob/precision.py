@@ -146,7 +146,7 @@ def decide(
         evidence = f" (e.g. {name} in {file})" if name else ""
         message = (
             f"config.json declares {declared_text}, but the stored linear weights are "
-            f"{_describe_kinds(kinds)}{evidence}: read as {key}"
+            f"{_describe_kinds(kinds)}{evidence}: read as {key or 'no precision the planner knows'}"
         )
         found.append(Problem("config.json", "precision.disagrees", message))
         if quantized and main_kind not in UNAMBIGUOUS:
@@ -171,10 +171,11 @@ def decide(
         method = "none" if key in UNQUANTIZED_KINDS else (declared["method"] if declared else "unknown")
         weight_bits, activation_bits = _bits(key)
         group_size, strategy, ignore = None, None, ()
+        label = key or "unknown precision"
         if agrees:
-            summary = f"{key} (unquantized)" if key in UNQUANTIZED_KINDS else str(key)
+            summary = f"{label} (unquantized)" if key in UNQUANTIZED_KINDS else label
         else:
-            summary = f"{key} (read from the stored tensors; config.json declares {declared_text})"
+            summary = f"{label} (read from the stored tensors; config.json declares {declared_text})"
     notes = [f"config.json: {declared['note']}"] if declared and declared.get("note") else []
     precision = Precision(
         key=key,

@@ -205,3 +205,15 @@ def test_compressed_tensors_mxfp4_is_mxfp4_not_nvfp4(tmp_path: Path) -> None:
     precision = inspect_checkpoint(root).to_json()["precision"]
     assert (precision["key"], precision["declared_key"], precision["group_size"]) == ("mxfp4", "mxfp4", 32)
     assert precision["agrees_with_tensors"] is True
+
+
+def test_an_unrecognised_quantized_layout_has_no_key(tmp_path: Path) -> None:
+    """I32 `.weight` tensors are quantized in no layout the inspection knows: no key, never the bf16 declared."""
+    import torch
+
+    tensors = ckpt._linears(lambda n, o, i: {f"{n}.weight": torch.zeros(o, i, dtype=torch.int32)})
+    report = inspect_checkpoint(ckpt.write(tmp_path / "m", tensors, ckpt.base_config())).to_json()
+    precision = report["precision"]
+    assert (precision["key"], precision["agrees_with_tensors"]) == (None, False)
+    assert precision["summary"].startswith("unknown precision (read from the stored tensors")
+    assert "precision.disagrees" in _codes(report)
