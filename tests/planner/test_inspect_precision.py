@@ -217,3 +217,11 @@ def test_an_unrecognised_quantized_layout_has_no_key(tmp_path: Path) -> None:
     assert (precision["key"], precision["agrees_with_tensors"]) == (None, False)
     assert precision["summary"].startswith("unknown precision (read from the stored tensors")
     assert "precision.disagrees" in _codes(report)
+
+
+def test_a_method_the_planner_does_not_model_is_read_from_the_tensors(tmp_path: Path) -> None:
+    config = ckpt.base_config(quantization_config={"quant_method": "hqq", "nbits": 4})
+    report = inspect_checkpoint(ckpt.w4a16(tmp_path / "m", config=config)).to_json()
+    precision = report["precision"]
+    assert (precision["key"], precision["declared_key"], precision["method"]) == ("w4a16", None, "hqq")
+    assert "precision.unknown_method" in _codes(report)
