@@ -163,7 +163,8 @@ def describe_quantization(config: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(ignore, list):
         facts["ignore"] = [str(item) for item in ignore]
     if method == "compressed-tensors":
-        groups = qc.get("config_groups") if isinstance(qc.get("config_groups"), dict) else {}
+        raw_groups = qc.get("config_groups")
+        groups: dict[str, Any] = raw_groups if isinstance(raw_groups, dict) else {}
         schemes = [g for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)]
         if schemes:
             weights, inputs = schemes[0]["weights"], schemes[0].get("input_activations") or {}
@@ -329,7 +330,10 @@ def _compressed_tensors(
 def _precision_of_group(scheme: dict[str, Any], fmt: str, result: dict[str, Any]) -> None:
     weights, inputs = scheme["weights"], scheme.get("input_activations") or {}
     bits, kind = weights.get("num_bits"), weights.get("type", "int")
-    if "nvfp4" in fmt or (bits == 4 and kind == "float"):
+    formats = f"{fmt} {scheme.get('format') or ''}"  # a mixed-precision checkpoint names each group's format
+    if "mxfp4" in formats or (bits == 4 and kind == "float" and weights.get("group_size") == 32):
+        result["precision"] = "mxfp4"  # llm-compressor's MXFP4 preset: E8M0 scale per 32, not NVFP4's FP8 per 16
+    elif "nvfp4" in formats or (bits == 4 and kind == "float"):
         result["precision"] = "nvfp4"
     elif bits == 8 and kind == "float":
         result["precision"] = "fp8"

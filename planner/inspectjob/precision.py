@@ -110,32 +110,13 @@ def decide(
     sixteen = Counter({k: n for k, n in kinds.items() if k in UNQUANTIZED_KINDS})
     found: list[Problem] = []  # reported at the top level too
 
-    tensors_key: str | None = None  # what the tensors alone say, where they say it unambiguously
-    guess: str | None = None  # what they most likely are (packed integers: w4a16)
-    if quantized:
-        main = quantized.most_common(1)[0][0]
-        guess = TENSORS_KEY.get(main)
-        tensors_key = guess if main in UNAMBIGUOUS else None
-    elif sixteen:
-        tensors_key = guess = sixteen.most_common(1)[0][0]
+    tensors_key, guess = _what_the_tensors_say(quantized, sixteen)
     declared_key = declared["key"] if declared else sixteen_declared
     declared_text = _declared_text(declared, sixteen_declared)
-
-    if not kinds:
-        agrees = True
-    elif declared is not None and declared["key"] is not None:
-        agrees = bool(quantized) and set(quantized) <= declared["tensor_kinds"]
-    elif declared is not None:  # a method the planner does not model: the tensors tell what they can
-        agrees = True
-        found.append(
-            Problem(
-                "config.json",
-                "precision.unknown_method",
-                f"quantization method {declared['method']!r} is not one the planner models: read from the tensors",
-            )
-        )
-    else:
-        agrees = not quantized and (sixteen_declared is None or guess == sixteen_declared)
+    agrees = _agrees(declared, sixteen_declared, kinds, quantized, guess)
+    if kinds and declared is not None and declared["key"] is None:  # the tensors tell what they can
+        message = f"quantization method {declared['method']!r} is not one the planner models: read from the tensors"
+        found.append(Problem("config.json", "precision.unknown_method", message))
 
     if agrees:
         key = declared_key if declared_key is not None else guess
@@ -146,7 +127,7 @@ def decide(
         evidence = f" (e.g. {name} in {file})" if name else ""
         message = (
             f"config.json declares {declared_text}, but the stored linear weights are "
-            f"{_describe_kinds(kinds)}{evidence}: read as {key}"
+            f"{_describe_kinds(kinds)}{evidence}: read as {key or 'no precision the planner knows'}"
         )
         found.append(Problem("config.json", "precision.disagrees", message))
         if quantized and main_kind not in UNAMBIGUOUS:
@@ -171,10 +152,11 @@ def decide(
         method = "none" if key in UNQUANTIZED_KINDS else (declared["method"] if declared else "unknown")
         weight_bits, activation_bits = _bits(key)
         group_size, strategy, ignore = None, None, ()
+        label = key or "unknown precision"
         if agrees:
-            summary = f"{key} (unquantized)" if key in UNQUANTIZED_KINDS else str(key)
+            summary = f"{label} (unquantized)" if key in UNQUANTIZED_KINDS else label
         else:
-            summary = f"{key} (read from the stored tensors; config.json declares {declared_text})"
+            summary = f"{label} (read from the stored tensors; config.json declares {declared_text})"
     notes = [f"config.json: {declared['note']}"] if declared and declared.get("note") else []
     precision = Precision(
         key=key,
@@ -191,6 +173,36 @@ def decide(
         problems=(*(problem.message for problem in found), *notes),
     )
     return precision, found
+
+
+def _what_the_tensors_say(quantized: Counter[str], sixteen: Counter[str]) -> tuple[str | None, str | None]:
+    """(the key the stored kinds give unambiguously, the key they most likely mean): packed integers give
+    no key but are most likely w4a16; an unrecognised layout gives neither."""
+    if quantized:
+        main = quantized.most_common(1)[0][0]
+        guess = TENSORS_KEY.get(main)
+        return (guess if main in UNAMBIGUOUS else None), guess
+    if sixteen:
+        key = sixteen.most_common(1)[0][0]
+        return key, key
+    return None, None
+
+
+def _agrees(
+    declared: dict[str, Any] | None,
+    sixteen_declared: str | None,
+    kinds: Counter[str],
+    quantized: Counter[str],
+    guess: str | None,
+) -> bool:
+    """Every quantized kind stored is one the declared scheme produces; a 16-bit declaration: none is
+    stored and the dominant dtype is the declared one. Nothing stored, or a method the planner does not
+    model, contradicts nothing."""
+    if not kinds:
+        return True
+    if declared is not None:
+        return declared["key"] is None or (bool(quantized) and set(quantized) <= declared["tensor_kinds"])
+    return not quantized and (sixteen_declared is None or guess == sixteen_declared)
 
 
 def _declared_text(declared: dict[str, Any] | None, sixteen: str | None) -> str:

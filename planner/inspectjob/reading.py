@@ -33,8 +33,8 @@ def reading(relative: str) -> Iterator[None]:
 
 def walk(root: Path, limits: InspectLimits) -> list[tuple[str, int]]:
     """Every regular file under root as (relative POSIX path, size), sorted; refuses a symbolic link, a
-    FIFO, socket or device (opening a FIFO would block), and a name with a newline (it would forge a
-    manifest line). Directories are not followed through links: each entry is lstat-ed."""
+    FIFO, socket or device (opening a FIFO would block), a name with a newline (it would forge a
+    manifest line) and one that is not UTF-8 (the manifest and result.json are). Directories are not followed through links: each entry is lstat-ed."""
     if root.is_symlink():
         raise InspectionRefused(".", f"the checkpoint root {root} is a symbolic link; give the resolved path")
     if not root.is_dir():
@@ -49,6 +49,10 @@ def walk(root: Path, limits: InspectLimits) -> list[tuple[str, int]]:
                 relative = path.relative_to(root).as_posix()
                 if "\n" in relative or "\r" in relative:
                     raise InspectionRefused(repr(relative), "a file name with a line break")
+                try:
+                    relative.encode("utf-8")  # os.scandir keeps undecodable bytes as lone surrogates
+                except UnicodeEncodeError:
+                    raise InspectionRefused(repr(relative), "a file name that is not UTF-8") from None
                 info = entry.stat(follow_symlinks=False)
                 if stat.S_ISLNK(info.st_mode):
                     raise InspectionRefused(relative, f"a symbolic link (to {os.readlink(path)!r}); copy the file in")
@@ -71,15 +75,15 @@ def read_bounded(root: Path, relative: str, max_bytes: int, what: str) -> bytes:
         if size > max_bytes:
             raise InspectionRefused(relative, f"{size:,} bytes; a {what} is at most {max_bytes:,} bytes")
         with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:  # grew since stat
-        raise InspectionRefused(relative, f"more than {max_bytes:,} bytes; a {what} is at most that")
+            data = handle.read(size + 1)  # not max_bytes + 1: read(n) allocates n bytes before reading
+    if len(data) > size:
+        raise InspectionRefused(relative, "grew while it was being read")
     return data
 
 
 def read_prefix(root: Path, relative: str, max_bytes: int) -> bytes:
     with reading(relative), (root / relative).open("rb") as handle:
-        return handle.read(max_bytes)
+        return handle.read(min(max_bytes, os.fstat(handle.fileno()).st_size))
 
 
 def depth(value: Any) -> int:
@@ -94,10 +98,11 @@ def depth(value: Any) -> int:
     return deepest
 
 
-def parse_json(data: bytes, relative: str, limits: InspectLimits) -> Any:
+def parse_json(data: bytes, relative: str, limits: InspectLimits, *, check_depth: bool = True) -> Any:
     """Strict UTF-8 JSON, nested at most limits.max_json_depth deep. Deeper input than the interpreter's
     recursion limit makes the C decoder raise RecursionError (caught); shallower but too deep is measured
-    on the parsed value."""
+    on the parsed value (check_depth=False: the caller checks the structure itself, as the safetensors
+    header reader does, since measuring a 300,000-tensor header would double its parse time)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -109,7 +114,7 @@ def parse_json(data: bytes, relative: str, limits: InspectLimits) -> Any:
             raise InspectionRefused(relative, f"JSON nested deeper than {limits.max_json_depth} levels") from None
         except ValueError as exc:
             raise InspectionRefused(relative, f"not valid JSON ({exc})") from None
-    if depth(value) > limits.max_json_depth:
+    if check_depth and depth(value) > limits.max_json_depth:
         raise InspectionRefused(relative, f"JSON nested deeper than {limits.max_json_depth} levels")
     return value
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from planner.inspectjob.reading import parse_json, reading
+from planner.inspectjob.reading import depth, parse_json, reading
 from planner.inspectjob.report import InspectionRefused, InspectLimits, Problem
 
 # Bytes per element of the dtypes safetensors defines (sub-byte ones are stored packed, in bytes).
@@ -82,7 +82,7 @@ def read_header_bytes(path: Path, relative: str, limits: InspectLimits) -> tuple
     return data, size - 8 - length
 
 
-def _entry(name: str, raw: Any, relative: str) -> tuple[TensorInfo, int, int]:
+def _entry(name: str, raw: Any, relative: str, limits: InspectLimits) -> tuple[TensorInfo, int, int]:
     if not isinstance(raw, dict):
         raise InspectionRefused(relative, f"tensor {name[:200]!r}: not an object")
     dtype, shape, offsets = raw.get("dtype"), raw.get("shape"), raw.get("data_offsets")
@@ -97,12 +97,16 @@ def _entry(name: str, raw: Any, relative: str) -> tuple[TensorInfo, int, int]:
         or offsets[0] > offsets[1]
     ):
         raise InspectionRefused(relative, f"tensor {name[:200]!r}: data_offsets is not [begin, end]")
+    if len(raw) > 3:  # keys the format does not define: ignored, but not nested without bound
+        for key, value in raw.items():
+            if key not in ("dtype", "shape", "data_offsets") and depth(value) > limits.max_json_depth - 2:
+                raise InspectionRefused(relative, f"tensor {name[:200]!r}: JSON nested too deep")
     return TensorInfo(dtype=dtype, shape=tuple(shape)), offsets[0], offsets[1]
 
 
 def read_header(path: Path, relative: str, limits: InspectLimits) -> SafetensorsHeader:
     data, data_bytes = read_header_bytes(path, relative, limits)
-    parsed = parse_json(data, relative, limits)
+    parsed = parse_json(data, relative, limits, check_depth=False)  # the entries' shapes are checked below
     del data
     if not isinstance(parsed, dict):
         raise InspectionRefused(relative, "the safetensors header is not a JSON object")
@@ -113,7 +117,7 @@ def read_header(path: Path, relative: str, limits: InspectLimits) -> Safetensors
     spans: list[tuple[int, int, str]] = []
     problems: list[Problem] = []
     for name, raw in parsed.items():
-        info, begin, end = _entry(name, raw, relative)
+        info, begin, end = _entry(name, raw, relative, limits)
         tensors[name] = info
         spans.append((begin, end, name))
         width = DTYPE_BYTES.get(info.dtype)

@@ -190,7 +190,10 @@ def gptq(root: Path, bits: int = 4, method: str = "gptq") -> Path:
         }
 
     qc: dict[str, Any] = {"quant_method": method, "bits": bits, "group_size": 32}
-    qc.update({"sym": True, "desc_act": False} if method == "gptq" else {"zero_point": True, "version": "gemm"})
+    extra: dict[str, Any] = (
+        {"sym": True, "desc_act": False} if method == "gptq" else {"zero_point": True, "version": "gemm"}
+    )
+    qc.update(extra)
     return write(root, _linears(make), base_config(torch_dtype="float16", quantization_config=qc))
 
 

@@ -50,7 +50,10 @@ def test_file_shorter_than_the_length_prefix(tmp_path: Path) -> None:
         (b'{"a": "\xff\xfe"}', "not UTF-8"),
         (b'{"a": ', "not valid JSON"),
         (b"[" * 100_000 + b"]" * 100_000, "nested deeper"),  # past the interpreter's recursion limit
-        (b"[" * 40 + b"]" * 40, "nested deeper"),  # under it, over the inspection's bound
+        (  # under it, over the inspection's bound, in a key the format does not define
+            b'{"t": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "x": ' + b"[" * 40 + b"]" * 40 + b"}}",
+            "nested too deep",
+        ),
         (b"[1, 2]", "not a JSON object"),
         (b'{"t": {"dtype": "F32", "shape": "big", "data_offsets": [0, 4]}}', "shape"),
     ],
@@ -174,3 +177,32 @@ def test_only_the_header_is_read_never_the_data(tmp_path: Path, monkeypatch: pyt
     report = inspect_checkpoint(root, hash_files=False)
     assert report.precision.key == "w4a16"
     assert {p.code for p in report.problems} >= {"safetensors.offsets"}
+
+
+def test_reading_a_small_file_does_not_allocate_its_bound(tmp_path: Path) -> None:
+    """read(n) allocates n bytes up front: a 1 kB index read with read(max_index_bytes + 1) held 64 MiB,
+    which under the job's RLIMIT_AS is memory a real header could not use (bench/inspection.py found it)."""
+    import tracemalloc
+
+    root = ckpt.bf16(tmp_path / "m")
+    (root / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"lm_head.weight": "model.safetensors"}})
+    )
+    tracemalloc.start()
+    try:
+        inspect_checkpoint(root, hash_files=False)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"{peak / (1 << 20):.1f} MiB"
+
+
+def test_a_file_name_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    """The manifest, the digest and result.json are UTF-8: a name that cannot be written in it is refused
+    by the walk, not left to fail the digest."""
+    root = ckpt.bf16(tmp_path / "m")
+    with open(os.fsencode(root) + b"/weights-\xff.bin", "wb") as handle:
+        handle.write(b"x")
+    refusal = _refusal(root)
+    assert "UTF-8" in refusal.message
+    assert refusal.path == repr("weights-\udcff.bin")

@@ -146,3 +146,12 @@ def test_a_card_with_a_base_model_string_and_a_bad_field(tmp_path: Path) -> None
     assert report["model_card"]["base_model"] == ["org/base"]
     assert report["model_card"]["license"] is None
     assert any(p["code"] == "card.field" for p in report["problems"])
+
+
+def test_the_problem_codes_docs_list_are_the_codes_the_inspection_writes() -> None:
+    package = Path(__file__).resolve().parents[2] / "planner" / "inspectjob"
+    pattern = r'"((?:config|index|safetensors|weights|precision|card|license)\.(?!json")[a-z_]+)"'
+    written = {code for path in package.glob("*.py") for code in re.findall(pattern, path.read_text())}
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "inspection.md").read_text()
+    listed = set(re.findall(r"`([a-z]+\.[a-z_]+)`", docs.split("Problem codes:", 1)[1].split("\n\n", 1)[0]))
+    assert written == listed

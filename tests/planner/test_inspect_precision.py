@@ -181,3 +181,47 @@ def test_describe_quantization_compressed_tensors_w4a8_and_fp8() -> None:
     assert facts is not None
     assert (facts["key"], facts["strategy"], facts["tensor_kinds"]) == ("fp8", "channel", frozenset({"fp8"}))
     assert describe_quantization({"torch_dtype": "bfloat16"}) is None
+
+
+def test_compressed_tensors_mxfp4_is_mxfp4_not_nvfp4(tmp_path: Path) -> None:
+    """llm-compressor's MXFP4 preset (format mxfp4-pack-quantized: FP4 values packed in U8, a U8 E8M0
+    scale per 32) was read as nvfp4 by the planner's config reader, so the tensors disagreed with it."""
+    import torch
+
+    def make(name: str, out: int, inp: int) -> dict[str, torch.Tensor]:
+        return {
+            f"{name}.weight_packed": torch.zeros(out, inp // 2, dtype=torch.uint8),
+            f"{name}.weight_scale": torch.zeros(out, inp // 32, dtype=torch.uint8),
+        }
+
+    weights = {"num_bits": 4, "type": "float", "group_size": 32, "strategy": "group", "symmetric": True}
+    qc = {
+        "quant_method": "compressed-tensors",
+        "format": "mxfp4-pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "format": "mxfp4-pack-quantized"}},
+        "ignore": ["lm_head"],
+    }
+    root = ckpt.write(tmp_path / "m", ckpt._linears(make), ckpt.base_config(quantization_config=qc))
+    precision = inspect_checkpoint(root).to_json()["precision"]
+    assert (precision["key"], precision["declared_key"], precision["group_size"]) == ("mxfp4", "mxfp4", 32)
+    assert precision["agrees_with_tensors"] is True
+
+
+def test_an_unrecognised_quantized_layout_has_no_key(tmp_path: Path) -> None:
+    """I32 `.weight` tensors are quantized in no layout the inspection knows: no key, never the bf16 declared."""
+    import torch
+
+    tensors = ckpt._linears(lambda n, o, i: {f"{n}.weight": torch.zeros(o, i, dtype=torch.int32)})
+    report = inspect_checkpoint(ckpt.write(tmp_path / "m", tensors, ckpt.base_config())).to_json()
+    precision = report["precision"]
+    assert (precision["key"], precision["agrees_with_tensors"]) == (None, False)
+    assert precision["summary"].startswith("unknown precision (read from the stored tensors")
+    assert "precision.disagrees" in _codes(report)
+
+
+def test_a_method_the_planner_does_not_model_is_read_from_the_tensors(tmp_path: Path) -> None:
+    config = ckpt.base_config(quantization_config={"quant_method": "hqq", "nbits": 4})
+    report = inspect_checkpoint(ckpt.w4a16(tmp_path / "m", config=config)).to_json()
+    precision = report["precision"]
+    assert (precision["key"], precision["declared_key"], precision["method"]) == ("w4a16", None, "hqq")
+    assert "precision.unknown_method" in _codes(report)
