@@ -73,8 +73,11 @@ def weights_precision_of(
     report's `precision` block (planner.inspectjob): it decides when present."""
     spec = planner_models().get(architecture_key) if architecture_key else None
     native = spec.checkpoint_precision if spec is not None else None
-    if inspected and inspected.get("key"):
-        key = str(inspected["key"])
+    if inspected is not None:
+        key = str(inspected.get("key") or "")
+        if not key:  # quantized in a layout the inspection does not know: never taken for BF16
+            summary = str(inspected.get("summary") or "an unrecognised quantized layout")
+            return WeightsPrecision("unknown", summary, "inspection", False)
         return WeightsPrecision(key, str(inspected.get("summary") or key), "inspection", key == native)
     raw = _raw_quantization_config(config, quantization_config)
     if raw is not None:

@@ -214,6 +214,18 @@ def _guidance(code: str, role: str) -> tuple[str, str]:
         return gettext("Run the eval of the served precision on the cluster."), "evals"
     if code.startswith("eval."):
         return gettext("Run the eval again, or the requester changes the precision."), "evals"
+    if code == "license.unidentified":
+        return gettext("Open the license text, read it and classify it once as a license version."), "checkpoint"
+    if code == "license.mismatch":
+        return gettext("Decide which terms apply; the requester registers the artifact under them."), "checkpoint"
+    if code == "license.file_missing":
+        return gettext(
+            "Obtain the license the weights were published under and add it to the checkpoint."
+        ), "checkpoint"
+    if code in ("weights.precision_mismatch", "artifact.parent_missing", "artifact.inspection_refused"):
+        return gettext(
+            "Serve the weights at the precision they are stored in, with their baseline registered."
+        ), "checkpoint"
     if code == "license.licensor_approval_required":
         return gettext("Obtain the licensor's approval, then record it as a waiver with its reference."), "waivers"
     if code == "license.blocker":
