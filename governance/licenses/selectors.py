@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,3 +174,22 @@ def license_version_get(key: str, version: str | None) -> LicenseVersion:
     if found is None:
         raise invalid_input("version", f"{key} has no published version {version!r}")
     return found
+
+
+def license_text_bundle_files() -> Iterator[tuple[str, bytes]]:
+    """The audit bundle's copy of every license text found in a checkpoint, named by fingerprint
+    (the evidence of each request names the fingerprints it relied on), with who classified it."""
+    for text in LicenseText.objects.select_related("classified_as__license", "classified_by").order_by("pk").iterator():
+        name = text.fingerprint.removeprefix("sha256:")
+        yield f"license-texts/{name}.txt", text.text.encode()
+        record = {
+            "fingerprint": text.fingerprint,
+            "sha256": text.sha256,
+            "first_seen_path": text.first_seen_path,
+            "classified_as": f"{text.classified_as.license.key} {text.classified_as.version}"
+            if text.classified_as
+            else None,
+            "classified_by": text.classified_by.username if text.classified_by else None,
+            "classified_at": text.classified_at.isoformat() if text.classified_at else None,
+        }
+        yield f"license-texts/{name}.json", json.dumps(record, sort_keys=True).encode()
