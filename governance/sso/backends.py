@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import jwt
@@ -18,7 +19,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from governance.core.backends import RoleModelBackend
 from governance.sso.selectors import STEP_UP_REQUEST_SESSION_KEY, STEP_UP_SESSION_KEY
-from governance.sso.services import sso_user_create, sso_user_sync
+from governance.sso.services import sso_user_create, sso_user_sync, step_up_record
 
 logger = logging.getLogger(__name__)
 
@@ -79,11 +80,18 @@ class OidcBackend(OIDCAuthenticationBackend):
             # A step-up must be the signer themselves, not a switch to another account.
             raise IdTokenRefused("step-up signed in as a different user")
         auth_time = payload.get("auth_time")
-        if not isinstance(auth_time, int) or auth_time + CLOCK_SKEW_S < int(requested.get("at", 0)):
+        if (
+            not isinstance(auth_time, int)
+            or auth_time + CLOCK_SKEW_S < int(requested.get("at", 0))
+            or auth_time > time.time() + CLOCK_SKEW_S
+        ):
             # The provider did not re-authenticate (it ignored prompt=login / max_age=0): no step-up.
             logger.warning("sso: step-up came back without a fresh auth_time", extra={"user": user.pk})
             return user
-        session[STEP_UP_SESSION_KEY] = {"user": user.pk, "auth_time": auth_time, "at": int(time.time())}
+        # Good for one signature: the row says whether a sign-off took it (the session cannot,
+        # being read by concurrent requests before any writes it back).
+        step_up = step_up_record(user=user, auth_time=datetime.fromtimestamp(auth_time, tz=UTC))
+        session[STEP_UP_SESSION_KEY] = {"user": user.pk, "id": str(step_up.pk)}
         return user
 
 

@@ -4,7 +4,10 @@ users and roles from the group claim, step-up for signing, refused ID tokens, pr
 from __future__ import annotations
 
 import base64
+import copy
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -16,9 +19,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from governance.approvals import services as approval_services
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.core.models import Team
@@ -209,7 +214,93 @@ def test_a_step_up_is_used_once(sso: Provider, sign_flow: SignFlow, artifacts: A
     sign_in(client, sso, "lars", step_up=True)
     assert _sign(client, sign_flow, code).status_code == 202
     again = _sign(client, sign_flow, code, decision="reject", comment="changed my mind")
-    assert again.status_code == 400  # no step-up left for a second signature
+    assert again.status_code == 403  # no step-up left for a second signature
+    assert again.json()["extra"]["code"] == "step_up.used"
+
+
+def test_one_step_up_signs_one_request_when_two_sign_offs_interleave(
+    sso: Provider, sign_flow: SignFlow, artifacts: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tabs of one browser send sign-offs for two requests at the same moment: the second
+    arrives after the first read the session and before it wrote anything (issue 43). Exactly
+    one is signed with the step-up; the other is refused as `step_up.used`."""
+    first, second = sign_flow.ready(artifacts["apache"]), sign_flow.ready(artifacts["apache"])
+    client = Client()
+    _sso_legal(client, sso, "lara")
+    sign_in(client, sso, "lara", step_up=True)
+    tab = Client()
+    tab.cookies = copy.deepcopy(client.cookies)  # the same session, another request in flight
+    real_sign_off = approval_services.sign_off
+    interleaved: list[Any] = []
+
+    def sign_off_while_another_arrives(**kwargs: Any) -> Any:
+        if not interleaved:
+            interleaved.append(None)
+            interleaved.append(_sign(tab, sign_flow, second))
+        return real_sign_off(**kwargs)
+
+    monkeypatch.setattr(approval_services, "sign_off", sign_off_while_another_arrives)
+    answers = [_sign(client, sign_flow, first), interleaved[1]]
+    assert sorted(a.status_code for a in answers) == [202, 403], [a.json() for a in answers]
+    refused = next(a for a in answers if a.status_code == 403)
+    assert refused.json()["extra"]["code"] == "step_up.used"
+    assert "/oidc/step-up/" in refused.json()["message"]
+    assert SignOff.objects.filter(deployment__code__in=[first, second]).count() == 1
+    event = AuditEvent.objects.filter(action=AuditAction.SIGNOFF_REFUSED).last()
+    assert event is not None
+    assert event.data["code"] == "step_up.used"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_three_concurrent_sign_offs_on_one_step_up_sign_once(
+    sso: Provider, sign_flow: SignFlow, artifacts: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack of issue 43 with real concurrency: three sign-offs for three requests, each in a
+    thread of its own (its own PostgreSQL connection), all past reading the session before any
+    signs. One 202; the others wait on the step-up's row and answer `step_up.used`."""
+    codes = [sign_flow.ready(artifacts["apache"]) for _ in range(3)]
+    client = Client()
+    _sso_legal(client, sso, "lior")
+    sign_in(client, sso, "lior", step_up=True)
+    all_read = threading.Barrier(len(codes), timeout=30)
+    real_sign_off = approval_services.sign_off
+
+    def sign_off_once_all_read(**kwargs: Any) -> Any:
+        all_read.wait()  # every request read the session (the sign-off's arguments) before any signs
+        return real_sign_off(**kwargs)
+
+    monkeypatch.setattr(approval_services, "sign_off", sign_off_once_all_read)
+
+    def sign(code: str) -> tuple[int, dict[str, Any]]:
+        tab = Client()
+        tab.cookies = copy.deepcopy(client.cookies)
+        try:
+            answer = _sign(tab, sign_flow, code)
+            return answer.status_code, answer.json()
+        finally:
+            connection.close()  # this thread's connection, before the test database is flushed
+
+    with ThreadPoolExecutor(max_workers=len(codes)) as pool:
+        answers = list(pool.map(sign, codes))
+    assert sorted(status for status, _ in answers) == [202, 403, 403], answers
+    assert {body["extra"]["code"] for status, body in answers if status == 403} == {"step_up.used"}
+    assert SignOff.objects.filter(deployment__code__in=codes).count() == 1
+
+
+def test_a_step_up_used_through_the_api_does_not_sign_in_the_web_form(
+    sso: Provider, sign_flow: SignFlow, artifacts: Any
+) -> None:
+    first, second = sign_flow.ready(artifacts["apache"]), sign_flow.ready(artifacts["apache"])
+    client = Client()
+    _sso_legal(client, sso, "lena")
+    sign_in(client, sso, "lena", step_up=True)
+    assert _sign(client, sign_flow, first).status_code == 202
+    form = {"role": "legal", "verdict": "approve", "evidence_digest": sign_flow.digest(second), "comment": ""}
+    client.post(f"/requests/{second}/review", form)
+    assert not SignOff.objects.filter(deployment__code=second).exists()
+    sign_in(client, sso, "lena", step_up=True)  # a new step-up signs the next one
+    assert _sign(client, sign_flow, second).status_code == 202
 
 
 def test_a_sign_off_without_a_fresh_auth_time_is_refused(sso: Provider, sign_flow: SignFlow, artifacts: Any) -> None:
