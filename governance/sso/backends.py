@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import jwt
+import requests
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
@@ -31,7 +32,32 @@ class IdTokenRefused(SuspiciousOperation):
     """An ID token failed a check; the message says which (never the token itself)."""
 
 
+# What a token endpoint answers (400, RFC 6749 5.2) for a code the browser brought that it will
+# not exchange: spent, expired or never issued (`invalid_grant`), or not of this session's PKCE
+# verifier (`invalid_grant` per RFC 7636 4.6; pyop and some others say `invalid_request`). Every
+# other parameter of the exchange is the service's own.
+CODE_REFUSALS = frozenset({"invalid_grant", "invalid_request"})
+
+
+class AuthorizationCodeRefused(Exception):
+    """The provider's token endpoint refused the authorization code: the browser's request is at
+    fault (a forged, replayed or expired code), not the provider."""
+
+
 class OidcBackend(OIDCAuthenticationBackend):
+    def raise_token_response_error(self, response: requests.Response) -> None:
+        """A refused code (400 with an error of CODE_REFUSALS) is the client's error; any other
+        failure of the token endpoint (5xx, 401 invalid_client, an answer that is not JSON) stays
+        the provider's (requests.HTTPError)."""
+        if response.status_code == 400:
+            try:
+                error = response.json().get("error")
+            except (ValueError, AttributeError):
+                error = None
+            if error in CODE_REFUSALS:
+                raise AuthorizationCodeRefused(f"the provider refused the authorization code ({error})")
+        super().raise_token_response_error(response)
+
     def _verify_jws(self, payload: Any, key: Any) -> dict[str, Any]:
         header = jwt.get_unverified_header(payload)
         if header.get("alg") != self.OIDC_RP_SIGN_ALGO:

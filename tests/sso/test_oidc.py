@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from urllib.parse import parse_qs, urlparse
 
 import jwt
 import pytest
+import requests
 import time_machine
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -29,10 +31,10 @@ from governance.audit.models import AuditEvent
 from governance.core.models import Team
 from governance.core.roles import user_roles
 from governance.deployments.models import SignOff
-from governance.sso.backends import IdTokenRefused, OidcBackend
+from governance.sso.backends import AuthorizationCodeRefused, IdTokenRefused, OidcBackend
 from governance.sso.models import ExternalIdentity
 from tests.approvals.conftest import SignFlow
-from tests.sso.conftest import OTHER_CLIENT_ID, Provider, configure, sign_in
+from tests.sso.conftest import CALLBACK, CLIENT_ID, CLIENT_SECRET, OTHER_CLIENT_ID, Provider, configure, sign_in
 
 pytestmark = pytest.mark.django_db
 
@@ -398,15 +400,107 @@ def test_the_web_sign_off_form_takes_a_step_up_instead_of_a_password(
 # --- found by an attacker's pass -------------------------------------------------------------------
 
 
-def test_a_callback_with_a_code_the_provider_refuses_answers_502_not_500(sso: Provider) -> None:
-    client = Client()
+def _callback_with_code(client: Client, code: str) -> Any:
     start = client.get("/oidc/authenticate/")
     assert start.status_code == 302
     state = parse_qs(urlparse(start["Location"]).query)["state"][0]
-    response = client.get("/oidc/callback/", {"state": state, "code": "forged-code"})
-    assert response.status_code == 502
-    assert b"did not accept" in response.content
+    return client.get("/oidc/callback/", {"state": state, "code": code})
+
+
+def test_a_callback_with_a_forged_code_is_the_clients_error_not_the_providers(sso: Provider) -> None:
+    """The provider's token endpoint answers 400 invalid_grant: a bad request, not a bad gateway."""
+    client = Client()
+    response = _callback_with_code(client, "forged-code")
+    assert response.status_code == 400
+    assert b"code" in response.content
+    assert b"start again" in response.content
     assert signed_in_user(client) is None
+
+
+def _code_at_provider(client: Client, provider: Provider, username: str) -> tuple[str, str]:
+    """Start a sign-in and sign in at the provider: (state, code) the callback would receive."""
+    authorize = client.get("/oidc/authenticate/")["Location"]
+    login = provider.browser(username).post(
+        f"{provider.issuer}/login",
+        data={"query": urlparse(authorize).query, "username": username, "password": f"idp-{username}"},
+        verify=str(provider.certificate),
+        allow_redirects=False,
+        timeout=10,
+    )
+    query = parse_qs(urlparse(login.headers["Location"]).query)
+    return query["state"][0], query["code"][0]
+
+
+def test_a_callback_with_a_spent_code_is_the_clients_error(sso: Provider) -> None:
+    """The code was exchanged already (by whoever intercepted it, with this session's PKCE
+    verifier): the provider answers invalid_grant."""
+    sso.set_user("sven", ["gov-legal"])
+    client = Client()
+    state, code = _code_at_provider(client, sso, "sven")
+    spent = requests.post(
+        f"{sso.issuer}/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": CALLBACK,
+            "client_id": CLIENT_ID,
+            "client_secret": CLIENT_SECRET,
+            "code_verifier": client.session["oidc_states"][state]["code_verifier"],
+        },
+        verify=str(sso.certificate),
+        timeout=10,
+    )
+    assert spent.status_code == 200
+    response = client.get("/oidc/callback/", {"state": state, "code": code})
+    assert response.status_code == 400
+    assert b"start again" in response.content
+    assert signed_in_user(client) is None
+
+
+def test_a_code_replayed_into_another_session_is_the_clients_error(sso: Provider) -> None:
+    """Another browser's code, sent with this session's state: its PKCE verifier does not match
+    (the provider answers 400 invalid_request)."""
+    sso.set_user("sina", ["gov-legal"])
+    _, code = _code_at_provider(Client(), sso, "sina")
+    other = Client()
+    state = parse_qs(urlparse(other.get("/oidc/authenticate/")["Location"]).query)["state"][0]
+    assert other.get("/oidc/callback/", {"state": state, "code": code}).status_code == 400
+    assert signed_in_user(other) is None
+
+
+def _token_answer(status: int, body: bytes) -> requests.Response:
+    answer = requests.Response()
+    answer.status_code, answer._content, answer.url = status, body, "https://idp.example.org/token"
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "refused_code"),
+    [
+        (400, b'{"error": "invalid_grant"}', True),
+        (400, b'{"error": "invalid_request"}', True),  # pyop: a PKCE verifier of another session
+        (401, b'{"error": "invalid_client"}', False),  # the service's own credentials: the provider's side
+        (400, b'{"error": "unsupported_grant_type"}', False),
+        (400, b"<html>bad request</html>", False),
+        (500, b'{"error": "server_error"}', False),
+        (503, b"", False),
+    ],
+)
+def test_which_token_endpoint_answers_are_the_clients_code(status: int, body: bytes, refused_code: bool) -> None:
+    backend = OidcBackend()
+    expected: type[Exception] = AuthorizationCodeRefused if refused_code else requests.HTTPError
+    with pytest.raises(expected):
+        backend.raise_token_response_error(_token_answer(status, body))
+
+
+def test_a_provider_that_does_not_answer_is_a_bad_gateway(sso: Provider, settings: Any) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    settings.OIDC_OP_TOKEN_ENDPOINT = f"https://127.0.0.1:{port}/token"  # nothing listens there
+    response = _callback_with_code(Client(), "any-code")
+    assert response.status_code == 502
+    assert b"did not answer" in response.content  # as it should, or at all
 
 
 def test_an_sso_session_is_bounded_so_removal_at_the_provider_takes_effect(sso: Provider, settings: Any) -> None:
