@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,7 +45,66 @@ class AuthorizationCodeRefused(Exception):
     fault (a forged, replayed or expired code), not the provider."""
 
 
+def unverified_header(token: Any) -> dict[str, Any]:
+    """The ID token's JOSE header, read before anything is verified (to pick the key)."""
+    if not isinstance(token, str | bytes) or not token:
+        raise IdTokenRefused("the provider's answer holds no ID token")
+    try:
+        header: dict[str, Any] = jwt.get_unverified_header(token)
+    except jwt.InvalidTokenError as exc:
+        raise IdTokenRefused(f"ID token refused: not a JWT ({exc})") from None
+    return header
+
+
+def signing_jwk(header: Mapping[str, Any], jwks: Any, algorithm: str) -> dict[str, Any]:
+    """The key of the provider's JWKS that must have signed a token with `header`: the one its
+    `kid` names, or, for a token without `kid`, the provider's only signing key. Anything else
+    (another algorithm, `alg: none`, a `kid` naming no key, no `kid` among several keys) is
+    refused naming the check, before any signature is looked at."""
+    if header.get("alg") != algorithm:
+        raise IdTokenRefused(f"ID token algorithm {header.get('alg')!r} is not {algorithm}")
+    keys = jwks.get("keys") if isinstance(jwks, dict) else None
+    if not isinstance(keys, list):
+        raise IdTokenRefused("ID token refused: the provider's JWKS lists no keys")
+    usable = [
+        key
+        for key in keys
+        if isinstance(key, dict) and key.get("use", "sig") == "sig" and key.get("alg", algorithm) == algorithm
+    ]
+    kid = header.get("kid")
+    if kid is None:
+        if len(usable) != 1:
+            raise IdTokenRefused(
+                f"ID token has no key id (kid) and the provider publishes {len(usable)} {algorithm} signing keys"
+            )
+        return usable[0]
+    named = [key for key in usable if key.get("kid") == kid]
+    if len(named) != 1:
+        raise IdTokenRefused(f"ID token key id (kid) names {len(named)} {algorithm} signing keys of the provider")
+    return named[0]
+
+
 class OidcBackend(OIDCAuthenticationBackend):
+    def retrieve_matching_jwk(self, token: Any) -> jwt.PyJWK:
+        """The library's version indexes `kid` in the token and in each key (a token or a key
+        without one answered 500): here a refusal names the check, and a provider with one key
+        and no `kid` works. The JWKS not answering, or not as JSON, is the provider failing (502)."""
+        header = unverified_header(token)
+        if header.get("alg") != self.OIDC_RP_SIGN_ALGO:  # refused before asking the provider anything
+            signing_jwk(header, {"keys": []}, self.OIDC_RP_SIGN_ALGO)
+        response = requests.get(
+            self.OIDC_OP_JWKS_ENDPOINT,
+            verify=self.get_settings("OIDC_VERIFY_SSL", True),
+            timeout=self.get_settings("OIDC_TIMEOUT", None),
+            proxies=self.get_settings("OIDC_PROXY", None),
+        )
+        response.raise_for_status()
+        key = signing_jwk(header, response.json(), self.OIDC_RP_SIGN_ALGO)
+        try:
+            return jwt.PyJWK(key, algorithm=self.OIDC_RP_SIGN_ALGO)
+        except jwt.PyJWKError as exc:
+            raise IdTokenRefused(f"ID token refused: the provider's signing key is not usable ({exc})") from None
+
     def raise_token_response_error(self, response: requests.Response) -> None:
         """A refused code (400 with an error of CODE_REFUSALS) is the client's error; any other
         failure of the token endpoint (5xx, 401 invalid_client, an answer that is not JSON) stays
@@ -59,7 +119,7 @@ class OidcBackend(OIDCAuthenticationBackend):
         super().raise_token_response_error(response)
 
     def _verify_jws(self, payload: Any, key: Any) -> dict[str, Any]:
-        header = jwt.get_unverified_header(payload)
+        header = unverified_header(payload)
         if header.get("alg") != self.OIDC_RP_SIGN_ALGO:
             raise IdTokenRefused(f"ID token algorithm {header.get('alg')!r} is not {self.OIDC_RP_SIGN_ALGO}")
         try:

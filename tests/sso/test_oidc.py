@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
 import socket
 import threading
 import time
@@ -31,7 +32,7 @@ from governance.audit.models import AuditEvent
 from governance.core.models import Team
 from governance.core.roles import user_roles
 from governance.deployments.models import SignOff
-from governance.sso.backends import AuthorizationCodeRefused, IdTokenRefused, OidcBackend
+from governance.sso.backends import AuthorizationCodeRefused, IdTokenRefused, OidcBackend, signing_jwk
 from governance.sso.models import ExternalIdentity
 from tests.approvals.conftest import SignFlow
 from tests.sso.conftest import CALLBACK, CLIENT_ID, CLIENT_SECRET, OTHER_CLIENT_ID, Provider, configure, sign_in
@@ -165,6 +166,90 @@ def test_an_id_token_from_another_issuer_is_refused(sso: Provider, settings: Any
     settings.OIDC_ISSUER = "https://idp.example.org"
     with pytest.raises(IdTokenRefused, match=r"[Ii]ssuer"):
         _backend(settings).verify_token(token, nonce="n-1")
+
+
+def _forger_pem() -> bytes:
+    forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return forger.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _kidless_shapes(claims: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """ID tokens without a usable `kid`, each with the words of the check that refuses it."""
+    none = jwt.encode(claims, None, algorithm="none")
+    forged = jwt.encode(claims, _forger_pem(), algorithm="RS256")  # no kid header
+    hmac = jwt.encode(claims, CLIENT_SECRET, algorithm="HS256")
+    odd_kid = jwt.encode(claims, _forger_pem(), algorithm="RS256", headers={"kid": "no-such-key"})
+    return {
+        "alg none": (none, "algorithm"),
+        "RS256 without kid": (forged, "Signature verification failed"),  # checked with the provider's one key
+        "HS256 without kid": (hmac, "algorithm"),
+        "unknown kid": (odd_kid, "key id"),
+        "not a JWT": ("not-a-jwt", "not a JWT"),
+    }
+
+
+RSA_KEY = {"kty": "RSA", "n": "x", "e": "AQAB"}
+
+
+@pytest.mark.parametrize(
+    ("header", "keys", "picked", "check"),
+    [
+        ({"alg": "RS256", "kid": "b"}, [{**RSA_KEY, "kid": "a"}, {**RSA_KEY, "kid": "b"}], 1, ""),
+        ({"alg": "RS256"}, [RSA_KEY], 0, ""),  # one key, no kid anywhere
+        ({"alg": "RS256"}, [{**RSA_KEY, "kid": "a"}], 0, ""),  # one key: the token need not name it
+        ({"alg": "RS256"}, [RSA_KEY, {**RSA_KEY, "use": "enc"}], 0, ""),  # an encryption key signs nothing
+        ({"alg": "RS256"}, [{**RSA_KEY, "kid": "a"}, {**RSA_KEY, "kid": "b"}], None, "no key id (kid)"),
+        ({"alg": "RS256", "kid": "c"}, [{**RSA_KEY, "kid": "a"}], None, "names 0"),
+        ({"alg": "RS256", "kid": "a"}, [RSA_KEY], None, "names 0"),
+        ({"alg": "none"}, [RSA_KEY], None, "algorithm 'none' is not RS256"),
+        ({"alg": "HS256"}, [RSA_KEY], None, "algorithm 'HS256'"),
+        ({"alg": "RS256"}, [{**RSA_KEY, "alg": "ES256"}], None, "publishes 0"),
+    ],
+)
+def test_the_signing_key_a_token_header_picks(
+    header: dict[str, Any], keys: list[dict[str, Any]], picked: int | None, check: str
+) -> None:
+    if picked is not None:
+        assert signing_jwk(header, {"keys": keys}, "RS256") is keys[picked]
+    else:
+        with pytest.raises(IdTokenRefused, match=re.escape(check)):
+            signing_jwk(header, {"keys": keys}, "RS256")
+
+
+def test_id_tokens_without_a_usable_kid_answer_403_naming_the_check(
+    sso: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an attacker's pass: a token without `kid` raised KeyError in the OIDC library (500)."""
+    sso.set_user("kim", ["gov-legal"])
+    claims = jwt.decode(sso.code_flow_id_token("kim"), options={"verify_signature": False})
+    for shape, (token, check) in _kidless_shapes(claims).items():
+        monkeypatch.setattr(OidcBackend, "get_token", lambda self, payload, t=token: {"id_token": t})
+        client = Client()
+        start = client.get("/oidc/authenticate/")
+        state = parse_qs(urlparse(start["Location"]).query)["state"][0]
+        response = client.get("/oidc/callback/", {"state": state, "code": "c"})
+        assert response.status_code == 403, shape
+        assert check in response.content.decode(), (shape, response.content)
+        assert signed_in_user(client) is None
+
+
+def test_a_provider_with_one_key_and_no_kid_signs_people_in(
+    settings: Any, kidless_provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure(settings, kidless_provider)
+    kidless_provider.set_user("kai", ["gov-legal"])
+    token = kidless_provider.code_flow_id_token("kai")
+    assert "kid" not in jwt.get_unverified_header(token)
+    client = Client()
+    assert sign_in(client, kidless_provider, "kai").status_code == 302
+    assert signed_in_user(client) is not None
+    # The one key still has to verify the token: one signed by another key, also without kid, is refused.
+    claims = jwt.decode(token, options={"verify_signature": False})
+    forged = jwt.encode(claims, _forger_pem(), algorithm="RS256")
+    with pytest.raises(IdTokenRefused, match=r"[Ss]ignature"):
+        _backend(settings).verify_token(forged, nonce=claims["nonce"])
 
 
 # --- step-up for signing -------------------------------------------------------------------------
