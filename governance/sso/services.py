@@ -29,15 +29,18 @@ logger = logging.getLogger(__name__)
 SSO_ACTOR = "system:sso"
 
 
-CI_ACCOUNT_PREFIX = "ci-"
+CI_ACCOUNT_PREFIX = "ci-"  # the gate's CI service accounts (gate.services._ci_service_user)
+RENAMED_PREFIX = "sso-"  # what a provider account named like one signs in as
 
 
 def _username(claims: Mapping[str, Any]) -> str:
-    """The provider's preferred user name when it is free; else made unique with a hash of the subject."""
+    """The provider's preferred user name when it is free; else made unique with a hash of the
+    subject. Both comparisons ignore case: no provider account is named `CI-…` beside the CI
+    accounts, or `SSO-CI-…` beside a renamed `sso-ci-…`, names that read as the same account."""
     wanted = str(claims.get("preferred_username") or claims.get("email") or "user").split("@")[0][:100] or "user"
-    if wanted.startswith(CI_ACCOUNT_PREFIX):  # the gate's CI service accounts are named so: never take one
-        wanted = f"sso-{wanted}"
-    if not User.objects.filter(username=wanted).exists():
+    if wanted.casefold().startswith(CI_ACCOUNT_PREFIX):  # never a CI service account's name, in any case
+        wanted = f"{RENAMED_PREFIX}{wanted}"
+    if not User.objects.filter(username__iexact=wanted).exists():
         return wanted
     suffix = hashlib.sha256(f"{claims.get('iss')}|{claims.get('sub')}".encode()).hexdigest()[:10]
     return f"{wanted}-{suffix}"

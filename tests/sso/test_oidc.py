@@ -604,6 +604,25 @@ def test_a_provider_account_cannot_take_a_ci_service_account_name(sso: Provider)
     assert not User.objects.filter(username__startswith="ci-").exists()
 
 
+@pytest.mark.parametrize("name", ["CI-0123456789AB", "Ci-0123456789ab", "cI-0123456789ab"])
+def test_a_ci_service_account_name_is_refused_in_any_case(sso: Provider, name: str) -> None:
+    sso.set_user(name, [])
+    sign_in(Client(), sso, name)
+    assert User.objects.filter(username=f"sso-{name}").exists()  # created, under another name
+    assert not User.objects.filter(username__istartswith="ci-").exists()
+
+
+def test_a_renamed_account_name_is_not_taken_again_in_another_case(sso: Provider) -> None:
+    """`ci-…` signs in as `sso-ci-…`; a provider account `SSO-CI-…` must not become a second
+    account whose name differs from it only in case."""
+    sso.set_user("ci-0123456789ab", [])
+    sign_in(Client(), sso, "ci-0123456789ab")
+    sso.set_user("SSO-CI-0123456789ab", [])
+    sign_in(Client(), sso, "SSO-CI-0123456789ab")
+    assert User.objects.filter(username__startswith="SSO-CI-0123456789ab-").exists()  # made unique
+    assert User.objects.filter(username__iexact="sso-ci-0123456789ab").count() == 1
+
+
 def test_the_login_page_offers_single_sign_on_and_hides_switched_off_passwords(sso: Provider, settings: Any) -> None:
     page = Client().get("/accounts/login/?next=/audit/").content.decode()
     assert 'id="sso-sign-in"' in page
