@@ -6,7 +6,6 @@ by (issuer, subject), created on first sign-in, and their roles follow the group
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -56,13 +55,19 @@ def unverified_header(token: Any) -> dict[str, Any]:
     return header
 
 
+def require_algorithm(header: Mapping[str, Any], algorithm: str) -> None:
+    """The token is signed with the one algorithm configured (never `none`, never HMAC with a
+    public key), checked before any key is fetched."""
+    if header.get("alg") != algorithm:
+        raise IdTokenRefused(f"ID token algorithm {header.get('alg')!r} is not {algorithm}")
+
+
 def signing_jwk(header: Mapping[str, Any], jwks: Any, algorithm: str) -> dict[str, Any]:
     """The key of the provider's JWKS that must have signed a token with `header`: the one its
     `kid` names, or, for a token without `kid`, the provider's only signing key. Anything else
     (another algorithm, `alg: none`, a `kid` naming no key, no `kid` among several keys) is
     refused naming the check, before any signature is looked at."""
-    if header.get("alg") != algorithm:
-        raise IdTokenRefused(f"ID token algorithm {header.get('alg')!r} is not {algorithm}")
+    require_algorithm(header, algorithm)
     keys = jwks.get("keys") if isinstance(jwks, dict) else None
     if not isinstance(keys, list):
         raise IdTokenRefused("ID token refused: the provider's JWKS lists no keys")
@@ -90,8 +95,7 @@ class OidcBackend(OIDCAuthenticationBackend):
         without one answered 500): here a refusal names the check, and a provider with one key
         and no `kid` works. The JWKS not answering, or not as JSON, is the provider failing (502)."""
         header = unverified_header(token)
-        if header.get("alg") != self.OIDC_RP_SIGN_ALGO:  # refused before asking the provider anything
-            signing_jwk(header, {"keys": []}, self.OIDC_RP_SIGN_ALGO)
+        require_algorithm(header, self.OIDC_RP_SIGN_ALGO)  # before asking the provider anything
         response = requests.get(
             self.OIDC_OP_JWKS_ENDPOINT,
             verify=self.get_settings("OIDC_VERIFY_SSL", True),
@@ -119,9 +123,7 @@ class OidcBackend(OIDCAuthenticationBackend):
         super().raise_token_response_error(response)
 
     def _verify_jws(self, payload: Any, key: Any) -> dict[str, Any]:
-        header = unverified_header(payload)
-        if header.get("alg") != self.OIDC_RP_SIGN_ALGO:
-            raise IdTokenRefused(f"ID token algorithm {header.get('alg')!r} is not {self.OIDC_RP_SIGN_ALGO}")
+        require_algorithm(unverified_header(payload), self.OIDC_RP_SIGN_ALGO)
         try:
             claims: dict[str, Any] = jwt.decode(
                 payload,
@@ -166,17 +168,17 @@ class OidcBackend(OIDCAuthenticationBackend):
             # A step-up must be the signer themselves, not a switch to another account.
             raise IdTokenRefused("step-up signed in as a different user")
         auth_time = payload.get("auth_time")
-        if (
-            not isinstance(auth_time, int)
-            or auth_time + CLOCK_SKEW_S < int(requested.get("at", 0))
-            or auth_time > time.time() + CLOCK_SKEW_S
-        ):
+        try:
+            when = datetime.fromtimestamp(auth_time, tz=UTC) if isinstance(auth_time, int) else None
+        except (OverflowError, OSError, ValueError):  # a year past 9999: no time at all
+            when = None
+        if when is None or auth_time + CLOCK_SKEW_S < int(requested.get("at", 0)):
             # The provider did not re-authenticate (it ignored prompt=login / max_age=0): no step-up.
             logger.warning("sso: step-up came back without a fresh auth_time", extra={"user": user.pk})
             return user
         # Good for one signature: the row says whether a sign-off took it (the session cannot,
         # being read by concurrent requests before any writes it back).
-        step_up = step_up_record(user=user, auth_time=datetime.fromtimestamp(auth_time, tz=UTC))
+        step_up = step_up_record(user=user, auth_time=when)
         session[STEP_UP_SESSION_KEY] = {"user": user.pk, "id": str(step_up.pk)}
         return user
 
