@@ -168,11 +168,13 @@ class OidcBackend(OIDCAuthenticationBackend):
             # A step-up must be the signer themselves, not a switch to another account.
             raise IdTokenRefused("step-up signed in as a different user")
         auth_time = payload.get("auth_time")
-        try:
-            when = datetime.fromtimestamp(auth_time, tz=UTC) if isinstance(auth_time, int) else None
-        except (OverflowError, OSError, ValueError):  # a year past 9999: no time at all
-            when = None
-        if when is None or auth_time + CLOCK_SKEW_S < int(requested.get("at", 0)):
+        when: datetime | None = None
+        if isinstance(auth_time, int) and auth_time + CLOCK_SKEW_S >= int(requested.get("at", 0)):
+            try:
+                when = datetime.fromtimestamp(auth_time, tz=UTC)
+            except (OverflowError, OSError, ValueError):  # a year past 9999: no time at all
+                when = None
+        if when is None:
             # The provider did not re-authenticate (it ignored prompt=login / max_age=0): no step-up.
             logger.warning("sso: step-up came back without a fresh auth_time", extra={"user": user.pk})
             return user

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 
 from governance.sso.models import StepUp
@@ -30,6 +31,6 @@ def step_up_of_session(request: HttpRequest, user: Any) -> uuid.UUID | None:
         return None
 
 
-def step_up_get(*, step_up_id: uuid.UUID, user: Any) -> StepUp | None:
+def step_up_get(*, step_up_id: uuid.UUID, user: User) -> StepUp | None:
     """The step-up `step_up_id` of `user` (never another user's), or None."""
-    return StepUp.objects.filter(pk=step_up_id, user_id=getattr(user, "pk", None)).first()
+    return StepUp.objects.filter(pk=step_up_id, user=user).first()

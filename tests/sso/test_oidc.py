@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import re
 import socket
 import threading
@@ -175,9 +176,13 @@ def _forger_pem() -> bytes:
     )
 
 
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
 def _kidless_shapes(claims: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """ID tokens without a usable `kid`, each with the words of the check that refuses it."""
-    none = jwt.encode(claims, None, algorithm="none")
+    none = ".".join(_b64(json.dumps(part).encode()) for part in ({"alg": "none", "typ": "JWT"}, claims)) + "."
     forged = jwt.encode(claims, _forger_pem(), algorithm="RS256")  # no kid header
     hmac = jwt.encode(claims, CLIENT_SECRET, algorithm="HS256")
     odd_kid = jwt.encode(claims, _forger_pem(), algorithm="RS256", headers={"kid": "no-such-key"})
