@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     "core": 0,
     "audit": 1,
     "licenses": 2,
-    "sso": 2,  # users and roles from the provider's ID token; approvals reads its step-up
+    "sso": 2,  # users and roles from the provider's ID token; a sign-off (approvals) takes its step-up
     "artifacts": 3,
     "evaluations": 4,  # an eval names registered artifacts (candidate, baseline, where they lie)
     "calibration": 5,  # calibration runs are jobs on a cluster (evaluations)

@@ -30,7 +30,7 @@ from governance.deployments.api import DeploymentOutputSerializer
 from governance.deployments.choices import ReviewRole, SignOffDecision
 from governance.deployments.models import DeploymentRequest, SignOff
 from governance.deployments.selectors import deployment_get
-from governance.sso.selectors import step_up_auth_time, step_up_consume
+from governance.sso.selectors import step_up_of_session
 
 
 def _user(request: Request) -> User:
@@ -211,7 +211,7 @@ def _attempt(
             role=role,
             decision=decision,
             password=data["password"],
-            step_up_auth_time=step_up_auth_time(request._request, user),
+            step_up_id=step_up_of_session(request._request, user),
             evidence_digest=data["evidence_digest"],
             comment=data.get("comment", ""),
         ),
@@ -283,7 +283,6 @@ class SignOffApi(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         signoff = _attempt(request, deployment, user, data["role"], data["decision"], data)
-        step_up_consume(request._request)
         deployment.refresh_from_db(fields=["status"])
         body = {**signoff_dict(signoff), "deployment_status": deployment.status}
         return Response({**body, "status_url": selectors.signoffs_url(deployment)}, status=202)
@@ -351,5 +350,4 @@ class DeploymentReviewApi(APIView):
         if role is None:
             raise invalid_input("role", f"say which role you sign as: {', '.join(ReviewRole.values)}")
         _attempt(request, deployment, user, role, data["verdict"], data)
-        step_up_consume(request._request)
         return Response(DeploymentOutputSerializer(deployment_get(user, code)).data, status=202)

@@ -69,4 +69,5 @@ class RefusalCode(models.TextChoices):
     NO_PKI = "pki.missing"
     BLOCKERS = "blockers.present"
     STEP_UP_STALE = "step_up.stale"  # the provider sign-in (step-up) is older than SSO_STEP_UP_MAX_AGE_S
+    STEP_UP_USED = "step_up.used"  # the step-up signed something already (one step-up, one signature)
     PASSWORD_DISABLED = "password.disabled"  # noqa: S105 - a refusal code; LOCAL_LOGIN_ENABLED is off

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -21,21 +23,24 @@ from governance.core.context import acting_as
 from governance.core.models import Team
 from governance.core.roles import Role
 from governance.sso.claims import claim_groups, map_groups
-from governance.sso.models import ExternalIdentity
+from governance.sso.models import ExternalIdentity, StepUp
 
 logger = logging.getLogger(__name__)
 SSO_ACTOR = "system:sso"
 
 
-CI_ACCOUNT_PREFIX = "ci-"
+CI_ACCOUNT_PREFIX = "ci-"  # the gate's CI service accounts (gate.services._ci_service_user)
+RENAMED_PREFIX = "sso-"  # what a provider account named like one signs in as
 
 
 def _username(claims: Mapping[str, Any]) -> str:
-    """The provider's preferred user name when it is free; else made unique with a hash of the subject."""
+    """The provider's preferred user name when it is free; else made unique with a hash of the
+    subject. Both comparisons ignore case: no provider account is named `CI-…` beside the CI
+    accounts, or `SSO-CI-…` beside a renamed `sso-ci-…`, names that read as the same account."""
     wanted = str(claims.get("preferred_username") or claims.get("email") or "user").split("@")[0][:100] or "user"
-    if wanted.startswith(CI_ACCOUNT_PREFIX):  # the gate's CI service accounts are named so: never take one
-        wanted = f"sso-{wanted}"
-    if not User.objects.filter(username=wanted).exists():
+    if wanted.casefold().startswith(CI_ACCOUNT_PREFIX):  # never a CI service account's name, in any case
+        wanted = f"{RENAMED_PREFIX}{wanted}"
+    if not User.objects.filter(username__iexact=wanted).exists():
         return wanted
     suffix = hashlib.sha256(f"{claims.get('iss')}|{claims.get('sub')}".encode()).hexdigest()[:10]
     return f"{wanted}-{suffix}"
@@ -110,3 +115,22 @@ def sso_user_sync(*, user: User, claims: Mapping[str, Any], created: bool = Fals
                 },
             )
     return user
+
+
+def step_up_record(*, user: User, auth_time: datetime) -> StepUp:
+    """A step-up the sign-in callback accepted (the same user, a fresh `auth_time`): one signature's
+    worth. The user's step-ups too old to sign anything any more are dropped with it."""
+    with transaction.atomic():
+        too_old = timezone.now() - timedelta(seconds=settings.SSO_STEP_UP_MAX_AGE_S + 60)
+        StepUp.objects.filter(user=user, created_at__lt=too_old).delete()
+        return StepUp.objects.create(user=user, auth_time=auth_time)
+
+
+def step_up_take(*, step_up_id: uuid.UUID, user: User) -> bool:
+    """Take `user`'s unused step-up `step_up_id` for one signature, in the caller's transaction
+    (the sign-off's). One conditional UPDATE (`... WHERE used_at IS NULL`): of concurrent takes on
+    PostgreSQL one updates the row and the others wait on its row lock, then find it used once
+    that transaction commits (or unused, and take it, if it rolled back). False: used already,
+    or not theirs."""
+    taken = StepUp.objects.filter(pk=step_up_id, user=user, used_at__isnull=True).update(used_at=timezone.now())
+    return taken == 1

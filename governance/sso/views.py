@@ -17,7 +17,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from governance.sso.backends import IdTokenRefused
+from governance.sso.backends import AuthorizationCodeRefused, IdTokenRefused
 from governance.sso.selectors import STEP_UP_REQUEST_SESSION_KEY
 
 logger = logging.getLogger(__name__)
@@ -57,12 +57,21 @@ class SsoCallbackView(OIDCAuthenticationCallbackView):
         except IdTokenRefused as exc:
             logger.warning("sso: sign-in refused: %s", exc)
             return HttpResponse(f"sign-in refused: {exc}\n", status=403, content_type="text/plain")
-        except requests.RequestException as exc:
-            # A code the provider refuses (a forged or replayed callback) or a provider that is down:
-            # the provider's own answer stays in the log, never in the page.
-            logger.warning("sso: the provider refused the code exchange or did not answer: %s", type(exc).__name__)
+        except AuthorizationCodeRefused as exc:
+            # A forged, replayed or expired code: the browser's request is bad (400), not the provider.
+            logger.warning("sso: sign-in refused: %s", exc)
             return HttpResponse(
-                "sign-in failed: the identity provider did not accept this sign-in; start again\n",
+                "sign-in failed: the identity provider refused this sign-in code (used already, expired "
+                "or not one it issued); start again\n",
+                status=400,
+                content_type="text/plain",
+            )
+        except requests.RequestException as exc:
+            # The provider failed (5xx, an unexpected answer) or did not answer: a bad gateway. Its
+            # own answer stays in the log, never in the page.
+            logger.warning("sso: the provider failed the code exchange or did not answer: %s", type(exc).__name__)
+            return HttpResponse(
+                "sign-in failed: the identity provider did not answer as it should; try again later\n",
                 status=502,
                 content_type="text/plain",
             )

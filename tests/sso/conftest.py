@@ -184,6 +184,14 @@ def careless_provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prov
     stop_provider(started)
 
 
+@pytest.fixture(scope="session")
+def kidless_provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+    """A provider with one signing key and no key id (`kid`) in its JWKS or its ID tokens."""
+    started = start_provider(tmp_path_factory.mktemp("oidc-kidless"), "--no-kid")
+    yield started
+    stop_provider(started)
+
+
 def configure(settings: Any, provider: Provider) -> None:
     settings.SSO_ENABLED = True
     settings.OIDC_ISSUER = provider.issuer

@@ -4,30 +4,39 @@ users and roles from the group claim, step-up for signing, refused ID tokens, pr
 from __future__ import annotations
 
 import base64
+import copy
+import json
+import re
+import socket
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import jwt
 import pytest
+import requests
 import time_machine
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from governance.approvals import services as approval_services
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.core.models import Team
 from governance.core.roles import user_roles
 from governance.deployments.models import SignOff
-from governance.sso.backends import IdTokenRefused, OidcBackend
+from governance.sso.backends import AuthorizationCodeRefused, IdTokenRefused, OidcBackend, signing_jwk
 from governance.sso.models import ExternalIdentity
 from tests.approvals.conftest import SignFlow
-from tests.sso.conftest import OTHER_CLIENT_ID, Provider, configure, sign_in
+from tests.sso.conftest import CALLBACK, CLIENT_ID, CLIENT_SECRET, OTHER_CLIENT_ID, Provider, configure, sign_in
 
 pytestmark = pytest.mark.django_db
 
@@ -160,6 +169,94 @@ def test_an_id_token_from_another_issuer_is_refused(sso: Provider, settings: Any
         _backend(settings).verify_token(token, nonce="n-1")
 
 
+def _forger_pem() -> bytes:
+    forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return forger.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _kidless_shapes(claims: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """ID tokens without a usable `kid`, each with the words of the check that refuses it."""
+    none = ".".join(_b64(json.dumps(part).encode()) for part in ({"alg": "none", "typ": "JWT"}, claims)) + "."
+    forged = jwt.encode(claims, _forger_pem(), algorithm="RS256")  # no kid header
+    hmac = jwt.encode(claims, CLIENT_SECRET, algorithm="HS256")
+    odd_kid = jwt.encode(claims, _forger_pem(), algorithm="RS256", headers={"kid": "no-such-key"})
+    return {
+        "alg none": (none, "algorithm"),
+        "RS256 without kid": (forged, "Signature verification failed"),  # checked with the provider's one key
+        "HS256 without kid": (hmac, "algorithm"),
+        "unknown kid": (odd_kid, "key id"),
+        "not a JWT": ("not-a-jwt", "not a JWT"),
+    }
+
+
+RSA_KEY = {"kty": "RSA", "n": "x", "e": "AQAB"}
+
+
+@pytest.mark.parametrize(
+    ("header", "keys", "picked", "check"),
+    [
+        ({"alg": "RS256", "kid": "b"}, [{**RSA_KEY, "kid": "a"}, {**RSA_KEY, "kid": "b"}], 1, ""),
+        ({"alg": "RS256"}, [RSA_KEY], 0, ""),  # one key, no kid anywhere
+        ({"alg": "RS256"}, [{**RSA_KEY, "kid": "a"}], 0, ""),  # one key: the token need not name it
+        ({"alg": "RS256"}, [RSA_KEY, {**RSA_KEY, "use": "enc"}], 0, ""),  # an encryption key signs nothing
+        ({"alg": "RS256"}, [{**RSA_KEY, "kid": "a"}, {**RSA_KEY, "kid": "b"}], None, "no key id (kid)"),
+        ({"alg": "RS256", "kid": "c"}, [{**RSA_KEY, "kid": "a"}], None, "names 0"),
+        ({"alg": "RS256", "kid": "a"}, [RSA_KEY], None, "names 0"),
+        ({"alg": "none"}, [RSA_KEY], None, "algorithm 'none' is not RS256"),
+        ({"alg": "HS256"}, [RSA_KEY], None, "algorithm 'HS256'"),
+        ({"alg": "RS256"}, [{**RSA_KEY, "alg": "ES256"}], None, "publishes 0"),
+    ],
+)
+def test_the_signing_key_a_token_header_picks(
+    header: dict[str, Any], keys: list[dict[str, Any]], picked: int | None, check: str
+) -> None:
+    if picked is not None:
+        assert signing_jwk(header, {"keys": keys}, "RS256") is keys[picked]
+    else:
+        with pytest.raises(IdTokenRefused, match=re.escape(check)):
+            signing_jwk(header, {"keys": keys}, "RS256")
+
+
+def test_id_tokens_without_a_usable_kid_answer_403_naming_the_check(
+    sso: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an attacker's pass: a token without `kid` raised KeyError in the OIDC library (500)."""
+    sso.set_user("kim", ["gov-legal"])
+    claims = jwt.decode(sso.code_flow_id_token("kim"), options={"verify_signature": False})
+    for shape, (token, check) in _kidless_shapes(claims).items():
+        monkeypatch.setattr(OidcBackend, "get_token", lambda self, payload, t=token: {"id_token": t})
+        client = Client()
+        start = client.get("/oidc/authenticate/")
+        state = parse_qs(urlparse(start["Location"]).query)["state"][0]
+        response = client.get("/oidc/callback/", {"state": state, "code": "c"})
+        assert response.status_code == 403, shape
+        assert check in response.content.decode(), (shape, response.content)
+        assert signed_in_user(client) is None
+
+
+def test_a_provider_with_one_key_and_no_kid_signs_people_in(
+    settings: Any, kidless_provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    configure(settings, kidless_provider)
+    kidless_provider.set_user("kai", ["gov-legal"])
+    token = kidless_provider.code_flow_id_token("kai")
+    assert "kid" not in jwt.get_unverified_header(token)
+    client = Client()
+    assert sign_in(client, kidless_provider, "kai").status_code == 302
+    assert signed_in_user(client) is not None
+    # The one key still has to verify the token: one signed by another key, also without kid, is refused.
+    claims = jwt.decode(token, options={"verify_signature": False})
+    forged = jwt.encode(claims, _forger_pem(), algorithm="RS256")
+    with pytest.raises(IdTokenRefused, match=r"[Ss]ignature"):
+        _backend(settings).verify_token(forged, nonce=claims["nonce"])
+
+
 # --- step-up for signing -------------------------------------------------------------------------
 
 
@@ -209,7 +306,93 @@ def test_a_step_up_is_used_once(sso: Provider, sign_flow: SignFlow, artifacts: A
     sign_in(client, sso, "lars", step_up=True)
     assert _sign(client, sign_flow, code).status_code == 202
     again = _sign(client, sign_flow, code, decision="reject", comment="changed my mind")
-    assert again.status_code == 400  # no step-up left for a second signature
+    assert again.status_code == 403  # no step-up left for a second signature
+    assert again.json()["extra"]["code"] == "step_up.used"
+
+
+def test_one_step_up_signs_one_request_when_two_sign_offs_interleave(
+    sso: Provider, sign_flow: SignFlow, artifacts: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tabs of one browser send sign-offs for two requests at the same moment: the second
+    arrives after the first read the session and before it wrote anything (issue 43). Exactly
+    one is signed with the step-up; the other is refused as `step_up.used`."""
+    first, second = sign_flow.ready(artifacts["apache"]), sign_flow.ready(artifacts["apache"])
+    client = Client()
+    _sso_legal(client, sso, "lara")
+    sign_in(client, sso, "lara", step_up=True)
+    tab = Client()
+    tab.cookies = copy.deepcopy(client.cookies)  # the same session, another request in flight
+    real_sign_off = approval_services.sign_off
+    interleaved: list[Any] = []
+
+    def sign_off_while_another_arrives(**kwargs: Any) -> Any:
+        if not interleaved:
+            interleaved.append(None)
+            interleaved.append(_sign(tab, sign_flow, second))
+        return real_sign_off(**kwargs)
+
+    monkeypatch.setattr(approval_services, "sign_off", sign_off_while_another_arrives)
+    answers = [_sign(client, sign_flow, first), interleaved[1]]
+    assert sorted(a.status_code for a in answers) == [202, 403], [a.json() for a in answers]
+    refused = next(a for a in answers if a.status_code == 403)
+    assert refused.json()["extra"]["code"] == "step_up.used"
+    assert "/oidc/step-up/" in refused.json()["message"]
+    assert SignOff.objects.filter(deployment__code__in=[first, second]).count() == 1
+    event = AuditEvent.objects.filter(action=AuditAction.SIGNOFF_REFUSED).last()
+    assert event is not None
+    assert event.data["code"] == "step_up.used"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_three_concurrent_sign_offs_on_one_step_up_sign_once(
+    sso: Provider, sign_flow: SignFlow, artifacts: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack of issue 43 with real concurrency: three sign-offs for three requests, each in a
+    thread of its own (its own PostgreSQL connection), all past reading the session before any
+    signs. One 202; the others wait on the step-up's row and answer `step_up.used`."""
+    codes = [sign_flow.ready(artifacts["apache"]) for _ in range(3)]
+    client = Client()
+    _sso_legal(client, sso, "lior")
+    sign_in(client, sso, "lior", step_up=True)
+    all_read = threading.Barrier(len(codes), timeout=30)
+    real_sign_off = approval_services.sign_off
+
+    def sign_off_once_all_read(**kwargs: Any) -> Any:
+        all_read.wait()  # every request read the session (the sign-off's arguments) before any signs
+        return real_sign_off(**kwargs)
+
+    monkeypatch.setattr(approval_services, "sign_off", sign_off_once_all_read)
+
+    def sign(code: str) -> tuple[int, dict[str, Any]]:
+        tab = Client()
+        tab.cookies = copy.deepcopy(client.cookies)
+        try:
+            answer = _sign(tab, sign_flow, code)
+            return answer.status_code, answer.json()
+        finally:
+            connection.close()  # this thread's connection, before the test database is flushed
+
+    with ThreadPoolExecutor(max_workers=len(codes)) as pool:
+        answers = list(pool.map(sign, codes))
+    assert sorted(status for status, _ in answers) == [202, 403, 403], answers
+    assert {body["extra"]["code"] for status, body in answers if status == 403} == {"step_up.used"}
+    assert SignOff.objects.filter(deployment__code__in=codes).count() == 1
+
+
+def test_a_step_up_used_through_the_api_does_not_sign_in_the_web_form(
+    sso: Provider, sign_flow: SignFlow, artifacts: Any
+) -> None:
+    first, second = sign_flow.ready(artifacts["apache"]), sign_flow.ready(artifacts["apache"])
+    client = Client()
+    _sso_legal(client, sso, "lena")
+    sign_in(client, sso, "lena", step_up=True)
+    assert _sign(client, sign_flow, first).status_code == 202
+    form = {"role": "legal", "verdict": "approve", "evidence_digest": sign_flow.digest(second), "comment": ""}
+    client.post(f"/requests/{second}/review", form)
+    assert not SignOff.objects.filter(deployment__code=second).exists()
+    sign_in(client, sso, "lena", step_up=True)  # a new step-up signs the next one
+    assert _sign(client, sign_flow, second).status_code == 202
 
 
 def test_a_sign_off_without_a_fresh_auth_time_is_refused(sso: Provider, sign_flow: SignFlow, artifacts: Any) -> None:
@@ -307,15 +490,107 @@ def test_the_web_sign_off_form_takes_a_step_up_instead_of_a_password(
 # --- found by an attacker's pass -------------------------------------------------------------------
 
 
-def test_a_callback_with_a_code_the_provider_refuses_answers_502_not_500(sso: Provider) -> None:
-    client = Client()
+def _callback_with_code(client: Client, code: str) -> Any:
     start = client.get("/oidc/authenticate/")
     assert start.status_code == 302
     state = parse_qs(urlparse(start["Location"]).query)["state"][0]
-    response = client.get("/oidc/callback/", {"state": state, "code": "forged-code"})
-    assert response.status_code == 502
-    assert b"did not accept" in response.content
+    return client.get("/oidc/callback/", {"state": state, "code": code})
+
+
+def test_a_callback_with_a_forged_code_is_the_clients_error_not_the_providers(sso: Provider) -> None:
+    """The provider's token endpoint answers 400 invalid_grant: a bad request, not a bad gateway."""
+    client = Client()
+    response = _callback_with_code(client, "forged-code")
+    assert response.status_code == 400
+    assert b"code" in response.content
+    assert b"start again" in response.content
     assert signed_in_user(client) is None
+
+
+def _code_at_provider(client: Client, provider: Provider, username: str) -> tuple[str, str]:
+    """Start a sign-in and sign in at the provider: (state, code) the callback would receive."""
+    authorize = client.get("/oidc/authenticate/")["Location"]
+    login = provider.browser(username).post(
+        f"{provider.issuer}/login",
+        data={"query": urlparse(authorize).query, "username": username, "password": f"idp-{username}"},
+        verify=str(provider.certificate),
+        allow_redirects=False,
+        timeout=10,
+    )
+    query = parse_qs(urlparse(login.headers["Location"]).query)
+    return query["state"][0], query["code"][0]
+
+
+def test_a_callback_with_a_spent_code_is_the_clients_error(sso: Provider) -> None:
+    """The code was exchanged already (by whoever intercepted it, with this session's PKCE
+    verifier): the provider answers invalid_grant."""
+    sso.set_user("sven", ["gov-legal"])
+    client = Client()
+    state, code = _code_at_provider(client, sso, "sven")
+    spent = requests.post(
+        f"{sso.issuer}/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": CALLBACK,
+            "client_id": CLIENT_ID,
+            "client_secret": CLIENT_SECRET,
+            "code_verifier": client.session["oidc_states"][state]["code_verifier"],
+        },
+        verify=str(sso.certificate),
+        timeout=10,
+    )
+    assert spent.status_code == 200
+    response = client.get("/oidc/callback/", {"state": state, "code": code})
+    assert response.status_code == 400
+    assert b"start again" in response.content
+    assert signed_in_user(client) is None
+
+
+def test_a_code_replayed_into_another_session_is_the_clients_error(sso: Provider) -> None:
+    """Another browser's code, sent with this session's state: its PKCE verifier does not match
+    (the provider answers 400 invalid_request)."""
+    sso.set_user("sina", ["gov-legal"])
+    _, code = _code_at_provider(Client(), sso, "sina")
+    other = Client()
+    state = parse_qs(urlparse(other.get("/oidc/authenticate/")["Location"]).query)["state"][0]
+    assert other.get("/oidc/callback/", {"state": state, "code": code}).status_code == 400
+    assert signed_in_user(other) is None
+
+
+def _token_answer(status: int, body: bytes) -> requests.Response:
+    answer = requests.Response()
+    answer.status_code, answer._content, answer.url = status, body, "https://idp.example.org/token"
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "refused_code"),
+    [
+        (400, b'{"error": "invalid_grant"}', True),
+        (400, b'{"error": "invalid_request"}', True),  # pyop: a PKCE verifier of another session
+        (401, b'{"error": "invalid_client"}', False),  # the service's own credentials: the provider's side
+        (400, b'{"error": "unsupported_grant_type"}', False),
+        (400, b"<html>bad request</html>", False),
+        (500, b'{"error": "server_error"}', False),
+        (503, b"", False),
+    ],
+)
+def test_which_token_endpoint_answers_are_the_clients_code(status: int, body: bytes, refused_code: bool) -> None:
+    backend = OidcBackend()
+    expected: type[Exception] = AuthorizationCodeRefused if refused_code else requests.HTTPError
+    with pytest.raises(expected):
+        backend.raise_token_response_error(_token_answer(status, body))
+
+
+def test_a_provider_that_does_not_answer_is_a_bad_gateway(sso: Provider, settings: Any) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    settings.OIDC_OP_TOKEN_ENDPOINT = f"https://127.0.0.1:{port}/token"  # nothing listens there
+    response = _callback_with_code(Client(), "any-code")
+    assert response.status_code == 502
+    assert b"did not answer" in response.content  # as it should, or at all
 
 
 def test_an_sso_session_is_bounded_so_removal_at_the_provider_takes_effect(sso: Provider, settings: Any) -> None:
@@ -332,6 +607,25 @@ def test_a_provider_account_cannot_take_a_ci_service_account_name(sso: Provider)
     sign_in(Client(), sso, "ci-0123456789ab")
     assert User.objects.filter(username="sso-ci-0123456789ab").exists()  # created, under another name
     assert not User.objects.filter(username__startswith="ci-").exists()
+
+
+@pytest.mark.parametrize("name", ["CI-0123456789AB", "Ci-0123456789ab", "cI-0123456789ab"])
+def test_a_ci_service_account_name_is_refused_in_any_case(sso: Provider, name: str) -> None:
+    sso.set_user(name, [])
+    sign_in(Client(), sso, name)
+    assert User.objects.filter(username=f"sso-{name}").exists()  # created, under another name
+    assert not User.objects.filter(username__istartswith="ci-").exists()
+
+
+def test_a_renamed_account_name_is_not_taken_again_in_another_case(sso: Provider) -> None:
+    """`ci-…` signs in as `sso-ci-…`; a provider account `SSO-CI-…` must not become a second
+    account whose name differs from it only in case."""
+    sso.set_user("ci-0123456789ab", [])
+    sign_in(Client(), sso, "ci-0123456789ab")
+    sso.set_user("SSO-CI-0123456789ab", [])
+    sign_in(Client(), sso, "SSO-CI-0123456789ab")
+    assert User.objects.filter(username__startswith="SSO-CI-0123456789ab-").exists()  # made unique
+    assert User.objects.filter(username__iexact="sso-ci-0123456789ab").count() == 1
 
 
 def test_the_login_page_offers_single_sign_on_and_hides_switched_off_passwords(sso: Provider, settings: Any) -> None:

@@ -5,7 +5,7 @@ itself. The PDF is signed afterwards by the heavy worker (services/packet_jobs.p
 
 from __future__ import annotations
 
-from datetime import datetime
+import uuid
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +28,8 @@ from governance.deployments.models import DeploymentRequest, SignOff
 from governance.deployments.readiness import blocks_signing
 from governance.deployments.selectors import deployment_live_signoffs, deployment_readiness
 from governance.deployments.services import deployment_lock, deployment_transition
+from governance.sso.selectors import step_up_get
+from governance.sso.services import step_up_take
 
 
 class SignOffRefused(Exception):
@@ -54,15 +56,17 @@ def sign_off(
     decision: str,
     evidence_digest: str,
     password: str = "",
-    step_up_auth_time: datetime | None = None,
+    step_up_id: uuid.UUID | None = None,
     comment: str = "",
 ) -> SignOff:
     """A reviewer signs the approval packet of `deployment` as `role` with `decision`.
 
     Rules, each refused with a message and an `approval.signoff_refused` audit event: the user
     holds the role; is not on the request's team; re-authenticates: re-enters their password, or,
-    under single sign-on, signed in again at the provider (`step_up_auth_time`, the ID token's
-    `auth_time` of a step-up) within SSO_STEP_UP_MAX_AGE_S; the request is in
+    under single sign-on, signed in again at the provider (`step_up_id`, the step-up the session
+    holds, whose `auth_time` is within SSO_STEP_UP_MAX_AGE_S and which no signature used yet: it
+    is taken here, in the sign-off's transaction, so one step-up signs once however many
+    sign-offs race for it, and a refused sign-off leaves it unused); the request is in
     review; `evidence_digest` is the current one; legal approves before engineering; each role
     signs once per digest; the certificate is not revoked; an approval has no blockers left.
     The decision is recorded at once (a rejection moves the request to rejected) and the heavy
@@ -73,7 +77,7 @@ def sign_off(
         raise invalid_input("role", f"one of {', '.join(ReviewRole.values)}")
     if decision not in SignOffDecision.values:
         raise invalid_input("decision", f"one of {', '.join(SignOffDecision.values)}")
-    if not isinstance(password, str) or (not password and step_up_auth_time is None):
+    if not isinstance(password, str) or (not password and step_up_id is None):
         how = "your password again" if settings.LOCAL_LOGIN_ENABLED else "a fresh sign-in"
         if settings.SSO_ENABLED:
             how += " (or a fresh sign-in at the identity provider: /oidc/step-up/)"
@@ -82,9 +86,7 @@ def sign_off(
         raise invalid_input("comment", "say why you reject")
     try:
         with transaction.atomic():
-            return _sign_off(
-                deployment, user, role, decision, password, step_up_auth_time, evidence_digest, comment.strip()
-            )
+            return _sign_off(deployment, user, role, decision, password, step_up_id, evidence_digest, comment.strip())
     except SignOffRefused as refusal:
         with transaction.atomic():
             audit_record(
@@ -133,7 +135,7 @@ def _sign_off(
     role: str,
     decision: str,
     password: str,
-    step_up_auth_time: datetime | None,
+    step_up_id: uuid.UUID | None,
     evidence_digest: str,
     comment: str,
 ) -> SignOff:
@@ -144,7 +146,7 @@ def _sign_off(
         raise _refuse(
             RefusalCode.OWN_TEAM, "nobody signs off a request of their own team (separation of duties)", status=403
         )
-    auth_method = _reauthentication(user, password, step_up_auth_time)
+    auth_method = _reauthentication(user, password, step_up_id)
     if deployment.status != Status.IN_REVIEW:
         raise _refuse(
             RefusalCode.NOT_IN_REVIEW,
@@ -199,10 +201,11 @@ def _sign_off(
     return _signoff_record(deployment, user, role, decision, comment, certificate, auth_method)
 
 
-def _reauthentication(user: User, password: str, step_up_auth_time: datetime | None) -> AuthMethod:
+def _reauthentication(user: User, password: str, step_up_id: uuid.UUID | None) -> AuthMethod:
     """How the signer re-authenticated, or a refusal. A password, when local accounts are on; else a
     step-up at the provider whose `auth_time` is recent (the callback already checked it is no older
-    than the step-up request, so a provider that ignored prompt=login gives no step-up at all)."""
+    than the step-up request, so a provider that ignored prompt=login gives no step-up at all),
+    taken for this signature (one step-up, one signature: 21 CFR 11.200)."""
     if password:
         if not settings.LOCAL_LOGIN_ENABLED:
             raise _refuse(
@@ -215,9 +218,18 @@ def _reauthentication(user: User, password: str, step_up_auth_time: datetime | N
                 RefusalCode.WRONG_PASSWORD, "the password is not correct; signing needs your password again", status=403
             )
         return AuthMethod.PASSWORD
-    if step_up_auth_time is None:  # sign_off asks for one or the other first
+    step_up = step_up_get(step_up_id=step_up_id, user=user) if step_up_id is not None else None
+    if step_up is None:  # sign_off asks for one or the other first; a step-up row pruned or never written
         raise invalid_input("password", "signing needs your password again or a fresh sign-in")
-    age_s = (timezone.now() - step_up_auth_time).total_seconds()
+    used = _refuse(
+        RefusalCode.STEP_UP_USED,
+        "this sign-in at the identity provider signed something already; each signature needs its own: "
+        "sign in again (/oidc/step-up/)",
+        status=403,
+    )
+    if step_up.used_at is not None:
+        raise used
+    age_s = (timezone.now() - step_up.auth_time).total_seconds()
     if not -60 <= age_s <= settings.SSO_STEP_UP_MAX_AGE_S:
         raise _refuse(
             RefusalCode.STEP_UP_STALE,
@@ -225,6 +237,8 @@ def _reauthentication(user: User, password: str, step_up_auth_time: datetime | N
             f"{settings.SSO_STEP_UP_MAX_AGE_S} s: sign in again (/oidc/step-up/)",
             status=403,
         )
+    if not step_up_take(step_up_id=step_up.pk, user=user):  # a concurrent sign-off took it first
+        raise used
     return AuthMethod.OIDC_STEP_UP
 
 

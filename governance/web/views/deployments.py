@@ -29,7 +29,7 @@ from governance.deployments.envelope import gate_check_command
 from governance.deployments.selectors import deployment_get, deployment_get_for_usage, latest_capacity_plan
 from governance.evaluations.evals import eval_screening_of_deployment, eval_served_request
 from governance.evaluations.models import Cluster
-from governance.sso.selectors import step_up_auth_time, step_up_consume
+from governance.sso.selectors import step_up_of_session
 from governance.web import selectors
 from governance.web.forms import (
     EvalRunForm,
@@ -309,7 +309,7 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
     user = _user(request)
 
     def signed() -> Any:
-        signoff = signoff_attempt(
+        return signoff_attempt(
             request,
             user,
             lambda: approval_services.sign_off(
@@ -318,7 +318,7 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
                 role=data["role"],
                 decision=data["verdict"],
                 password=data["password"],
-                step_up_auth_time=step_up_auth_time(request, request.user),
+                step_up_id=step_up_of_session(request, user),
                 evidence_digest=data["evidence_digest"],
                 comment=data["comment"],
             ),
@@ -330,8 +330,6 @@ def deployment_review(request: HttpRequest, code: str) -> HttpResponse:
                 evidence_digest=data["evidence_digest"],
             ),
         )
-        step_up_consume(request)  # one step-up, one signature
-        return signoff
 
     return act(
         request,
