@@ -82,7 +82,7 @@ def weights_precision_of(
     raw = _raw_quantization_config(config, quantization_config)
     if raw is not None:
         inferred = infer_precision({"quantization_config": raw}) or {}
-        key = inferred.get("precision")
+        key = str(inferred.get("precision") or "")
         if key:
             source = (
                 "config.json"
