@@ -30,6 +30,7 @@ from governance.evaluations.models import (
 )
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
+from planner.evaljob.cases import case_id_problem
 from planner.evaljob.engines import ENGINES, plan_launch, split_online_quantization, transformers_launch
 from planner.evaljob.standard import check_tasks
 from planner.quant.names import SCHEME_NAMES
@@ -45,8 +46,9 @@ def _case_problem(case: Any, seen: set[str | int]) -> str | None:
     missing = [k for k in ("id", "category", "turns", "key_items") if k not in case]
     if missing:
         return f"missing {', '.join(missing)}"
-    if isinstance(case["id"], bool) or not isinstance(case["id"], str | int):
-        return "id must be a string or an integer"
+    id_problem = case_id_problem(case["id"])  # the node checks it again: an id is never a path
+    if id_problem:
+        return id_problem
     if case["id"] in seen:
         return f"id {case['id']!r} appears twice"
     if not isinstance(case["category"], str):
