@@ -34,6 +34,7 @@ from planner.evaljob.cases import case_id_problem
 from planner.evaljob.engines import ENGINES, plan_launch, split_online_quantization, transformers_launch
 from planner.evaljob.standard import check_tasks
 from planner.quant.names import SCHEME_NAMES
+from planner.quantjob.manifest import resolve_inside_roots
 
 EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
 SERVED_ARGS = ["-m", "planner.evaljob.served", "run", "--spec", "spec.json", "--out", "."]
@@ -93,7 +94,21 @@ def resolve_model_path(cluster: Cluster, path: str, field: str = "path") -> str:
         raise invalid_input(field, f"cluster {cluster.name} has no model roots configured")
     if not any(resolved == root or resolved.startswith(root.rstrip("/") + "/") for root in roots):
         raise invalid_input(field, f"must lie inside one of the cluster's model roots: {', '.join(roots)}")
+    if cluster.executor == ExecutorKind.LOCAL:  # the files are on this host: check where the path leads
+        local_model_dir(cluster, resolved, field)
     return resolved
+
+
+def local_model_dir(cluster: Cluster, path: str, field: str = "path") -> Path:
+    """On the local executor, `path` with its symbolic links resolved, inside the cluster's resolved
+    model roots (a directory that is a link out of them is refused); the files are read there. Other
+    clusters' paths are checked the same way on the node (the job specs carry `model_roots`)."""
+    try:
+        return resolve_inside_roots(path, list(cluster.model_roots or []), field)
+    except ValueError:
+        raise invalid_input(
+            field, "leads outside the cluster's model roots through a symbolic link; give the directory itself"
+        ) from None
 
 
 @write_service
@@ -104,9 +119,10 @@ def artifact_location_register(
     job name the file that differs; it must hash to the artifact's digest. On the local executor the
     files are on this host: without a manifest, it is computed here and must match the digest."""
     resolved = resolve_model_path(cluster, path)
-    if manifest is None and cluster.executor == ExecutorKind.LOCAL and Path(resolved).is_dir():
+    local = local_model_dir(cluster, resolved) if cluster.executor == ExecutorKind.LOCAL else None
+    if manifest is None and local is not None and local.is_dir():
         try:
-            manifest = "".join(manifest_lines(Path(resolved)))
+            manifest = "".join(manifest_lines(local))
         except (OSError, ValueError) as exc:
             raise invalid_input("path", str(exc)) from None
     if manifest:
@@ -266,6 +282,7 @@ def eval_served_request(
         # answers survive a requeue: the run's directory, above each attempt's
         "cache_dir": "../cache",
         "baseline_cache_dir": f"{cluster.remote_root}/baseline-answers",
+        "model_roots": list(cluster.model_roots or []),  # the node resolves both paths inside them
     }
     if lm_eval_tasks:
         spec["lm_eval"] = _standard_tasks(cluster, lm_eval_tasks, lm_eval_limit, concurrency)
@@ -338,6 +355,8 @@ def eval_screening_request(
         "max_cases_per_category": max_cases_per_category,
         "ignore": list(ignore or []),
     }
+    if "path" in model:  # the node resolves the path inside them before loading anything
+        spec["model_roots"] = list(cluster.model_roots or [])
     files = dict(extra_files or {})
     if eval_set is not None:  # the user's own set travels with the job; the default ships with the payload
         validate_eval_set(eval_set)

@@ -91,6 +91,7 @@ def quantize_run_request(
         "output_name": derivative_name,
         "calibration": {"path": calibration} if calibration else {},
         "distribution": distribution,
+        "model_roots": list(cluster.model_roots),  # the node resolves every path inside them first
     }
     with transaction.atomic():
         run.save()

@@ -24,6 +24,7 @@ from planner.evaljob.metrics import case_verdict, token_agreement
 from planner.evaljob.summary import summarize
 from planner.quant.modules import quantize_model
 from planner.quant.schemes import scheme as scheme_named
+from planner.quantjob.manifest import resolve_inside_roots
 
 
 def load_models(spec: dict[str, Any], device: str) -> tuple[Any, Any]:
@@ -92,6 +93,10 @@ def cached_record(path: Path, case: dict[str, Any], key: str) -> dict[str, Any] 
 def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "cases").mkdir(exist_ok=True)
+    if "path" in spec.get("model", {}):  # checked where it leads, before anything is loaded from it
+        spec["model"]["path"] = str(
+            resolve_inside_roots(spec["model"]["path"], spec.get("model_roots") or [], "model.path")
+        )
     device = spec.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
     cases, set_sha = load_cases(spec.get("eval_set"), spec.get("max_cases_per_category"))
     # What the cached cases depend on: the whole spec (model, scheme, limits) and the eval set's bytes.

@@ -43,6 +43,7 @@ from planner.evaljob.manifest import verify_artifact
 from planner.evaljob.metrics import case_verdict
 from planner.evaljob.standard import check_tasks, compare, run_standard_tasks, standard_key, tasks_dir_sha256
 from planner.evaljob.summary import summarize
+from planner.quantjob.manifest import resolve_inside_roots
 
 LOG_TAIL_LINES = 40
 
@@ -294,6 +295,14 @@ def token_metrics(
 
 
 def verify(spec: dict[str, Any]) -> dict[str, float]:
+    """Both artifacts' directories resolved inside the cluster's model roots (a directory that is a link
+    out of them is refused before anything is read), then their files checked against the registered
+    manifests. The spec's paths become the resolved ones: the engine serves what was checked."""
+    for role in ("baseline", "candidate"):
+        artifact = spec["artifacts"][role]
+        artifact["path"] = str(
+            resolve_inside_roots(artifact["path"], spec.get("model_roots") or [], f"artifacts.{role}.path")
+        )
     timings = {}
     for role in ("baseline", "candidate"):
         artifact = spec["artifacts"][role]

@@ -62,6 +62,7 @@ def spec_for(tmp_path: Path, engine: dict[str, Any], per_category: int = 2, **ch
         "threshold": 0.05,
         "cache_dir": "../cache",
         "baseline_cache_dir": str(tmp_path / "baseline-cache"),
+        "model_roots": [str(tmp_path / "models")],
     }
     spec.update(changes)
     return spec
@@ -313,6 +314,7 @@ def test_transformers_serve_answers_the_eval_on_the_tiny_checkpoint(tmp_path: Pa
         role: {"path": str(path), "digest": weights_digest(path), "manifest": "".join(manifest_lines(path))}
         for role, path in (("baseline", base), ("candidate", candidate))
     }
+    spec["model_roots"] = [str(tmp_path / "real")]
     done = run_job(tmp_path / "run" / "attempt-1", spec, timeout_s=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "run" / "attempt-1" / "result.json").read_text())
