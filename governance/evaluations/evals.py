@@ -127,9 +127,10 @@ def artifact_location_register(
             raise invalid_input("path", str(exc)) from None
     if manifest:
         digest = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
-        if digest != artifact.weights_digest:
+        if digest != artifact.weights_digest:  # never what they hash to: the files may be another team's
             raise invalid_input(
-                "manifest", f"the files hash to {digest}, not the artifact's weights digest {artifact.weights_digest}"
+                "manifest",
+                f"the files do not match the artifact's weights digest {artifact.weights_digest}",
             )
     with transaction.atomic():
         location, _ = ArtifactLocation.objects.update_or_create(

@@ -138,7 +138,7 @@ def result_problem(run: QuantizeRun, result: dict[str, Any]) -> str | None:
     if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
         return "manifest_digest missing or malformed"
     if result.get("parent_digest") != run.parent.weights_digest:
-        return f"parent_digest {result.get('parent_digest')} is not the parent's {run.parent.weights_digest}"
+        return f"parent_digest: the checkpoint quantized does not match the parent's {run.parent.weights_digest}"
     if result.get("checkpoint") != run.output_path:
         return f"checkpoint {result.get('checkpoint')!r} is not where the run asked for it"
     if result.get("recipe") != run.recipe:

@@ -138,7 +138,8 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     parent_digest = manifest_digest(source)
     expected = spec.get("parent_digest")
     if expected and expected != parent_digest:
-        raise ValueError(f"parent_digest: the checkpoint at {source} has {parent_digest}, not {expected}")
+        # never the digest found: the directory may be another team's checkpoint
+        raise ValueError(f"parent_digest: the files at {source} do not match the parent's registered {expected}")
     out.mkdir(parents=True, exist_ok=True)
     facts_file = out / "calibration.json"  # survives a requeue next to the attempt's outputs
     resumed = target.is_dir()

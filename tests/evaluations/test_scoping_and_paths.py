@@ -199,3 +199,23 @@ def test_a_link_that_stays_inside_the_roots_is_accepted(
     assert evaluation.job is not None
     spec = json.loads(evaluation.job.files["spec.json"])
     assert spec["model_roots"] == [str(root)]  # the node checks the resolved path again
+
+
+def test_a_location_at_another_team_s_files_never_reports_their_digest(
+    personas: Personas, artifacts: dict[str, Any], linked: tuple[Cluster, Path]
+) -> None:
+    """Issue 43: a location pointed at another team's directory answered "the files hash to
+    sha256:<theirs>". It says only that the files do not match."""
+    from planner.quantjob.manifest import weights_digest
+
+    cluster, root = linked
+    theirs = weights_digest(root / "real")
+    body = {"artifact": str(artifacts["apache"].code), "path": str(root / "real")}
+    response = personas.client(personas.engineer).post(
+        f"/api/v1/clusters/{cluster.code}/locations", body, format="json"
+    )
+    assert response.status_code == 400, response.json()
+    assert "do not match" in response.json()["message"]
+    assert theirs not in json.dumps(response.json())
+    assert theirs.removeprefix("sha256:")[:12] not in json.dumps(response.json())
+    assert not ArtifactLocation.objects.exists()
