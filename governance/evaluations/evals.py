@@ -282,7 +282,9 @@ def eval_served_request(
         "concurrency": concurrency,
         # answers survive a requeue: the run's directory, above each attempt's
         "cache_dir": "../cache",
-        "baseline_cache_dir": f"{cluster.remote_root}/baseline-answers",
+        # one cache per team: whether a baseline's answers are cached must not tell one team that
+        # another evaluated the same weights (digests are unique per team, not across teams)
+        "baseline_cache_dir": f"{cluster.remote_root}/baseline-answers/{deployment.team.code.hex}",
         "model_roots": list(cluster.model_roots or []),  # the node resolves both paths inside them
     }
     if lm_eval_tasks:

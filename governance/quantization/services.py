@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.artifacts.models import Derivation, ModelArtifact
+from governance.artifacts.selectors import artifact_of_team_with_digest
 from governance.artifacts.services import artifact_register
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
@@ -192,7 +193,9 @@ def _failure(job: JobRun) -> str:
 
 def _register(run: QuantizeRun, result: dict[str, Any]) -> None:
     parent = run.parent
-    existing = ModelArtifact.objects.filter(weights_digest=result["manifest_digest"]).first()
+    # The parent team's own artifacts only: another team holding the same bytes is neither a rerun
+    # nor something this run may name.
+    existing = artifact_of_team_with_digest(parent.team, result["manifest_digest"])
     if existing is not None:  # the same bytes registered before (a rerun of the same recipe): refuse, do not alias
         run.status = QuantizeStatus.FAILED
         run.reason = f"a checkpoint with digest {existing.weights_digest} is already registered as {existing.code}"

@@ -270,3 +270,33 @@ def test_a_run_given_another_team_s_checkpoint_never_reports_its_digest(
     assert other.status == QuantizeStatus.FAILED
     assert "parent_digest" in other.reason
     assert foreign not in other.reason
+
+
+def test_a_derivative_whose_digest_another_team_holds_is_registered_for_its_own_team(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster
+) -> None:
+    """Issue 43: the derivative's digest was looked up across all teams; another team's artifact with
+    the same bytes failed the run and named that artifact's code. The lookup is the parent team's."""
+    digest = "sha256:" + "ab" * 32  # what `finish` reports
+    theirs = artifact_register(
+        actor=personas.other_requester,
+        team=personas.other_team,
+        data={
+            "name": "their-copy",
+            "source_repo": "elsewhere/tiny",
+            "revision": "1",
+            "weights_digest": digest,
+            "license": "llama-3.1",
+            "config": json.loads((CHECKPOINT / "config.json").read_text()),
+        },
+    )
+    run = finish(QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"]))
+    assert run.status == QuantizeStatus.REGISTERED, run.reason
+    assert run.derivative is not None
+    assert run.derivative.team == parent.team
+    assert run.derivative.pk != theirs.pk
+    # the same bytes again in the parent's own team: refused (a rerun), naming only its own artifact
+    rerun = finish(QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"]))
+    assert rerun.status == QuantizeStatus.FAILED
+    assert str(run.derivative.code) in rerun.reason
+    assert str(theirs.code) not in rerun.reason
