@@ -138,10 +138,10 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         print(f"progress {done}/{len(cases)}", flush=True)
     records = []
     for case in cases:
-        record = cached_record(out / "cases" / case_file_name(case["id"]), case, key)
-        if record is None:
+        finished = cached_record(out / "cases" / case_file_name(case["id"]), case, key)
+        if finished is None:
             raise ValueError(f"case {case['id']}: its cached record changed while the job ran")
-        records.append(record)
+        records.append(finished)
     result = summarize(records, float(spec.get("threshold", 0.05)))
     result.update(
         {

@@ -73,7 +73,7 @@ def test_the_served_job_refuses_a_linked_artifact_before_reading_it(layout: dict
 def test_the_served_job_reads_the_resolved_directory(layout: dict[str, Any]) -> None:
     root = layout["root"]
     alias = {**layout["base"], "path": str(root / "alias")}
-    spec = {"artifacts": {"baseline": layout["base"], "candidate": alias}, "model_roots": [str(root)]}
+    spec: dict[str, Any] = {"artifacts": {"baseline": layout["base"], "candidate": alias}, "model_roots": [str(root)]}
     served.verify(spec)
     assert spec["artifacts"]["candidate"]["path"] == str(root / "base")  # what the engine is given
 
