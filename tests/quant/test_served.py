@@ -92,7 +92,7 @@ def test_the_payload_verifies_with_the_registry_s_manifest_and_names_a_changed_f
     weights.write_bytes(bytes(changed))
     with pytest.raises(ArtifactMismatch, match=r"model\.safetensors differs"):
         verify_artifact(Path(artifact["path"]), artifact["digest"], artifact["manifest"], "candidate")
-    with pytest.raises(ArtifactMismatch, match="not the registered"):
+    with pytest.raises(ArtifactMismatch, match="do not match the registered"):
         verify_artifact(Path(artifact["path"]), artifact["digest"], None)
     (tmp_path / "m" / "extra.bin").write_bytes(b"x")
     with pytest.raises(ArtifactMismatch, match=r"extra\.bin is not in the registered manifest"):
