@@ -61,8 +61,13 @@ class ArtifactInputSerializer(StrictSerializer):
         return _bounded_object(value)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if artifact_digest_registered(attrs["weights_digest"]):
-            raise serializers.ValidationError({"weights_digest": "an artifact with this digest is registered already"})
+        # Unique per team: only the registering team's own artifacts are asked about (another team's
+        # would tell which weights it holds). The web wizard passes the team it chose in the context.
+        team = self.context.get("team") or team_choose(self.context["user"], attrs.get("team"))
+        if artifact_digest_registered(attrs["weights_digest"], team):
+            raise serializers.ValidationError(
+                {"weights_digest": f"team {team.name} has registered an artifact with this digest already"}
+            )
         visible = artifacts_visible_to(self.context["user"])
         if attrs.get("parent"):
             attrs["parent"] = visible.filter(code=attrs["parent"]).first()

@@ -30,7 +30,9 @@ class ModelArtifact(BaseModel):
     name = models.CharField(max_length=200)
     source_repo = models.CharField(max_length=300, help_text="e.g. moonshotai/Kimi-K2-Instruct")
     revision = models.CharField(max_length=100, help_text="commit or tag of the source repo")
-    weights_digest = models.CharField(max_length=71, unique=True, validators=[DIGEST_VALIDATOR])
+    # Unique per team, not across teams (Meta.constraints): two teams may hold the same published
+    # checkpoint, and a global check would tell one team which weights another holds.
+    weights_digest = models.CharField(max_length=71, validators=[DIGEST_VALIDATOR])
     license = models.ForeignKey(License, on_delete=models.PROTECT, related_name="artifacts")
     license_version = models.ForeignKey(LicenseVersion, on_delete=models.PROTECT, related_name="artifacts")
     architecture_key = models.CharField(max_length=64, blank=True, help_text="planner catalog key")
@@ -46,6 +48,10 @@ class ModelArtifact(BaseModel):
 
     class Meta:
         ordering = ["name", "-created_at"]
+        constraints = [
+            # serves artifact_digest_registered(digest, team) and the quantize job's rerun check
+            models.UniqueConstraint(fields=["team", "weights_digest"], name="artifact_digest_unique_per_team"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name}@{self.revision}"

@@ -27,9 +27,15 @@ def artifact_get(user: Any, code: Any) -> ModelArtifact:
     return found
 
 
-def artifact_digest_registered(weights_digest: str) -> bool:
-    """Whether any artifact, visible to the caller or not, has these weights (digests are unique)."""
-    return ModelArtifact.objects.filter(weights_digest=weights_digest).exists()
+def artifact_digest_registered(weights_digest: str, team: Team) -> bool:
+    """Whether `team` has an artifact with these weights (a digest is unique per team). Never asked
+    across teams: the answer would tell which weights another team holds."""
+    return ModelArtifact.objects.filter(team=team, weights_digest=weights_digest).exists()
+
+
+def artifact_of_team_with_digest(team: Team, weights_digest: str) -> ModelArtifact | None:
+    """The team's own artifact with these weights, if any (never another team's)."""
+    return ModelArtifact.objects.filter(team=team, weights_digest=weights_digest).first()
 
 
 def artifact_usable_by(artifact: ModelArtifact, team: Team) -> bool:

@@ -31,9 +31,11 @@ from governance.evaluations.models import (
 )
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
+from planner.evaljob.cases import case_id_problem
 from planner.evaljob.engines import ENGINES, plan_launch, split_online_quantization, transformers_launch
 from planner.evaljob.standard import check_tasks
 from planner.quant.names import SCHEME_NAMES
+from planner.quantjob.manifest import resolve_inside_roots
 
 EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
 SERVED_ARGS = ["-m", "planner.evaljob.served", "run", "--spec", "spec.json", "--out", "."]
@@ -46,8 +48,9 @@ def _case_problem(case: Any, seen: set[str | int]) -> str | None:
     missing = [k for k in ("id", "category", "turns", "key_items") if k not in case]
     if missing:
         return f"missing {', '.join(missing)}"
-    if isinstance(case["id"], bool) or not isinstance(case["id"], str | int):
-        return "id must be a string or an integer"
+    id_problem = case_id_problem(case["id"])  # the node checks it again: an id is never a path
+    if id_problem:
+        return id_problem
     if case["id"] in seen:
         return f"id {case['id']!r} appears twice"
     if not isinstance(case["category"], str):
@@ -92,7 +95,21 @@ def resolve_model_path(cluster: Cluster, path: str, field: str = "path") -> str:
         raise invalid_input(field, f"cluster {cluster.name} has no model roots configured")
     if not any(resolved == root or resolved.startswith(root.rstrip("/") + "/") for root in roots):
         raise invalid_input(field, f"must lie inside one of the cluster's model roots: {', '.join(roots)}")
+    if cluster.executor == ExecutorKind.LOCAL:  # the files are on this host: check where the path leads
+        local_model_dir(cluster, resolved, field)
     return resolved
+
+
+def local_model_dir(cluster: Cluster, path: str, field: str = "path") -> Path:
+    """On the local executor, `path` with its symbolic links resolved, inside the cluster's resolved
+    model roots (a directory that is a link out of them is refused); the files are read there. Other
+    clusters' paths are checked the same way on the node (the job specs carry `model_roots`)."""
+    try:
+        return resolve_inside_roots(path, list(cluster.model_roots or []), field)
+    except ValueError:
+        raise invalid_input(
+            field, "leads outside the cluster's model roots through a symbolic link; give the directory itself"
+        ) from None
 
 
 @write_service
@@ -103,16 +120,18 @@ def artifact_location_register(
     job name the file that differs; it must hash to the artifact's digest. On the local executor the
     files are on this host: without a manifest, it is computed here and must match the digest."""
     resolved = resolve_model_path(cluster, path)
-    if manifest is None and cluster.executor == ExecutorKind.LOCAL and Path(resolved).is_dir():
+    local = local_model_dir(cluster, resolved) if cluster.executor == ExecutorKind.LOCAL else None
+    if manifest is None and local is not None and local.is_dir():
         try:
-            manifest = "".join(manifest_lines(Path(resolved)))
+            manifest = "".join(manifest_lines(local))
         except (OSError, ValueError) as exc:
             raise invalid_input("path", str(exc)) from None
     if manifest:
         digest = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
-        if digest != artifact.weights_digest:
+        if digest != artifact.weights_digest:  # never what they hash to: the files may be another team's
             raise invalid_input(
-                "manifest", f"the files hash to {digest}, not the artifact's weights digest {artifact.weights_digest}"
+                "manifest",
+                f"the files do not match the artifact's weights digest {artifact.weights_digest}",
             )
     with transaction.atomic():
         location, _ = ArtifactLocation.objects.update_or_create(
@@ -266,7 +285,10 @@ def eval_served_request(
         "concurrency": concurrency,
         # answers survive a requeue: the run's directory, above each attempt's
         "cache_dir": "../cache",
-        "baseline_cache_dir": f"{cluster.remote_root}/baseline-answers",
+        # one cache per team: whether a baseline's answers are cached must not tell one team that
+        # another evaluated the same weights (digests are unique per team, not across teams)
+        "baseline_cache_dir": f"{cluster.remote_root}/baseline-answers/{deployment.team.code.hex}",
+        "model_roots": list(cluster.model_roots or []),  # the node resolves both paths inside them
     }
     if lm_eval_tasks:
         spec["lm_eval"] = _standard_tasks(cluster, lm_eval_tasks, lm_eval_limit, concurrency)
@@ -339,6 +361,8 @@ def eval_screening_request(
         "max_cases_per_category": max_cases_per_category,
         "ignore": list(ignore or []),
     }
+    if "path" in model:  # the node resolves the path inside them before loading anything
+        spec["model_roots"] = list(cluster.model_roots or [])
     files = dict(extra_files or {})
     if eval_set is not None:  # the user's own set travels with the job; the default ships with the payload
         validate_eval_set(eval_set)

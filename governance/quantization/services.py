@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.artifacts.models import Derivation, ModelArtifact
+from governance.artifacts.selectors import artifact_of_team_with_digest
 from governance.artifacts.services import artifact_register
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
@@ -94,6 +95,7 @@ def quantize_run_request(
         # what the derivative's model card names: its base model and the license it inherits
         "base_model": parent.source_repo,
         "license": parent.license.key,
+        "model_roots": list(cluster.model_roots),  # the node resolves every path inside them first
     }
     with transaction.atomic():
         run.save()
@@ -140,7 +142,7 @@ def result_problem(run: QuantizeRun, result: dict[str, Any]) -> str | None:
     if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
         return "manifest_digest missing or malformed"
     if result.get("parent_digest") != run.parent.weights_digest:
-        return f"parent_digest {result.get('parent_digest')} is not the parent's {run.parent.weights_digest}"
+        return f"parent_digest: the checkpoint quantized does not match the parent's {run.parent.weights_digest}"
     if result.get("checkpoint") != run.output_path:
         return f"checkpoint {result.get('checkpoint')!r} is not where the run asked for it"
     if result.get("recipe") != run.recipe:
@@ -194,7 +196,9 @@ def _failure(job: JobRun) -> str:
 
 def _register(run: QuantizeRun, result: dict[str, Any]) -> None:
     parent = run.parent
-    existing = ModelArtifact.objects.filter(weights_digest=result["manifest_digest"]).first()
+    # The parent team's own artifacts only: another team holding the same bytes is neither a rerun
+    # nor something this run may name.
+    existing = artifact_of_team_with_digest(parent.team, result["manifest_digest"])
     if existing is not None:  # the same bytes registered before (a rerun of the same recipe): refuse, do not alias
         run.status = QuantizeStatus.FAILED
         run.reason = f"a checkpoint with digest {existing.weights_digest} is already registered as {existing.code}"

@@ -3,7 +3,9 @@
 The manifest format and the file hashing are planner.quantjob.manifest's, the one implementation the
 service registers digests with (one line per regular file, sorted by path: `<sha256 hex> <size>
 <relative path>`; the weights digest is `sha256:` + SHA-256 of the manifest). With the registered
-manifest the job names the file that differs; without it, only that the digest differs.
+manifest the job names the file that differs; without it, only that the files do not match. A
+message never gives what the files on the node hash to: the directory may hold another team's
+weights, and their digest would tell which.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def verify_artifact(root: Path, digest: str, manifest: str | None, role: str = "
     if manifest is not None:
         registered = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
         if registered != digest:
-            raise ArtifactMismatch(f"{role}: the registered manifest hashes to {registered}, not {digest}")
+            raise ArtifactMismatch(f"{role}: the registered manifest does not hash to {digest}")
         expected = manifest_entries(manifest)
         present = _files(root)
         for name in present:
@@ -64,7 +66,7 @@ def verify_artifact(root: Path, digest: str, manifest: str | None, role: str = "
         lines.append(f"{file_sha256(path)} {path.stat().st_size} {name}\n")
     actual = "sha256:" + hashlib.sha256("".join(lines).encode()).hexdigest()
     if actual != digest:
-        raise ArtifactMismatch(f"{role}: the files at {root} hash to {actual}, not the registered {digest}")
+        raise ArtifactMismatch(f"{role}: the files at {root} do not match the registered {digest}")
 
 
 def manifest_difference(registered: str, actual: str) -> tuple[str, str] | None:

@@ -9,6 +9,7 @@ atomically with result.json.sha256.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import platform
 import time
@@ -18,11 +19,12 @@ from typing import Any
 import torch
 
 from planner.cluster.base import job_main, write_atomic, write_result
-from planner.evaljob.cases import DEFAULT_SET, load_cases, prompt_text
+from planner.evaljob.cases import DEFAULT_SET, case_file_name, load_cases, prompt_text
 from planner.evaljob.metrics import case_verdict, token_agreement
 from planner.evaljob.summary import summarize
 from planner.quant.modules import quantize_model
 from planner.quant.schemes import scheme as scheme_named
+from planner.quantjob.manifest import resolve_inside_roots
 
 
 def load_models(spec: dict[str, Any], device: str) -> tuple[Any, Any]:
@@ -75,11 +77,30 @@ def versions(device: str) -> dict[str, Any]:
     return info
 
 
+def cached_record(path: Path, case: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """A finished case of this job (its id and the spec's key), or None: anything else is run again."""
+    try:
+        record = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("key") != key or record.get("id") != case["id"]:
+        return None
+    if type(record["id"]) is not type(case["id"]):
+        return None
+    return record
+
+
 def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "cases").mkdir(exist_ok=True)
+    if "path" in spec.get("model", {}):  # checked where it leads, before anything is loaded from it
+        spec["model"]["path"] = str(
+            resolve_inside_roots(spec["model"]["path"], spec.get("model_roots") or [], "model.path")
+        )
     device = spec.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
     cases, set_sha = load_cases(spec.get("eval_set"), spec.get("max_cases_per_category"))
+    # What the cached cases depend on: the whole spec (model, scheme, limits) and the eval set's bytes.
+    key = hashlib.sha256(json.dumps([spec, set_sha], sort_keys=True).encode()).hexdigest()[:32]
     chosen = scheme_named(spec["scheme"], spec.get("group_size"))
     started = time.perf_counter()
     tokenizer, baseline = load_models(spec, device)
@@ -90,8 +111,8 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     max_new = int(spec.get("max_new_tokens", 32))
     timings = {"baseline_s": 0.0, "quantized_s": 0.0}
     for done, case in enumerate(cases, start=1):
-        cache = out / "cases" / f"{case['id']}.json"
-        if cache.exists():
+        cache = out / "cases" / case_file_name(case["id"])
+        if cached_record(cache, case, key) is not None:
             print(f"progress {done}/{len(cases)} (cached {case['id']})", flush=True)
             continue
         text = prompt_text(case)
@@ -111,10 +132,16 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             "quantized": quant_text,
             **case_verdict(case, base_text, quant_text),
             "tokens": tokens,
+            "key": key,
         }
         write_atomic(cache, json.dumps(record, ensure_ascii=False).encode())
         print(f"progress {done}/{len(cases)}", flush=True)
-    records = [json.loads((out / "cases" / f"{case['id']}.json").read_text()) for case in cases]
+    records = []
+    for case in cases:
+        finished = cached_record(out / "cases" / case_file_name(case["id"]), case, key)
+        if finished is None:
+            raise ValueError(f"case {case['id']}: its cached record changed while the job ran")
+        records.append(finished)
     result = summarize(records, float(spec.get("threshold", 0.05)))
     result.update(
         {

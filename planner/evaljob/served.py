@@ -10,6 +10,9 @@ Caches: candidate answers under `cache_dir` (kept across attempts of one run: a 
 only the cases it has no answer for); baseline answers under `baseline_cache_dir`, a directory named
 by the key (baseline digest, engine, version, serving config, eval set digest, generation
 parameters), so a second candidate of the same baseline does not serve the baseline again.
+A cache file is named by a hash of its case id (never the id: an id is not a path) and holds the
+key that produced it; an answer counts only when its id and key are this case's and this run's
+(`read_answer`), so a file planted in a shared cache, or another key's answer, is asked again.
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from planner.cluster.base import job_main, write_atomic, write_result
-from planner.evaljob.cases import load_cases
+from planner.evaljob.cases import case_file_name, load_cases
 from planner.evaljob.engines import multinode_command
 from planner.evaljob.manifest import verify_artifact
 from planner.evaljob.metrics import case_verdict
 from planner.evaljob.standard import check_tasks, compare, run_standard_tasks, standard_key, tasks_dir_sha256
 from planner.evaljob.summary import summarize
+from planner.quantjob.manifest import resolve_inside_roots
 
 LOG_TAIL_LINES = 40
 
@@ -207,6 +211,24 @@ def chat(base_url: str, model: str, case: dict[str, Any], generation: dict[str, 
     return {"id": case["id"], "text": content, "logprobs": tokens, "latency_s": time.perf_counter() - started}
 
 
+def read_answer(cache: Path, case: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """The cached answer to `case` produced under `key`, or None: a missing, unreadable or foreign
+    file, or one another case or another key wrote, is not an answer (the case is asked again)."""
+    try:
+        answer = json.loads((cache / case_file_name(case["id"])).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(answer, dict)
+        or answer.get("key") != key
+        or answer.get("id") != case["id"]
+        or type(answer.get("id")) is not type(case["id"])
+        or not isinstance(answer.get("text"), str)
+    ):
+        return None
+    return answer
+
+
 def answer_all(
     base_url: str,
     model: str,
@@ -216,19 +238,21 @@ def answer_all(
     logprobs: bool,
     concurrency: int,
     label: str,
+    key: str,
 ) -> dict[str, Any]:
-    """Every case answered once: cached answers are read, the rest asked with at most `concurrency` in flight."""
+    """Every case answered once: cached answers (of this key) are read, the rest asked with at most
+    `concurrency` in flight; each answer is written with the key that produced it."""
     cache.mkdir(parents=True, exist_ok=True)
-    todo = [case for case in cases if not (cache / f"{case['id']}.json").exists()]
+    todo = [case for case in cases if read_answer(cache, case, key) is None]
     print(f"{label}: {len(cases) - len(todo)} cached, {len(todo)} to ask", flush=True)
     lock = threading.Lock()
     done = [len(cases) - len(todo)]
     asked_client_s = [0.0]
 
     def ask(case: dict[str, Any]) -> None:
-        answer = chat(base_url, model, case, generation, logprobs)
+        answer = {**chat(base_url, model, case, generation, logprobs), "key": key}
         began = time.perf_counter()
-        write_atomic(cache / f"{case['id']}.json", json.dumps(answer, ensure_ascii=False).encode())
+        write_atomic(cache / case_file_name(case["id"]), json.dumps(answer, ensure_ascii=False).encode())
         with lock:
             done[0] += 1
             asked_client_s[0] += time.perf_counter() - began
@@ -271,6 +295,14 @@ def token_metrics(
 
 
 def verify(spec: dict[str, Any]) -> dict[str, float]:
+    """Both artifacts' directories resolved inside the cluster's model roots (a directory that is a link
+    out of them is refused before anything is read), then their files checked against the registered
+    manifests. The spec's paths become the resolved ones: the engine serves what was checked."""
+    for role in ("baseline", "candidate"):
+        artifact = spec["artifacts"][role]
+        artifact["path"] = str(
+            resolve_inside_roots(artifact["path"], spec.get("model_roots") or [], f"artifacts.{role}.path")
+        )
     timings = {}
     for role in ("baseline", "candidate"):
         artifact = spec["artifacts"][role]
@@ -296,12 +328,18 @@ def engine_version(engine: dict[str, Any], values: dict[str, str]) -> str:
 
 
 def serve_and_answer(
-    spec: dict[str, Any], role: str, cases: list[dict[str, Any]], cache: Path, out: Path, values: dict[str, str]
+    spec: dict[str, Any],
+    role: str,
+    cases: list[dict[str, Any]],
+    cache: Path,
+    out: Path,
+    values: dict[str, str],
+    key: str,
 ) -> dict[str, Any]:
     """Launch the engine on one artifact, answer every uncached case, stop it. Nothing to ask: no launch."""
     standard: dict[str, Any] = spec.get("lm_eval") or {}
     standard_file = cache / f"standard-{standard['key']}.json" if standard else None
-    if all((cache / f"{case['id']}.json").exists() for case in cases) and (
+    if all(read_answer(cache, case, key) is not None for case in cases) and (
         standard_file is None or standard_file.exists()
     ):
         print(f"{role}: every answer cached, engine not started", flush=True)
@@ -333,6 +371,7 @@ def serve_and_answer(
                 bool(engine.get("logprobs")),
                 int(spec.get("concurrency", 4)),
                 role,
+                key,
             )
         except EngineError as exc:  # e.g. out of memory mid-run: the engine's log says why
             raise EngineError(f"{exc}\nlast lines of the engine's log:\n{log_tail(log_path)}") from None
@@ -387,17 +426,29 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         set_sha,
         generation,
     )
+    # The candidate's answers are keyed the same way (its digest, the whole serving config): a file left
+    # in the run's cache by anything else is asked again, not counted.
+    candidate_key = cache_key(
+        spec["artifacts"]["candidate"]["digest"],
+        engine["name"],
+        version,
+        {**spec.get("serving", {}), "candidate_argv": list(engine.get("candidate_argv") or [])},
+        set_sha,
+        generation,
+    )
     baseline_cache = (out / spec["baseline_cache_dir"] / key).resolve()
     candidate_cache = (out / spec.get("cache_dir", "cache")).resolve()
     runs = {
-        "baseline": serve_and_answer(spec, "baseline", cases, baseline_cache, out, values),
-        "candidate": serve_and_answer(spec, "candidate", cases, candidate_cache, out, values),
+        "baseline": serve_and_answer(spec, "baseline", cases, baseline_cache, out, values, key),
+        "candidate": serve_and_answer(spec, "candidate", cases, candidate_cache, out, values, candidate_key),
     }
     compare_started = time.perf_counter()
     records = []
     for case in cases:
-        base = json.loads((baseline_cache / f"{case['id']}.json").read_text())
-        cand = json.loads((candidate_cache / f"{case['id']}.json").read_text())
+        base = read_answer(baseline_cache, case, key)
+        cand = read_answer(candidate_cache, case, candidate_key)
+        if base is None or cand is None:  # written by this job a moment ago: only a concurrent writer explains it
+            raise EngineError(f"case {case['id']}: its cached answer changed while the job ran")
         records.append(
             {
                 "id": case["id"],

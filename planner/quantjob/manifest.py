@@ -14,10 +14,29 @@ followed: a link's target can change after registration without any registered f
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 CHUNK = 1 << 20
+
+
+def resolve_inside_roots(path: str, roots: Sequence[str], field: str) -> Path:
+    """`path` with every symbolic link resolved, provided it leads inside one of `roots` (each resolved
+    too: a root may itself be a link). Links inside a checkpoint are refused by `iter_files`; this
+    covers the directory itself (`<root>/link` -> anywhere) and any link on the way to it. The caller
+    reads the returned path, not `path`, so the link cannot be moved between the check and the read.
+    The message never says where a link leads."""
+    if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
+        raise ValueError(f"{field}: an absolute path")
+    resolved_roots = [os.path.realpath(root) for root in roots or () if isinstance(root, str) and root.startswith("/")]
+    if not resolved_roots:
+        raise ValueError(f"{field}: no model roots to check {path} against")
+    resolved = os.path.realpath(path)
+    for root in resolved_roots:
+        if resolved == root or resolved.startswith(root.rstrip("/") + "/"):
+            return Path(resolved)
+    raise ValueError(f"{field}: {path} leads outside the model roots (through a symbolic link)")
 
 
 def iter_files(root: Path) -> Iterator[Path]:

@@ -25,7 +25,7 @@ from typing import Any
 from planner.cluster.base import job_main, write_result
 from planner.quantjob import recipes
 from planner.quantjob.calibration import DEFAULT_CALIBRATION, load
-from planner.quantjob.manifest import manifest, manifest_digest
+from planner.quantjob.manifest import manifest, manifest_digest, resolve_inside_roots
 from planner.quantjob.obligations import carry_obligations
 
 
@@ -65,6 +65,27 @@ def _spec_path(spec: dict[str, Any], key: str) -> Path:
     if not isinstance(value, str) or not value.startswith("/"):
         raise ValueError(f"{key}: an absolute path")
     return Path(value)
+
+
+def confine_paths(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec with its paths resolved inside the cluster's model roots (`model_roots`), before
+    anything is read or written: the parent checkpoint, the calibration file and the output
+    directory's parent (the output itself does not exist yet). A link out of the roots is refused."""
+    roots = spec.get("model_roots") or []
+    confined = {
+        **spec,
+        "model_path": str(resolve_inside_roots(str(_spec_path(spec, "model_path")), roots, "model_path")),
+    }
+    target = _spec_path(spec, "output_dir")
+    if target.name in ("", ".", ".."):
+        raise ValueError("output_dir: a directory name")
+    parent = resolve_inside_roots(str(target.parent), roots, "output_dir")
+    confined["output_dir"] = str(parent / target.name)
+    calibration = spec.get("calibration") or {}
+    if calibration.get("path"):
+        path = resolve_inside_roots(str(calibration["path"]), roots, "calibration.path")
+        confined["calibration"] = {**calibration, "path": str(path)}
+    return confined
 
 
 def quantize(spec: dict[str, Any], data: dict[str, Any], staging: Path) -> dict[str, Any]:
@@ -113,12 +134,15 @@ def quantize(spec: dict[str, Any], data: dict[str, Any], staging: Path) -> dict[
 def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     started = time.perf_counter()
     data = recipes.validate(spec.get("recipe"))
+    requested = str(_spec_path(spec, "output_dir"))  # reported as asked: the service compares it with its own
+    spec = confine_paths(spec)
     source = _spec_path(spec, "model_path")
     target = _spec_path(spec, "output_dir")
     parent_digest = manifest_digest(source)
     expected = spec.get("parent_digest")
     if expected and expected != parent_digest:
-        raise ValueError(f"parent_digest: the checkpoint at {source} has {parent_digest}, not {expected}")
+        # never the digest found: the directory may be another team's checkpoint
+        raise ValueError(f"parent_digest: the files at {source} do not match the parent's registered {expected}")
     out.mkdir(parents=True, exist_ok=True)
     facts_file = out / "calibration.json"  # survives a requeue next to the attempt's outputs
     resumed = target.is_dir()
@@ -146,7 +170,7 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     lines = "".join(manifest(target))  # hashed once: the digest is the SHA-256 of exactly these lines
     result = {
         "name": spec.get("output_name"),
-        "checkpoint": str(target),
+        "checkpoint": requested,
         "manifest_digest": "sha256:" + hashlib.sha256(lines.encode()).hexdigest(),
         "manifest": lines,
         "parent_digest": parent_digest,

@@ -64,6 +64,10 @@ def _line(**case: object) -> str:
         _line(turns=[1, 2]),
         _line(key_items="x"),
         "{not json",
+        _line(id="../../runs/other/cache/x"),  # issue 43: an id became a file name on the cluster
+        _line(id="a/b"),
+        _line(id=".hidden"),
+        _line(id="c0"),  # twice
     ],
 )
 def test_a_malformed_eval_set_line_is_400_naming_the_line(eval_url: str, personas: Personas, bad: str) -> None:
@@ -72,6 +76,8 @@ def test_a_malformed_eval_set_line_is_400_naming_the_line(eval_url: str, persona
     assert response.status_code == 400, response.content[:300]
     message = response.json()["extra"]["fields"]["eval_set"]
     assert "line 2" in json.dumps(message), message
+    if "id" in bad and "c1" not in bad:  # the case id's problem names the field
+        assert "id" in json.dumps(message), message
     assert JobRun.objects.count() == 0
 
 

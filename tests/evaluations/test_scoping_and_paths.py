@@ -4,6 +4,7 @@ events of a draft they cannot open."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from governance.capacity.services import capacity_plan_request
+from governance.core.errors import ApplicationError
 from governance.deployments.models import DeploymentRequest
 from governance.evaluations.evals import eval_run_request
 from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKind, JobRun
@@ -142,3 +144,78 @@ def test_cluster_paths_refuse_parent_segments(db: None, fields: dict[str, Any]) 
     with pytest.raises(ValidationError) as caught:
         cluster.full_clean()
     assert set(fields) <= set(caught.value.message_dict)
+
+
+@pytest.fixture
+def linked(db: None, tmp_path: Path) -> tuple[Cluster, Path]:
+    """A local cluster whose model root holds `link`, a symbolic link to a directory outside every root
+    (another team's checkpoint, /etc, …), and `inside`, a link to a directory inside the root."""
+    root, outside = tmp_path / "models", tmp_path / "elsewhere" / "secret-ckpt"
+    (root / "real").mkdir(parents=True)
+    outside.mkdir(parents=True)
+    for directory in (root / "real", outside):
+        (directory / "config.json").write_text('{"model_type": "tiny"}\n')
+        (directory / "model.safetensors").write_bytes(b"\x07" * 32)
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    (root / "inside").symlink_to(root / "real", target_is_directory=True)
+    cluster = Cluster.objects.create(
+        name="linked", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"), model_roots=[str(root)]
+    )
+    return cluster, root
+
+
+def test_a_model_directory_that_is_a_link_out_of_the_roots_is_refused_before_it_is_hashed(
+    personas: Personas, artifacts: dict[str, Any], linked: tuple[Cluster, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43: `<root>/link` -> a directory outside the roots passed the textual check and the
+    service hashed the files it pointed at."""
+    import planner.quantjob.manifest as hashing
+
+    cluster, root = linked
+
+    def no_reading(path: Path) -> str:
+        raise AssertionError(f"{path} was read")
+
+    monkeypatch.setattr(hashing, "file_sha256", no_reading)
+    body = {"artifact": str(artifacts["apache"].code), "path": str(root / "link")}
+    response = personas.client(personas.engineer).post(
+        f"/api/v1/clusters/{cluster.code}/locations", body, format="json"
+    )
+    assert response.status_code == 400, response.json()
+    assert "path" in response.json()["extra"]["fields"]
+    assert "model roots" in response.json()["message"]
+    assert "elsewhere" not in response.json()["message"]  # where the link leads is not told
+    assert not ArtifactLocation.objects.exists()
+    with pytest.raises(ApplicationError) as caught:  # the screening eval's model path, the same check
+        eval_run_request(cluster=cluster, scheme="w8a8", model={"path": f"{root}/link"}, actor=None)
+    assert "model_path" in caught.value.extra["fields"]
+
+
+def test_a_link_that_stays_inside_the_roots_is_accepted(
+    personas: Personas, artifacts: dict[str, Any], linked: tuple[Cluster, Path]
+) -> None:
+    cluster, root = linked
+    evaluation = eval_run_request(cluster=cluster, scheme="w8a8", model={"path": str(root / "inside")}, actor=None)
+    assert evaluation.job is not None
+    spec = json.loads(evaluation.job.files["spec.json"])
+    assert spec["model_roots"] == [str(root)]  # the node checks the resolved path again
+
+
+def test_a_location_at_another_team_s_files_never_reports_their_digest(
+    personas: Personas, artifacts: dict[str, Any], linked: tuple[Cluster, Path]
+) -> None:
+    """Issue 43: a location pointed at another team's directory answered "the files hash to
+    sha256:<theirs>". It says only that the files do not match."""
+    from planner.quantjob.manifest import weights_digest
+
+    cluster, root = linked
+    theirs = weights_digest(root / "real")
+    body = {"artifact": str(artifacts["apache"].code), "path": str(root / "real")}
+    response = personas.client(personas.engineer).post(
+        f"/api/v1/clusters/{cluster.code}/locations", body, format="json"
+    )
+    assert response.status_code == 400, response.json()
+    assert "do not match" in response.json()["message"]
+    assert theirs not in json.dumps(response.json())
+    assert theirs.removeprefix("sha256:")[:12] not in json.dumps(response.json())
+    assert not ArtifactLocation.objects.exists()

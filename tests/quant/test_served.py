@@ -62,6 +62,7 @@ def spec_for(tmp_path: Path, engine: dict[str, Any], per_category: int = 2, **ch
         "threshold": 0.05,
         "cache_dir": "../cache",
         "baseline_cache_dir": str(tmp_path / "baseline-cache"),
+        "model_roots": [str(tmp_path / "models")],
     }
     spec.update(changes)
     return spec
@@ -91,7 +92,7 @@ def test_the_payload_verifies_with_the_registry_s_manifest_and_names_a_changed_f
     weights.write_bytes(bytes(changed))
     with pytest.raises(ArtifactMismatch, match=r"model\.safetensors differs"):
         verify_artifact(Path(artifact["path"]), artifact["digest"], artifact["manifest"], "candidate")
-    with pytest.raises(ArtifactMismatch, match="not the registered"):
+    with pytest.raises(ArtifactMismatch, match="do not match the registered"):
         verify_artifact(Path(artifact["path"]), artifact["digest"], None)
     (tmp_path / "m" / "extra.bin").write_bytes(b"x")
     with pytest.raises(ArtifactMismatch, match=r"extra\.bin is not in the registered manifest"):
@@ -313,6 +314,7 @@ def test_transformers_serve_answers_the_eval_on_the_tiny_checkpoint(tmp_path: Pa
         role: {"path": str(path), "digest": weights_digest(path), "manifest": "".join(manifest_lines(path))}
         for role, path in (("baseline", base), ("candidate", candidate))
     }
+    spec["model_roots"] = [str(tmp_path / "real")]
     done = run_job(tmp_path / "run" / "attempt-1", spec, timeout_s=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "run" / "attempt-1" / "result.json").read_text())

@@ -231,3 +231,72 @@ def test_a_manifest_that_does_not_hash_to_the_digest_registers_nothing(
     assert run.status == QuantizeStatus.FAILED
     assert "manifest" in run.reason
     assert not ModelArtifact.objects.filter(parent=parent).exists()
+
+
+def test_a_run_given_another_team_s_checkpoint_never_reports_its_digest(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue 43: a quantize run pointed at another team's checkpoint ended with that checkpoint's
+    digest in its reason. The node's refusal and the service's check say only that it does not match."""
+    from planner.quantjob import recipes
+    from planner.quantjob.run import run as quantjob_run
+
+    theirs = tmp_path / "models" / "their-checkpoint"
+    shutil.copytree(CHECKPOINT, theirs)
+    (theirs / "NOTICE").write_text("another team's weights\n")
+    foreign = manifest_digest(theirs)
+    spec = {
+        "model_path": str(theirs),
+        "parent_digest": parent.weights_digest,
+        "recipe": recipes.recipe("w4a16-gptq"),
+        "output_dir": str(tmp_path / "models" / "out"),
+        "output_name": "out",
+        "model_roots": [str(tmp_path / "models")],
+    }
+    with pytest.raises(ValueError, match="parent_digest") as caught:
+        quantjob_run(spec, tmp_path / "attempt")
+    assert foreign not in str(caught.value)
+    assert foreign.removeprefix("sha256:")[:12] not in str(caught.value)
+    assert "do not match" in str(caught.value)
+    # what the service makes of the job's end: from the node's error line, or from a result naming it
+    run = QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"])
+    assert run.job is not None
+    run.job.state = JobRunState.FAILED
+    run.job.log_tail = f"quantjob: error: {caught.value}\n"
+    run.job.save()
+    assert foreign not in quantize_run_complete(run_id=run.pk).reason
+    other = QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"])
+    other = finish(other, parent_digest=foreign)
+    assert other.status == QuantizeStatus.FAILED
+    assert "parent_digest" in other.reason
+    assert foreign not in other.reason
+
+
+def test_a_derivative_whose_digest_another_team_holds_is_registered_for_its_own_team(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster
+) -> None:
+    """Issue 43: the derivative's digest was looked up across all teams; another team's artifact with
+    the same bytes failed the run and named that artifact's code. The lookup is the parent team's."""
+    digest = "sha256:" + "ab" * 32  # what `finish` reports
+    theirs = artifact_register(
+        actor=personas.other_requester,
+        team=personas.other_team,
+        data={
+            "name": "their-copy",
+            "source_repo": "elsewhere/tiny",
+            "revision": "1",
+            "weights_digest": digest,
+            "license": "llama-3.1",
+            "config": json.loads((CHECKPOINT / "config.json").read_text()),
+        },
+    )
+    run = finish(QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"]))
+    assert run.status == QuantizeStatus.REGISTERED, run.reason
+    assert run.derivative is not None
+    assert run.derivative.team == parent.team
+    assert run.derivative.pk != theirs.pk
+    # the same bytes again in the parent's own team: refused (a rerun), naming only its own artifact
+    rerun = finish(QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"]))
+    assert rerun.status == QuantizeStatus.FAILED
+    assert str(run.derivative.code) in rerun.reason
+    assert str(theirs.code) not in rerun.reason

@@ -24,6 +24,7 @@ def spec(target: Path, **change: object) -> dict[str, object]:
         "recipe": recipes.recipe("w4a16-gptq"),
         "output_dir": str(target),
         "output_name": "Llama-tiny-w4a16",
+        "model_roots": [str(CHECKPOINT.parent), str(target.parent)],
         **change,
     }
 

@@ -112,7 +112,7 @@ def _create(request: HttpRequest, form: WizardForm) -> Any:
         raise ApplicationError(_("You are not a member of any team; ask an administrator."))
     artifact = selectors.wizard_artifact(user, form.selected_artifact_code())
     if artifact is None:
-        data = validated(ArtifactInputSerializer(data=form.artifact_payload(), context={"user": user}))
+        data = validated(ArtifactInputSerializer(data=form.artifact_payload(), context={"user": user, "team": team}))
         artifact = artifact_register(actor=user, team=team, data=data)
     payload = {
         "artifact": str(artifact.code),
