@@ -53,6 +53,8 @@ def artifact_inspection_request(*, location: ArtifactLocation, actor: User | Non
     command += ["--max-memory-mb", str(INSPECTION_MEMORY_MB), "--max-seconds", str(_time_limit(location))]
     if files:
         command += ["--manifest", "manifest.txt"]
+    for root in location.cluster.model_roots or []:  # the node resolves the path inside them first
+        command += ["--model-root", root]
     with transaction.atomic():
         inspection = ArtifactInspection.objects.create(
             artifact=location.artifact, cluster=location.cluster, path=location.path, requested_by=actor

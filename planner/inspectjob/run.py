@@ -23,6 +23,7 @@ from planner.cluster.base import write_result
 from planner.evaljob.manifest import ArtifactMismatch, manifest_difference
 from planner.inspectjob.checkpoint import inspect_checkpoint
 from planner.inspectjob.report import InspectionRefused, InspectionTimeout
+from planner.quantjob.manifest import resolve_inside_roots
 
 DEFAULT_MAX_SECONDS = 3600  # hashing 1 TB at ~1 GB/s takes ~17 min; the service passes its own
 DEFAULT_MAX_MEMORY_MB = 2048
@@ -78,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=int, default=DEFAULT_MAX_SECONDS, help="wall-clock bound; 0: none")
     parser.add_argument("--max-memory-mb", type=int, default=DEFAULT_MAX_MEMORY_MB, help="RLIMIT_AS; 0: none")
     parser.add_argument(
+        "--model-root",
+        action="append",
+        default=[],
+        help="a directory DIR must lie in once its links are resolved (repeat for several); checked before reading",
+    )
+    parser.add_argument(
         "--job",
         action="store_true",
         help="run as the service's job: a refusal is a verdict in result.json and the job exits 0",
@@ -91,7 +98,17 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             print(f"inspectjob: error: --manifest {args.manifest}: {exc}", file=sys.stderr)
             return 2
-    code, result = inspect_to_json(args.directory, manifest_text)
+    directory = args.directory
+    if args.model_root:
+        try:  # where the path leads, not what it says: a root's link out of it is refused unread
+            directory = resolve_inside_roots(str(args.directory), args.model_root, "directory")
+        except ValueError as exc:
+            refusal = InspectionRefused(".", str(exc).removeprefix("directory: "), reason="checkpoint")
+            code, result = 2, refusal.to_json()
+        else:
+            code, result = inspect_to_json(directory, manifest_text)
+    else:
+        code, result = inspect_to_json(directory, manifest_text)
     signal.alarm(0)
     data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -179,3 +179,26 @@ def test_the_job_path_runs_it_like_the_eval_and_quantize_jobs(tmp_path: Path) ->
     assert output.result is not None
     assert output.result["refused"]["file"] == "config.json"
     assert "Traceback" not in output.log_tail
+
+
+def test_a_model_directory_linked_out_of_the_model_roots_is_refused_unread(tmp_path: Path) -> None:
+    """`<root>/link` -> a directory elsewhere: the node resolves the path and checks it against the
+    resolved roots before reading anything (issue 43); the refusal never says where the link leads."""
+    outside = ckpt.w4a16(tmp_path / "elsewhere" / "m")
+    roots = tmp_path / "models"
+    roots.mkdir()
+    (roots / "link").symlink_to(outside, target_is_directory=True)
+    out = tmp_path / "out" / "result.json"
+
+    assert main([str(roots / "link"), "--out", str(out), "--model-root", str(roots), "--job"] + LIMITS_OFF) == 0
+
+    refused = json.loads(out.read_text())["refused"]
+    assert refused["file"] == "."
+    assert "outside the model roots" in refused["message"]
+    assert str(outside) not in refused["message"]
+    inside = ckpt.w4a16(roots / "real")
+    assert main([str(inside), "--out", str(out), "--model-root", str(roots), "--job"] + LIMITS_OFF) == 0
+    assert "refused" not in json.loads(out.read_text())
+
+
+LIMITS_OFF = ["--max-seconds", "0", "--max-memory-mb", "0"]
