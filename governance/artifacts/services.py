@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.selectors import artifact_usable_by
@@ -61,6 +61,28 @@ def artifact_register(*, actor: User, team: Team, data: dict[str, Any]) -> Model
     for other in merged:
         if not artifact_usable_by(other, team):
             raise invalid_input("merged_with", f"{other.code} belongs to another team and is not shared with yours")
+    try:
+        return _artifact_create(actor, team, data, version, architecture_key, config, quantization, parent, merged)
+    except IntegrityError:
+        # Two registrations of the same weights by one team at the same moment: the unique index
+        # decides; the loser gets the answer the serializer gives when it sees the row first.
+        raise invalid_input(
+            "weights_digest", "an artifact with this digest is registered in your team already"
+        ) from None
+
+
+def _artifact_create(
+    actor: User,
+    team: Team,
+    data: dict[str, Any],
+    version: Any,
+    architecture_key: str,
+    config: Any,
+    quantization: Any,
+    parent: ModelArtifact | None,
+    merged: list[ModelArtifact],
+) -> ModelArtifact:
+    derivation = data.get("derivation", Derivation.NONE)
     with transaction.atomic():
         artifact = ModelArtifact.objects.create(
             team=team,

@@ -93,3 +93,20 @@ def test_each_team_s_served_evals_keep_their_own_baseline_answers(
     assert len(set(caches.values())) == 2
     for team_hex, directory in caches.items():
         assert directory == f"{tmp_path / 'runs'}/baseline-answers/{team_hex}"
+
+
+def test_a_registration_that_loses_the_race_to_the_unique_index_is_a_400(
+    artifacts: dict[str, ModelArtifact], personas: Personas
+) -> None:
+    """The serializer's check and the insert are two statements: a twin registration between them meets
+    the (team, digest) index, and answers like the serializer (not a 500)."""
+    import pytest
+
+    from governance.core.errors import ApplicationError
+
+    ours = artifacts["apache"]
+    data = {**BODY, "name": "twin", "architecture_key": "qwen3-30b-a3b", "weights_digest": ours.weights_digest}
+    with pytest.raises(ApplicationError) as refused:
+        artifact_register(actor=personas.requester, team=personas.team, data=data)
+    assert "weights_digest" in refused.value.extra["fields"]
+    assert ModelArtifact.objects.filter(weights_digest=ours.weights_digest, team=personas.team).count() == 1
