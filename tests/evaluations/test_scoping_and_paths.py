@@ -107,7 +107,7 @@ def test_a_location_inside_a_root_is_normalised_and_the_eval_reads_it(
     eval_body = {"cluster": "lab", "kind": "screening", "scheme": "w8a8"}
     response = personas.client(personas.engineer).post(f"/api/v1/deployments/{code}/evals", eval_body, format="json")
     assert response.status_code == 202, response.json()
-    job = JobRun.objects.get()
+    job = JobRun.objects.get(kind="eval")  # registering the location queued its inspection too
     assert '"path": "/data/ckpt/qwen/v1"' in job.files["spec.json"]
 
 
