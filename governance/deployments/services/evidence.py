@@ -45,10 +45,19 @@ def validate_facts(facts: Any) -> None:
         ) from None
 
 
+# The memory profile the planner judges a serving engine by: TensorRT-LLM's is named `trtllm` there;
+# `transformers serve` has none of its own and is planned under vLLM's (a stand-in).
+_PLANNED_AS = {"tensorrt_llm": "trtllm", "transformers": "vllm"}
+
+
 def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
+    """The capacity planner's inputs for the request: its model, serving plan and engine (the plan
+    must judge the engine the gate will compare, not the planner's default)."""
     artifact = deployment.artifact
     plan = deployment.serving_plan
+    engine = str(plan.get("engine") or "vllm")
     inputs: dict[str, Any] = {
+        "engine": _PLANNED_AS.get(engine, engine),
         "model": artifact.architecture_key or artifact.config,
         "precision": plan["precision"],
         "gpu": plan["gpu"],
@@ -58,6 +67,8 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
         "kv_dtype": plan.get("kv_dtype", "bf16"),
         "model_path": artifact.source_repo,
     }
+    if plan.get("engine_version"):
+        inputs["engine_version"] = plan["engine_version"]
     if plan.get("gpu_spec"):  # a GPU outside the catalog, as the request states it
         inputs["gpu_spec"] = plan["gpu_spec"]
     for name in ("tp", "pp", "ep", "dp"):
