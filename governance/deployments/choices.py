@@ -28,6 +28,9 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     Status.EXPIRED: (),
     Status.WITHDRAWN: (),
 }
+# Closed: a status no transition leaves. No new evidence, action or reminder concerns such a request
+# (the evidence hooks, the web's actions and queues ask this; derived, so a new status cannot be missed).
+TERMINAL: tuple[str, ...] = tuple(status for status, onward in TRANSITIONS.items() if not onward)
 EDITABLE = (Status.DRAFT, Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED)
 
 

@@ -18,7 +18,7 @@ from governance.capacity.services import capacity_plan_request
 from governance.core.canonical import canonical_sha256
 from governance.core.errors import ApplicationError
 from governance.core.outbox import outbox_enqueue
-from governance.deployments.choices import ObligationStatus, Status
+from governance.deployments.choices import TERMINAL, ObligationStatus, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff
 from governance.deployments.readiness import served_config_key
 from governance.deployments.selectors import active_waivers, latest_capacity_plan
@@ -29,9 +29,6 @@ from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate
 from governance.licenses.services import license_evaluation_store
-
-# Requests in these states are closed: new evidence no longer concerns them.
-CLOSED = (Status.REJECTED, Status.REVOKED, Status.EXPIRED)
 
 
 def validate_facts(facts: Any) -> None:
@@ -360,7 +357,7 @@ def on_capacity_plan_computed(sender: Any = None, *, plan: CapacityPlan, **kwarg
     if plan.subject_type != DeploymentRequest._meta.label_lower:
         return
     deployment = DeploymentRequest.objects.filter(code=plan.subject_id).first()
-    if deployment is None or deployment.status in CLOSED:
+    if deployment is None or deployment.status in TERMINAL:
         return
     with transaction.atomic():
         deployment_evidence_refresh(deployment_lock(deployment), "system:capacity", f"capacity plan {plan.status}")
@@ -369,7 +366,7 @@ def on_capacity_plan_computed(sender: Any = None, *, plan: CapacityPlan, **kwarg
 def on_eval_finished(sender: Any = None, *, evaluation: Any, **kwargs: Any) -> None:
     """Receiver of evaluations.signals.eval_finished: a finished eval run is evidence of its request."""
     deployment = evaluation.request
-    if deployment is None or deployment.status in CLOSED:
+    if deployment is None or deployment.status in TERMINAL:
         return
     with transaction.atomic():
         reason = f"{evaluation.scheme} eval {evaluation.status}"

@@ -17,7 +17,7 @@ from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.core.errors import NotFoundError
 from governance.core.models import Team
 from governance.core.roles import Role, has_role
-from governance.deployments.choices import ObligationStatus, ReviewRole, Status
+from governance.deployments.choices import TERMINAL, ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff, Waiver
 from governance.deployments.readiness import finding_waived
 from governance.deployments.selectors import (
@@ -173,7 +173,7 @@ def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_
     it by itself (the capacity plan computing, an eval running, the heavy worker rendering or
     signing the packet): htmx polls it only then. Gone once approved (what stood between is behind
     it) unless a usage report flagged it again, and once the request ended."""
-    shown = request.status not in ENDED and (request.status != Status.APPROVED or request.flagged)
+    shown = request.status not in TERMINAL and (request.status != Status.APPROVED or request.flagged)
     if not shown:
         return {"blockers_shown": False, "blockers_pending": False}
     pending = (plan is not None and plan.status == CapacityPlanStatus.PENDING) or evals_active
@@ -332,10 +332,6 @@ def deployment_evals(user: Any, code: Any) -> list[dict[str, Any]]:
     return [eval_progress(run) for run in runs]
 
 
-# Statuses a request never leaves: nothing more to acknowledge or report on.
-ENDED = (Status.REJECTED, Status.REVOKED, Status.EXPIRED, Status.WITHDRAWN)
-
-
 def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     """Which forms to show. The services check again; this only hides what would be refused."""
     member = getattr(request, "viewer_is_member", None)  # annotated by the request page's query
@@ -355,8 +351,8 @@ def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
         "submit": requester and request.status == Status.DRAFT,
         "withdraw": request.status in (Status.DRAFT, Status.SUBMITTED)
         and ((own and member) or user.led_teams.filter(pk=request.team_id).exists()),
-        "acknowledge": requester and request.status not in ENDED,
-        "usage": requester and request.status not in (Status.DRAFT, *ENDED),
+        "acknowledge": requester and request.status not in TERMINAL,
+        "usage": requester and request.status not in (Status.DRAFT, *TERMINAL),
         "start_review": not own
         and request.status == Status.SUBMITTED
         and has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER),
