@@ -1,6 +1,10 @@
 from django.db import models
 
+from planner.engines.registry import DEFAULT_ENGINE
+from planner.engines.registry import ENGINE_CHOICES as REGISTERED_ENGINES
 from planner.specs import precisions
+
+__all__ = ["DEFAULT_ENGINE", "ENGINE_CHOICES"]
 
 # The precisions a serving plan (and the gate's serving config) names: the planner's catalog.
 SERVING_PRECISIONS: list[str] = sorted(precisions())
@@ -64,8 +68,7 @@ class ObligationStatus(models.TextChoices):
     SUPERSEDED = "superseded"  # the finding went away on re-evaluation
 
 
-class Engine(models.TextChoices):
-    VLLM = "vllm"
-    SGLANG = "sglang"
-    TENSORRT_LLM = "tensorrt_llm"
-    TRANSFORMERS = "transformers"  # `transformers serve` (CPU): the embedded default's and CI's engine
+# The serving engines a request, the gate and an eval may name, with their display names: one module
+# each in planner/engines (registry.py lists them; `transformers serve` is the embedded default's and
+# CI's CPU engine). Stored as the name.
+ENGINE_CHOICES: list[tuple[str, str]] = list(REGISTERED_ENGINES)

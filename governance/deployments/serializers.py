@@ -12,7 +12,7 @@ from rest_framework import serializers
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.capacity.serializers import GPU_SPEC_HELP, MAX_MODEL_LEN, gpu_spec_validate
 from governance.core.serializers import JsonObjectField, StrictSerializer
-from governance.deployments.choices import SERVING_PRECISIONS, Engine, Status
+from governance.deployments.choices import DEFAULT_ENGINE, ENGINE_CHOICES, SERVING_PRECISIONS, Status
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import finding_waived
 from governance.deployments.selectors import (
@@ -27,7 +27,7 @@ from planner.specs import gpus
 
 
 class ServingPlanSerializer(StrictSerializer):
-    engine = serializers.ChoiceField(choices=Engine.choices, default=Engine.VLLM)
+    engine = serializers.ChoiceField(choices=ENGINE_CHOICES, default=DEFAULT_ENGINE)
     precision = serializers.ChoiceField(choices=SERVING_PRECISIONS)
     gpu = serializers.ChoiceField(choices=sorted(gpus()), required=False, help_text="catalog key (or gpu_spec)")
     gpu_spec = JsonObjectField(required=False, help_text=GPU_SPEC_HELP)

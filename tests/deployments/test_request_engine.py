@@ -7,13 +7,22 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from governance.artifacts.models import ModelArtifact
+from governance.capacity.serializers import plan_request_from
+from governance.deployments.envelope import approved_envelope
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.services import planner_inputs
+from planner.engines import SERVING_ENGINES, ServingEngine, serving_engine
+from planner.plan import plan
+from planner.specs import precisions
 from tests.deployments.conftest import SERVING, Flow
 
-# The serving engine a request names -> the memory profile its capacity plan must use.
-PLANNED_AS = {"vllm": "vllm", "sglang": "sglang", "tensorrt_llm": "trtllm"}
+# The serving engine a request names -> the memory profile its capacity plan must use (written out,
+# not read from the registry: the registry is what this checks).
+PLANNED_AS = {"vllm": "vllm", "sglang": "sglang", "tensorrt_llm": "trtllm", "transformers": "vllm"}
 
 
 def _planned_engine(flow: Flow, artifacts: dict, engine: str) -> dict[str, Any]:
@@ -39,3 +48,46 @@ def test_the_planner_is_asked_for_the_requests_engine(flow: Flow, artifacts: dic
     code = flow.create(artifacts["apache"], serving_plan={**SERVING, "engine": engine})["code"]
     inputs = planner_inputs(DeploymentRequest.objects.get(code=code))
     assert inputs["engine"] == PLANNED_AS[engine]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    engine=st.sampled_from(SERVING_ENGINES),
+    precision=st.sampled_from(sorted(key for key, spec in precisions().items() if spec.engines != ())),
+    gpu=st.sampled_from(["h100-80g", "h200", "a100-80g"]),
+    kv_dtype=st.sampled_from(["bf16", "fp8"]),
+    max_model_len=st.sampled_from([4096, 32768]),
+    concurrency=st.integers(min_value=1, max_value=64),
+)
+def test_for_every_engine_the_capacity_plan_judges_the_requests_engine(
+    engine: ServingEngine, precision: str, gpu: str, kv_dtype: str, max_model_len: int, concurrency: int
+) -> None:
+    """Property (issue 44): whatever the request, its capacity plan is computed with its engine's memory
+    profile (or, for an engine with none, its stated stand-in's), and the envelope the gate compares
+    names the request's engine."""
+    serving = {"engine": engine.name, "precision": precision, "gpu": gpu, "kv_dtype": kv_dtype}
+    serving |= {"max_model_len": max_model_len, "concurrency": concurrency}
+    artifact = ModelArtifact(name="m", source_repo="org/m", architecture_key="qwen3-30b-a3b")
+    deployment = DeploymentRequest(artifact=artifact, serving_plan=serving)
+    result = plan(plan_request_from(planner_inputs(deployment))).as_contract()
+    assert result["engine"]["name"] == (engine.profile_key or engine.planned_as)
+    if engine.profile_key is not None:
+        assert serving_engine(result["engine"]["name"]) is engine
+    if engine.plan_argv is not None:
+        assert engine.name in result["serving"]
+        assert engine.name in result["serving_argv"]
+    assert approved_envelope({"serving_envelope": serving})["engine"] == engine.name
+
+
+def test_every_list_of_engines_the_service_offers_is_the_registrys() -> None:
+    """The request's, the gate's, the eval API's and the wizard's engines, with their display names."""
+    from governance.deployments.api import EvalRequestInputSerializer
+    from governance.deployments.serializers import ServingPlanSerializer
+    from governance.gate.api import GateServingSerializer
+    from governance.web.forms.wizard import WizardForm
+
+    registered = {engine.name: engine.display_name for engine in SERVING_ENGINES}
+    assert registered["vllm"] == "vLLM"
+    for serializer in (ServingPlanSerializer, GateServingSerializer, EvalRequestInputSerializer):
+        assert dict(serializer().fields["engine"].choices) == registered, serializer
+    assert dict(WizardForm.base_fields["engine"].choices) == registered

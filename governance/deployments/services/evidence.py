@@ -29,6 +29,7 @@ from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate
 from governance.licenses.services import license_evaluation_store
+from planner.engines.registry import DEFAULT_ENGINE, serving_engine
 
 
 def validate_facts(facts: Any) -> None:
@@ -42,19 +43,16 @@ def validate_facts(facts: Any) -> None:
         ) from None
 
 
-# The memory profile the planner judges a serving engine by: TensorRT-LLM's is named `trtllm` there;
-# `transformers serve` has none of its own and is planned under vLLM's (a stand-in).
-_PLANNED_AS = {"tensorrt_llm": "trtllm", "transformers": "vllm"}
-
-
 def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
     """The capacity planner's inputs for the request: its model, serving plan and engine (the plan
     must judge the engine the gate will compare, not the planner's default)."""
     artifact = deployment.artifact
     plan = deployment.serving_plan
-    engine = str(plan.get("engine") or "vllm")
+    # The memory profile the planner judges the engine by (TensorRT-LLM's is keyed `trtllm` there;
+    # `transformers serve`, with none of its own, is planned under its stated stand-in's).
+    engine = serving_engine(str(plan.get("engine") or DEFAULT_ENGINE))
     inputs: dict[str, Any] = {
-        "engine": _PLANNED_AS.get(engine, engine),
+        "engine": engine.planner_key,
         "model": artifact.architecture_key or artifact.config,
         "precision": plan["precision"],
         "gpu": plan["gpu"],
