@@ -1,10 +1,14 @@
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
 from django.db import models
 
 from planner.engines.registry import DEFAULT_ENGINE
 from planner.engines.registry import ENGINE_CHOICES as REGISTERED_ENGINES
 from planner.specs import precisions
 
-__all__ = ["DEFAULT_ENGINE", "ENGINE_CHOICES"]
+__all__ = ["DEFAULT_ENGINE", "ENGINE_CHOICES", "SERVING_DEFAULTS"]
 
 # The precisions a serving plan (and the gate's serving config) names: the planner's catalog.
 SERVING_PRECISIONS: list[str] = sorted(precisions())
@@ -72,3 +76,8 @@ class ObligationStatus(models.TextChoices):
 # each in planner/engines (registry.py lists them; `transformers serve` is the embedded default's and
 # CI's CPU engine). Stored as the name.
 ENGINE_CHOICES: list[tuple[str, str]] = list(REGISTERED_ENGINES)
+# What a serving plan means where it leaves a field out: the request's serializer fills these in, the
+# planner's inputs and the approved envelope (deployments.envelope, which the gate compares) read them.
+SERVING_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {"engine": DEFAULT_ENGINE, "kv_dtype": "bf16", "gpu_memory_utilization": 0.9, "concurrency": 1}
+)

@@ -30,6 +30,7 @@ from governance.evaluations.models import (
 )
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
+from planner.engines.registry import DEFAULT_ENGINE
 from planner.evaljob.engines import (
     ENGINES,
     plan_argv_of_command,
@@ -179,7 +180,7 @@ def _engine_spec(
         raise invalid_input("engine", f"the capacity plan has no {engine} launch command; compute the plan first")
     try:
         # a plan stored before plans carried their argv has its command string only
-        launch = plan_launch(engine, argv if argv else plan_argv_of_command(engine, command))
+        launch = plan_launch(engine, argv if argv else plan_argv_of_command(engine, str(command)))
     except ValueError as exc:
         raise invalid_input("engine", str(exc)) from None
     spec = launch.as_spec(health_timeout_s)
@@ -236,7 +237,9 @@ def eval_served_request(
     scheme = deployment.serving_plan["precision"]
     # The local executor serves on this host's CPU: `transformers serve`, whatever the plan's GPU engine.
     engine = engine or (
-        "transformers" if cluster.executor == ExecutorKind.LOCAL else deployment.serving_plan.get("engine", "vllm")
+        "transformers"
+        if cluster.executor == ExecutorKind.LOCAL
+        else deployment.serving_plan.get("engine", DEFAULT_ENGINE)
     )
     if engine not in ENGINES:
         raise invalid_input("engine", f"one of {', '.join(ENGINES)}")

@@ -4,17 +4,22 @@ compares the engine, checks what the plan judged."""
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
+from django import forms
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rest_framework.fields import ChoiceField
 
 from governance.artifacts.models import ModelArtifact
 from governance.capacity.serializers import plan_request_from
 from governance.deployments.envelope import approved_envelope
 from governance.deployments.models import DeploymentRequest
+from governance.deployments.readiness import ReasonCode
 from governance.deployments.services import planner_inputs
+from governance.gate.conditions import GateCheck, GateState, _serving
 from planner.engines import SERVING_ENGINES, ServingEngine, serving_engine
 from planner.plan import plan
 from planner.specs import precisions
@@ -65,7 +70,7 @@ def test_for_every_engine_the_capacity_plan_judges_the_requests_engine(
     """Property (issue 44): whatever the request, its capacity plan is computed with its engine's memory
     profile (or, for an engine with none, its stated stand-in's), and the envelope the gate compares
     names the request's engine."""
-    serving = {"engine": engine.name, "precision": precision, "gpu": gpu, "kv_dtype": kv_dtype}
+    serving: dict[str, Any] = {"engine": engine.name, "precision": precision, "gpu": gpu, "kv_dtype": kv_dtype}
     serving |= {"max_model_len": max_model_len, "concurrency": concurrency}
     artifact = ModelArtifact(name="m", source_repo="org/m", architecture_key="qwen3-30b-a3b")
     deployment = DeploymentRequest(artifact=artifact, serving_plan=serving)
@@ -89,5 +94,38 @@ def test_every_list_of_engines_the_service_offers_is_the_registrys() -> None:
     registered = {engine.name: engine.display_name for engine in SERVING_ENGINES}
     assert registered["vllm"] == "vLLM"
     for serializer in (ServingPlanSerializer, GateServingSerializer, EvalRequestInputSerializer):
-        assert dict(serializer().fields["engine"].choices) == registered, serializer
-    assert dict(WizardForm.base_fields["engine"].choices) == registered
+        field = serializer().fields["engine"]
+        assert isinstance(field, ChoiceField)
+        assert dict(field.choices) == registered, serializer
+    wizard = WizardForm.base_fields["engine"]
+    assert isinstance(wizard, forms.ChoiceField)
+    assert dict(cast(Any, wizard.choices)) == registered
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    plan_fields=st.fixed_dictionaries(
+        {"precision": st.sampled_from(["bf16", "fp8", "w4a16"]), "gpu": st.sampled_from(["h100-80g", "h200"])},
+        optional={
+            "engine": st.sampled_from([engine.name for engine in SERVING_ENGINES]),
+            "kv_dtype": st.sampled_from(["bf16", "fp8"]),
+            "gpu_memory_utilization": st.sampled_from([0.8, 0.9, 0.95]),
+            "max_model_len": st.sampled_from([4096, 32768]),
+            "tp": st.sampled_from([1, 2, 8]),
+        },
+    ),
+    other=st.sampled_from([engine.name for engine in SERVING_ENGINES]),
+)
+def test_the_gate_compares_with_the_envelope_the_page_and_packet_show(plan_fields: dict, other: str) -> None:
+    """Whatever the serving plan leaves out, the gate allows exactly the approved envelope (the one the
+    request page and the packet print, with the one set of serving defaults) and denies another engine."""
+    evidence = {"serving_envelope": plan_fields, "capacity_plan": {"result": {"parallel": {"tp": 4}}}}
+    envelope = approved_envelope(evidence)
+    state = cast(GateState, SimpleNamespace(evidence=evidence))
+    check = GateCheck(environment="production", artifact_digest="", serving=dict(envelope))
+    if envelope["max_model_len"] is None:
+        check.serving["max_model_len"] = 1
+    reasons = [r.code for r in _serving(state, check)]
+    assert reasons == ([] if envelope["max_model_len"] is not None else [ReasonCode.SERVING_MAX_MODEL_LEN])
+    moved = GateCheck("production", "", {**check.serving, "engine": other})
+    assert (ReasonCode.SERVING_ENGINE in [r.code for r in _serving(state, moved)]) == (other != envelope["engine"])

@@ -18,7 +18,7 @@ from governance.capacity.services import capacity_plan_request
 from governance.core.canonical import canonical_sha256
 from governance.core.errors import ApplicationError
 from governance.core.outbox import outbox_enqueue
-from governance.deployments.choices import TERMINAL, ObligationStatus, Status
+from governance.deployments.choices import SERVING_DEFAULTS, TERMINAL, ObligationStatus, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff
 from governance.deployments.readiness import served_config_key
 from governance.deployments.selectors import active_waivers, latest_capacity_plan
@@ -29,7 +29,7 @@ from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate
 from governance.licenses.services import license_evaluation_store
-from planner.engines.registry import DEFAULT_ENGINE, serving_engine
+from planner.engines.registry import serving_engine
 
 
 def validate_facts(facts: Any) -> None:
@@ -50,16 +50,17 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
     plan = deployment.serving_plan
     # The memory profile the planner judges the engine by (TensorRT-LLM's is keyed `trtllm` there;
     # `transformers serve`, with none of its own, is planned under its stated stand-in's).
-    engine = serving_engine(str(plan.get("engine") or DEFAULT_ENGINE))
+    engine = serving_engine(str(plan.get("engine") or SERVING_DEFAULTS["engine"]))
     inputs: dict[str, Any] = {
         "engine": engine.planner_key,
         "model": artifact.architecture_key or artifact.config,
         "precision": plan["precision"],
         "gpu": plan["gpu"],
         "max_model_len": plan.get("max_model_len"),
-        "concurrency": plan.get("concurrency", 1),
-        "gpu_memory_utilization": plan.get("gpu_memory_utilization", 0.9),
-        "kv_dtype": plan.get("kv_dtype", "bf16"),
+        **{
+            name: plan.get(name, SERVING_DEFAULTS[name])
+            for name in ("concurrency", "gpu_memory_utilization", "kv_dtype")
+        },
         "model_path": artifact.source_repo,
     }
     if plan.get("engine_version"):

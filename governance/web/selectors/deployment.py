@@ -19,6 +19,7 @@ from governance.core.models import Team
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import TERMINAL, ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff, Waiver
+from governance.deployments.moves import Move, available_transitions
 from governance.deployments.readiness import finding_waived
 from governance.deployments.selectors import (
     deployment_attach_capacity_plan,
@@ -29,6 +30,7 @@ from governance.deployments.selectors import (
 )
 from governance.evaluations.models import ACTIVE_STATES, EvalRun
 from governance.gate.selectors import gate_decisions_visible_to
+from governance.licenses.choices import BLOCKING_SEVERITIES
 from governance.web import labels
 
 
@@ -242,7 +244,7 @@ def _findings(request: DeploymentRequest) -> dict[str, Any]:
                     "confidence_label": labels.label("confidence", finding.get("confidence", "")),
                 }
             )
-            if finding["severity"] in ("blocker", "approval") and not waived:
+            if finding["severity"] in BLOCKING_SEVERITIES and not waived:
                 waivable.append({"license": evaluation["license"], **finding})
         decision = labels.label("decision", evaluation["decision"])
         licenses.append({**evaluation, "findings": findings, "decision_label": decision})
@@ -339,6 +341,7 @@ def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
         member = any(team.pk == request.team_id for team in user.teams.all())
     requester = has_role(user, Role.REQUESTER) and member
     own = user.pk == request.requester_id
+    moves = available_transitions(request, user, member=member)
     review_roles = []
     if not own and request.status == Status.IN_REVIEW:
         if has_role(user, Role.LEGAL_REVIEWER):
@@ -348,17 +351,14 @@ def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
                 {"value": ReviewRole.ENGINEERING, "label": labels.label("review_role", ReviewRole.ENGINEERING)}
             )
     return {
-        "submit": requester and request.status == Status.DRAFT,
-        "withdraw": request.status in (Status.DRAFT, Status.SUBMITTED)
-        and ((own and member) or user.led_teams.filter(pk=request.team_id).exists()),
+        "submit": Move.SUBMIT in moves,
+        "withdraw": Move.WITHDRAW in moves,
         "acknowledge": requester and request.status not in TERMINAL,
         "usage": requester and request.status not in (Status.DRAFT, *TERMINAL),
-        "start_review": not own
-        and request.status == Status.SUBMITTED
-        and has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER),
+        "start_review": Move.START_REVIEW in moves,
         "accept_obligations": not own and has_role(user, Role.LEGAL_REVIEWER),
         "waive": not own and has_role(user, Role.LEGAL_REVIEWER),
         "review_roles": review_roles,
         "run_eval": has_role(user, Role.ENGINEERING_REVIEWER, Role.ADMIN),
-        "revoke": not own and request.status == Status.APPROVED and has_role(user, Role.LEGAL_REVIEWER, Role.ADMIN),
+        "revoke": Move.REVOKE in moves,
     }
