@@ -23,11 +23,19 @@ from governance.deployments.selectors import (
     latest_capacity_plan,
 )
 from governance.licenses.schema import FactsField
+from planner.engines import engine_profile, serving_engine
 from planner.specs import gpus
 
 
 class ServingPlanSerializer(StrictSerializer):
     engine = serializers.ChoiceField(choices=ENGINE_CHOICES, default=SERVING_DEFAULTS["engine"])
+    engine_version = serializers.RegexField(
+        r"^v?\d+\.\d+(\.\d+)?$",
+        required=False,
+        max_length=40,
+        help_text="the release the capacity plan is computed for (default: the planner's for the engine); "
+        "one the planner has a memory profile for",
+    )
     precision = serializers.ChoiceField(choices=SERVING_PRECISIONS)
     gpu = serializers.ChoiceField(choices=sorted(gpus()), required=False, help_text="catalog key (or gpu_spec)")
     gpu_spec = JsonObjectField(required=False, help_text=GPU_SPEC_HELP)
@@ -44,6 +52,12 @@ class ServingPlanSerializer(StrictSerializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         gpu_spec_validate(attrs)
+        engine = serving_engine(attrs.get("engine", SERVING_DEFAULTS["engine"]))
+        if attrs.get("engine_version") and engine.profile_key is not None:
+            try:
+                engine_profile(engine.profile_key, attrs["engine_version"])
+            except ValueError as exc:
+                raise serializers.ValidationError({"engine_version": [str(exc).partition(": ")[2]]}) from None
         return attrs
 
 

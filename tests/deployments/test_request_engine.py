@@ -129,3 +129,21 @@ def test_the_gate_compares_with_the_envelope_the_page_and_packet_show(plan_field
     assert reasons == ([] if envelope["max_model_len"] is not None else [ReasonCode.SERVING_MAX_MODEL_LEN])
     moved = GateCheck("production", "", {**check.serving, "engine": other})
     assert (ReasonCode.SERVING_ENGINE in [r.code for r in _serving(state, moved)]) == (other != envelope["engine"])
+
+
+def test_a_request_pins_its_engine_version_and_is_planned_with_that_release(flow: Flow, artifacts: dict) -> None:
+    serving = {**SERVING, "engine": "sglang", "engine_version": "0.4.9"}
+    code = flow.create(artifacts["apache"], serving_plan=serving)["code"]
+    assert planner_inputs(DeploymentRequest.objects.get(code=code))["engine_version"] == "0.4.9"
+    response = flow.client(flow.p.requester).post(
+        "/api/v1/deployments/",
+        {
+            "artifact": str(artifacts["apache"].code),
+            "product_name": "Acme",
+            "facts": DeploymentRequest.objects.get(code=code).facts,
+            "serving_plan": {**serving, "engine_version": "0.9"},  # no SGLang 0.9 profile
+        },
+        format="json",
+    )
+    assert response.status_code == 400, response.json()
+    assert "engine_version" in str(response.json()["extra"]["fields"])

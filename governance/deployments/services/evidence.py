@@ -63,7 +63,7 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
         },
         "model_path": artifact.source_repo,
     }
-    if plan.get("engine_version"):
+    if plan.get("engine_version") and engine.profile_key is not None:  # a stand-in plans its own default
         inputs["engine_version"] = plan["engine_version"]
     if plan.get("gpu_spec"):  # a GPU outside the catalog, as the request states it
         inputs["gpu_spec"] = plan["gpu_spec"]
