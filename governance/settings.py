@@ -301,7 +301,7 @@ SPECTACULAR_SETTINGS = {
         "SignOffDecisionEnum": "governance.deployments.choices.SignOffDecision",
         "CalibrationStatusEnum": "governance.calibration.models.CalibrationStatus",
         # A serving plan's and the gate's engine and precision (the planner's inputs have their own).
-        "ServingEngineEnum": "governance.deployments.choices.Engine",
+        "ServingEngineEnum": "governance.deployments.choices.ENGINE_CHOICES",
         "ServingPrecisionEnum": "governance.deployments.choices.SERVING_PRECISIONS",
     },
 }

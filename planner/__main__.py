@@ -188,9 +188,7 @@ def _table(contract: dict[str, Any]) -> str:
             f"{name} {value:,}" if "tokens" in name else f"{name} {value / GIB:.2f} GiB"
             for name, value in contract["engine"]["memory_per_gpu"].items()
         ),
-        f"vllm: {contract['serving']['vllm']}",
-        f"sglang: {contract['serving']['sglang']}",
-        f"tensorrt_llm: {contract['serving']['tensorrt_llm']}",
+        *(f"{name}: {command}" for name, command in contract["serving"].items()),
     ]
     lines += [f"note: {note}" for note in contract["notes"]]
     return "\n".join(lines)

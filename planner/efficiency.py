@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from planner.engines import release_numbers
+from planner.engines import ENGINES, release_numbers  # noqa: F401  (ENGINES: perf.py reads it here)
 from planner.specs import CATALOG_DIR, GpuSpec, PrecisionSpec
 
 if TYPE_CHECKING:
     from planner.calibrate.profile import CalibrationProfile
 
-ENGINES = ("vllm", "sglang", "trtllm")
 # A GEMM near the ridge point is neither compute- nor bandwidth-bound: it reaches neither peak at
 # once (the H200 profile: BF16 cuBLAS at M = 256 ran at 0.51 of the tensor-core peak and 0.41 of HBM
 # together). The default path combines the two times as a p-norm instead of their max; p = 1.5 puts

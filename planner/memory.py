@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from planner.allocator import SMALL_SIZE, reserved_bytes_of_runs
 from planner.engines import EngineProfile, activation_bytes, engine_profile
+from planner.engines.profile import POOL_OF_FREE, POOL_OF_STATIC_FRACTION
 from planner.params import LayerParams, ParamBreakdown
 from planner.specs import LINEAR_STATE, GpuSpec, ModelSpec, PrecisionSpec
 
@@ -454,9 +455,9 @@ def memory_breakdown(
 
     def pool_for(weights: float, slack: int) -> int:
         loaded = weights + rope + slack  # the weights as the engine counts them
-        if engine.name == "sglang":  # activations live outside mem_fraction_static
+        if engine.kv_pool == POOL_OF_STATIC_FRACTION:  # activations live outside mem_fraction_static
             return int(capacity - loaded - non_torch)
-        if engine.name == "trtllm":  # a fraction of what is free after everything else
+        if engine.kv_pool == POOL_OF_FREE:  # a fraction of what is free after everything else
             return int((total - loaded - activations - non_torch) * gpu_memory_utilization)
         return int(capacity - loaded - activations - non_torch)
 
@@ -484,8 +485,8 @@ def memory_breakdown(
         sequences_per_replica=sequences,
         # Figures as the engine counts them: SGLang's activations live outside its static fraction,
         # TensorRT-LLM's fraction applies to what is free rather than to the whole GPU.
-        activations_bytes=activations if engine.name != "sglang" else 0,
-        capacity_bytes=capacity if engine.name != "trtllm" else total,
+        activations_bytes=activations if engine.kv_pool != POOL_OF_STATIC_FRACTION else 0,
+        capacity_bytes=capacity if engine.kv_pool != POOL_OF_FREE else total,
         total_gpu_memory_bytes=total,
         non_torch_bytes=non_torch,
         engine=engine,

@@ -28,7 +28,7 @@ from planner.memory import (
 )
 from planner.params import ParamBreakdown, count_params
 from planner.perf import ARRIVALS, ROCM_GPUS, Throughput, Workload, engine_settings, estimate, stage_kernels
-from planner.serving import Launch, serving_commands
+from planner.serving import Launch, serving_argv, serving_commands
 from planner.specs import GpuSpec, ModelSpec, PrecisionSpec, gpu, model, precision
 
 if TYPE_CHECKING:
@@ -238,6 +238,9 @@ class PlanResult(PlanSetup):
     throughput: Throughput
     serving: dict[str, str]
     notes: tuple[str, ...] = field(default=())
+    # Each engine's launch as an argv with its {model} (and {python}) slot: what a launcher runs, where
+    # `serving` is the same command for people to read (planner/serving.py).
+    serving_argv: dict[str, list[str]] = field(default_factory=dict)
 
     def fit_margin(self) -> dict[str, int]:
         """How far the plan is from the edge: positive is room to spare, negative is what it lacks.
@@ -299,6 +302,7 @@ class PlanResult(PlanSetup):
                 "ttft_ms": round(self.throughput.ttft_ms, 1),
             },
             "serving": self.serving,
+            "serving_argv": {name: list(argv) for name, argv in self.serving_argv.items()},
             "notes": [*self.notes, *judged.notes],
             # Each figure's 80% interval from the planner's held-out residuals (planner/intervals.py).
             "intervals": judged.intervals,
@@ -552,7 +556,12 @@ def plan(request: PlanRequest) -> PlanResult:
     )
     setup_fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(PlanSetup)}
     return PlanResult(
-        **setup_fields, chosen=chosen, throughput=throughput, serving=serving_commands(launch), notes=tuple(notes)
+        **setup_fields,
+        chosen=chosen,
+        throughput=throughput,
+        serving=serving_commands(launch),
+        notes=tuple(notes),
+        serving_argv=serving_argv(launch),
     )
 
 

@@ -24,6 +24,7 @@ from governance.core.roles import Role, has_role
 from governance.core.selectors import team_choose
 from governance.core.serializers import StrictSerializer
 from governance.deployments import services
+from governance.deployments.choices import ENGINE_CHOICES
 from governance.deployments.models import DeploymentRequest, ObligationItem
 from governance.deployments.selectors import (
     DeploymentFilter,
@@ -343,7 +344,7 @@ class EvalRequestInputSerializer(StrictSerializer):
         "screening: quantization simulated in one process on the baseline (a what-if, never counts)",
     )
     engine = serializers.ChoiceField(
-        choices=["transformers", "vllm", "sglang", "tensorrt_llm"],
+        choices=ENGINE_CHOICES,
         required=False,
         help_text="default: the plan's engine; `transformers` (CPU) on the local cluster",
     )

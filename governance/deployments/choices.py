@@ -1,6 +1,14 @@
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
 from django.db import models
 
+from planner.engines.registry import DEFAULT_ENGINE
+from planner.engines.registry import ENGINE_CHOICES as REGISTERED_ENGINES
 from planner.specs import precisions
+
+__all__ = ["DEFAULT_ENGINE", "ENGINE_CHOICES", "SERVING_DEFAULTS"]
 
 # The precisions a serving plan (and the gate's serving config) names: the planner's catalog.
 SERVING_PRECISIONS: list[str] = sorted(precisions())
@@ -28,6 +36,9 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
     Status.EXPIRED: (),
     Status.WITHDRAWN: (),
 }
+# Closed: a status no transition leaves. No new evidence, action or reminder concerns such a request
+# (the evidence hooks, the web's actions and queues ask this; derived, so a new status cannot be missed).
+TERMINAL: tuple[str, ...] = tuple(status for status, onward in TRANSITIONS.items() if not onward)
 EDITABLE = (Status.DRAFT, Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED)
 
 
@@ -61,8 +72,12 @@ class ObligationStatus(models.TextChoices):
     SUPERSEDED = "superseded"  # the finding went away on re-evaluation
 
 
-class Engine(models.TextChoices):
-    VLLM = "vllm"
-    SGLANG = "sglang"
-    TENSORRT_LLM = "tensorrt_llm"
-    TRANSFORMERS = "transformers"  # `transformers serve` (CPU): the embedded default's and CI's engine
+# The serving engines a request, the gate and an eval may name, with their display names: one module
+# each in planner/engines (registry.py lists them; `transformers serve` is the embedded default's and
+# CI's CPU engine). Stored as the name.
+ENGINE_CHOICES: list[tuple[str, str]] = list(REGISTERED_ENGINES)
+# What a serving plan means where it leaves a field out: the request's serializer fills these in, the
+# planner's inputs and the approved envelope (deployments.envelope, which the gate compares) read them.
+SERVING_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {"engine": DEFAULT_ENGINE, "kv_dtype": "bf16", "gpu_memory_utilization": 0.9, "concurrency": 1}
+)

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
+from governance.deployments.choices import SERVING_DEFAULTS
 from governance.deployments.readiness import approved_parallelism
 
 # The serving fields the gate compares, in the order they are shown (request page, packet).
@@ -20,14 +22,14 @@ ENVELOPE_FIELDS = (
     "max_model_len",
     "gpu_memory_utilization",
 )
-# What the gate assumes when the serving plan is silent (gate.conditions._serving).
-_DEFAULTS: dict[str, Any] = {"engine": "vllm", "kv_dtype": "bf16", "gpu_memory_utilization": 0.9}
 
 
-def approved_envelope(evidence: dict[str, Any]) -> dict[str, Any]:
-    """Every field the gate checks. tp/pp/ep: readiness.approved_parallelism (the gate's reading)."""
+def approved_envelope(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """Every field the gate checks, as the gate compares them (gate.conditions._serving reads this): the
+    serving plan's, with choices.SERVING_DEFAULTS where it is silent; tp/pp/ep:
+    readiness.approved_parallelism."""
     plan = evidence.get("serving_envelope") or {}
-    envelope: dict[str, Any] = {name: plan.get(name, _DEFAULTS.get(name)) for name in ENVELOPE_FIELDS}
+    envelope: dict[str, Any] = {name: plan.get(name, SERVING_DEFAULTS.get(name)) for name in ENVELOPE_FIELDS}
     envelope.update(approved_parallelism(evidence))
     envelope["gpu_memory_utilization"] = float(envelope["gpu_memory_utilization"])
     return envelope

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 
@@ -124,6 +126,18 @@ class Waiver(BaseModel):
     @property
     def is_confirmed(self) -> bool:
         return not self.needs_confirmation or self.confirmed_at is not None
+
+    # In force: unexpired and, for a blocker, confirmed by a second legal reviewer. The one rule, in its
+    # Python form (in_force) and its query form (in_force_q), which tests hold equal; the readiness rule
+    # reads the evidence's copy of these waivers (readiness.waiver_in_force).
+    def in_force(self, now: datetime) -> bool:
+        return self.expires_at > now and self.is_confirmed
+
+    @staticmethod
+    def in_force_q(now: datetime) -> models.Q:
+        return models.Q(expires_at__gt=now) & (
+            models.Q(needs_confirmation=False) | models.Q(confirmed_at__isnull=False)
+        )
 
     class Meta:
         ordering = ["expires_at"]

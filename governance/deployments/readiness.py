@@ -23,7 +23,8 @@ from typing import Any
 from django.db import models
 
 from governance.artifacts.weights import UNQUANTIZED_PRECISIONS
-from governance.deployments.choices import ReviewRole
+from governance.deployments.choices import SERVING_DEFAULTS, ReviewRole
+from governance.licenses.choices import BLOCKING_SEVERITIES, Severity
 
 REQUESTER = "the requester"
 LEGAL = "a legal reviewer"
@@ -207,7 +208,10 @@ def waiver_in_force(waiver: Mapping[str, Any], license_key: str, finding: Mappin
         and waiver.get("code") == finding["code"]
         and waiver.get("clause", "") in ("", finding.get("clause", ""))
         and datetime.fromisoformat(str(waiver["expires_at"])) > now
-        and (finding["severity"] != "blocker" or (bool(waiver.get("permission")) and bool(waiver.get("confirmed_by"))))
+        and (
+            finding["severity"] != Severity.BLOCKER
+            or (bool(waiver.get("permission")) and bool(waiver.get("confirmed_by")))
+        )
     )
 
 
@@ -223,7 +227,7 @@ def _license(evidence: Mapping[str, Any], now: datetime) -> list[Reason]:
     for evaluation in evidence.get("licenses") or []:
         license_key = evaluation["license"]
         for finding in evaluation.get("findings", []):
-            if finding["severity"] not in ("blocker", "approval") or finding_waived(waivers, license_key, finding, now):
+            if finding["severity"] not in BLOCKING_SEVERITIES or finding_waived(waivers, license_key, finding, now):
                 continue
             message = f"{license_key}: {finding['code']} ({finding['clause']}): {finding['message']}"
             if finding["severity"] == "blocker":
@@ -364,7 +368,7 @@ def approved_parallelism(evidence: Mapping[str, Any]) -> dict[str, int]:
 
 
 def approved_engine(evidence: Mapping[str, Any]) -> str:
-    return str((evidence.get("serving_envelope") or {}).get("engine") or "vllm")
+    return str((evidence.get("serving_envelope") or {}).get("engine") or SERVING_DEFAULTS["engine"])
 
 
 def _config_changes(run: Mapping[str, Any], engine: str, layout: Mapping[str, int]) -> list[str]:

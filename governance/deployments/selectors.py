@@ -163,12 +163,11 @@ def active_waivers(deployment: DeploymentRequest, now: datetime | None = None) -
     prefetched = _prefetched(deployment, "waivers")
     if prefetched is not None:
         return sorted(
-            (w for w in prefetched if w.expires_at > now and w.is_confirmed),
+            (w for w in prefetched if w.in_force(now)),
             key=lambda w: w.created_at,
         )
     return list(
-        deployment.waivers.filter(expires_at__gt=now)
-        .filter(Q(needs_confirmation=False) | Q(confirmed_at__isnull=False))
+        deployment.waivers.filter(Waiver.in_force_q(now))
         .select_related("granted_by", "confirmed_by")
         .order_by("created_at")
     )

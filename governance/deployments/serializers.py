@@ -12,7 +12,7 @@ from rest_framework import serializers
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.capacity.serializers import GPU_SPEC_HELP, MAX_MODEL_LEN, gpu_spec_validate
 from governance.core.serializers import JsonObjectField, StrictSerializer
-from governance.deployments.choices import SERVING_PRECISIONS, Engine, Status
+from governance.deployments.choices import ENGINE_CHOICES, SERVING_DEFAULTS, SERVING_PRECISIONS, Status
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import finding_waived
 from governance.deployments.selectors import (
@@ -23,25 +23,41 @@ from governance.deployments.selectors import (
     latest_capacity_plan,
 )
 from governance.licenses.schema import FactsField
+from planner.engines import engine_profile, serving_engine
 from planner.specs import gpus
 
 
 class ServingPlanSerializer(StrictSerializer):
-    engine = serializers.ChoiceField(choices=Engine.choices, default=Engine.VLLM)
+    engine = serializers.ChoiceField(choices=ENGINE_CHOICES, default=SERVING_DEFAULTS["engine"])
+    engine_version = serializers.RegexField(
+        r"^v?\d+\.\d+(\.\d+)?$",
+        required=False,
+        max_length=40,
+        help_text="the release the capacity plan is computed for (default: the planner's for the engine); "
+        "one the planner has a memory profile for",
+    )
     precision = serializers.ChoiceField(choices=SERVING_PRECISIONS)
     gpu = serializers.ChoiceField(choices=sorted(gpus()), required=False, help_text="catalog key (or gpu_spec)")
     gpu_spec = JsonObjectField(required=False, help_text=GPU_SPEC_HELP)
-    kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], default="bf16")
+    kv_dtype = serializers.ChoiceField(choices=["bf16", "fp8"], default=SERVING_DEFAULTS["kv_dtype"])
     tp = serializers.IntegerField(required=False, min_value=1, max_value=16)
     pp = serializers.IntegerField(required=False, min_value=1, max_value=64)
     ep = serializers.IntegerField(required=False, min_value=1, max_value=256)
     dp = serializers.IntegerField(required=False, min_value=1, max_value=256)
     max_model_len = serializers.IntegerField(min_value=16, max_value=MAX_MODEL_LEN)
-    gpu_memory_utilization = serializers.FloatField(default=0.9, min_value=0.1, max_value=0.99)
-    concurrency = serializers.IntegerField(default=1, min_value=1, max_value=100_000)
+    gpu_memory_utilization = serializers.FloatField(
+        default=SERVING_DEFAULTS["gpu_memory_utilization"], min_value=0.1, max_value=0.99
+    )
+    concurrency = serializers.IntegerField(default=SERVING_DEFAULTS["concurrency"], min_value=1, max_value=100_000)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         gpu_spec_validate(attrs)
+        engine = serving_engine(attrs.get("engine", SERVING_DEFAULTS["engine"]))
+        if attrs.get("engine_version") and engine.profile_key is not None:
+            try:
+                engine_profile(engine.profile_key, attrs["engine_version"])
+            except ValueError as exc:
+                raise serializers.ValidationError({"engine_version": [str(exc).partition(": ")[2]]}) from None
         return attrs
 
 
@@ -163,7 +179,7 @@ class DeploymentOutputSerializer(serializers.ModelSerializer):
                 "status": (
                     "expired" if w.expires_at <= now else "active" if w.is_confirmed else "awaiting_confirmation"
                 ),
-                "active": w.expires_at > now and w.is_confirmed,
+                "active": w.in_force(now),
                 "granted_by": w.granted_by.username,
                 "confirmed_by": w.confirmed_by.username if w.confirmed_by else None,
                 "confirmed_at": w.confirmed_at,

@@ -31,8 +31,15 @@ from governance.evaluations.models import (
 )
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
+from planner.engines.registry import DEFAULT_ENGINE
 from planner.evaljob.cases import case_id_problem
-from planner.evaljob.engines import ENGINES, plan_launch, split_online_quantization, transformers_launch
+from planner.evaljob.engines import (
+    ENGINES,
+    plan_argv_of_command,
+    plan_launch,
+    split_online_quantization,
+    transformers_launch,
+)
 from planner.evaljob.standard import check_tasks
 from planner.quant.names import SCHEME_NAMES
 from planner.quantjob.manifest import resolve_inside_roots
@@ -189,11 +196,13 @@ def _engine_spec(
     `transformers serve` on CPU; a GPU cluster through the plan's own launch command."""
     if engine == "transformers":
         return transformers_launch().as_spec(health_timeout_s), 0
+    argv = ((plan_result or {}).get("serving_argv") or {}).get(engine)
     command = ((plan_result or {}).get("serving") or {}).get(engine)
-    if not command:
+    if not argv and not command:
         raise invalid_input("engine", f"the capacity plan has no {engine} launch command; compute the plan first")
     try:
-        launch = plan_launch(engine, command)
+        # a plan stored before plans carried their argv has its command string only
+        launch = plan_launch(engine, argv if argv else plan_argv_of_command(engine, str(command)))
     except ValueError as exc:
         raise invalid_input("engine", str(exc)) from None
     spec = launch.as_spec(health_timeout_s)
@@ -250,14 +259,16 @@ def eval_served_request(
     scheme = deployment.serving_plan["precision"]
     # The local executor serves on this host's CPU: `transformers serve`, whatever the plan's GPU engine.
     engine = engine or (
-        "transformers" if cluster.executor == ExecutorKind.LOCAL else deployment.serving_plan.get("engine", "vllm")
+        "transformers"
+        if cluster.executor == ExecutorKind.LOCAL
+        else deployment.serving_plan.get("engine", DEFAULT_ENGINE)
     )
     if engine not in ENGINES:
         raise invalid_input("engine", f"one of {', '.join(ENGINES)}")
     config = serving_config(deployment, plan_result)
     engine_spec, gpus_per_node = _engine_spec(engine, cluster, plan_result, config, health_timeout_s)
     baseline = candidate.parent
-    online = split_online_quantization(engine_spec["argv"]) if baseline is None else (engine_spec["argv"], [])
+    online = split_online_quantization(engine, engine_spec["argv"]) if baseline is None else (engine_spec["argv"], [])
     if baseline is None and online[1]:
         # The plan quantizes the base weights at load (e.g. vLLM --quantization fp8 on BF16): what
         # ships is this artifact with the flag; the baseline is the same artifact without it.

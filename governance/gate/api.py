@@ -31,7 +31,7 @@ from governance.core.roles import Role, has_role
 from governance.core.selectors import team_by_name
 from governance.core.serializers import PrebuiltFieldsSerializer, StrictSerializer
 from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope, api_token_resolve, api_token_well_formed
-from governance.deployments.choices import SERVING_PRECISIONS, Engine
+from governance.deployments.choices import ENGINE_CHOICES, SERVING_PRECISIONS
 from governance.deployments.selectors import deployment_get
 from governance.gate import services
 from governance.gate.conditions import GateCheck
@@ -56,7 +56,7 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class GateServingSerializer(StrictSerializer):
-    engine = serializers.ChoiceField(choices=Engine.choices)
+    engine = serializers.ChoiceField(choices=ENGINE_CHOICES)
     engine_version = serializers.RegexField(
         r"^[A-Za-z0-9_.+-]{1,40}$", required=False, help_text="when given, the passed eval must have run this version"
     )

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from governance.deployments.choices import Status
+from governance.deployments.envelope import approved_envelope
 from governance.deployments.readiness import (
     ENGINEERING,
     LEGAL,
@@ -184,7 +185,7 @@ def approved_parallelism(state: GateState) -> dict[str, int]:
 
 
 def _serving(state: GateState, check: GateCheck) -> list[Reason]:
-    envelope = state.evidence.get("serving_envelope") or {}
+    envelope = approved_envelope(state.evidence)  # the request page's and the packet's envelope
     serving = check.serving
     reasons = []
     fix = f"{PIPELINE} deploys the approved configuration, or {REQUESTER} changes the serving plan for re-approval"
@@ -193,17 +194,15 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
         ("precision", ReasonCode.SERVING_PRECISION),
         ("gpu", ReasonCode.SERVING_GPU),
     ):
-        if serving[name] != envelope.get(name, "vllm" if name == "engine" else None):
+        if serving[name] != envelope[name]:
             reasons.append(
-                Reason(
-                    code, f"{name} {serving[name]!r} is not the approved {envelope.get(name)!r}", fix, Actor.PIPELINE
-                )
+                Reason(code, f"{name} {serving[name]!r} is not the approved {envelope[name]!r}", fix, Actor.PIPELINE)
             )
-    if serving.get("kv_dtype") is not None and serving["kv_dtype"] != envelope.get("kv_dtype", "bf16"):
+    if serving.get("kv_dtype") is not None and serving["kv_dtype"] != envelope["kv_dtype"]:
         reasons.append(
             Reason(
                 ReasonCode.SERVING_KV_DTYPE,
-                f"kv_dtype {serving['kv_dtype']!r} is not the approved {envelope.get('kv_dtype', 'bf16')!r}",
+                f"kv_dtype {serving['kv_dtype']!r} is not the approved {envelope['kv_dtype']!r}",
                 fix,
                 Actor.PIPELINE,
             )
@@ -214,7 +213,7 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
         reasons.append(
             Reason(ReasonCode.SERVING_PARALLELISM, "parallelism differs: " + ", ".join(differing), fix, Actor.PIPELINE)
         )
-    max_len = envelope.get("max_model_len")
+    max_len = envelope["max_model_len"]
     if max_len is None or serving["max_model_len"] > max_len:
         reasons.append(
             Reason(
@@ -250,7 +249,7 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
                 Actor.ENGINEERING,
             )
         )
-    utilization = float(envelope.get("gpu_memory_utilization", 0.9))
+    utilization = envelope["gpu_memory_utilization"]
     if serving["gpu_memory_utilization"] > utilization:
         reasons.append(
             Reason(

@@ -35,6 +35,11 @@ class Severity(models.TextChoices):
     INFO = "info"
 
 
+# Findings that stop an approval until waived (a blocker with the licensor's permission and a second legal
+# reviewer's confirmation; an approval finding with the licensor's approval recorded as a waiver).
+BLOCKING_SEVERITIES: tuple[str, ...] = (Severity.BLOCKER, Severity.APPROVAL)
+
+
 class Confidence(models.TextChoices):
     VERIFIED = "verified", "verified (read in the license text)"
     SECONDARY = "secondary", "secondary (quoted by others)"

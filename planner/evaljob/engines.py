@@ -1,10 +1,11 @@
 """The engine an eval serves through, as the job launches it: argv (placeholders, never a shell
 string), health path, version command, whether it returns logprobs; and the multi-node launch.
 
-GPU engines take the launch command the capacity planner generated for the plan (its `serving`
-block), with the checkpoint path swapped for the artifact's location on the cluster and the
-listening address, port and seed added, so the eval serves exactly the configuration that ships.
-`transformers serve` (CPU) is the embedded default's and CI's engine.
+GPU engines take the launch argv the capacity planner generated for the plan (its `serving_argv`,
+with a {model} slot the job fills with the artifact's location on the cluster), with the listening
+address, port and seed added, so the eval serves exactly the configuration that ships. Every engine's
+flags come from its module in planner/engines. `transformers serve` (CPU) is the embedded default's
+and CI's engine.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-ENGINES = ("transformers", "vllm", "sglang", "tensorrt_llm")
-SERVED_NAME = "candidate"  # the model name the eval asks for (one model per engine process)
+from planner.engines.base import MODEL, PYTHON, SERVED_NAME, ServingEngine  # noqa: F401  (SERVED_NAME: re-exported)
+from planner.engines.registry import ENGINE_NAMES, serving_engine
+from planner.engines.transformers import eval_argv as transformers_argv
+
+ENGINES = ENGINE_NAMES
 # What may appear in a generated argv: flags, numbers, paths, placeholders. No shell metacharacters.
 _ARG = re.compile(r"^[A-Za-z0-9_.:/=,+{}-]{1,400}$")
 
@@ -42,10 +46,6 @@ class EngineLaunch:
         }
 
 
-def _version(module: str) -> tuple[str, ...]:
-    return ("{python}", "-c", f"import {module}; print({module}.__version__)")
-
-
 def _checked(argv: list[str], field: str) -> tuple[str, ...]:
     for part in argv:
         if not _ARG.fullmatch(part):
@@ -53,70 +53,73 @@ def _checked(argv: list[str], field: str) -> tuple[str, ...]:
     return tuple(argv)
 
 
-def transformers_launch(*, device: str = "cpu", dtype: str = "float32", seed: int = 0) -> EngineLaunch:
-    argv = ["{python}", "-m", "transformers.cli.transformers", "serve", "{model}"]
-    argv += ["--host", "{host}", "--port", "{port}", "--device", device, "--dtype", dtype, "--default-seed", str(seed)]
-    # transformers serve refuses `logprobs` (UNUSED_CHAT_COMPLETION_FIELDS): token metrics are absent.
-    return EngineLaunch("transformers", _checked(argv, "engine"), _version("transformers"), "/health", False, "{model}")
-
-
-def _replace_model(argv: list[str], engine: str) -> list[str]:
-    if engine == "vllm":  # vllm serve <model> ...
-        if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
-            raise ValueError("serving.vllm: expected 'vllm serve <model> …'")
-        return [*argv[:2], "{model}", *argv[3:]]
-    if engine == "sglang":  # python -m sglang.launch_server --model-path <model> ...
-        if "--model-path" not in argv:
-            raise ValueError("serving.sglang: expected '--model-path <model>'")
-        index = argv.index("--model-path") + 1
-        argv = [*argv[:index], "{model}", *argv[index + 1 :]]
-        return ["{python}", *argv[1:]] if argv[0] in ("python", "python3") else argv
-    if engine == "tensorrt_llm":  # trtllm-serve <model> ...
-        if argv[:1] != ["trtllm-serve"] or len(argv) < 2:
-            raise ValueError("serving.tensorrt_llm: expected 'trtllm-serve <model> …'")
-        return [argv[0], "{model}", *argv[2:]]
-    raise ValueError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
-
-
-def plan_launch(engine: str, plan_command: str, *, seed: int = 0) -> EngineLaunch:
-    """The planner's launch command for `engine`, made servable by the eval job on one node."""
-    argv = _replace_model(shlex.split(plan_command), engine)
-    if engine == "vllm":
-        argv += ["--host", "{host}", "--port", "{port}", "--seed", str(seed), "--served-model-name", SERVED_NAME]
-        return EngineLaunch(engine, _checked(argv, "serving.vllm"), _version("vllm"), "/health", True, SERVED_NAME)
-    if engine == "sglang":
-        argv += ["--host", "{host}", "--port", "{port}", "--random-seed", str(seed)]
-        argv += ["--served-model-name", SERVED_NAME]
-        return EngineLaunch(engine, _checked(argv, "serving.sglang"), _version("sglang"), "/health", True, SERVED_NAME)
-    argv += ["--host", "{host}", "--port", "{port}"]
-    # trtllm-serve's chat API logprobs vary by backend and version: treated as absent, never estimated.
+def _launch(engine: ServingEngine, argv: list[str], field: str) -> EngineLaunch:
     return EngineLaunch(
-        engine, _checked(argv, "serving.tensorrt_llm"), _version("tensorrt_llm"), "/health", False, None
+        engine.name,
+        _checked(argv, field),
+        engine.version_argv(),
+        engine.health_path,
+        engine.logprobs,
+        engine.served_model_name,
     )
 
 
-def split_online_quantization(argv: list[str]) -> tuple[list[str], list[str]]:
+def transformers_launch(*, device: str = "cpu", dtype: str = "float32", seed: int = 0) -> EngineLaunch:
+    engine = serving_engine("transformers")
+    return _launch(engine, transformers_argv(device=device, dtype=dtype, seed=seed), "engine")
+
+
+def plan_launch(engine_name: str, plan_argv: list[str], *, seed: int = 0) -> EngineLaunch:
+    """The planner's launch argv for the engine (the plan's `serving_argv`, with its {model} slot),
+    made servable by the eval job on one node: the engine's own address, port, seed and name flags added."""
+    engine = serving_engine(engine_name)
+    field = f"serving_argv.{engine.name}"
+    if engine.eval_args is None or engine.plan_argv is None:
+        raise ValueError(f"engine: {engine.name} serves no plan command")
+    if not isinstance(plan_argv, list) or not all(isinstance(part, str) for part in plan_argv):
+        raise ValueError(f"{field}: expected a list of strings")
+    if plan_argv.count(MODEL) != 1:
+        raise ValueError(f"{field}: expected the model slot {MODEL} once")
+    return _launch(engine, [*plan_argv, *engine.eval_args(seed)], field)
+
+
+def plan_argv_of_command(engine_name: str, command: str) -> list[str]:
+    """The argv of a plan stored before plans carried `serving_argv` (its `serving` string only): the
+    command split, with the model's path swapped for the slot where the engine's own argv puts it."""
+    engine = serving_engine(engine_name)
+    argv = shlex.split(command)
+    if engine.name == "vllm" and argv[:2] == ["vllm", "serve"] and len(argv) >= 3:
+        return [*argv[:2], MODEL, *argv[3:]]
+    if engine.name == "sglang" and "--model-path" in argv[:-1]:
+        index = argv.index("--model-path") + 1
+        argv = [*argv[:index], MODEL, *argv[index + 1 :]]
+        return [PYTHON, *argv[1:]] if argv[0] in ("python", "python3") else argv
+    if engine.name == "tensorrt_llm" and argv[:1] == ["trtllm-serve"] and len(argv) >= 2:
+        return [argv[0], MODEL, *argv[2:]]
+    raise ValueError(f"serving.{engine.name}: not the launch command the planner writes for {engine.display_name}")
+
+
+def split_online_quantization(engine_name: str, argv: list[str]) -> tuple[list[str], list[str]]:
     """(argv without, the flags) of the quantization the engine applies at load (`--quantization fp8`
     on BF16 weights, which the planner emits for an online-FP8 plan). The eval of such a plan serves
     one artifact twice: the baseline without the flags, the candidate with them."""
-    if "--quantization" not in argv:
+    flag = serving_engine(engine_name).online_quantization_flag
+    if flag is None or flag not in argv:
         return argv, []
-    index = argv.index("--quantization")
+    index = argv.index(flag)
     if index + 1 >= len(argv):
-        raise ValueError("engine: --quantization without a method")
+        raise ValueError(f"engine: {flag} without a method")
     return argv[:index] + argv[index + 2 :], argv[index : index + 2]
 
 
 def multinode_argv(name: str, argv: list[str], *, nnodes: int, node_rank: str, head: str, port: int) -> list[str]:
     """The engine's own multi-node launch on one node of the allocation (rank and head address filled
     in on each node from Slurm's variables: `node_rank` and `head` are shell words there)."""
-    if name == "vllm":
-        # vLLM's multiprocessing backend across nodes: rank 0 serves the API, the others run --headless.
-        return [*argv, "--distributed-executor-backend", "mp", "--nnodes", str(nnodes), "--node-rank", node_rank,
-                "--master-addr", head, "--master-port", str(port)]  # fmt: skip
-    if name == "sglang":
-        return [*argv, "--nnodes", str(nnodes), "--node-rank", node_rank, "--dist-init-addr", f"{head}:{port}"]
-    raise ValueError(f"engine: {name} has no multi-node launch here (use vllm or sglang)")
+    engine = serving_engine(name)
+    if engine.multinode_argv is None:
+        able = [n for n in ENGINE_NAMES if serving_engine(n).multinode_argv is not None]
+        raise ValueError(f"engine: {name} has no multi-node launch here (use {' or '.join(able)})")
+    return engine.multinode_argv(argv, nnodes, node_rank, head, port)
 
 
 def multinode_script(name: str, argv: list[str], *, nnodes: int, gpus_per_node: int, dist_port: int = 29500) -> str:
@@ -133,8 +136,9 @@ def multinode_script(name: str, argv: list[str], *, nnodes: int, gpus_per_node: 
         for part in ranked
     )
     words = words.replace("$HEAD:", "${HEAD}:")
-    if name == "vllm":
-        words += ' $( [ "$SLURM_NODEID" != 0 ] && echo --headless )'
+    headless = serving_engine(name).headless_flag
+    if headless:
+        words += f' $( [ "$SLURM_NODEID" != 0 ] && echo {shlex.quote(headless)} )'
     # ranks > 0 may not bind the API port on other hosts; the head's answers the job
     lines = [
         "set -euo pipefail",

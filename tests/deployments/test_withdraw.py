@@ -7,6 +7,7 @@ from django.test import Client
 
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
+from governance.deployments.choices import TERMINAL, TRANSITIONS, Status
 from governance.deployments.models import DeploymentRequest
 from governance.web.selectors.dashboard import dashboard
 from tests.conftest import Personas, make_user
@@ -81,3 +82,29 @@ def test_the_request_page_offers_withdraw_to_its_requester_only(
     page = client.get(f"/requests/{code}/")
     assert "Withdrawn" in page.content.decode()
     assert f"/requests/{code}/withdraw" not in page.content.decode()
+
+
+def test_a_plan_finishing_after_a_withdraw_leaves_the_withdrawn_request_alone(flow: Flow, artifacts: dict) -> None:
+    """Issue 44: a withdrawn request is closed for evidence. Its capacity plan (queued at submit)
+    finishing afterwards rewrites neither its evidence nor the audit trail."""
+    p = flow.p
+    code = flow.create(artifacts["apache"])["code"]
+    assert flow.post(p.requester, code, "submit").status_code == 200
+    assert flow.post(p.requester, code, "withdraw").status_code == 200
+    before = DeploymentRequest.objects.get(code=code)
+    last_event = AuditEvent.objects.order_by("-seq").values_list("seq", flat=True).first()
+    flow.compute_capacity(code)  # the plan finishes, and its hook runs
+    after = DeploymentRequest.objects.get(code=code)
+    assert (after.status, after.evidence_digest, after.evidence) == (
+        "withdrawn",
+        before.evidence_digest,
+        before.evidence,
+    )
+    written = AuditEvent.objects.filter(seq__gt=last_event).exclude(action=AuditAction.CAPACITY_PLAN_COMPUTED)
+    assert list(written.values_list("action", flat=True)) == []  # the plan's own record only
+
+
+def test_every_status_no_transition_leaves_is_closed_for_evidence() -> None:
+    """The closed statuses are derived from the transitions table, not listed again."""
+    assert set(TERMINAL) == {status for status in Status if not TRANSITIONS[status]}
+    assert Status.WITHDRAWN in TERMINAL

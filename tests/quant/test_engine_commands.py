@@ -20,7 +20,14 @@ import sys
 
 import pytest
 
-from planner.evaljob.engines import multinode_command, multinode_script, plan_launch, transformers_launch
+from planner.engines.base import fill
+from planner.evaljob.engines import (
+    multinode_command,
+    multinode_script,
+    plan_argv_of_command,
+    plan_launch,
+    transformers_launch,
+)
 from planner.evaljob.served import substitute
 from planner.plan import PlanRequest, plan
 
@@ -45,7 +52,7 @@ def test_the_kimi_k2_w4a8_plan_spans_two_nodes(kimi_plan: dict) -> None:
 
 
 def test_vllm_single_allocation_two_node_launch_is_pinned(kimi_plan: dict) -> None:
-    launch = plan_launch("vllm", kimi_plan["serving"]["vllm"])
+    launch = plan_launch("vllm", kimi_plan["serving_argv"]["vllm"])
     argv = resolved(list(launch.argv))
     assert shlex.join(argv) == (
         "vllm serve /models/kimi-k2-w4a8 --tensor-parallel-size 8 --pipeline-parallel-size 2 --max-model-len 32768 "
@@ -66,7 +73,7 @@ def test_vllm_single_allocation_two_node_launch_is_pinned(kimi_plan: dict) -> No
 
 
 def test_sglang_two_node_launch_is_pinned(kimi_plan: dict) -> None:
-    launch = plan_launch("sglang", kimi_plan["serving"]["sglang"])
+    launch = plan_launch("sglang", kimi_plan["serving_argv"]["sglang"])
     argv = resolved(list(launch.argv))
     assert shlex.join(argv) == (
         "python3 -m sglang.launch_server --model-path /models/kimi-k2-w4a8 --tp 8 --pp-size 2 --context-length 32768 "
@@ -99,8 +106,21 @@ def test_transformers_serve_command_matches_its_cli() -> None:
 
 def test_a_plan_command_with_shell_metacharacters_is_refused() -> None:
     with pytest.raises(ValueError, match="not allowed"):
-        plan_launch("vllm", "vllm serve /m --max-model-len 1;rm")
-    with pytest.raises(ValueError, match="vllm serve"):
-        plan_launch("vllm", "python -m other /m")
+        plan_launch("vllm", ["vllm", "serve", "{model}", "--max-model-len", "1;rm"])
+    with pytest.raises(ValueError, match="model slot"):
+        plan_launch("vllm", ["vllm", "serve", "/m"])
+    with pytest.raises(ValueError, match="not the launch command"):
+        plan_argv_of_command("vllm", "python -m other /m")
     with pytest.raises(ValueError, match="no multi-node"):
         multinode_command("tensorrt_llm", ["trtllm-serve", "/m"], nnodes=2, gpus_per_node=8)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "tensorrt_llm"])
+def test_the_plans_command_is_its_argv_for_people_and_an_old_plans_command_launches_the_same(
+    kimi_plan: dict, engine: str
+) -> None:
+    """The `serving` string is the argv with the model's path filled in, shell-quoted (never parsed
+    back); a plan stored before plans carried their argv launches exactly what the argv would."""
+    argv = kimi_plan["serving_argv"][engine]
+    assert kimi_plan["serving"][engine] == shlex.join(fill(argv, model=MODEL, python="python"))
+    assert plan_argv_of_command(engine, kimi_plan["serving"][engine]) == argv

@@ -30,7 +30,6 @@ from governance.deployments.services.lifecycle import (
     deployment_submit,
     deployment_update,
     deployment_withdraw,
-    may_withdraw,
 )
 from governance.deployments.services.obligations import obligation_acknowledge, obligation_review
 from governance.deployments.services.transitions import (
@@ -61,7 +60,6 @@ __all__ = [
     "deployment_withdraw",
     "deployments_expire_approvals",
     "deployments_reevaluate",
-    "may_withdraw",
     "obligation_acknowledge",
     "obligation_review",
     "on_artifact_inspected",

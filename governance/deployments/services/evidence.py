@@ -18,7 +18,7 @@ from governance.capacity.services import capacity_plan_request
 from governance.core.canonical import canonical_sha256
 from governance.core.errors import ApplicationError
 from governance.core.outbox import outbox_enqueue
-from governance.deployments.choices import ObligationStatus, Status
+from governance.deployments.choices import SERVING_DEFAULTS, TERMINAL, ObligationStatus, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff
 from governance.deployments.readiness import served_config_key
 from governance.deployments.selectors import active_waivers, latest_capacity_plan
@@ -30,9 +30,7 @@ from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate
 from governance.licenses.services import license_evaluation_store
-
-# Requests in these states are closed: new evidence no longer concerns them.
-CLOSED = (Status.REJECTED, Status.REVOKED, Status.EXPIRED)
+from planner.engines.registry import serving_engine
 
 
 def validate_facts(facts: Any) -> None:
@@ -47,18 +45,27 @@ def validate_facts(facts: Any) -> None:
 
 
 def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
+    """The capacity planner's inputs for the request: its model, serving plan and engine (the plan
+    must judge the engine the gate will compare, not the planner's default)."""
     artifact = deployment.artifact
     plan = deployment.serving_plan
+    # The memory profile the planner judges the engine by (TensorRT-LLM's is keyed `trtllm` there;
+    # `transformers serve`, with none of its own, is planned under its stated stand-in's).
+    engine = serving_engine(str(plan.get("engine") or SERVING_DEFAULTS["engine"]))
     inputs: dict[str, Any] = {
+        "engine": engine.planner_key,
         "model": artifact.architecture_key or artifact.config,
         "precision": plan["precision"],
         "gpu": plan["gpu"],
         "max_model_len": plan.get("max_model_len"),
-        "concurrency": plan.get("concurrency", 1),
-        "gpu_memory_utilization": plan.get("gpu_memory_utilization", 0.9),
-        "kv_dtype": plan.get("kv_dtype", "bf16"),
+        **{
+            name: plan.get(name, SERVING_DEFAULTS[name])
+            for name in ("concurrency", "gpu_memory_utilization", "kv_dtype")
+        },
         "model_path": artifact.source_repo,
     }
+    if plan.get("engine_version") and engine.profile_key is not None:  # a stand-in plans its own default
+        inputs["engine_version"] = plan["engine_version"]
     if plan.get("gpu_spec"):  # a GPU outside the catalog, as the request states it
         inputs["gpu_spec"] = plan["gpu_spec"]
     for name in ("tp", "pp", "ep", "dp"):
@@ -353,7 +360,7 @@ def on_capacity_plan_computed(sender: Any = None, *, plan: CapacityPlan, **kwarg
     if plan.subject_type != DeploymentRequest._meta.label_lower:
         return
     deployment = DeploymentRequest.objects.filter(code=plan.subject_id).first()
-    if deployment is None or deployment.status in CLOSED:
+    if deployment is None or deployment.status in TERMINAL:
         return
     with transaction.atomic():
         deployment_evidence_refresh(deployment_lock(deployment), "system:capacity", f"capacity plan {plan.status}")
@@ -365,7 +372,7 @@ def on_eval_finished(sender: Any = None, *, evaluation: Any, **kwargs: Any) -> N
     if deployment is None:
         return
     reason = f"{evaluation.scheme} eval {evaluation.status}"
-    if deployment.status not in CLOSED:
+    if deployment.status not in TERMINAL:
         with transaction.atomic():
             deployment_evidence_refresh(deployment_lock(deployment), "system:evals", reason)
     if evaluation.status == EvalStatus.PASSED and evaluation.kind == EvalKind.SERVED:

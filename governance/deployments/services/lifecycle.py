@@ -14,16 +14,15 @@ from governance.artifacts.selectors import artifact_usable_by
 from governance.artifacts.weights import precision_conflict
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
-from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
-from governance.core.roles import Role
+from governance.core.errors import ConflictError, invalid_input
 from governance.core.services import write_service
 from governance.deployments.choices import EDITABLE, Status
 from governance.deployments.models import DeploymentRequest
+from governance.deployments.moves import Move, require_move
 from governance.deployments.services.evidence import capacity_plan_queue, deployment_evidence_refresh, validate_facts
 from governance.deployments.services.transitions import (
     deployment_lock,
     deployment_transition,
-    require_reviewer,
     require_team_requester,
 )
 from governance.evaluations.selectors import artifact_weights_precision
@@ -126,7 +125,7 @@ def deployment_update(*, deployment: DeploymentRequest, actor: User, changes: di
 def deployment_submit(*, deployment: DeploymentRequest, actor: User) -> DeploymentRequest:
     with transaction.atomic():
         deployment = deployment_lock(deployment)
-        require_team_requester(deployment, actor)
+        require_move(deployment, actor, Move.SUBMIT)
         require_servable_precision(deployment)
         deployment_transition(deployment, Status.SUBMITTED, actor, "submitted for review")
         capacity_plan_queue(deployment, actor)  # first: the evidence then says the plan is computing
@@ -138,17 +137,9 @@ def deployment_submit(*, deployment: DeploymentRequest, actor: User) -> Deployme
 def deployment_start_review(*, deployment: DeploymentRequest, actor: User) -> DeploymentRequest:
     with transaction.atomic():
         deployment = deployment_lock(deployment)
-        require_reviewer(deployment, actor, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER)
+        require_move(deployment, actor, Move.START_REVIEW)
         deployment_transition(deployment, Status.IN_REVIEW, actor, "review started")
     return deployment
-
-
-def may_withdraw(deployment: DeploymentRequest, actor: User) -> bool:
-    """Its requester while still a member of the team, or a lead of the team."""
-    team = deployment.team
-    if team.leads.filter(pk=actor.pk).exists():
-        return True
-    return actor.pk == deployment.requester_id and team.members.filter(pk=actor.pk).exists()
 
 
 @write_service
@@ -157,8 +148,7 @@ def deployment_withdraw(*, deployment: DeploymentRequest, actor: User, reason: s
     (a new request starts again). Nothing is deleted: the request and its audit trail stay."""
     with transaction.atomic():
         deployment = deployment_lock(deployment)
-        if not may_withdraw(deployment, actor):
-            raise PermissionDeniedError("only the request's requester or a lead of its team can withdraw it")
+        require_move(deployment, actor, Move.WITHDRAW)  # its requester while in the team, or a team lead
         if deployment.status not in (Status.DRAFT, Status.SUBMITTED):
             raise ConflictError(
                 f"a {deployment.status} request cannot be withdrawn (only a draft or a submitted one)",
@@ -174,6 +164,6 @@ def deployment_revoke(*, deployment: DeploymentRequest, actor: User, reason: str
         raise invalid_input("reason", "say why the approval is revoked")
     with transaction.atomic():
         deployment = deployment_lock(deployment)
-        require_reviewer(deployment, actor, Role.LEGAL_REVIEWER, Role.ADMIN)
+        require_move(deployment, actor, Move.REVOKE)
         deployment_transition(deployment, Status.REVOKED, actor, reason.strip())
     return deployment

@@ -22,8 +22,9 @@ from governance.audit.services import audit_record
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.roles import Role
 from governance.core.services import write_service
+from governance.deployments.choices import TERMINAL
 from governance.deployments.models import DeploymentRequest, Waiver
-from governance.deployments.services.evidence import CLOSED, deployment_evidence_refresh
+from governance.deployments.services.evidence import deployment_evidence_refresh
 from governance.deployments.services.notifications import notify_waiver_proposed
 from governance.deployments.services.transitions import SYSTEM, deployment_lock, require_reviewer
 from governance.licenses.choices import Severity
@@ -199,7 +200,7 @@ def waivers_expire(*, now: datetime | None = None) -> int:
                 obj=deployment,
                 data={"license": waiver.license_key, "code": waiver.finding_code},
             )
-            if deployment.status not in CLOSED:
+            if deployment.status not in TERMINAL:
                 deployment_evidence_refresh(deployment, SYSTEM, f"waiver for {waiver.finding_code} expired")
             count += 1
     return count

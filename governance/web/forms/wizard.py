@@ -10,7 +10,7 @@ from django import forms
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
-from governance.deployments.choices import Engine
+from governance.deployments.choices import DEFAULT_ENGINE, ENGINE_CHOICES
 from governance.licenses.facts import AUP_CATEGORIES, BOOLEAN_FACTS, DERIVATIVE_KINDS, DISTRIBUTIONS
 from governance.web import labels
 from planner.specs import GPU_OPTIONAL_FIELDS, GPU_REQUIRED_FIELDS, gpus, precisions
@@ -131,7 +131,7 @@ class WizardForm(forms.Form):
     derivative_name = forms.CharField(label=_("Derivative name"), max_length=200, required=False)
     redistributes_original_weights = forms.BooleanField(label=_("Original weights redistributed"), required=False)
     # -- serving plan
-    engine = forms.ChoiceField(label=_("Serving engine"), choices=Engine.choices, initial=Engine.VLLM)
+    engine = forms.ChoiceField(label=_("Serving engine"), choices=ENGINE_CHOICES, initial=DEFAULT_ENGINE)
     precision = forms.ChoiceField(label=_("Precision"), choices=[(p, p) for p in sorted(precisions())])
     gpu = forms.ChoiceField(
         label=_("GPU"),

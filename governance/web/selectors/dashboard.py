@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from governance.core.models import Team
 from governance.core.roles import Role, has_role, user_roles
-from governance.deployments.choices import ObligationStatus, ReviewRole, Status
+from governance.deployments.choices import TERMINAL, ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff
 from governance.deployments.selectors import deployments_visible_condition
 from governance.evaluations.models import ACTIVE_STATES, EvalRun, EvalStatus
@@ -90,8 +90,7 @@ def _queues(user: Any, visible: QuerySet[DeploymentRequest]) -> dict[str, list[R
         my_teams = Team.members.through.objects.filter(user_id=user.pk).values("team_id")
         lists["waiting_on_me"] = (
             visible.filter(team__in=my_teams).filter(  # a subquery, as the visibility rule: no join
-                Q(status=Status.DRAFT)
-                | (open_items & ~Q(status__in=[Status.REJECTED, Status.REVOKED, Status.WITHDRAWN]))
+                Q(status=Status.DRAFT) | (open_items & ~Q(status__in=TERMINAL))
             ),
             "-updated_at",
             QUEUE_SIZE,

@@ -17,8 +17,9 @@ from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.core.errors import NotFoundError
 from governance.core.models import Team
 from governance.core.roles import Role, has_role
-from governance.deployments.choices import ObligationStatus, ReviewRole, Status
+from governance.deployments.choices import TERMINAL, ObligationStatus, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff, Waiver
+from governance.deployments.moves import Move, available_transitions
 from governance.deployments.readiness import finding_waived
 from governance.deployments.selectors import (
     deployment_attach_capacity_plan,
@@ -29,6 +30,7 @@ from governance.deployments.selectors import (
 )
 from governance.evaluations.models import ACTIVE_STATES, EvalRun
 from governance.gate.selectors import gate_decisions_visible_to
+from governance.licenses.choices import BLOCKING_SEVERITIES
 from governance.web import labels
 
 
@@ -173,7 +175,7 @@ def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_
     it by itself (the capacity plan computing, an eval running, the heavy worker rendering or
     signing the packet): htmx polls it only then. Gone once approved (what stood between is behind
     it) unless a usage report flagged it again, and once the request ended."""
-    shown = request.status not in ENDED and (request.status != Status.APPROVED or request.flagged)
+    shown = request.status not in TERMINAL and (request.status != Status.APPROVED or request.flagged)
     if not shown:
         return {"blockers_shown": False, "blockers_pending": False}
     pending = (plan is not None and plan.status == CapacityPlanStatus.PENDING) or evals_active
@@ -242,7 +244,7 @@ def _findings(request: DeploymentRequest) -> dict[str, Any]:
                     "confidence_label": labels.label("confidence", finding.get("confidence", "")),
                 }
             )
-            if finding["severity"] in ("blocker", "approval") and not waived:
+            if finding["severity"] in BLOCKING_SEVERITIES and not waived:
                 waivable.append({"license": evaluation["license"], **finding})
         decision = labels.label("decision", evaluation["decision"])
         licenses.append({**evaluation, "findings": findings, "decision_label": decision})
@@ -332,10 +334,6 @@ def deployment_evals(user: Any, code: Any) -> list[dict[str, Any]]:
     return [eval_progress(run) for run in runs]
 
 
-# Statuses a request never leaves: nothing more to acknowledge or report on.
-ENDED = (Status.REJECTED, Status.REVOKED, Status.EXPIRED, Status.WITHDRAWN)
-
-
 def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     """Which forms to show. The services check again; this only hides what would be refused."""
     member = getattr(request, "viewer_is_member", None)  # annotated by the request page's query
@@ -343,6 +341,7 @@ def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
         member = any(team.pk == request.team_id for team in user.teams.all())
     requester = has_role(user, Role.REQUESTER) and member
     own = user.pk == request.requester_id
+    moves = available_transitions(request, user, member=member)
     review_roles = []
     if not own and request.status == Status.IN_REVIEW:
         if has_role(user, Role.LEGAL_REVIEWER):
@@ -352,17 +351,14 @@ def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
                 {"value": ReviewRole.ENGINEERING, "label": labels.label("review_role", ReviewRole.ENGINEERING)}
             )
     return {
-        "submit": requester and request.status == Status.DRAFT,
-        "withdraw": request.status in (Status.DRAFT, Status.SUBMITTED)
-        and ((own and member) or user.led_teams.filter(pk=request.team_id).exists()),
-        "acknowledge": requester and request.status not in ENDED,
-        "usage": requester and request.status not in (Status.DRAFT, *ENDED),
-        "start_review": not own
-        and request.status == Status.SUBMITTED
-        and has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER),
+        "submit": Move.SUBMIT in moves,
+        "withdraw": Move.WITHDRAW in moves,
+        "acknowledge": requester and request.status not in TERMINAL,
+        "usage": requester and request.status not in (Status.DRAFT, *TERMINAL),
+        "start_review": Move.START_REVIEW in moves,
         "accept_obligations": not own and has_role(user, Role.LEGAL_REVIEWER),
         "waive": not own and has_role(user, Role.LEGAL_REVIEWER),
         "review_roles": review_roles,
         "run_eval": has_role(user, Role.ENGINEERING_REVIEWER, Role.ADMIN),
-        "revoke": not own and request.status == Status.APPROVED and has_role(user, Role.LEGAL_REVIEWER, Role.ADMIN),
+        "revoke": Move.REVOKE in moves,
     }
