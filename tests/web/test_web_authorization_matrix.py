@@ -50,6 +50,14 @@ def _teams(world: World) -> None:
     world.ids["other_team"] = str(world.personas.other_team.code)
 
 
+def _license_text(world: World) -> None:
+    """A license text found in a checkpoint (legal, auditors and admins read them; legal classifies)."""
+    from governance.licenses.services import license_text_keep
+
+    kept = license_text_keep(text="A license nobody has classified yet.", sha256="0" * 64, path="LICENSE")
+    world.ids["license_text"] = kept.fingerprint
+
+
 def _lead(world: World) -> None:
     """The requester leads their own team (platform), not the other one (research)."""
     _teams(world)
@@ -103,6 +111,10 @@ ROWS: list[WebRow] = [
     WebRow("licenses", "GET", "/licenses/", ROLES),
     WebRow("license", "GET", "/licenses/llama-3.1/", ROLES),
     WebRow("license-diff", "GET", "/licenses/llama-3.1/diff", ROLES),
+    WebRow("license-text", "GET", "/licenses/texts/{license_text}", frozenset({LEGAL, AUDITOR, ADMIN}),
+           prepare=_license_text),
+    WebRow("license-text-classify", "POST", "/licenses/texts/{license_text}/classify", frozenset({LEGAL}),
+           {"license": "mit"}, prepare=_license_text),
     WebRow("clusters", "GET", "/clusters/", ROLES),
     WebRow("cluster-test", "POST", "/clusters/{cluster}/test", frozenset({ENG, ADMIN})),
     WebRow("cluster-discover", "POST", "/clusters/{cluster}/discover", frozenset({ENG, ADMIN})),
