@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
@@ -119,7 +120,8 @@ def gate_decide(
     """Decide from stored state, then log the decision and its audit event in one statement.
     An exception here (an unwritable log included) must reach the caller before any answer."""
     state, approval = gate_state(deployment)
-    reasons = [reason.as_dict() for reason in evaluate(state, check, timezone.now())]
+    required = settings.GATE_REQUIRE_ENGINE_VERSION
+    reasons = [reason.as_dict() for reason in evaluate(state, check, timezone.now(), require_engine_version=required)]
     outcome = GateOutcome.DENY if reasons else GateOutcome.ALLOW
     decision = GateDecision(
         deployment=deployment,
