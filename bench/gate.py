@@ -148,6 +148,7 @@ def seed() -> None:
             **{key: value for key, value in serving.items() if key != "concurrency"},  # the gate takes no load
             **{key: layout[key] for key in ("tp", "pp", "ep")},
             "gpu_memory_utilization": 0.9,
+            "engine_version": evaluation.engine_version,  # the approval is bound to it (an allow)
         },
     }
     from bench.gate_floors import create_table

@@ -211,6 +211,9 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # Request bodies larger than API_MAX_BODY_BYTES (below) answer 413 before any view reads them; a
 # path listed here has a smaller limit of its own (the gate reads a few hundred bytes).
 REQUEST_MAX_BYTES_BY_PATH = {"/api/v1/gate/check": 64 * 1024}
+# The gate denies a check without serving.engine_version when the approved evals recorded the
+# version they served (`serving.engine_version_missing`, docs/gate.md); false keeps it optional.
+GATE_REQUIRE_ENGINE_VERSION = env_bool("GATE_REQUIRE_ENGINE_VERSION", True)
 # Paths that take a packet upload: their body may be APPROVALS_MAX_UPLOAD_BYTES plus the multipart
 # framing (and the web form's CSRF field), no more: a larger one answers 413 before it is read.
 UPLOAD_BOUND_PATHS = frozenset({"/api/v1/approvals/verify", "/verify/"})

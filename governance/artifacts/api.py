@@ -18,6 +18,7 @@ from governance.artifacts.models import DIGEST_VALIDATOR, Derivation, Modality, 
 from governance.artifacts.selectors import artifact_digest_registered, artifact_get, artifacts_visible_to
 from governance.artifacts.services import artifact_register, artifact_share
 from governance.core.errors import invalid_input
+from governance.core.names import validate_printed_name
 from governance.core.permissions import role_permission
 from governance.core.roles import Role
 from governance.core.selectors import team_by_name, team_choose
@@ -41,7 +42,7 @@ def _bounded_object(value: Any) -> Any:
 
 class ArtifactInputSerializer(StrictSerializer):
     team = serializers.CharField(max_length=120, required=False, help_text="team name (default: your only team)")
-    name = serializers.CharField(max_length=200)
+    name = serializers.CharField(max_length=200, validators=[validate_printed_name])
     source_repo = serializers.CharField(max_length=300)
     revision = serializers.CharField(max_length=100)
     weights_digest = serializers.CharField(max_length=71, validators=[DIGEST_VALIDATOR])

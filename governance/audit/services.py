@@ -10,6 +10,8 @@ import base64
 import functools
 import json
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
@@ -91,9 +93,12 @@ def _body_parts(fields: dict[str, Any]) -> tuple[str, str]:
 
 # One statement on PostgreSQL: lock the head, advance it, hash in SQL, insert the event. The
 # head lock is held from this statement to COMMIT, so fewer round trips mean more appends/s.
+# `{refs}` (audit_record_with_insert): the rows the statement's inserts reference, locked before
+# the head (the head is joined to them, so it is locked only once they are): the documented order,
+# rows first and the chain head last (docs/architecture.md, *Lock order and retries*).
 _PG_APPEND = """
-WITH old AS (
-    SELECT seq, hash FROM audit_auditchainhead WHERE id = 1 FOR UPDATE
+WITH {refs}old AS (
+    SELECT h.seq, h.hash FROM audit_auditchainhead h{refs_join} WHERE h.id = 1 FOR UPDATE OF h
 ), {side}body AS (
     SELECT old.seq + 1 AS seq, old.hash AS prev_hash, %(prefix)s || (old.seq + 1)::text || %(suffix)s AS text
     FROM old
@@ -111,7 +116,20 @@ SELECT new.seq, %(occurred_at)s, %(actor_id)s, %(actor_name)s, %(action)s, %(obj
 FROM new
 RETURNING id, seq, body, prev_hash, hash
 """
-_PG_APPEND_ALONE = _PG_APPEND.format(side="")
+_PG_APPEND_ALONE = _PG_APPEND.format(refs="", refs_join="", side="")
+
+
+class ReferenceChangedError(ConflictError):
+    """A row the insert references no longer holds the values it was read with (or is gone):
+    nothing was written. The caller decides again from what the rows hold now."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(f"the {field} this write references changed since it was read", extra={"field": field})
+        self.field = field
+
+
+# What a referenced row must still hold, per foreign key of the inserted row: {column: value}.
+Unchanged = Mapping[str, Mapping[str, Any]]
 
 
 def _event(
@@ -176,6 +194,7 @@ def audit_record_with_insert(
     action: AuditAction,
     obj: AuditObject = None,
     data: dict[str, Any] | None = None,
+    unchanged: Unchanged | None = None,
 ) -> AuditEvent:
     """Insert `instance` (a new row with no other side effects: no signals, no parents) and append
     its audit event in ONE statement on PostgreSQL.
@@ -184,7 +203,15 @@ def audit_record_with_insert(
     transaction is its own transaction: no BEGIN/COMMIT round trips, and the row and its event
     still commit together or not at all. The row is inserted only when the chain head exists
     (`INSERT ... SELECT ... FROM old`), so the first append ever creates the head and runs again
-    without a duplicate row. Elsewhere both writes run in one transaction."""
+    without a duplicate row. Elsewhere both writes run in one transaction.
+
+    Lock order: every row the two inserts reference (the instance's foreign keys, the event's actor)
+    is locked FOR KEY SHARE before the chain head, as each insert's foreign-key check would lock it
+    after; a writer that holds such a row and then appends (a token's revoke, a request's evidence
+    refresh) is waited for instead of deadlocked with. `unchanged` names, per foreign key, the
+    values its row was read with ({"token": {"revoked_at": None}}); checked under that lock, a
+    row that changed writes nothing and raises ReferenceChangedError naming the field, so what the
+    row says is never logged after a change the chain already records."""
     connection = transaction.get_connection()
     model = type(instance)
     columns: list[str] = []
@@ -195,8 +222,10 @@ def audit_record_with_insert(
         columns.append(str(field.column))
         values[f"row_{len(columns)}"] = field.get_db_prep_save(field.pre_save(instance, True), connection)
     event, prefix, suffix = _event(actor, action, obj, data, None)
+    references = _references(instance, event, unchanged or {})
     if connection.vendor != "postgresql":
         with transaction.atomic(savepoint=False):
+            _check_unchanged(references)
             instance.save(force_insert=True)
             _append(event, prefix, suffix)
         return event
@@ -205,17 +234,99 @@ def audit_record_with_insert(
         f"row AS (INSERT INTO {connection.ops.quote_name(model._meta.db_table)} "  # noqa: S608 (model names)
         f"({', '.join(connection.ops.quote_name(column) for column in columns)}) SELECT {placeholders} FROM old), "
     )
+    refs, refs_params = _refs_sql(references, connection)
+    statement = (refs, " CROSS JOIN refs" if refs else "", side)
     if connection.in_atomic_block:
         with transaction.atomic():  # a savepoint: a refused write leaves the caller's transaction usable
-            _append(event, prefix, suffix, side=(side, values))
+            _append(event, prefix, suffix, side=(statement, {**values, **refs_params}), references=references)
     else:
-        _append(event, prefix, suffix, side=(side, values))
+        _append(event, prefix, suffix, side=(statement, {**values, **refs_params}), references=references)
     return event
 
 
-def _append(event: AuditEvent, prefix: str, suffix: str, side: tuple[str, dict[str, Any]] | None = None) -> None:
+@dataclass(frozen=True, slots=True)
+class _Reference:
+    """A row an insert references: its table, key and the values it must still hold."""
+
+    field: str
+    model: type[models.Model]
+    pk: Any
+    unchanged: Mapping[str, Any]
+
+
+def _references(instance: models.Model, event: AuditEvent, unchanged: Unchanged) -> list[_Reference]:
+    """The rows the instance's foreign keys and the event's actor reference, in field order."""
+    references = []
+    for field in type(instance)._meta.concrete_fields:
+        if field.is_relation and (pk := getattr(instance, field.attname)) is not None:
+            assert isinstance(field.related_model, type)  # a concrete model, not "self" unresolved
+            references.append(_Reference(field.name, field.related_model, pk, unchanged.get(field.name, {})))
+    if event.actor is not None:
+        references.append(_Reference("actor", type(event.actor), event.actor.pk, {}))
+    unknown = set(unchanged) - {reference.field for reference in references}
+    if unknown:
+        raise ValueError(f"unchanged names no foreign key with a value: {', '.join(sorted(unknown))}")
+    return references
+
+
+def _refs_sql(references: list[_Reference], connection: Any) -> tuple[str, dict[str, Any]]:
+    """The `refs` CTE: each referenced row by primary key, still holding its `unchanged` values,
+    locked FOR KEY SHARE (what a foreign-key check takes: a concurrent update of other columns is
+    not blocked, a revoke or refresh holding the row FOR UPDATE is waited for, and under READ
+    COMMITTED the conditions are checked again on the row as that writer committed it)."""
+    if not references:
+        return "", {}
+    quote = connection.ops.quote_name
+    tables, conditions, params = [], [], {}
+    for n, reference in enumerate(references, start=1):
+        alias, meta = f"r{n}", reference.model._meta
+        tables.append(f"{quote(meta.db_table)} {alias}")
+        conditions.append(f"{alias}.{quote(meta.pk.column)} = %(ref_{n})s")
+        params[f"ref_{n}"] = reference.pk
+        for name, value in reference.unchanged.items():
+            field = meta.get_field(name)
+            if not isinstance(field, models.Field):
+                raise ValueError(f"unchanged: {name} is not a column of {meta.label}")
+            column = f"{alias}.{quote(field.column)}"
+            if value is None:
+                conditions.append(f"{column} IS NULL")
+            else:
+                key = f"ref_{n}_{field.column}"
+                conditions.append(f"{column} = %({key})s")
+                params[key] = field.get_db_prep_value(value, connection)
+    aliases = ", ".join(f"r{n}" for n in range(1, len(references) + 1))
+    sql = (
+        f"refs AS MATERIALIZED (SELECT 1 AS referenced FROM {', '.join(tables)} "  # noqa: S608 (model names)
+        f"WHERE {' AND '.join(conditions)} FOR KEY SHARE OF {aliases}), "
+    )
+    return sql, params
+
+
+def _check_unchanged(references: list[_Reference]) -> None:
+    """Other databases: the same check by the ORM (the caller's transaction holds the rows)."""
+    for reference in references:
+        rows = reference.model._default_manager.select_for_update().filter(pk=reference.pk, **reference.unchanged)
+        if not rows.exists():
+            raise ReferenceChangedError(reference.field)
+
+
+def _changed_reference(references: list[_Reference]) -> str:
+    """Which referenced row no longer holds its values (after the statement wrote nothing)."""
+    for reference in references:
+        if not reference.model._default_manager.filter(pk=reference.pk, **reference.unchanged).exists():
+            return reference.field
+    return references[0].field  # changed, then changed back: say which was asked about first
+
+
+def _append(
+    event: AuditEvent,
+    prefix: str,
+    suffix: str,
+    side: tuple[tuple[str, str, str], dict[str, Any]] | None = None,
+    references: list[_Reference] | None = None,
+) -> None:
     """Lock the chain head, append `event`, fill in its seq, body and hashes (with `side`, the
-    caller's own INSERT, in the same statement: audit_record_with_insert)."""
+    caller's own INSERT and the rows it references, in the same statement: audit_record_with_insert)."""
     user = event.actor
     connection = transaction.get_connection()
     if connection.vendor == "postgresql":
@@ -233,14 +344,17 @@ def _append(event: AuditEvent, prefix: str, suffix: str, side: tuple[str, dict[s
         }
         statement = _PG_APPEND_ALONE
         if side is not None:
-            statement = _PG_APPEND.format(side=side[0])
-            params.update(side[1])
+            (refs, refs_join, insert), side_params = side
+            statement = _PG_APPEND.format(refs=refs, refs_join=refs_join, side=insert)
+            params.update(side_params)
         # One statement: atomic by itself, so outside a transaction no BEGIN/COMMIT is needed.
         # Prepared: every write service appends, so its plan is made once per connection.
         row = fetch_one_prepared(statement, params)
-        if row is None:  # no head row yet: nothing was written (the side row waits on the head too)
+        if row is None:  # no head row yet, or a referenced row changed: nothing was written
             _insert_head()  # the statement run again locks it
             row = fetch_one_prepared(statement, params)
+        if row is None and references:
+            raise ReferenceChangedError(_changed_reference(references))
         assert row is not None
         event.pk, event.seq, event.body, event.prev_hash, event.hash = (
             row["id"],

@@ -16,6 +16,7 @@ from governance.core.tokens import api_token_resolve, token_reaches_endpoint
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
+    REFUSED = "Invalid, expired or revoked token."  # one answer for every token that is not live
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
         header = authentication.get_authorization_header(request).decode("latin-1")
@@ -29,7 +30,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Empty bearer token.")
         token = self.resolve(request, credentials)
         if token is None:
-            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+            raise exceptions.AuthenticationFailed(self.REFUSED)
         match = request._request.resolver_match
         if not token_reaches_endpoint(token, match.view_name if match else None, request.method or ""):
             raise exceptions.PermissionDenied(

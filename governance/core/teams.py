@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 from governance.core.context import acting_as
 from governance.core.errors import PermissionDeniedError, invalid_input
 from governance.core.models import Team
+from governance.core.names import printed_name_problem
 from governance.core.roles import Role, has_role
 from governance.core.signals import team_created
 
@@ -41,6 +42,8 @@ def team_create(*, name: str, actor: User) -> Team:
         raise invalid_input("name", "give the team a name")
     if len(name) > TEAM_NAME_MAX:
         raise invalid_input("name", f"at most {TEAM_NAME_MAX} characters")
+    if (problem := printed_name_problem(name)) is not None:
+        raise invalid_input("name", problem)  # the packet prints the team's name
     exists = invalid_input("name", f"a team named {name!r} exists already")
     if Team.objects.filter(name__iexact=name).exists():  # "Platform" next to "platform" is a typo
         raise exists

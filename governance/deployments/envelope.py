@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from governance.deployments.choices import SERVING_DEFAULTS
-from governance.deployments.readiness import approved_parallelism
+from governance.deployments.readiness import approved_eval, approved_parallelism
 
 # The serving fields the gate compares, in the order they are shown (request page, packet).
 ENVELOPE_FIELDS = (
@@ -38,13 +38,17 @@ def approved_envelope(evidence: Mapping[str, Any]) -> dict[str, Any]:
 def gate_check_command(*, deployment: str, environment: str, evidence: dict[str, Any], base_url: str) -> str:
     """The command a pipeline runs before rolling out exactly what was approved. Every value is
     shell-quoted (a product's environment name is free text). GOV_TOKEN, the team's CI token, comes
-    from the pipeline's secrets and is never written into the command."""
+    from the pipeline's secrets and is never written into the command. The engine version is the
+    one the approved eval served, which the gate requires once an eval recorded it."""
     envelope = approved_envelope(evidence)
+    evaluated = approved_eval(evidence)
+    fields = [(name.replace("_", "-"), envelope[name]) for name in ENVELOPE_FIELDS]
+    fields.insert(1, ("engine-version", (evaluated or {}).get("engine_version")))  # after the engine
     options: list[tuple[str, Any]] = [
         ("deployment", deployment),
         ("environment", environment),
         ("artifact-digest", (evidence.get("artifact") or {}).get("weights_digest", "")),
-        *((name.replace("_", "-"), envelope[name]) for name in ENVELOPE_FIELDS),
+        *fields,
     ]
     lines = [f"GOV_URL={shlex.quote(base_url.rstrip('/'))} scripts/gate-check"]
     lines += [f"  --{flag} {shlex.quote(str(value))}" for flag, value in options if value not in (None, "")]

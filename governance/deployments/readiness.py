@@ -79,6 +79,7 @@ class ReasonCode(models.TextChoices):
     ARTIFACT_DIGEST_MISMATCH = "artifact.digest_mismatch"
     SERVING_ENGINE = "serving.engine_mismatch"
     SERVING_ENGINE_VERSION = "serving.engine_version_mismatch"  # not the version the eval served
+    SERVING_ENGINE_VERSION_MISSING = "serving.engine_version_missing"  # left out, the approval bound to one
     SERVING_PRECISION = "serving.precision_mismatch"
     SERVING_KV_DTYPE = "serving.kv_dtype_mismatch"
     SERVING_GPU = "serving.gpu_mismatch"

@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.capacity.serializers import GPU_SPEC_HELP, MAX_MODEL_LEN, gpu_spec_validate
+from governance.core.names import validate_printed_name
 from governance.core.serializers import JsonObjectField, StrictSerializer
 from governance.deployments.choices import ENGINE_CHOICES, SERVING_DEFAULTS, SERVING_PRECISIONS, Status
 from governance.deployments.models import DeploymentRequest
@@ -67,11 +68,13 @@ ENVIRONMENT = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 class DeploymentInputSerializer(StrictSerializer):
     team = serializers.CharField(max_length=120, required=False)
     artifact = serializers.UUIDField()
-    product_name = serializers.CharField(max_length=200)
+    product_name = serializers.CharField(max_length=200, validators=[validate_printed_name])
     environments = serializers.ListField(child=serializers.RegexField(ENVIRONMENT), default=list, max_length=10)
     facts = FactsField(help_text="deployment facts, validated like POST /api/v1/licenses/evaluate")
     serving_plan = ServingPlanSerializer()
-    target_cluster = serializers.CharField(max_length=120, required=False, allow_blank=True)
+    target_cluster = serializers.CharField(
+        max_length=120, required=False, allow_blank=True, validators=[validate_printed_name]
+    )
     # The approval packet's language; left out, the language the request was made in (the UI's, or
     # the API call's Accept-Language). Fixed at creation: an update may not change it.
     language = serializers.ChoiceField(choices=[code for code, _name in settings.LANGUAGES], required=False)

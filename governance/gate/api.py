@@ -14,6 +14,7 @@ from django.db import connection
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.generics import ListAPIView
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
@@ -189,6 +190,11 @@ class GateCheckApi(APIView):
         )
         try:
             decision, approval = services.gate_decide(token=token, deployment=deployment, check=check)
+        except services.GateTokenRevokedError:
+            # Revoked while this check ran: the answer a revoked token gets (nothing was logged).
+            raise AuthenticationFailed(BearerTokenAuthentication.REFUSED) from None
+        except PermissionDeniedError:
+            raise  # the request, read again, is no longer one this token was issued for
         except Exception:
             # Fail closed: no logged decision, no answer but 503 (CI treats it as deny).
             logger.exception("gate decision could not be logged", extra={"deployment": str(deployment.code)})

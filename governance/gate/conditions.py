@@ -42,6 +42,7 @@ DEPLOY_TIME_CODES = frozenset(
         ReasonCode.ARTIFACT_DIGEST_MISMATCH,
         ReasonCode.SERVING_ENGINE,
         ReasonCode.SERVING_ENGINE_VERSION,
+        ReasonCode.SERVING_ENGINE_VERSION_MISSING,
         ReasonCode.SERVING_PRECISION,
         ReasonCode.SERVING_KV_DTYPE,
         ReasonCode.SERVING_GPU,
@@ -77,8 +78,10 @@ class GateCheck:
     serving: dict[str, Any]
 
 
-def evaluate(state: GateState, check: GateCheck, now: datetime) -> list[Reason]:
-    """Every reason to deny; an empty list is an allow."""
+def evaluate(state: GateState, check: GateCheck, now: datetime, *, require_engine_version: bool = True) -> list[Reason]:
+    """Every reason to deny; an empty list is an allow. `require_engine_version` (the setting
+    GATE_REQUIRE_ENGINE_VERSION): a check must name the engine version when the approved evals
+    recorded the one they served."""
     reasons: list[Reason] = []
     reasons += _status(state, now)
     if check.environment not in state.environments:
@@ -93,7 +96,7 @@ def evaluate(state: GateState, check: GateCheck, now: datetime) -> list[Reason]:
     reasons += readiness(state.readiness, now)
     reasons += _packet(state)
     reasons += _artifact(state, check)
-    reasons += _serving(state, check)
+    reasons += _serving(state, check, require_engine_version)
     return reasons
 
 
@@ -184,7 +187,7 @@ def approved_parallelism(state: GateState) -> dict[str, int]:
     return evidence_parallelism(state.evidence)
 
 
-def _serving(state: GateState, check: GateCheck) -> list[Reason]:
+def _serving(state: GateState, check: GateCheck, require_engine_version: bool) -> list[Reason]:
     envelope = approved_envelope(state.evidence)  # the request page's and the packet's envelope
     serving = check.serving
     reasons = []
@@ -226,6 +229,19 @@ def _serving(state: GateState, check: GateCheck) -> list[Reason]:
     wanted_version = serving.get("engine_version")
     covering = approved_evals(state.evidence)
     versions = sorted({str(run.get("engine_version")) for run in covering})
+    recorded = sorted({str(version) for run in covering if (version := run.get("engine_version"))})
+    if not wanted_version and recorded and require_engine_version:
+        # The approval is bound to the versions its evals served: a check that does not say which
+        # version it deploys could be an unevaluated upgrade (issue 43).
+        named = ", ".join(repr(v) for v in recorded)
+        reasons.append(
+            Reason(
+                ReasonCode.SERVING_ENGINE_VERSION_MISSING,
+                f"serving.engine_version is missing; the approval is bound to the engine version its evals served ({named})",
+                f"{PIPELINE} sends serving.engine_version, the version it deploys (one of {named})",
+                Actor.PIPELINE,
+            )
+        )
     if wanted_version and covering and wanted_version not in versions:
         # An engine upgrade is a high-risk change like a new quantization: it needs a fresh eval. A
         # version whose own eval passed stays allowed (a roll-back to it is not a new risk), unless

@@ -8,21 +8,23 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
 from governance.audit.actions import AuditAction
-from governance.audit.services import audit_record_with_insert
-from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
+from governance.audit.services import ReferenceChangedError, audit_record_with_insert
+from governance.core.errors import ApplicationError, ConflictError, PermissionDeniedError, invalid_input
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role, user_roles
+from governance.core.services import write_service
 from governance.core.tokens import ENVIRONMENT_PATTERN, TokenScope, api_token_issue, api_token_revoke, validate_scopes
 from governance.deployments.models import DeploymentRequest
 from governance.gate.choices import GateOutcome
 from governance.gate.conditions import GateCheck, evaluate
 from governance.gate.models import GateDecision
-from governance.gate.selectors import gate_state
+from governance.gate.selectors import gate_deployment_for_token, gate_state
 
 CI_TOKEN_MAX_LIFETIME = timedelta(days=366)
 # What a CI token may hold: the gate and usage reports, nothing else.
@@ -101,7 +103,12 @@ def ci_token_issue(
     return issued.token, issued.clear_text
 
 
+@write_service
 def ci_token_revoke(*, actor: User, token: ApiToken) -> ApiToken:
+    """Revoke a team CI token at once. The token row is locked first and the audit chain head last
+    (write_service defers the append), the order a gate check's log takes them in, so a burst of
+    checks with the token never deadlocks it; were PostgreSQL still to pick it as a victim, the
+    boundary runs it again. Once it has answered, no check with the token is logged or allowed."""
     with transaction.atomic():
         token = ApiToken.objects.select_for_update(of=("self",)).select_related("team").get(pk=token.pk)
         if token.team is None:
@@ -113,13 +120,45 @@ def ci_token_revoke(*, actor: User, token: ApiToken) -> ApiToken:
     return token
 
 
+# A decision is logged only while the token and the request still hold what it was decided from:
+# how often a request changed under a check may make it decide again before answering 503.
+GATE_DECIDE_ATTEMPTS = 3
+
+
+class GateTokenRevokedError(ApplicationError):
+    """The token was revoked (or its user removed) between its check and the decision's log."""
+
+    status = 401
+
+
 def gate_decide(
     *, token: ApiToken, deployment: DeploymentRequest, check: GateCheck
 ) -> tuple[GateDecision, dict[str, str | None]]:
     """Decide from stored state, then log the decision and its audit event in one statement.
-    An exception here (an unwritable log included) must reach the caller before any answer."""
+    An exception here (an unwritable log included) must reach the caller before any answer.
+
+    The log locks the token and request rows before the audit chain head (the documented order)
+    and writes only while they hold what was read: a token revoked meanwhile answers
+    GateTokenRevokedError (its revoke is on the chain before anything this check could log); a
+    request changed meanwhile (an edit's evidence refresh, a transition) is read and decided again."""
+    for attempt in range(1, GATE_DECIDE_ATTEMPTS + 1):
+        try:
+            return _gate_decide_once(token, deployment, check)
+        except ReferenceChangedError as changed:
+            if changed.field != "deployment":
+                raise GateTokenRevokedError("this token was revoked while the check ran") from None
+            if attempt == GATE_DECIDE_ATTEMPTS:
+                raise
+            deployment = gate_deployment_for_token(token, deployment.code, check.environment)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _gate_decide_once(
+    token: ApiToken, deployment: DeploymentRequest, check: GateCheck
+) -> tuple[GateDecision, dict[str, str | None]]:
     state, approval = gate_state(deployment)
-    reasons = [reason.as_dict() for reason in evaluate(state, check, timezone.now())]
+    required = settings.GATE_REQUIRE_ENGINE_VERSION
+    reasons = [reason.as_dict() for reason in evaluate(state, check, timezone.now(), require_engine_version=required)]
     outcome = GateOutcome.DENY if reasons else GateOutcome.ALLOW
     decision = GateDecision(
         deployment=deployment,
@@ -135,7 +174,7 @@ def gate_decide(
         approval_pdf_sha256=approval["sha256"] or "",
     )
     # The decision row and its audit event in one statement (one round trip, its own transaction):
-    # both are written, or neither and the caller answers 503.
+    # both are written, or neither and the caller answers 503 (or decides again, above).
     audit_record_with_insert(
         decision,
         actor=token.user,
@@ -150,6 +189,16 @@ def gate_decide(
             "serving": check.serving,
             "evidence_digest": state.readiness.evidence_digest,
             "token": {"name": token.name, "prefix": token.prefix},
+        },
+        unchanged={
+            "token": {"revoked_at": None},
+            # what the conditions read from the request row (the rest of the evidence is in its digest)
+            "deployment": {
+                "status": deployment.status,
+                "evidence_digest": deployment.evidence_digest,
+                "flagged": deployment.flagged,
+                "approval_expires_at": deployment.approval_expires_at,
+            },
         },
     )
     return decision, approval

@@ -12,6 +12,8 @@ from typing import Any
 
 import pycountry
 
+from governance.core.names import printed_name_problem
+
 USE_CASES = ("research", "evaluation", "internal", "external_commercial")
 DERIVATIVE_KINDS = ("none", "fine_tune", "quantize", "distill", "merge")
 DISTRIBUTIONS = ("none", "internal", "public")
@@ -206,6 +208,8 @@ def normalize_facts(raw: Any, *, known_currencies: frozenset[str] | set[str]) ->
         name = derivative["name"]
         if name is not None and (not isinstance(name, str) or not name.strip() or len(name) > 200):
             errors["facts.derivative.name"] = "must be a non-empty string of at most 200 characters, or null"
+        elif name is not None and (problem := printed_name_problem(name)) is not None:
+            errors["facts.derivative.name"] = problem  # the packet prints it
     facts["derivative"] = {k: derivative[k] for k in ("kind", "distribution", "name")}
 
     uses = merged["intended_uses"]

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.core.errors import invalid_input
+from governance.core.names import validate_printed_name
 from governance.core.permissions import role_permission
 from governance.core.roles import Role
 from governance.evaluations.selectors import cluster_by_name
@@ -29,7 +30,11 @@ class QuantizeRunInputSerializer(serializers.Serializer):
     parent = serializers.UUIDField(help_text="code of the parent artifact")  # type: ignore[assignment]  # DRF's Field.parent
     cluster = serializers.CharField(max_length=100)
     recipe = serializers.ChoiceField(choices=sorted(RECIPES))
-    name = serializers.CharField(max_length=100, help_text="the derivative's name (its license's naming rules apply)")
+    name = serializers.CharField(
+        max_length=100,
+        validators=[validate_printed_name],
+        help_text="the derivative's name (its license's naming rules apply)",
+    )
     model_path = serializers.CharField(max_length=500, help_text="the parent's checkpoint, inside a model root")
     calibration_path = serializers.CharField(max_length=500, required=False, allow_blank=True)
     distribution = serializers.ChoiceField(choices=DISTRIBUTIONS, default="public")

@@ -79,3 +79,26 @@ def test_the_request_page_offers_the_command(flow: Any, artifacts: Any) -> None:
     assert "--artifact-digest sha256:" in page
     assert "--max-model-len 32768" in page
     assert 'data-copy="gate-command"' in page
+
+
+def test_the_command_names_the_engine_version_the_approval_is_bound_to() -> None:
+    """Issue 43: the gate requires serving.engine_version once the approved eval recorded one, so
+    the command a page offers carries it (and leaves it out while no eval binds a version)."""
+    served = {
+        "kind": "served",
+        "scheme": "fp8",
+        "status": "passed",
+        "candidate_digest": EVIDENCE["artifact"]["weights_digest"],
+        "engine": "vllm",
+        "engine_version": "0.11.0",
+        "serving": {"precision": "fp8", "tp": 8, "pp": 1, "ep": 8, "dp": 1},
+        "overall": {"upper_bound_95": 0.01},
+    }
+
+    def options(evidence: dict[str, Any]) -> dict[str, str]:
+        command = gate_check_command(deployment="d", environment="production", evidence=evidence, base_url="https://g/")
+        argv = shlex.split(command.replace("\\\n", " "))
+        return dict(zip(argv[2::2], argv[3::2], strict=True))
+
+    assert options({**EVIDENCE, "eval_results": [served]})["--engine-version"] == "0.11.0"
+    assert "--engine-version" not in options(EVIDENCE)

@@ -16,8 +16,10 @@ from governance.approvals.services import packet_input
 from governance.artifacts.services import artifact_register
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
+from governance.core.errors import ApplicationError
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import ReadinessState, readiness
+from governance.deployments.services.waivers import PermissionDocument, waiver_grant
 from tests.conftest import Personas, make_user
 from tests.deployments.conftest import FACTS, Flow, digest_of
 
@@ -137,6 +139,35 @@ def test_one_legal_reviewer_cannot_waive_a_prohibited_use(flow: Flow, personas: 
     assert sha in html
     assert "legal2" in html
     assert "google-exception.pdf" in html
+
+
+def test_a_permission_file_name_with_hidden_characters_is_refused(
+    flow: Flow, personas: Personas, gemma_request: str
+) -> None:
+    """Issue 43: the file name is printed in the signed packet; "exception<U+202E>fdp.exe" would
+    print as "exceptionexe.pdf" reversed. Django's multipart parser drops unprintable characters
+    from an upload's name; the service refuses them from any other caller (governance.core.names)."""
+    clause = _blocker(flow.get(personas.legal, gemma_request))["clause"]
+    with pytest.raises(ApplicationError) as refused:
+        waiver_grant(
+            deployment=DeploymentRequest.objects.get(code=gemma_request),
+            actor=personas.legal,
+            license_key="gemma",
+            finding_code="aup.prohibited_use",
+            clause=clause,
+            reason="Google's written exception",
+            expires_at=timezone.now() + timedelta(days=30),
+            permission=PermissionDocument(name="exception\u202efdp.exe", content=PERMISSION),
+        )
+    assert "U+202E" in str(refused.value.extra["fields"]["permission_document"])
+    assert DeploymentRequest.objects.get(code=gemma_request).waivers.count() == 0
+    # Through the API the same name arrives without the override, and is stored as it prints.
+    proposed = flow.client(personas.legal).post(
+        f"/api/v1/deployments/{gemma_request}/waivers",
+        {**_waiver_body(clause), "permission_document": _upload(name="exception\u202efdp.exe")},
+    )
+    assert proposed.status_code == 201, proposed.json()
+    assert proposed.json()["waivers"][0]["permission"]["name"] == "exceptionfdp.exe"
 
 
 def test_a_changed_permission_document_is_another_evidence_digest(

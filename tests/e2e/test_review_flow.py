@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from governance.deployments.models import DeploymentRequest
+from governance.deployments.readiness import approved_eval
 from governance.evaluations.models import Cluster, ExecutorKind
 from tests.conftest import Personas
 from tests.deployments.conftest import ensure_passed_eval
@@ -245,6 +246,9 @@ def test_request_to_approval_and_usage_alert(
                 "--precision", envelope["precision"], "--gpu", envelope["gpu"], "--tp", str(layout["tp"]),
                 "--pp", str(layout["pp"]), "--ep", str(layout["ep"]), "--max-model-len", str(envelope["max_model_len"]),
                 "--gpu-memory-utilization", "0.9", "--timeout", "30"]  # fmt: skip
+        evaluated = approved_eval(approved.evidence)  # the gate requires the version the eval served
+        if evaluated is not None and evaluated.get("engine_version"):
+            argv += ["--engine-version", str(evaluated["engine_version"])]
         env = {"PATH": os.environ.get("PATH", ""), "GOV_URL": live_server.url, "GOV_TOKEN": secret}
         gate = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
         assert gate.returncode == 0, (gate.stdout, gate.stderr)

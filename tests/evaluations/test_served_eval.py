@@ -161,7 +161,8 @@ def _served_flow(
         "environment": "production",
         "artifact_digest": derivative.weights_digest,
         "serving": {**{k: SERVING[k] for k in ("engine", "precision", "gpu", "max_model_len")},
-                    **{k: layout[k] for k in ("tp", "pp", "ep")}},
+                    **{k: layout[k] for k in ("tp", "pp", "ep")},
+                    "engine_version": evaluation.engine_version},  # the version the approval is bound to
     }  # fmt: skip
     allowed = bearer(token).post("/api/v1/gate/check", check, format="json").json()
     assert allowed["decision"] == "allow", allowed["reasons"]

@@ -47,6 +47,7 @@ class Gate:
         layout = deployment.evidence["capacity_plan"]["result"]["parallel"]
         serving = {
             "engine": "vllm",
+            "engine_version": "0.11.0",  # the version record_eval's passed eval served
             "precision": "fp8",
             "gpu": "h200",
             "tp": layout["tp"],
@@ -56,6 +57,7 @@ class Gate:
             "gpu_memory_utilization": 0.9,
         }
         serving.update(changes.pop("serving", {}))
+        serving = {name: value for name, value in serving.items() if value is not None}  # None: left out
         return {
             "deployment": self.code,
             "environment": "production",

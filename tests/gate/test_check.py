@@ -68,6 +68,22 @@ def test_serving_config_outside_the_approved_envelope_is_denied(gate: Gate) -> N
     assert gate.codes(environment="staging") == [ReasonCode.ENVIRONMENT_NOT_APPROVED]
 
 
+def test_a_check_without_the_engine_version_the_approval_is_bound_to_is_denied(gate: Gate, settings) -> None:
+    """Issue 43, a contract change: the approved eval served (and recorded) engine 0.11.0, so a
+    check that leaves out serving.engine_version is denied (it was allowed, and an engine upgrade
+    went through unevaluated); GATE_REQUIRE_ENGINE_VERSION=false restores the optional field."""
+    body = gate.check(serving={"engine_version": None}).json()
+    assert body["decision"] == "deny", body
+    [reason] = body["reasons"]
+    assert reason["code"] == "serving.engine_version_missing"
+    assert "0.11.0" in reason["message"]
+    assert "serving.engine_version" in reason["fix"]
+    assert GateDecision.objects.get(code=body["decision_id"]).decision == "deny"
+    assert gate.codes() == []  # sending the evaluated version allows
+    settings.GATE_REQUIRE_ENGINE_VERSION = False
+    assert gate.codes(serving={"engine_version": None}) == []
+
+
 def test_expired_approval_is_denied(gate: Gate) -> None:
     later = timezone.now() + timedelta(days=181)
     with time_machine.travel(later, tick=False):

@@ -59,20 +59,24 @@ def state(runs: list[dict[str, Any]], approved: str = CANDIDATE, **envelope: Any
 
 
 def check(digest: str = CANDIDATE, **serving: Any) -> GateCheck:
+    """The approved config served by the evaluated engine version (a None in `serving` leaves
+    that key out, as a pipeline that does not send it)."""
+    sent = {
+        "engine": "vllm",
+        "engine_version": "0.11.0",
+        "precision": "w4a8",
+        "gpu": "h200",
+        "tp": 8,
+        "pp": 1,
+        "ep": 8,
+        "max_model_len": 32768,
+        "gpu_memory_utilization": 0.9,
+        **serving,
+    }
     return GateCheck(
         environment="production",
         artifact_digest=digest,
-        serving={
-            "engine": "vllm",
-            "precision": "w4a8",
-            "gpu": "h200",
-            "tp": 8,
-            "pp": 1,
-            "ep": 8,
-            "max_model_len": 32768,
-            "gpu_memory_utilization": 0.9,
-            **serving,
-        },
+        serving={name: value for name, value in sent.items() if value is not None},
     )
 
 
@@ -98,6 +102,28 @@ def test_deploying_other_weights_than_the_evaluated_and_approved_ones_names_both
     assert [r.code for r in reasons] == [ReasonCode.ARTIFACT_DIGEST_MISMATCH]
     assert CANDIDATE in reasons[0].message
     assert OTHER in reasons[0].message
+
+
+def test_a_check_without_the_engine_version_is_denied_when_the_approved_eval_recorded_one() -> None:
+    """Issue 43: the gate allowed a check that left out serving.engine_version although the
+    approved eval served (and recorded) one, so an engine upgrade passed unevaluated."""
+    [reason] = evaluate(state([served_eval()]), check(engine_version=None), NOW)
+    assert reason.code == ReasonCode.SERVING_ENGINE_VERSION_MISSING
+    assert reason.role == "pipeline"
+    assert "serving.engine_version" in reason.message
+    assert "0.11.0" in reason.message  # the version(s) the approval is bound to
+    assert "serving.engine_version" in reason.fix
+    # every version a covering eval served is named (a roll-back to one of them is allowed)
+    upgrade = served_eval(eval="e3", engine_version="0.12.0")
+    [reason] = evaluate(state([served_eval(), upgrade]), check(engine_version=None), NOW)
+    assert "0.11.0" in reason.message
+    assert "0.12.0" in reason.message
+    # Configurable (GATE_REQUIRE_ENGINE_VERSION): off, the version stays optional as before.
+    assert evaluate(state([served_eval()]), check(engine_version=None), NOW, require_engine_version=False) == []
+    # An approval bound to no version (bf16 needs no eval; an eval that recorded none) requires none.
+    assert evaluate(state([served_eval(engine_version="")]), check(engine_version=None), NOW) == []
+    unquantized = state([], precision="bf16")
+    assert evaluate(unquantized, check(engine_version=None, precision="bf16"), NOW) == []
 
 
 def test_an_engine_upgrade_needs_a_fresh_eval() -> None:

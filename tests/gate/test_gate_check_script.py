@@ -17,7 +17,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gate-check"
 def run(url: str, token: str, body: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     serving = body["serving"]
     argv = [sys.executable, str(SCRIPT), "--deployment", body["deployment"], "--environment", body["environment"],
-            "--artifact-digest", body["artifact_digest"], "--engine", serving["engine"], "--precision",
+            "--artifact-digest", body["artifact_digest"], "--engine", serving["engine"],
+            "--engine-version", serving["engine_version"], "--precision",
             serving["precision"], "--gpu", serving["gpu"], "--tp", str(serving["tp"]), "--pp", str(serving["pp"]),
             "--ep", str(serving["ep"]), "--max-model-len", str(serving["max_model_len"]),
             "--gpu-memory-utilization", str(serving["gpu_memory_utilization"]), "--timeout", "30"]  # fmt: skip

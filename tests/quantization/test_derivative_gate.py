@@ -205,7 +205,8 @@ def test_the_careless_derivative_is_blocked_and_denied_the_good_one_passes_and_i
         "environment": "production",
         "artifact_digest": good.weights_digest,
         "serving": {**{k: _serving("w4a16")[k] for k in ("engine", "precision", "gpu", "max_model_len")},
-                    **{k: layout[k] for k in ("tp", "pp", "ep")}},
+                    **{k: layout[k] for k in ("tp", "pp", "ep")},
+                    "engine_version": evaluation.engine_version},  # the version the approval is bound to
     }  # fmt: skip
     allowed = bearer(token).post("/api/v1/gate/check", check, format="json").json()
     assert allowed["decision"] == "allow", allowed["reasons"]

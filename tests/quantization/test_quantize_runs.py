@@ -101,6 +101,7 @@ def test_only_a_requester_of_the_parents_team_asks(personas: Personas, parent: M
         ({"cluster": "nowhere"}, "cluster"),
         ({"calibration_path": "/home/secret.jsonl"}, "calibration_path"),
         ({"distribution": "everyone"}, "distribution"),
+        ({"name": "Llama-tiny\u202e61a4w"}, "U+202E"),  # issue 43: printed in the packet, so no bidi override
     ],
 )
 def test_bad_input_is_refused_naming_the_field(

@@ -15,6 +15,7 @@ from governance.deployments.readiness import (
     SIGNING_ROLES,
     ReadinessState,
     Signature,
+    approved_eval,
     blocks_signing,
     readiness,
 )
@@ -224,6 +225,9 @@ def approved_check(state: GateState) -> GateCheck:
     }
     if "kv_dtype" in envelope:
         serving["kv_dtype"] = envelope["kv_dtype"]
+    evaluated = approved_eval(state.evidence)
+    if evaluated is not None and evaluated.get("engine_version"):
+        serving["engine_version"] = evaluated["engine_version"]  # the version the approval is bound to
     return GateCheck("production", state.evidence["artifact"]["weights_digest"], serving)
 
 

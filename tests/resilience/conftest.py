@@ -192,6 +192,7 @@ def stack(
         API_MAX_BODY_BYTES="1048576",  # a configured maximum the hostile-input test crosses  # the tests checkpoint with their own key
         PYTHONUNBUFFERED="1",
     )
+    env.update(getattr(request.module, "STACK_ENV", {}))  # a module's own settings for the stack
     stack = Stack(base_url=f"http://127.0.0.1:{web_port}", redis_port=redis_port, dir=directory, env=env)
     from governance.audit.keys import generate_signing_key
 

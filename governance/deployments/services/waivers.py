@@ -20,6 +20,7 @@ from django.utils import timezone
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
+from governance.core.names import printed_name_problem
 from governance.core.roles import Role
 from governance.core.services import write_service
 from governance.deployments.choices import TERMINAL
@@ -63,6 +64,8 @@ def _check_permission(permission: PermissionDocument | None) -> PermissionDocume
         raise invalid_input(field, f"larger than {limit} bytes")
     if not permission.name.strip() or len(permission.name) > 255:
         raise invalid_input(field, "needs a file name of at most 255 characters")
+    if (problem := printed_name_problem(permission.name)) is not None:
+        raise invalid_input(field, f"the file name {problem}")  # the packet prints it
     return permission
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from governance.core.names import validate_printed_name
+
 
 class TeamForm(forms.Form):
-    name = forms.CharField(label=_("Team name"), max_length=120)
+    name = forms.CharField(label=_("Team name"), max_length=120, validators=[validate_printed_name])
 
 
 class TeamMemberForm(forms.Form):

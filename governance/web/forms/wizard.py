@@ -10,6 +10,7 @@ from django import forms
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from governance.core.names import validate_printed_name
 from governance.deployments.choices import DEFAULT_ENGINE, ENGINE_CHOICES
 from governance.licenses.facts import AUP_CATEGORIES, BOOLEAN_FACTS, DERIVATIVE_KINDS, DISTRIBUTIONS
 from governance.web import labels
@@ -25,7 +26,7 @@ class WizardForm(forms.Form):
         required=False,
         help_text=_("A registered checkpoint, or register a new one below."),
     )
-    new_name = forms.CharField(label=_("Name"), required=False, max_length=200)
+    new_name = forms.CharField(label=_("Name"), required=False, max_length=200, validators=[validate_printed_name])
     new_source_repo = forms.CharField(
         label=_("Source repository"), required=False, max_length=300, help_text=_("e.g. moonshotai/Kimi-K2-Instruct")
     )
@@ -52,7 +53,7 @@ class WizardForm(forms.Form):
         required=False,
         help_text=_("The team the request is filed under: its members and leads see and act on it."),
     )
-    product_name = forms.CharField(label=_("Product name"), max_length=200)
+    product_name = forms.CharField(label=_("Product name"), max_length=200, validators=[validate_printed_name])
     environments = forms.CharField(
         label=_("Environments"),
         required=False,
@@ -128,7 +129,9 @@ class WizardForm(forms.Form):
         initial="none",
         help_text=_("Naming and notice terms apply when a derivative is distributed."),
     )
-    derivative_name = forms.CharField(label=_("Derivative name"), max_length=200, required=False)
+    derivative_name = forms.CharField(
+        label=_("Derivative name"), max_length=200, required=False, validators=[validate_printed_name]
+    )
     redistributes_original_weights = forms.BooleanField(label=_("Original weights redistributed"), required=False)
     # -- serving plan
     engine = forms.ChoiceField(label=_("Serving engine"), choices=ENGINE_CHOICES, initial=DEFAULT_ENGINE)
