@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record_with_insert
+from governance.canary.selectors import canary_gate_reasons
 from governance.core.errors import ConflictError, PermissionDeniedError, invalid_input
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role, user_roles
@@ -120,6 +121,16 @@ def gate_decide(
     An exception here (an unwritable log included) must reach the caller before any answer."""
     state, approval = gate_state(deployment)
     reasons = [reason.as_dict() for reason in evaluate(state, check, timezone.now())]
+    # The canary stage (governance/canary/risk.py): a high-risk production rollout needs a passed canary.
+    reasons += [
+        reason.as_dict()
+        for reason in canary_gate_reasons(
+            deployment=deployment,
+            environment=check.environment,
+            artifact_digest=check.artifact_digest,
+            serving=check.serving,
+        )
+    ]
     outcome = GateOutcome.DENY if reasons else GateOutcome.ALLOW
     decision = GateDecision(
         deployment=deployment,
