@@ -548,3 +548,4 @@ CANARY_ANALYSIS_SOFT_TIME_LIMIT_S = env_int("CANARY_ANALYSIS_SOFT_TIME_LIMIT_S",
 # The Prometheus server the analysis queries (empty: no metric checks are possible: each is failed).
 CANARY_PROMETHEUS_URL = env_str("CANARY_PROMETHEUS_URL", "")
 CANARY_METRICS_WINDOW_S = env_int("CANARY_METRICS_WINDOW_S", 600, minimum=60)
+CELERY_BEAT_SCHEDULE["canary-resume"] = {"task": "canary.resume", "schedule": 120.0}

@@ -41,8 +41,12 @@ class CanaryAnalysis(BaseModel):
     canary_selector = models.JSONField(default=dict, blank=True)
     stable_selector = models.JSONField(default=dict, blank=True)
     sample_size = models.PositiveIntegerField(default=50, help_text="eval cases sent to the canary (at most)")
-    # One row per check: metric, canary, stable, threshold, p_value, verdict, detail.
+    # One row per check: kind, metric, canary, stable, threshold, p_value, verdict, detail.
     checks = models.JSONField(default=list, blank=True)
+    # The service's own client-side figures of the live regression (TTFT, TPOT: medians, p95, n),
+    # and the approved eval its answers were compared with.
+    measurements = models.JSONField(default=dict, blank=True)
+    reference_eval = models.CharField(max_length=36, blank=True, help_text="code of the approved eval compared with")
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
