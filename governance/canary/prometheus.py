@@ -134,7 +134,9 @@ class PromClient:
 
     def samples(self, query: str, *, start: float, end: float, step: float) -> list[float]:
         """Every finite value of every series the query returns, in time order per series."""
-        return [value for series in self.query_range(query, start=start, end=end, step=step) for _, value in series.values]
+        return [
+            value for series in self.query_range(query, start=start, end=end, step=step) for _, value in series.values
+        ]
 
 
 def parse_matrix(body: Any, query: str = "") -> list[Series]:

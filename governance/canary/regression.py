@@ -91,9 +91,7 @@ def ask(
                     break
                 event = json.loads(data)
                 for choice in event.get("choices") or []:
-                    content = (choice.get("delta") or {}).get("content") or (choice.get("message") or {}).get(
-                        "content"
-                    )
+                    content = (choice.get("delta") or {}).get("content") or (choice.get("message") or {}).get("content")
                     if content:
                         chunks.append(time.perf_counter())
                         parts.append(content)

@@ -242,9 +242,7 @@ def _client_figures(answers: list[Answer]) -> dict[str, Any]:
 def _metrics(analysis: CanaryAnalysis, client: PromClient | None, now: float) -> tuple[list[Check], dict[str, Any]]:
     """Canary vs stable per engine metric, and the canary against the capacity plan."""
     if client is None:
-        return [
-            Check("stable", "prometheus", None, None, None, None, FAILED, "no data: no Prometheus configured")
-        ], {}
+        return [Check("stable", "prometheus", None, None, None, None, FAILED, "no data: no Prometheus configured")], {}
     if not analysis.canary_selector or not analysis.stable_selector:
         return [
             Check(
