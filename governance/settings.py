@@ -301,6 +301,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SignOffDecisionEnum": "governance.deployments.choices.SignOffDecision",
         "CalibrationStatusEnum": "governance.calibration.models.CalibrationStatus",
+        "CanaryStatusEnum": "governance.canary.models.CanaryStatus",
+        "CanaryDecisionEnum": [("promote", "promote"), ("roll_back", "roll_back")],
         # A serving plan's and the gate's engine and precision (the planner's inputs have their own).
         "ServingEngineEnum": "governance.deployments.choices.Engine",
         "ServingPrecisionEnum": "governance.deployments.choices.SERVING_PRECISIONS",
