@@ -12,6 +12,7 @@ import re
 import statistics
 import time
 import urllib.parse
+import uuid
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
@@ -146,7 +147,11 @@ def approved_reference(deployment: DeploymentRequest) -> tuple[EvalRun, list[dic
     run = approved_eval(deployment.evidence or {})
     if run is None:
         raise ReferenceMissing("no passed served eval covers the approved weights and configuration")
-    evaluation = EvalRun.objects.select_related("job").filter(code=run.get("eval")).first()
+    try:
+        code = uuid.UUID(str(run.get("eval")))
+    except ValueError:
+        raise ReferenceMissing(f"the approved eval's code {run.get('eval')!r} is not a uuid") from None
+    evaluation = EvalRun.objects.select_related("job").filter(code=code).first()
     if evaluation is None:
         raise ReferenceMissing(f"the approved eval {run.get('eval')} is not on record")
     answers = (evaluation.summary or {}).get("candidate_answers") or {}

@@ -26,7 +26,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 CONFIDENCE = 0.98
 ALPHA = 1 - CONFIDENCE
@@ -90,7 +90,7 @@ def compare_with_stable(rule: MetricRule, canary: Iterable[float], stable: Itera
     c, s = _median(canary_s), _median(stable_s)
     sign = 1.0 if rule.worse == "increase" else -1.0
     change = (0.0 if c == 0 else math.inf) if s == 0 else sign * (c - s) / abs(s)
-    alternative = "greater" if rule.worse == "increase" else "less"
+    alternative: Literal["greater", "less"] = "greater" if rule.worse == "increase" else "less"
     if len(set(canary_s) | set(stable_s)) == 1:
         p_value = 1.0  # one value on both sides: nothing to test
     else:
