@@ -37,9 +37,10 @@ class Rollout:
     def __init__(self, code: str, token: str) -> None:
         self.code, self.token = code, token
         self.deployment = DeploymentRequest.objects.get(code=code)
+        self.evidence: dict[str, Any] = self.deployment.evidence or {}
 
     def serving(self, **changes: Any) -> dict[str, Any]:
-        layout = self.deployment.evidence["capacity_plan"]["result"]["parallel"]
+        layout = self.evidence["capacity_plan"]["result"]["parallel"]
         return {
             "engine": "vllm",
             "precision": "w4a16",
@@ -54,7 +55,7 @@ class Rollout:
 
     @property
     def digest(self) -> str:
-        return str(self.deployment.evidence["artifact"]["weights_digest"])
+        return str(self.evidence["artifact"]["weights_digest"])
 
     def check(self, environment: str, **serving: Any) -> dict[str, Any]:
         body = {

@@ -46,7 +46,7 @@ def other_weights(prompt: str) -> str:
 @pytest.fixture
 def reference(rollout: Rollout) -> EvalRun:
     """The approved served eval as the eval job now leaves it: its cases and candidate answers."""
-    run = approved_eval(rollout.deployment.evidence)
+    run = approved_eval(rollout.evidence)
     assert run is not None
     evaluation = EvalRun.objects.get(code=run["eval"])
     text = "".join(json.dumps(case) + "\n" for case in CASES)
@@ -64,7 +64,7 @@ NOW = 1_800_000_000.0
 
 def metrics(rollout: Rollout, canary_factor: dict[str, float] | None = None, missing: str = "") -> Callable[[str], Any]:
     """Series per query: stable around a base per metric, the canary the same times a factor."""
-    plan = rollout.deployment.evidence["capacity_plan"]["result"]["throughput"]
+    plan = rollout.evidence["capacity_plan"]["result"]["throughput"]
     bases = {
         "time_to_first_token": plan["ttft_ms"] / 1000 * 0.5,
         "inter_token_latency": plan["tpot_ms"] / 1000 * 0.5,
