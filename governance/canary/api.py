@@ -4,7 +4,7 @@ analysis with its checks, and an engineering reviewer decides an inconclusive on
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.models import User
 from drf_spectacular.utils import extend_schema
@@ -175,6 +175,6 @@ class CanaryAnalysisDecideApi(APIView):
             analysis=analysis,
             decision=serializer.validated_data["decision"],
             reason=serializer.validated_data["reason"],
-            actor=request.user,
+            actor=cast(User, request.user),  # authenticated: PipelineOrRole let it in
         )
         return Response(CanaryAnalysisOutputSerializer(decided).data)
