@@ -120,15 +120,15 @@ class CanaryAnalysisCreateApi(APIView):
 
     @extend_schema(request=CanaryRequestSerializer, responses={202: CanaryAnalysisOutputSerializer})
     def post(self, request: Request) -> Response:
-        serializer = CanaryRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        deployment = _deployment_for(request, data["deployment"], data["environment"])
         token = request.auth
         if not (isinstance(token, ApiToken) and token.scopes) and not has_role(
             request.user, Role.ENGINEERING_REVIEWER, Role.ADMIN
         ):
             raise PermissionDeniedError("the pipeline (a CI token) or an engineering reviewer starts a canary analysis")
+        serializer = CanaryRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        deployment = _deployment_for(request, data["deployment"], data["environment"])
         analysis = canary_analysis_request(
             deployment=deployment,
             artifact_digest=data["artifact_digest"],
