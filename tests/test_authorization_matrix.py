@@ -295,6 +295,8 @@ ROWS: list[Row] = [
     Row("gate-argo", "POST", "/api/v1/gate/argo", frozenset(), {"deployment": "x"}, note="bearer CI tokens only"),
     Row("gate-flagger", "POST", "/api/v1/gate/flagger/confirm-promotion", frozenset(), {"name": "x"},
         note="bearer CI tokens only"),
+    Row("gate-github", "POST", "/api/v1/gate/github/protection-rule", frozenset(), {"event": {}},
+        note="bearer CI tokens only"),
     Row("canary-analyses", "POST", "/api/v1/canary/analyses", frozenset({ENG, ADMIN}), {"deployment": "x"},
         note="or the pipeline's CI token"),
     Row("canary-analysis", "GET", "/api/v1/canary/analyses/{canary}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}),

@@ -49,9 +49,10 @@ SCOPE_ENDPOINTS: dict[str, frozenset[tuple[str, str]]] = {
             # the pipeline starts its canary's analysis and reads it (governance/canary/api.py)
             ("v1:canary-analyses", "POST"),
             ("v1:canary-analysis", "GET"),
-            # the same decision for Argo Rollouts and Flagger (governance/gate/adapters.py)
+            # the same decision for Argo Rollouts, Flagger and GitHub (governance/gate/adapters.py)
             ("v1:gate-argo", "POST"),
             ("v1:gate-flagger", "POST"),
+            ("v1:gate-github", "POST"),
         }
     ),
     TokenScope.USAGE_WRITE: frozenset({("v1:deployment-usage", "POST")}),

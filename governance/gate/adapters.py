@@ -9,6 +9,12 @@ scope gate:check, issued for the request and environment (Authorization: Bearer)
 - Flagger `confirm-promotion` webhook: Flagger POSTs `{name, namespace, phase, checksum, metadata}`;
   `metadata` (strings only) names the request, environment, digest and the serving envelope as JSON.
   HTTP 200 advances; 412 (with the reasons) halts the promotion.
+- GitHub custom deployment protection rule: the organisation's GitHub App receives the
+  `deployment_protection_rule` event (action `requested`) and, after checking its
+  `X-Hub-Signature-256`, relays it here with the gate check it stands for (its CI token, as any
+  pipeline). The answer is the body GitHub's callback takes (`POST {deployment_callback_url}`:
+  `{environment_name, state: approved|rejected, comment}`, comment at most 1024 characters), with the
+  callback URL beside it: the App forwards it as it is.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import json
 import logging
 from typing import Any, cast
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -74,7 +81,11 @@ class _AdapterApi(APIView):
 
 
 class ArgoWebMetricApi(_AdapterApi):
-    @extend_schema(request=GateCheckInputSerializer, summary="Argo Rollouts web metric: the gate's decision")
+    @extend_schema(
+        request=GateCheckInputSerializer,
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Argo Rollouts web metric: the gate's decision and its phase",
+    )
     def post(self, request: Request) -> Response:
         serializer = GateCheckInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -100,7 +111,11 @@ class FlaggerWebhookSerializer(serializers.Serializer):
 
 
 class FlaggerConfirmPromotionApi(_AdapterApi):
-    @extend_schema(request=FlaggerWebhookSerializer, summary="Flagger confirm-promotion: 200 advances, 412 halts")
+    @extend_schema(
+        request=FlaggerWebhookSerializer,
+        responses={200: OpenApiTypes.OBJECT, 412: OpenApiTypes.OBJECT},
+        summary="Flagger confirm-promotion: 200 advances, 412 halts",
+    )
     def post(self, request: Request) -> Response:
         hook = FlaggerWebhookSerializer(data=request.data)
         hook.is_valid(raise_exception=True)
@@ -124,3 +139,57 @@ class FlaggerConfirmPromotionApi(_AdapterApi):
         answer["canary"] = {key: hook.validated_data[key] for key in ("name", "namespace", "phase")}
         advance = answer["decision"] == "allow"
         return Response(answer, status=status.HTTP_200_OK if advance else status.HTTP_412_PRECONDITION_FAILED)
+
+
+GITHUB_COMMENT_MAX = 1024
+
+
+class GithubEventSerializer(serializers.Serializer):
+    action = serializers.ChoiceField(choices=["requested"])
+    environment = serializers.CharField()
+    deployment_callback_url = serializers.URLField()
+    event = serializers.CharField(required=False)
+
+
+class GithubProtectionRuleSerializer(serializers.Serializer):
+    event = GithubEventSerializer(help_text="the deployment_protection_rule webhook payload, as GitHub sent it")
+    check = GateCheckInputSerializer(help_text="the gate check this environment's rollout stands for")
+
+
+def github_comment(answer: dict[str, Any]) -> str:
+    if answer["decision"] == "allow":
+        text = f"Governance gate: allow (decision {answer['decision_id']})"
+    else:
+        reasons = "; ".join(f"{r['code']}: {r['fix']}" for r in answer["reasons"])
+        text = f"Governance gate: deny (decision {answer['decision_id']}). {reasons}"
+    return text if len(text) <= GITHUB_COMMENT_MAX else text[: GITHUB_COMMENT_MAX - 1] + "…"
+
+
+class GithubProtectionRuleApi(_AdapterApi):
+    @extend_schema(
+        request=GithubProtectionRuleSerializer,
+        responses={200: OpenApiTypes.OBJECT},
+        summary="GitHub deployment protection rule: approved or rejected",
+    )
+    def post(self, request: Request) -> Response:
+        relay = GithubProtectionRuleSerializer(data=request.data)
+        relay.is_valid(raise_exception=True)
+        event, check = relay.validated_data["event"], dict(relay.validated_data["check"])
+        if event["environment"] != check["environment"]:
+            raise invalid_input(
+                "check.environment", f"the event is for {event['environment']!r}, not {check['environment']!r}"
+            )
+        answer = decide(cast(ApiToken, request.auth), check)
+        if answer is None:
+            return Response(NOT_LOGGED, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return Response(
+            {
+                "callback_url": event["deployment_callback_url"],
+                "body": {
+                    "environment_name": event["environment"],
+                    "state": "approved" if answer["decision"] == "allow" else "rejected",
+                    "comment": github_comment(answer),
+                },
+                "gate": answer,
+            }
+        )

@@ -7,6 +7,7 @@ urlpatterns = [
     # progressive-delivery tools: thin views on the same decision (governance/gate/adapters.py)
     path("gate/argo", adapters.ArgoWebMetricApi.as_view(), name="gate-argo"),
     path("gate/flagger/confirm-promotion", adapters.FlaggerConfirmPromotionApi.as_view(), name="gate-flagger"),
+    path("gate/github/protection-rule", adapters.GithubProtectionRuleApi.as_view(), name="gate-github"),
     path("gate/decisions", api.GateDecisionListApi.as_view(), name="gate-decision-list"),
     path("gate/tokens", api.CiTokenListCreateApi.as_view(), name="gate-token-list"),
     path("gate/tokens/<uuid:code>/revoke", api.CiTokenRevokeApi.as_view(), name="gate-token-revoke"),

@@ -97,3 +97,41 @@ def test_an_unauthenticated_caller_is_refused(rollout: Rollout, url: str, payloa
     assert APIClient().post(url, payload(rollout), format="json").status_code == 401
     assert bearer("gov_" + "x" * 40).post(url, payload(rollout), format="json").status_code == 401
     assert not GateDecision.objects.exists()
+
+
+# GitHub's `deployment_protection_rule` event (action `requested`), the fields its docs list.
+def github_event(environment: str = "production") -> dict[str, Any]:
+    return {
+        "action": "requested",
+        "environment": environment,
+        "event": "push",
+        "deployment_callback_url": "https://api.github.com/repos/acme/serving/actions/runs/1234/deployment_protection_rule",
+        "deployment": {"id": 1, "sha": "a" * 40, "ref": "main", "environment": environment, "payload": {}},
+        "repository": {"full_name": "acme/serving"},
+        "installation": {"id": 42},
+        "sender": {"login": "github-actions[bot]"},
+    }
+
+
+def test_github_protection_rule_answers_the_callback_body(rollout: Rollout) -> None:
+    client = bearer(rollout.token)
+    relay = {"event": github_event(), "check": argo_body(rollout)}
+
+    rejected = client.post("/api/v1/gate/github/protection-rule", relay, format="json")
+    assert rejected.status_code == 200
+    assert rejected.json()["callback_url"].endswith("/actions/runs/1234/deployment_protection_rule")
+    body = rejected.json()["body"]
+    assert body["environment_name"] == "production"
+    assert body["state"] == "rejected"
+    assert "canary.missing" in body["comment"]
+    assert len(body["comment"]) <= 1024
+
+    record(rollout, CanaryStatus.PASSED)
+    approved = client.post("/api/v1/gate/github/protection-rule", relay, format="json").json()["body"]
+    assert approved["state"] == "approved"
+
+    other = {"event": github_event("staging"), "check": argo_body(rollout)}
+    mismatch = client.post("/api/v1/gate/github/protection-rule", other, format="json")
+    assert mismatch.status_code == 400
+    assert "check.environment" in str(mismatch.json())
+    assert APIClient().post("/api/v1/gate/github/protection-rule", relay, format="json").status_code == 401
