@@ -74,13 +74,14 @@ def ask(
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(  # noqa: S310 - the endpoint is validated as http(s) at request time
-        f"{base_url.rstrip('/')}/v1/chat/completions", data=json.dumps(body).encode(), headers=headers
-    )
     started = time.perf_counter()
     chunks: list[float] = []
     parts: list[str] = []
     try:
+        # inside the try: a URL urllib cannot use (none, or not http) is this case's error, not a crash
+        request = urllib.request.Request(  # noqa: S310 - the endpoint is validated as http(s) at request time
+            f"{base_url.rstrip('/')}/v1/chat/completions", data=json.dumps(body).encode(), headers=headers
+        )
         with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
             for raw in response:
                 line = raw.decode("utf-8", errors="replace").strip()

@@ -231,3 +231,61 @@ def test_an_endpoint_carrying_a_credential_is_refused(rollout: Rollout, personas
         )
     assert "endpoint" in str(refused.value)
     assert not CanaryAnalysis.objects.exists()
+
+
+def test_the_job_is_resumable_and_leaves_a_finished_analysis_alone(
+    rollout: Rollout, personas: Personas, reference: EvalRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from governance.canary import services
+
+    sent: list[int] = []
+    monkeypatch.setattr(services, "canary_analysis_send", sent.append)
+    pending = canary_analysis_request(
+        deployment=rollout.deployment,
+        artifact_digest=rollout.digest,
+        serving=rollout.serving(),
+        endpoint="http://127.0.0.1:9",
+        actor=personas.engineer,
+    )
+    long_ago = timezone.now() - timedelta(hours=2)
+    CanaryAnalysis.objects.filter(pk=pending.pk).update(created_at=long_ago)
+    stalled = CanaryAnalysis.objects.create(
+        deployment=rollout.deployment,
+        digest=rollout.digest,
+        envelope={},
+        envelope_digest="e",
+        status=CanaryStatus.RUNNING,
+        started_at=long_ago,
+    )
+    fresh = CanaryAnalysis.objects.create(
+        deployment=rollout.deployment, digest=rollout.digest, envelope={}, envelope_digest="e"
+    )
+
+    assert services.canary_analyses_resume() == sorted([pending.pk, stalled.pk])
+    assert sorted(sent) == sorted([pending.pk, stalled.pk])
+    assert fresh.pk not in sent
+
+    # a rerun of the stalled one starts over; the endpoint at port 9 answers nothing: failed, named
+    rerun = canary_analysis_run(analysis_id=stalled.pk, prometheus=lambda: None, now=NOW)
+    assert rerun.status == CanaryStatus.FAILED
+    assert AuditEvent.objects.filter(action=811, data__resumed=True).exists()
+    # finished: a resent task changes nothing
+    again = canary_analysis_run(analysis_id=stalled.pk, prometheus=lambda: None, now=NOW)
+    assert again.finished_at == rerun.finished_at
+    assert AuditEvent.objects.filter(action=812).count() == 1
+
+
+def test_an_analysis_past_its_time_limit_fails_naming_it(rollout: Rollout, personas: Personas) -> None:
+    from governance.canary.services import canary_analysis_timed_out
+
+    analysis = CanaryAnalysis.objects.create(
+        deployment=rollout.deployment, digest=rollout.digest, envelope={}, envelope_digest="e",
+        status=CanaryStatus.RUNNING,
+    )  # fmt: skip
+    done = canary_analysis_timed_out(analysis_id=analysis.pk, seconds=900)
+    assert done.status == CanaryStatus.FAILED
+    assert "900 s" in done.error
