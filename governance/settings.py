@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "governance.approvals",
     "governance.calibration",
     "governance.quantization",
+    "governance.canary",
     "governance.gate",
     "governance.observability",
     "governance.sso",
@@ -303,6 +304,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SignOffDecisionEnum": "governance.deployments.choices.SignOffDecision",
         "CalibrationStatusEnum": "governance.calibration.models.CalibrationStatus",
+        "CanaryStatusEnum": "governance.canary.models.CanaryStatus",
+        "CanaryDecisionEnum": [("promote", "promote"), ("roll_back", "roll_back")],
         # A serving plan's and the gate's engine and precision (the planner's inputs have their own).
         "ServingEngineEnum": "governance.deployments.choices.ENGINE_CHOICES",
         "ServingPrecisionEnum": "governance.deployments.choices.SERVING_PRECISIONS",
@@ -540,3 +543,14 @@ APPROVALS_VERIFY_MAX_PENDING = env_int("APPROVALS_VERIFY_MAX_PENDING", 3, minimu
 APPROVALS_VERIFY_JOB_EXPIRE_S = env_int("APPROVALS_VERIFY_JOB_EXPIRE_S", 900, minimum=60)
 APPROVALS_VERIFY_JOB_KEEP_S = env_int("APPROVALS_VERIFY_JOB_KEEP_S", 86400, minimum=60)
 CELERY_BEAT_SCHEDULE["approvals-verifications-expire"] = {"task": "approvals.verifications_expire", "schedule": 60.0}
+
+# --- canary: a high-risk production rollout needs a passed canary analysis (docs/canary.md) ---
+CANARY_ENVIRONMENTS = env_list("CANARY_ENVIRONMENTS", ["production"])
+# Bounds of one analysis: cases sent to the canary, seconds per HTTP request, Prometheus window.
+CANARY_MAX_CASES = env_int("CANARY_MAX_CASES", 200, minimum=1)
+CANARY_HTTP_TIMEOUT_S = env_int("CANARY_HTTP_TIMEOUT_S", 60, minimum=1)
+CANARY_ANALYSIS_SOFT_TIME_LIMIT_S = env_int("CANARY_ANALYSIS_SOFT_TIME_LIMIT_S", 900, minimum=10)
+# The Prometheus server the analysis queries (empty: no metric checks are possible: each is failed).
+CANARY_PROMETHEUS_URL = env_str("CANARY_PROMETHEUS_URL", "")
+CANARY_METRICS_WINDOW_S = env_int("CANARY_METRICS_WINDOW_S", 600, minimum=60)
+CELERY_BEAT_SCHEDULE["canary-resume"] = {"task": "canary.resume", "schedule": 120.0}

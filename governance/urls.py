@@ -28,6 +28,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", include("governance.evaluations.urls")),
     path("", include("governance.calibration.urls")),
     path("", include("governance.gate.urls")),
+    path("", include("governance.canary.urls")),
     path("", include("governance.quantization.urls")),
     path("capacity/plans", CapacityPlanCreateApi.as_view(), name="capacity-plan-create"),
     path("capacity/plans/<uuid:code>", CapacityPlanDetailApi.as_view(), name="capacity-plan-detail"),

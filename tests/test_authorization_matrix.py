@@ -194,6 +194,14 @@ def _calibration(world: World) -> None:
     world.ids["calibration"] = str(run.code)
 
 
+def _canary(world: World) -> None:
+    from governance.canary.models import CanaryAnalysis
+
+    deployment = DeploymentRequest.objects.get(code=world.ids["own_review"])
+    analysis = CanaryAnalysis.objects.create(deployment=deployment, digest="sha256:x", envelope={}, envelope_digest="e")
+    world.ids["canary"] = str(analysis.code)
+
+
 ROWS: list[Row] = [
     Row("me", "GET", "/api/v1/me", ROLES),
     Row("schema", "GET", "/api/v1/schema/", frozenset(PERSONAS)),
@@ -284,6 +292,17 @@ ROWS: list[Row] = [
     Row("cluster-calibrations", "POST", "/api/v1/clusters/{cluster}/calibrations", frozenset({ENG, ADMIN}),
         {"gpu": "h200", "model": "qwen3-30b-a3b", "gpus": 1}),
     Row("calibration-detail", "GET", "/api/v1/calibrations/{calibration}", ROLES, prepare=_calibration),
+    Row("gate-argo", "POST", "/api/v1/gate/argo", frozenset(), {"deployment": "x"}, note="bearer CI tokens only"),
+    Row("gate-flagger", "POST", "/api/v1/gate/flagger/confirm-promotion", frozenset(), {"name": "x"},
+        note="bearer CI tokens only"),
+    Row("gate-github", "POST", "/api/v1/gate/github/protection-rule", frozenset(), {"event": {}},
+        note="bearer CI tokens only"),
+    Row("canary-analyses", "POST", "/api/v1/canary/analyses", frozenset({ENG, ADMIN}), {"deployment": "x"},
+        note="or the pipeline's CI token"),
+    Row("canary-analysis", "GET", "/api/v1/canary/analyses/{canary}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}),
+        prepare=_canary),
+    Row("canary-analysis-decide", "POST", "/api/v1/canary/analyses/{canary}/decide", frozenset({ENG}),
+        {"decision": "promote", "reason": "matrix"}, prepare=_canary),
 ]  # fmt: skip
 
 

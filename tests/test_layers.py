@@ -2,7 +2,7 @@
 can change without touching the base, and no cycle can form.
 
     core  <-  audit  <-  licenses, sso  <-  artifacts  <-  evaluations  <-  calibration, quantization  <-  capacity
-          <-  deployments  <-  approvals  <-  gate  <-  web, observability
+          <-  deployments  <-  approvals  <-  canary  <-  gate  <-  web, observability
 
 Apps of one layer do not import each other. Lower apps announce events with Django signals (each app's
 signals.py) and the app above connects receivers in its AppConfig.ready(). `planner` is a library
@@ -29,9 +29,10 @@ LAYERS: dict[str, int] = {
     "capacity": 6,  # a plan naming a cluster reads its calibration profile (a direct call)
     "deployments": 7,
     "approvals": 8,
-    "gate": 9,  # the gate reads the approvals' verified packet state
-    "web": 10,  # the UI sits on every app, approvals and gate included
-    "observability": 10,  # /metrics reads every app's tables; the instruments themselves are core.metrics
+    "canary": 9,  # canary analyses of approved requests; the gate reads them (canary.selectors)
+    "gate": 10,  # the gate reads the approvals' verified packet state and the canary analyses
+    "web": 11,  # the UI sits on every app, approvals and gate included
+    "observability": 11,  # /metrics reads every app's tables; the instruments themselves are core.metrics
 }
 
 

@@ -64,6 +64,10 @@ class AuditAction(models.IntegerChoices):
     CERTIFICATE_REVOKED = 722, "approval.certificate_revoked"
     # 800-899: CI gate
     GATE_DECISION = 800, "gate.decision"
+    CANARY_REQUESTED = 810, "canary.requested"
+    CANARY_STARTED = 811, "canary.started"
+    CANARY_FINISHED = 812, "canary.finished"
+    CANARY_DECIDED = 813, "canary.decided"  # an engineering reviewer promoted or rolled back an inconclusive one
     # 900-999: the audit trail itself
     AUDIT_EXPORTED = 900, "audit.exported"
     AUDIT_CHECKPOINT = 901, "audit.checkpoint"

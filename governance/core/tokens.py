@@ -43,7 +43,18 @@ TOKEN_SCOPES: dict[str, str] = {str(scope.value): str(scope.label) for scope in 
 # What each scope reaches, as (URL name, HTTP method). Every other endpoint answers 403 to a
 # scoped token: a new view is closed to machines until it is listed here.
 SCOPE_ENDPOINTS: dict[str, frozenset[tuple[str, str]]] = {
-    TokenScope.GATE_CHECK: frozenset({("v1:gate-check", "POST")}),
+    TokenScope.GATE_CHECK: frozenset(
+        {
+            ("v1:gate-check", "POST"),
+            # the pipeline starts its canary's analysis and reads it (governance/canary/api.py)
+            ("v1:canary-analyses", "POST"),
+            ("v1:canary-analysis", "GET"),
+            # the same decision for Argo Rollouts, Flagger and GitHub (governance/gate/adapters.py)
+            ("v1:gate-argo", "POST"),
+            ("v1:gate-flagger", "POST"),
+            ("v1:gate-github", "POST"),
+        }
+    ),
     TokenScope.USAGE_WRITE: frozenset({("v1:deployment-usage", "POST")}),
 }
 ENVIRONMENT_PATTERN = r"^[a-z][a-z0-9-]{0,39}$"

@@ -86,6 +86,14 @@ class ReasonCode(models.TextChoices):
     SERVING_PARALLELISM = "serving.parallelism_mismatch"
     SERVING_MAX_MODEL_LEN = "serving.max_model_len_exceeded"
     SERVING_MEMORY_UTILIZATION = "serving.gpu_memory_utilization_exceeded"
+    # Gate-time only (governance/canary/risk.py): a high-risk production rollout needs a passed canary.
+    CANARY_MISSING = "canary.missing"
+    CANARY_PENDING = "canary.pending"
+    CANARY_FAILED = "canary.failed"
+
+
+# The gate-time canary reasons: given by governance.canary at the gate, never by the readiness rule.
+CANARY_CODES = frozenset({ReasonCode.CANARY_MISSING, ReasonCode.CANARY_PENDING, ReasonCode.CANARY_FAILED})
 
 
 # Reasons that signing itself clears: a reviewer may sign while only these remain.

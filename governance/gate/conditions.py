@@ -14,6 +14,7 @@ from typing import Any
 from governance.deployments.choices import Status
 from governance.deployments.envelope import approved_envelope
 from governance.deployments.readiness import (
+    CANARY_CODES,
     ENGINEERING,
     LEGAL,
     PIPELINE,
@@ -49,6 +50,7 @@ DEPLOY_TIME_CODES = frozenset(
         ReasonCode.SERVING_PARALLELISM,
         ReasonCode.SERVING_MAX_MODEL_LEN,
         ReasonCode.SERVING_MEMORY_UTILIZATION,
+        *CANARY_CODES,  # given by governance.canary at the gate (gate.services calls it)
     }
 )
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import ReferenceChangedError, audit_record_with_insert
+from governance.canary.selectors import canary_gate_reasons
 from governance.core.errors import ApplicationError, ConflictError, PermissionDeniedError, invalid_input
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role, user_roles
@@ -159,6 +160,16 @@ def _gate_decide_once(
     state, approval = gate_state(deployment)
     required = settings.GATE_REQUIRE_ENGINE_VERSION
     reasons = [reason.as_dict() for reason in evaluate(state, check, timezone.now(), require_engine_version=required)]
+    # The canary stage (governance/canary/risk.py): a high-risk production rollout needs a passed canary.
+    reasons += [
+        reason.as_dict()
+        for reason in canary_gate_reasons(
+            deployment=deployment,
+            environment=check.environment,
+            artifact_digest=check.artifact_digest,
+            serving=check.serving,
+        )
+    ]
     outcome = GateOutcome.DENY if reasons else GateOutcome.ALLOW
     decision = GateDecision(
         deployment=deployment,

@@ -490,6 +490,9 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
             },
             "serving": spec.get("serving", {}),
             "generation": generation,
+            # what the candidate answered, per case: a canary of these weights must answer alike
+            # (governance/canary/regression.py compares them by case_verdict and the same rule)
+            "candidate_answers": {record["id"]: record["quantized"] for record in records},
             "baseline_cache_key": key,
             "eval_set_sha256": set_sha,
             "token_metrics": "measured from the engine's logprobs"

@@ -226,6 +226,9 @@ def test_baseline_answers_are_shared_by_a_second_candidate_and_logprobs_give_tok
     assert result["engine"]["version"] == "1.0-fake"
     assert result["overall"]["top1_agreement"] == 1.0
     assert result["overall"]["kl"]["mean"] == pytest.approx(0.0)
+    # the candidate's own answers are kept: a canary of these weights must answer alike (issue 45)
+    assert len(result["candidate_answers"]) == 8
+    assert all(isinstance(text, str) and text for text in result["candidate_answers"].values())
     # another engine version is another baseline: its answers are not reused
     other = {**spec, "engine": {**spec["engine"], "version_argv": ["{python}", "-c", "print('1.1-fake')"]}}
     assert run_job(tmp_path / "three" / "attempt-1", other).returncode == 0

@@ -1,0 +1,71 @@
+"""Reads of canary analyses: the gate's one statement, and the lists the API and pages show."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from governance.canary.models import CanaryAnalysis
+from governance.canary.risk import CanaryRecord, canary_reasons, envelope_digest, needs_records
+from governance.core.errors import NotFoundError
+from governance.core.prepared import fetch_all_prepared
+from governance.deployments.models import DeploymentRequest
+from governance.deployments.readiness import Reason
+
+# The gate's read (one statement, served by canary_request_idx and canary_promoted_idx): this
+# request's analyses, and the passed ones of the same weights and envelope for the team's other
+# requests ("already promoted"). Bounded: the newest rows decide.
+_GATE_CANARY_SQL = """
+SELECT CASE WHEN c.deployment_id = %s THEN 1 ELSE 0 END AS same_request, c.status, c.digest, c.envelope_digest
+FROM canary_canaryanalysis c
+WHERE c.deployment_id = %s
+   OR (c.digest = %s AND c.envelope_digest = %s AND c.status IN ('passed', 'promoted')
+       AND c.deployment_id IN (SELECT r.id FROM deployments_deploymentrequest r WHERE r.team_id = %s))
+ORDER BY c.created_at DESC
+LIMIT 100
+"""
+
+
+def canary_environments() -> tuple[str, ...]:
+    return tuple(getattr(settings, "CANARY_ENVIRONMENTS", ("production",)))
+
+
+def canary_gate_reasons(
+    *, deployment: DeploymentRequest, environment: str, artifact_digest: str, serving: Mapping[str, Any]
+) -> list[Reason]:
+    """The gate's call-out: its canary reasons for one check. One indexed statement for quantized
+    weights in a guarded environment; no query otherwise."""
+    guarded = canary_environments()
+    evidence = deployment.evidence or {}
+    if not needs_records(environment=environment, guarded=guarded, evidence=evidence):
+        return []  # low-risk whatever is on record: no query
+    digest = artifact_digest.lower()
+    envelope_sha = envelope_digest(serving)
+    rows = fetch_all_prepared(
+        _GATE_CANARY_SQL, [deployment.pk, deployment.pk, digest, envelope_sha, deployment.team_id]
+    )
+    records = [
+        CanaryRecord(bool(row["same_request"]), row["status"], row["digest"], row["envelope_digest"]) for row in rows
+    ]
+    return canary_reasons(
+        environment=environment,
+        guarded=guarded,
+        evidence=evidence,
+        digest=digest,
+        envelope_sha=envelope_sha,
+        records=records,
+    )
+
+
+def canary_analyses(deployment: DeploymentRequest) -> QuerySet[CanaryAnalysis]:
+    return CanaryAnalysis.objects.filter(deployment=deployment).order_by("-created_at")
+
+
+def canary_analysis_get(code: Any) -> CanaryAnalysis:
+    try:
+        return CanaryAnalysis.objects.select_related("deployment").get(code=code)
+    except (CanaryAnalysis.DoesNotExist, ValueError):
+        raise NotFoundError("no such canary analysis") from None
