@@ -552,6 +552,18 @@ def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
     return items
 
 
+def eval_running(deployment: Any) -> list[dict[str, Any]]:
+    """The request's eval runs still in progress, each as its evidence item reads: beside the
+    evidence, never in it (eval_evidence says why); the readiness rule says `eval.pending` for them."""
+    prefetched = getattr(deployment, "_prefetched_objects_cache", {}).get("eval_runs")  # the request page's
+    runs = (
+        [e for e in prefetched if e.status == EvalStatus.RUNNING]
+        if prefetched is not None
+        else EvalRun.objects.filter(request=deployment, status=EvalStatus.RUNNING).order_by("created_at")
+    )
+    return [eval_evidence_item(run) for run in runs]
+
+
 def eval_screening_of_deployment(
     *, deployment: Any, cluster: Cluster, scheme: str, actor: User | None, **options: Any
 ) -> EvalRun:
