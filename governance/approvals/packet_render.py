@@ -189,6 +189,8 @@ def _render_html(data: PacketInput) -> str:
             {
                 **item,
                 "categories": sorted(categories.items()),
+                # against the cases' references (where they have one): the columns show only then
+                "accuracy": any(c.get("quantized_accuracy") is not None for c in categories.values()),
                 "loose": loose,
                 "status_label": word(EVAL_STATUSES, item.get("status")),
             }

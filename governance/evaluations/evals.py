@@ -373,21 +373,28 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     """The evidence view: per category n, failures, the bound vs the threshold, failing cases."""
 
     def row(block: dict[str, Any]) -> dict[str, Any]:
-        return {
-            key: block.get(key)
-            for key in (
-                "n",
-                "failures",
-                "fail_rate",
-                "upper_bound_95",
-                "threshold",
-                "pass",
-                "top1_agreement",
-                "kl",
-                "recovery",
-                "flips",
-            )
-        } | {"failing_cases": block.get("failing_cases", [])[:50]}
+        accuracy = {k: block[k] for k in ("baseline_accuracy", "quantized_accuracy") if block.get(k) is not None}
+        if len(accuracy) == 2:  # against the cases' references: what the reviewer weighs beside the bound
+            accuracy["accuracy_difference"] = accuracy["quantized_accuracy"] - accuracy["baseline_accuracy"]
+        return (
+            accuracy
+            | {
+                key: block.get(key)
+                for key in (
+                    "n",
+                    "failures",
+                    "fail_rate",
+                    "upper_bound_95",
+                    "threshold",
+                    "pass",
+                    "top1_agreement",
+                    "kl",
+                    "recovery",
+                    "flips",
+                )
+            }
+            | {"failing_cases": block.get("failing_cases", [])[:50]}
+        )
 
     served = {
         key: result.get(key)
@@ -410,10 +417,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
         "overall": row(result.get("overall", {})),
         # the candidate's accuracy against the cases' references, where they have one: an engine
         # upgrade's fresh eval is compared with the last approved run's (deployments.readiness.regression)
-        "categories": {
-            name: row(block) | {k: block[k] for k in ("baseline_accuracy", "quantized_accuracy") if k in block}
-            for name, block in result.get("categories", {}).items()
-        },
+        "categories": {name: row(block) for name, block in result.get("categories", {}).items()},
         "quantization": result.get("quantization"),
         "versions": result.get("versions"),
         "timing": result.get("timing"),
