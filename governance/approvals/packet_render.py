@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
@@ -22,8 +22,13 @@ from governance.approvals.packet_content import (
     OBLIGATION_STATUSES,
     ROLES,
     SEVERITIES,
+    backing_cluster,
+    derivation_word,
     envelope_rows,
     fact_rows,
+    format_gib,
+    layout_text,
+    plan_model,
     summary,
     word,
 )
@@ -65,6 +70,9 @@ class PacketInput:
     # The request's language (settings.LANGUAGES): every word of the packet is in it, whoever renders
     # it; the signature meanings above must already be in it (selectors.meaning_templates under it).
     language: str = "en"
+    # eval code -> the cluster it ran on (the eval's own record, beside the evidence: its items
+    # carry no cluster, and adding one would change the digest of every request's evidence)
+    eval_clusters: dict[str, str] = field(default_factory=dict)
 
 
 def attachment_document(data: PacketInput) -> dict[str, Any]:
@@ -76,6 +84,7 @@ def attachment_document(data: PacketInput) -> dict[str, Any]:
         "evidence_digest": data.evidence_digest,
         "evidence": data.evidence,
         "eval_categories": data.eval_categories,
+        "eval_clusters": data.eval_clusters,
         "audit_checkpoint": data.audit_checkpoint,
         "signatures": data.signatures,
         "language": data.language,  # the packet's language; the evidence and its digest have none
@@ -193,11 +202,20 @@ def _render_html(data: PacketInput) -> str:
                 "accuracy": any(c.get("quantized_accuracy") is not None for c in categories.values()),
                 "loose": loose,
                 "status_label": word(EVAL_STATUSES, item.get("status")),
+                "cluster": data.eval_clusters.get(str(item.get("eval") or ""), ""),
             }
         )
+    artifact = evidence.get("artifact", {})
+    memory = (plan or {}).get("memory_per_gpu") or {}
     return render_to_string(
         "approvals/packet.html",
         {
+            "target_cluster": (evidence.get("request") or {}).get("target_cluster")
+            or backing_cluster(evidence, data.eval_clusters),
+            "derivation": derivation_word(artifact.get("derivation")),
+            "plan_model": plan_model(plan or {}, artifact),
+            "plan_layout": layout_text((plan or {}).get("parallel") or {}),
+            "memory": {key: format_gib(memory.get(key)) for key in ("weights", "kv_cache", "activations", "capacity")},
             "summary": summary(evidence, data.organisation),
             "fact_rows": fact_rows((evidence.get("request") or {}).get("facts") or {}),
             "envelope_rows": envelope_rows(evidence),
