@@ -105,3 +105,27 @@ def test_the_packet_input_names_each_evals_cluster(sign_flow: Any, artifacts: di
     data = packet_input(DeploymentRequest.objects.get(code=code))
     assert set(data.eval_clusters.values()) == {"local"}
     assert "local" in _row(render_html(data), "Target cluster") or data.evidence["request"].get("target_cluster")
+
+
+@pytest.mark.django_db
+def test_each_reviewers_comment_is_inside_their_signature(sign_flow: Any, artifacts: dict[str, Any]) -> None:
+    import io
+
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    from governance.approvals.models import ApprovalPacket
+    from tests.approvals.conftest import run_packet_jobs
+
+    code = sign_flow.ready(artifacts["apache"])
+    comments = {"legal": "Apache-2.0 NOTICE shipped in the image.", "engineering": "fp8 eval reviewed: 0.4% worse."}
+    for user, role in ((sign_flow.p.legal, "legal"), (sign_flow.p.engineer, "engineering")):
+        assert sign_flow.sign(user, code, role, comment=comments[role]).status_code == 202
+    run_packet_jobs(code, brief=True)
+    packet = ApprovalPacket.objects.get(deployment__code=code, voided_at__isnull=True)
+    reasons = [
+        str(sig.sig_object.get("/Reason", ""))
+        for sig in PdfFileReader(io.BytesIO(bytes(packet.pdf))).embedded_signatures
+    ]
+    assert len(reasons) == 2
+    for comment in comments.values():
+        assert any(comment in reason for reason in reasons), (comment, reasons)
