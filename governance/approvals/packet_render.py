@@ -10,6 +10,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 from django.utils import translation
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from weasyprint import HTML, Attachment
@@ -156,6 +157,12 @@ def _findings(evidence: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def code_html(code: Any) -> str:
+    """A finding or obligation code for a narrow column: escaped, with a line-break opportunity
+    (<wbr>) after each '.' and '_' and nowhere else (the CSS keeps its words whole: `code.ident`)."""
+    return mark_safe(re.sub(r"([._])", r"\1<wbr>", escape(str(code or ""))))  # noqa: S308 (escaped above)
+
+
 def css_string(text: str) -> str:
     """`text` as one CSS string token for the <style> block (@page content): quotes, backslashes,
     angle brackets, ampersands and control characters as CSS escapes, so an organisation's name can
@@ -228,12 +235,20 @@ def _render_html(data: PacketInput) -> str:
                 for item in evidence.get("licenses", [])
             ],
             "findings": [
-                {**finding, "severity_label": word(SEVERITIES, finding.get("severity"))}
+                {
+                    **finding,
+                    "code_html": code_html(finding.get("code")),
+                    "severity_label": word(SEVERITIES, finding.get("severity")),
+                }
                 for finding in _findings(evidence)
             ],
-            "waivers": evidence.get("waivers", []),
+            "waivers": [{**item, "code_html": code_html(item.get("code"))} for item in evidence.get("waivers", [])],
             "obligations": [
-                {**item, "status_label": word(OBLIGATION_STATUSES, item.get("status"))}
+                {
+                    **item,
+                    "code_html": code_html(item.get("code")),
+                    "status_label": word(OBLIGATION_STATUSES, item.get("status")),
+                }
                 for item in evidence.get("obligations", [])
             ],
             "capacity": capacity,

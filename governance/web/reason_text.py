@@ -144,91 +144,91 @@ def _usage(p: dict[str, str]) -> str:
 
 
 # code -> [(the English format of deployments.readiness as a pattern, its words)]
+_ENTRIES: dict[str, list[tuple[str, Words]]] = {
+    "signature.missing": [(r"no (?P<role>\w+) signature is on record", _signature_missing)],
+    "signature.stale": [
+        (
+            r"the (?P<role>\w+) signature covers evidence (?P<old>\S+), not the current (?P<new>\S+)",
+            _signature_stale,
+        )
+    ],
+    "license.blocker": [
+        (r"(?P<license>[^:]+): (?P<finding>\S+) \((?P<clause>[^)]*)\): (?P<text>.*)", _license_finding)
+    ],
+    "license.licensor_approval_required": [
+        (r"(?P<license>[^:]+): (?P<finding>\S+) \((?P<clause>[^)]*)\): (?P<text>.*)", _license_finding)
+    ],
+    "obligation.not_accepted": [
+        (
+            r"(?P<license>[^:]+): obligation (?P<obligation>\S+) \((?P<clause>[^)]*)\) is (?P<status>\w+)",
+            _obligation,
+        )
+    ],
+    "usage.threshold_crossed": [(r"(?P<text>.+)", _usage)],
+    "capacity.missing": [
+        (r"no capacity plan is in the evidence", lambda _p: gettext("No capacity plan is in the evidence."))
+    ],
+    "capacity.pending": [
+        (r"the capacity plan is still computing", lambda _p: gettext("The capacity plan is still computing."))
+    ],
+    "capacity.failed": [(r"the capacity plan failed", lambda _p: gettext("The capacity plan failed."))],
+    "capacity.does_not_fit": [(r"the serving plan does not fit the target GPUs(?:: (?P<note>.*))?", _does_not_fit)],
+    "capacity.tight": [(r"(?P<note>.*)", _tight)],
+    "eval.missing": [
+        (
+            r"no (?P<precision>\S+) eval served (?P<digest>the weights|\S+) through an engine"
+            r"(?P<screening> \(screening.*\))?",
+            _eval_missing,
+        )
+    ],
+    "eval.pending": [(r"the (?P<precision>\S+) eval(?: of (?P<digest>.+?))? is still running", _eval_pending)],
+    "eval.failed": [(r"the (?P<precision>\S+) eval of (?P<digest>\S*) did not pass: (?P<runs>.*)", _eval_failed)],
+    "eval.stale": [
+        (
+            r"the passed (?P<precision>\S+) eval of (?P<digest>\S*) served another config \((?P<changes>[^)]*)\):.*",
+            _eval_stale,
+        )
+    ],
+    "eval.digest_mismatch": [
+        (
+            r"the passed (?P<precision>\S+) eval covers weights (?P<evaluated>.+), not the approved (?P<digest>\S*)",
+            _eval_digest,
+        )
+    ],
+    "eval.regressed": [
+        (
+            r"the (?P<scheme>\S+) eval on (?P<config>.+?) regressed in (?P<category>\S+): candidate accuracy "
+            r"(?P<after>\S+) against (?P<before>\S+) in the last approved run on (?P<previous>.+?) "
+            r"\(more than its threshold (?P<threshold>\S+) lower\)",
+            _eval_regressed,
+        )
+    ],
+    "license.file_missing": [
+        (r"the checkpoint carries no LICENSE file: nothing in it says it is (?P<declared>.*)", _file_missing)
+    ],
+    "license.unidentified": [
+        (r"(?P<path>\S+) \((?P<fingerprint>[^)]*)\) is a text the organisation has not classified", _unidentified)
+    ],
+    "license.mismatch": [
+        (
+            r"the model card says license: (?P<card>.+), but the artifact is registered as (?P<declared>.*)",
+            _card_mismatch,
+        ),
+        (r"(?P<path>\S+) is (?P<matches>.+), but the artifact is registered as (?P<declared>.*)", _mismatch),
+    ],
+    "artifact.inspection_refused": [
+        (r"the checkpoint's files were refused when they were read: (?P<reason>.*)", _refused)
+    ],
+    "artifact.parent_missing": [
+        (
+            r"the weights are (?P<summary>.+), a quantized derivative, but no baseline is registered as its parent",
+            _parent_missing,
+        )
+    ],
+    "weights.precision_mismatch": [(r"the weights are (?P<summary>.+), not (?P<serving>\S+)", _precision_mismatch)],
+}
 PATTERNS: dict[str, list[tuple[re.Pattern[str], Words]]] = {
-    code: [(re.compile(pattern, re.S), words) for pattern, words in entries]
-    for code, entries in {
-        "signature.missing": [(r"no (?P<role>\w+) signature is on record", _signature_missing)],
-        "signature.stale": [
-            (
-                r"the (?P<role>\w+) signature covers evidence (?P<old>\S+), not the current (?P<new>\S+)",
-                _signature_stale,
-            )
-        ],
-        "license.blocker": [
-            (r"(?P<license>[^:]+): (?P<finding>\S+) \((?P<clause>[^)]*)\): (?P<text>.*)", _license_finding)
-        ],
-        "license.licensor_approval_required": [
-            (r"(?P<license>[^:]+): (?P<finding>\S+) \((?P<clause>[^)]*)\): (?P<text>.*)", _license_finding)
-        ],
-        "obligation.not_accepted": [
-            (
-                r"(?P<license>[^:]+): obligation (?P<obligation>\S+) \((?P<clause>[^)]*)\) is (?P<status>\w+)",
-                _obligation,
-            )
-        ],
-        "usage.threshold_crossed": [(r"(?P<text>.+)", _usage)],
-        "capacity.missing": [
-            (r"no capacity plan is in the evidence", lambda _p: gettext("No capacity plan is in the evidence."))
-        ],
-        "capacity.pending": [
-            (r"the capacity plan is still computing", lambda _p: gettext("The capacity plan is still computing."))
-        ],
-        "capacity.failed": [(r"the capacity plan failed", lambda _p: gettext("The capacity plan failed."))],
-        "capacity.does_not_fit": [(r"the serving plan does not fit the target GPUs(?:: (?P<note>.*))?", _does_not_fit)],
-        "capacity.tight": [(r"(?P<note>.*)", _tight)],
-        "eval.missing": [
-            (
-                r"no (?P<precision>\S+) eval served (?P<digest>the weights|\S+) through an engine"
-                r"(?P<screening> \(screening.*\))?",
-                _eval_missing,
-            )
-        ],
-        "eval.pending": [(r"the (?P<precision>\S+) eval(?: of (?P<digest>.+?))? is still running", _eval_pending)],
-        "eval.failed": [(r"the (?P<precision>\S+) eval of (?P<digest>\S*) did not pass: (?P<runs>.*)", _eval_failed)],
-        "eval.stale": [
-            (
-                r"the passed (?P<precision>\S+) eval of (?P<digest>\S*) served another config \((?P<changes>[^)]*)\):.*",
-                _eval_stale,
-            )
-        ],
-        "eval.digest_mismatch": [
-            (
-                r"the passed (?P<precision>\S+) eval covers weights (?P<evaluated>.+), not the approved (?P<digest>\S*)",
-                _eval_digest,
-            )
-        ],
-        "eval.regressed": [
-            (
-                r"the (?P<scheme>\S+) eval on (?P<config>.+?) regressed in (?P<category>\S+): candidate accuracy "
-                r"(?P<after>\S+) against (?P<before>\S+) in the last approved run on (?P<previous>.+?) "
-                r"\(more than its threshold (?P<threshold>\S+) lower\)",
-                _eval_regressed,
-            )
-        ],
-        "license.file_missing": [
-            (r"the checkpoint carries no LICENSE file: nothing in it says it is (?P<declared>.*)", _file_missing)
-        ],
-        "license.unidentified": [
-            (r"(?P<path>\S+) \((?P<fingerprint>[^)]*)\) is a text the organisation has not classified", _unidentified)
-        ],
-        "license.mismatch": [
-            (
-                r"the model card says license: (?P<card>.+), but the artifact is registered as (?P<declared>.*)",
-                _card_mismatch,
-            ),
-            (r"(?P<path>\S+) is (?P<matches>.+), but the artifact is registered as (?P<declared>.*)", _mismatch),
-        ],
-        "artifact.inspection_refused": [
-            (r"the checkpoint's files were refused when they were read: (?P<reason>.*)", _refused)
-        ],
-        "artifact.parent_missing": [
-            (
-                r"the weights are (?P<summary>.+), a quantized derivative, but no baseline is registered as its parent",
-                _parent_missing,
-            )
-        ],
-        "weights.precision_mismatch": [(r"the weights are (?P<summary>.+), not (?P<serving>\S+)", _precision_mismatch)],
-    }.items()
+    code: [(re.compile(pattern, re.S), words) for pattern, words in entries] for code, entries in _ENTRIES.items()
 }
 
 

@@ -129,3 +129,18 @@ def test_each_reviewers_comment_is_inside_their_signature(sign_flow: Any, artifa
     assert len(reasons) == 2
     for comment in comments.values():
         assert any(comment in reason for reason in reasons), (comment, reasons)
+
+
+@pytest.mark.skipif(shutil.which("pdftotext") is None, reason="needs poppler's pdftotext")
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_finding_codes_break_only_between_their_words(tmp_path: Path, compiled: None, language: str) -> None:  # noqa: F811
+    from tests.approvals.test_packet_content import _render
+
+    text = subprocess.run(
+        ["pdftotext", "-layout", str(_render(tmp_path, language)), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    # "attribution.displa" over "y", "threshold.li" over "censor_appro" over "val": each word of a
+    # code stays whole wherever the code itself is cut (after a '.' or a '_')
+    assert text.count("threshold.") >= 2
+    assert text.count("licensor_") >= text.count("threshold."), text
+    assert text.count("display") >= text.count("attribution."), text
