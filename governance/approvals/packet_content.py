@@ -98,6 +98,14 @@ EVAL_STATUSES = {
     "error": gettext_lazy("Error"),
 }
 ROLES = {"legal": gettext_lazy("Legal"), "engineering": gettext_lazy("Engineering")}
+# Who acts on a readiness reason (deployments.readiness.Actor), in the web UI's words.
+ACTORS = {
+    "requester": gettext_lazy("Requester"),
+    "legal": gettext_lazy("Legal reviewer"),
+    "engineering": gettext_lazy("Engineering reviewer"),
+    "nobody": gettext_lazy("Nobody (wait)"),
+    "pipeline": gettext_lazy("Pipeline owner"),
+}
 
 
 def word(table: dict[str, Any], code: Any) -> str:

@@ -17,6 +17,7 @@ from weasyprint import HTML, Attachment
 from weasyprint.urls import URLFetcher, URLFetcherResponse
 
 from governance.approvals.packet_content import (
+    ACTORS,
     DECISIONS,
     DEFAULT_EVAL_THRESHOLD,
     EVAL_STATUSES,
@@ -255,7 +256,7 @@ def _render_html(data: PacketInput) -> str:
             "plan": plan,
             "chart_svg": memory_chart_svg(plan, FONTS.get(data.language, FONTS["en"]).replace('"', "")),
             "evals": evals,
-            "blockers": data.blockers,
+            "blockers": [{**b, "role_label": word(ACTORS, b.get("role"))} for b in data.blockers],
             "checkpoint": data.audit_checkpoint,
             "signatures": [{**s, "role_label": word(ROLES, s.get("role"))} for s in data.signatures],
             "font_family": FONTS.get(data.language, FONTS["en"]),

@@ -144,3 +144,14 @@ def test_finding_codes_break_only_between_their_words(tmp_path: Path, compiled: 
     assert text.count("threshold.") >= 2
     assert text.count("licensor_") >= text.count("threshold."), text
     assert text.count("display") >= text.count("attribution."), text
+
+
+def test_who_acts_on_a_blocker_is_in_the_packets_language(compiled: None) -> None:  # noqa: F811
+    from dataclasses import replace
+
+    blocker = {"code": "eval.missing", "message": "no fp8 eval", "fix": "engineering runs it", "role": "engineering"}
+    data = replace(_data("zh-hans"), blockers=(blocker,))
+    row = re.search(r"<code>eval\.missing</code>.*?</tr>", render_html(data), re.S)
+    assert row
+    assert "<td>engineering</td>" not in row.group(0)
+    assert "工程" in row.group(0)
