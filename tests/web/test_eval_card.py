@@ -9,6 +9,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 from django.test import Client
+from django.utils import translation
 
 from governance.evaluations.evals import summarise
 from governance.evaluations.models import Cluster, EvalKind, EvalRun, EvalStatus, JobRun, JobRunState
@@ -40,9 +41,10 @@ def test_the_served_jobs_answers_are_counted_while_it_runs(db: None) -> None:
         ("baseline", 20, 20),
         ("candidate", 3, 20),
     ]
-    html = render_to_string(
-        "web/partials/evals.html", {"evals": [progress], "code": "00000000-0000-0000-0000-000000000000"}
-    )
+    with translation.override("en"):  # a zh page request earlier in the thread leaves zh active
+        html = render_to_string(
+            "web/partials/evals.html", {"evals": [progress], "code": "00000000-0000-0000-0000-000000000000"}
+        )
     assert "23 of 40 answers" in html
     assert "Served through transformers 5.24.0" in html
 
@@ -64,7 +66,8 @@ def test_each_category_shows_baseline_and_candidate_accuracy_and_the_difference(
     assert round(summary["categories"]["math"]["accuracy_difference"], 3) == -0.05
     job = JobRun(state=JobRunState.SUCCEEDED, log_tail="")
     run = EvalRun(scheme="w4a16", kind=EvalKind.SERVED, status=EvalStatus.PASSED, job=job, summary=summary)
-    html = render_to_string("web/partials/evals.html", {"evals": [eval_progress(run)], "code": "x"})
+    with translation.override("en"):
+        html = render_to_string("web/partials/evals.html", {"evals": [eval_progress(run)], "code": "x"})
     assert "Baseline accuracy" in html
     assert "0.900" in html
     assert "0.850" in html
@@ -100,6 +103,7 @@ def test_the_packet_shows_each_categorys_accuracy_and_the_difference() -> None:
         signatures=[],
         organisation="Acme",
     )
-    html = render_html(data)
+    with translation.override("en"):
+        html = render_html(data)
     assert "Candidate accuracy" in html
     assert "-0.050" in html
