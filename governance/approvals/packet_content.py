@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
 from governance.deployments.envelope import approved_envelope
+from governance.deployments.readiness import approved_eval
 
 
 def _not_stated() -> str:
@@ -97,6 +98,14 @@ EVAL_STATUSES = {
     "error": gettext_lazy("Error"),
 }
 ROLES = {"legal": gettext_lazy("Legal"), "engineering": gettext_lazy("Engineering")}
+# Who acts on a readiness reason (deployments.readiness.Actor), in the web UI's words.
+ACTORS = {
+    "requester": gettext_lazy("Requester"),
+    "legal": gettext_lazy("Legal reviewer"),
+    "engineering": gettext_lazy("Engineering reviewer"),
+    "nobody": gettext_lazy("Nobody (wait)"),
+    "pipeline": gettext_lazy("Pipeline owner"),
+}
 
 
 def word(table: dict[str, Any], code: Any) -> str:
@@ -195,6 +204,65 @@ def _obligations(obligations: list[dict[str, Any]]) -> str:
     }
 
 
+GIB = 1024**3
+
+
+def format_gib(value: Any) -> str:
+    """Bytes in binary units, as the planner computes them: 76,558,319,206 bytes is "71.3 GiB"
+    (never "71.3 GB" nor "76.6 GB": a signed figure names its unit exactly)."""
+    if value is None:
+        return _not_stated()
+    return f"{int(value) / GIB:,.1f} GiB"
+
+
+def gpu_count(value: Any) -> str:
+    """ "1 GPU", "8 GPUs" (the noun agrees with the count, in every language's plural rule)."""
+    if value is None:
+        return _not_stated()
+    return ngettext("%(count)s GPU", "%(count)s GPUs", int(value)) % {"count": f"{int(value):,}"}
+
+
+def layout_text(parallel: dict[str, Any]) -> str:
+    """The plan's layout in words: "tp 4, pp 1, ep 1, dp 2: 8 GPUs on 1 node"."""
+    nodes = int(parallel.get("nodes") or 1)
+    return _("tp %(tp)s, pp %(pp)s, ep %(ep)s, dp %(dp)s: %(gpus)s on %(nodes)s") % {
+        "tp": parallel.get("tp", 1),
+        "pp": parallel.get("pp", 1),
+        "ep": parallel.get("ep", 1),
+        "dp": parallel.get("dp", 1),
+        "gpus": gpu_count(parallel.get("gpus")),
+        "nodes": ngettext("%(count)s node", "%(count)s nodes", nodes) % {"count": nodes},
+    }
+
+
+def derivation_word(value: Any) -> str:
+    """The artifact's derivation (an enum) in the packet's language."""
+    if not value or value == "none":
+        return _("none")
+    return word(DERIVATIVE_KINDS, value)
+
+
+def plan_model(plan: dict[str, Any], artifact: dict[str, Any]) -> str:
+    """What the plan sized: the artifact by its name (the planner calls a model it has no preset
+    for "custom"), with the planner's preset named where it used one."""
+    name = str(artifact.get("name") or "")
+    model = str(plan.get("model") or "")
+    if not name:
+        return model or _not_stated()
+    if model and model != "custom" and model != name:
+        return _("%(name)s (planner preset %(model)s)") % {"name": name, "model": model}
+    return name
+
+
+def backing_cluster(evidence: dict[str, Any], eval_clusters: dict[str, str]) -> str:
+    """The cluster the eval that backs the approval ran on: the one the readiness rule accepts,
+    else the latest passed one ("" when none passed)."""
+    run = approved_eval(evidence) or next(
+        (item for item in reversed(evidence.get("eval_results") or []) if item.get("status") == "passed"), None
+    )
+    return eval_clusters.get(str(run.get("eval") or ""), "") if run else ""
+
+
 def summary(evidence: dict[str, Any], organisation: str) -> dict[str, Any]:
     """The first page: request, model, license decision, obligations, plan, eval, who signs what."""
     plan = (evidence.get("capacity_plan") or {}).get("result") or {}
@@ -209,7 +277,7 @@ def summary(evidence: dict[str, Any], organisation: str) -> dict[str, Any]:
         "obligations": _obligations(evidence.get("obligations") or []),
         "waivers": len(evidence.get("waivers") or []),
         "plan_fits": format_value(plan.get("fits")) if plan else _not_stated(),
-        "plan_gpus": format_count((plan.get("parallel") or {}).get("gpus")) if plan else _not_stated(),
+        "plan_gpus": gpu_count((plan.get("parallel") or {}).get("gpus")) if plan else _not_stated(),
         "evals": [(str(item.get("scheme")), word(EVAL_STATUSES, item.get("status"))) for item in evals],
         "loose_thresholds": [
             (str(item.get("scheme")), float(item["threshold"]))

@@ -4,26 +4,33 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
 from django.template.loader import render_to_string
 from django.utils import translation
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from weasyprint import HTML, Attachment
 from weasyprint.urls import URLFetcher, URLFetcherResponse
 
 from governance.approvals.packet_content import (
+    ACTORS,
     DECISIONS,
     DEFAULT_EVAL_THRESHOLD,
     EVAL_STATUSES,
     OBLIGATION_STATUSES,
     ROLES,
     SEVERITIES,
+    backing_cluster,
+    derivation_word,
     envelope_rows,
     fact_rows,
+    format_gib,
+    layout_text,
+    plan_model,
     summary,
     word,
 )
@@ -65,6 +72,9 @@ class PacketInput:
     # The request's language (settings.LANGUAGES): every word of the packet is in it, whoever renders
     # it; the signature meanings above must already be in it (selectors.meaning_templates under it).
     language: str = "en"
+    # eval code -> the cluster it ran on (the eval's own record, beside the evidence: its items
+    # carry no cluster, and adding one would change the digest of every request's evidence)
+    eval_clusters: dict[str, str] = field(default_factory=dict)
 
 
 def attachment_document(data: PacketInput) -> dict[str, Any]:
@@ -76,6 +86,7 @@ def attachment_document(data: PacketInput) -> dict[str, Any]:
         "evidence_digest": data.evidence_digest,
         "evidence": data.evidence,
         "eval_categories": data.eval_categories,
+        "eval_clusters": data.eval_clusters,
         "audit_checkpoint": data.audit_checkpoint,
         "signatures": data.signatures,
         "language": data.language,  # the packet's language; the evidence and its digest have none
@@ -147,6 +158,12 @@ def _findings(evidence: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def code_html(code: Any) -> str:
+    """A finding or obligation code for a narrow column: escaped, with a line-break opportunity
+    (<wbr>) after each '.' and '_' and nowhere else (the CSS keeps its words whole: `code.ident`)."""
+    return mark_safe(re.sub(r"([._])", r"\1<wbr>", escape(str(code or ""))))  # noqa: S308 (escaped above)
+
+
 def css_string(text: str) -> str:
     """`text` as one CSS string token for the <style> block (@page content): quotes, backslashes,
     angle brackets, ampersands and control characters as CSS escapes, so an organisation's name can
@@ -189,13 +206,24 @@ def _render_html(data: PacketInput) -> str:
             {
                 **item,
                 "categories": sorted(categories.items()),
+                # against the cases' references (where they have one): the columns show only then
+                "accuracy": any(c.get("quantized_accuracy") is not None for c in categories.values()),
                 "loose": loose,
                 "status_label": word(EVAL_STATUSES, item.get("status")),
+                "cluster": data.eval_clusters.get(str(item.get("eval") or ""), ""),
             }
         )
+    artifact = evidence.get("artifact", {})
+    memory = (plan or {}).get("memory_per_gpu") or {}
     return render_to_string(
         "approvals/packet.html",
         {
+            "target_cluster": (evidence.get("request") or {}).get("target_cluster")
+            or backing_cluster(evidence, data.eval_clusters),
+            "derivation": derivation_word(artifact.get("derivation")),
+            "plan_model": plan_model(plan or {}, artifact),
+            "plan_layout": layout_text((plan or {}).get("parallel") or {}),
+            "memory": {key: format_gib(memory.get(key)) for key in ("weights", "kv_cache", "activations", "capacity")},
             "summary": summary(evidence, data.organisation),
             "fact_rows": fact_rows((evidence.get("request") or {}).get("facts") or {}),
             "envelope_rows": envelope_rows(evidence),
@@ -208,19 +236,27 @@ def _render_html(data: PacketInput) -> str:
                 for item in evidence.get("licenses", [])
             ],
             "findings": [
-                {**finding, "severity_label": word(SEVERITIES, finding.get("severity"))}
+                {
+                    **finding,
+                    "code_html": code_html(finding.get("code")),
+                    "severity_label": word(SEVERITIES, finding.get("severity")),
+                }
                 for finding in _findings(evidence)
             ],
-            "waivers": evidence.get("waivers", []),
+            "waivers": [{**item, "code_html": code_html(item.get("code"))} for item in evidence.get("waivers", [])],
             "obligations": [
-                {**item, "status_label": word(OBLIGATION_STATUSES, item.get("status"))}
+                {
+                    **item,
+                    "code_html": code_html(item.get("code")),
+                    "status_label": word(OBLIGATION_STATUSES, item.get("status")),
+                }
                 for item in evidence.get("obligations", [])
             ],
             "capacity": capacity,
             "plan": plan,
             "chart_svg": memory_chart_svg(plan, FONTS.get(data.language, FONTS["en"]).replace('"', "")),
             "evals": evals,
-            "blockers": data.blockers,
+            "blockers": [{**b, "role_label": word(ACTORS, b.get("role"))} for b in data.blockers],
             "checkpoint": data.audit_checkpoint,
             "signatures": [{**s, "role_label": word(ROLES, s.get("role"))} for s in data.signatures],
             "font_family": FONTS.get(data.language, FONTS["en"]),

@@ -161,6 +161,13 @@ class ReadinessState:
     # the terms); only an approval clears the flag.
     flagged: bool = False
     flag_reason: str = ""
+    # The eval runs still in progress, each as its evidence item would read (kind, scheme,
+    # candidate_digest, engine, serving). Not in the evidence on purpose (evaluations.evals.
+    # eval_evidence): a running run has no verdict, and the evidence digest the reviewers sign must
+    # not depend on when it was last rebuilt. They only turn `eval.missing` into `eval.pending`, so
+    # they ride beside the evidence as an input of this pure rule, never inside its digest. The
+    # gate leaves them out: at deploy time a run in progress is still no eval.
+    running_evals: tuple[Mapping[str, Any], ...] = ()
 
 
 def readiness(state: ReadinessState, now: datetime) -> list[Reason]:
@@ -172,7 +179,7 @@ def readiness(state: ReadinessState, now: datetime) -> list[Reason]:
         *_usage(state),
         *_capacity(state.evidence, engineering_signed=_signed(state, "engineering")),
         *_weights(state.evidence),
-        *_eval(state.evidence),
+        *_eval(state.evidence, state.running_evals),
     ]
 
 
@@ -585,10 +592,21 @@ def approved_eval(evidence: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return covering[-1] if covering else None
 
 
-def _eval(evidence: Mapping[str, Any]) -> list[Reason]:
+def _covers_config(run: Mapping[str, Any], precision: str, digest: str, engine: str, layout: Mapping[str, int]) -> bool:
+    """Whether a served run is of the approved precision, weights, engine and parallel layout."""
+    return (
+        run.get("kind") == "served"
+        and scheme_matches(str(run.get("scheme", "")), precision)
+        and str(run.get("candidate_digest", "")).lower() == digest.lower()
+        and not _config_changes(run, engine, layout)
+    )
+
+
+def _eval(evidence: Mapping[str, Any], running: tuple[Mapping[str, Any], ...] = ()) -> list[Reason]:
     """A quantized serving precision needs a passed eval that served exactly the approved weights
     (digest) through the approved engine and parallel layout. Screening runs (simulated
-    quantization) never count; evals of other precisions are what-ifs and block nothing."""
+    quantization) never count; evals of other precisions are what-ifs and block nothing. While a
+    run of exactly that is in progress (`running`, beside the evidence) the eval is pending."""
     precision = eval_precision(evidence)
     if not precision or precision in UNQUANTIZED_PRECISIONS:
         return []
@@ -596,6 +614,15 @@ def _eval(evidence: Mapping[str, Any]) -> list[Reason]:
         return []
     digest = str((evidence.get("artifact") or {}).get("weights_digest") or "")
     engine, layout = approved_engine(evidence), approved_parallelism(evidence)
+    if any(_covers_config(run, precision, digest, engine, layout) for run in running):
+        return [
+            Reason(
+                ReasonCode.EVAL_PENDING,
+                f"the {precision} eval of {digest or 'the weights'} is still running",
+                "nobody: the evidence updates when it finishes",
+                Actor.NOBODY,
+            )
+        ]
     runs = [r for r in evidence.get("eval_results") or [] if scheme_matches(str(r.get("scheme", "")), precision)]
     served = [r for r in runs if r.get("kind") == "served"]
     for_digest = [r for r in served if str(r.get("candidate_digest", "")).lower() == digest.lower()]

@@ -18,6 +18,7 @@ from governance.core.tokens import token_covers_deployment
 from governance.deployments.choices import SignOffDecision, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff, Waiver
 from governance.deployments.readiness import ReadinessState, Reason, Signature, readiness
+from governance.evaluations.evals import eval_running
 from governance.evaluations.models import EvalRun
 
 
@@ -224,6 +225,7 @@ def deployment_readiness_state(deployment: DeploymentRequest) -> ReadinessState:
         signatures=signatures,
         flagged=deployment.flagged,
         flag_reason=deployment.flag_reason,
+        running_evals=tuple(eval_running(deployment)),
     )
 
 

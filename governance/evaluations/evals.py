@@ -408,21 +408,28 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     """The evidence view: per category n, failures, the bound vs the threshold, failing cases."""
 
     def row(block: dict[str, Any]) -> dict[str, Any]:
-        return {
-            key: block.get(key)
-            for key in (
-                "n",
-                "failures",
-                "fail_rate",
-                "upper_bound_95",
-                "threshold",
-                "pass",
-                "top1_agreement",
-                "kl",
-                "recovery",
-                "flips",
-            )
-        } | {"failing_cases": block.get("failing_cases", [])[:50]}
+        accuracy = {k: block[k] for k in ("baseline_accuracy", "quantized_accuracy") if block.get(k) is not None}
+        if len(accuracy) == 2:  # against the cases' references: what the reviewer weighs beside the bound
+            accuracy["accuracy_difference"] = accuracy["quantized_accuracy"] - accuracy["baseline_accuracy"]
+        return (
+            accuracy
+            | {
+                key: block.get(key)
+                for key in (
+                    "n",
+                    "failures",
+                    "fail_rate",
+                    "upper_bound_95",
+                    "threshold",
+                    "pass",
+                    "top1_agreement",
+                    "kl",
+                    "recovery",
+                    "flips",
+                )
+            }
+            | {"failing_cases": block.get("failing_cases", [])[:50]}
+        )
 
     served = {
         key: result.get(key)
@@ -446,10 +453,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
         "overall": row(result.get("overall", {})),
         # the candidate's accuracy against the cases' references, where they have one: an engine
         # upgrade's fresh eval is compared with the last approved run's (deployments.readiness.regression)
-        "categories": {
-            name: row(block) | {k: block[k] for k in ("baseline_accuracy", "quantized_accuracy") if k in block}
-            for name, block in result.get("categories", {}).items()
-        },
+        "categories": {name: row(block) for name, block in result.get("categories", {}).items()},
         "quantization": result.get("quantization"),
         "versions": result.get("versions"),
         "timing": result.get("timing"),
@@ -586,6 +590,18 @@ def eval_evidence(deployment: Any) -> list[dict[str, Any]]:
             item["reused_from"] = str(evaluation.request.code)
         items.append(item)
     return items
+
+
+def eval_running(deployment: Any) -> list[dict[str, Any]]:
+    """The request's eval runs still in progress, each as its evidence item reads: beside the
+    evidence, never in it (eval_evidence says why); the readiness rule says `eval.pending` for them."""
+    prefetched = getattr(deployment, "_prefetched_objects_cache", {}).get("eval_runs")  # the request page's
+    runs = (
+        [e for e in prefetched if e.status == EvalStatus.RUNNING]
+        if prefetched is not None
+        else EvalRun.objects.filter(request=deployment, status=EvalStatus.RUNNING).order_by("created_at")
+    )
+    return [eval_evidence_item(run) for run in runs]
 
 
 def eval_screening_of_deployment(

@@ -249,7 +249,17 @@ def blocker_guidance(blocker: dict[str, Any], request: Any) -> dict[str, Any]:
     }.get(role, role)
     todo, anchor = _guidance(code, role)
     severity = blocker.get("severity", "blocker")
-    return {**blocker, "severity_label": label("severity", severity), "who": who, "todo": todo, "anchor": anchor}
+    from governance.web.reason_text import reason_message  # it reads this module's tables
+
+    message_text = reason_message(blocker)  # the reader's language; `message` stays English (API)
+    return {
+        **blocker,
+        "message_text": message_text,
+        "severity_label": label("severity", severity),
+        "who": who,
+        "todo": todo,
+        "anchor": anchor,
+    }
 
 
 def audit_action_names() -> dict[int, str]:

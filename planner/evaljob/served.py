@@ -405,6 +405,8 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     values = {"{python}": sys.executable, "{host}": "127.0.0.1"}
     engine = spec["engine"]
     version = engine_version(engine, values)
+    # The request page shows the version while the run is in progress (from this line of the log).
+    print(f"engine {engine['name']} {version}", flush=True)
     expected = engine.get("expected_version")
     if expected and version != expected:
         raise EngineError(f"engine version {version} is not the {expected} the plan names")

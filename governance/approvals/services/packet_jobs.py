@@ -220,6 +220,18 @@ def stamp_text(signature: PacketSignature) -> StampText:
         )
 
 
+def signature_reason(signoff: SignOff) -> str:
+    """The signature's /Reason: the meaning text the reviewer signed under and, where they wrote
+    one, their comment, in the packet's language. The comment is recorded after the packet was
+    rendered (each reviewer signs the same PDF incrementally): inside their own signature
+    dictionary it is covered by their signature and shown by every PDF reader's signature panel."""
+    if not signoff.comment.strip():
+        return signoff.meaning
+    with translation.override(signoff.deployment.language):
+        # Translators: appended to the meaning text in a signature's reason; keep %(comment)s.
+        return signoff.meaning + "\n" + gettext("Reviewer's comment: %(comment)s") % {"comment": signoff.comment}
+
+
 def signoff_sign(*, signature_id: int) -> None:
     """Sign one recorded decision into the packet (pyHanko outside any lock), then store it."""
     from governance.approvals.signing import SigningParty, sign_packet
@@ -244,7 +256,7 @@ def signoff_sign(*, signature_id: int) -> None:
         signer=SigningParty(signer.certificate, signer.key),
         ca_certificate=pki.load_cert(root.certificate_pem),
         tsa=SigningParty(tsa.certificate, tsa.key),
-        reason=signoff.meaning,
+        reason=signature_reason(signoff),
         stamp=stamp_text(signature),
     )
     status = _new_status(signature)

@@ -58,6 +58,15 @@ def _eval_categories(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {str(run.code): (run.summary or {}).get("categories", {}) for run in EvalRun.objects.filter(code__in=codes)}
 
 
+def _eval_clusters(evidence: dict[str, Any]) -> dict[str, str]:
+    """Each eval's cluster by its code: the packet names where the eval that backs it ran."""
+    from governance.evaluations.models import EvalRun
+
+    codes = [item["eval"] for item in evidence.get("eval_results", []) if item.get("eval")]
+    runs = EvalRun.objects.filter(code__in=codes).select_related("cluster").only("code", "cluster__name")
+    return {str(run.code): run.cluster.name for run in runs if run.cluster_id}
+
+
 def _latest_checkpoint() -> AuditCheckpoint | None:
     """A checkpoint over the trail as it stands (signed now when the head moved), for the packet."""
     return audit_checkpoint_create() or audit_checkpoints().last()
@@ -79,6 +88,7 @@ def packet_input(deployment: DeploymentRequest) -> PacketInput:
         evidence_digest=deployment.evidence_digest,
         evidence=evidence,
         eval_categories=_eval_categories(evidence),
+        eval_clusters=_eval_clusters(evidence),
         audit_checkpoint=_checkpoint_dict(_latest_checkpoint()),
         signatures=signatures,
         organisation=settings.APPROVALS_ORGANISATION,

@@ -28,7 +28,7 @@ from governance.deployments.selectors import (
     deployments_visible_to,
     latest_capacity_plan,
 )
-from governance.evaluations.models import ACTIVE_STATES, EvalRun
+from governance.evaluations.models import ACTIVE_STATES, EvalKind, EvalRun
 from governance.gate.selectors import gate_decisions_visible_to
 from governance.licenses.choices import BLOCKING_SEVERITIES
 from governance.web import labels
@@ -58,7 +58,14 @@ CHART_PARTS = ("weights", "kv_cache", "activations", "overhead")
 CHART_TOP = 18  # room for the y axis' title above the GPU labels
 CHART_AXIS = 40  # room below the bars for the tick labels and the x axis' title
 GIB = 1024**3
-PROGRESS = re.compile(r"progress (\d+)/(\d+)")
+# The eval jobs' log lines the card reads while a run is in progress: `progress N/M` (screening),
+# `progress <phase> N/M` and `<phase>: N cached, M to ask` / `<phase>: every answer cached` (a served
+# run answers every case twice: the baseline, then the candidate) and `engine <name> <version>`.
+PROGRESS = re.compile(r"^progress (?:(\w+) )?(\d+)/(\d+)", re.MULTILINE)
+PHASE_START = re.compile(r"^(\w+): (\d+) cached, (\d+) to ask", re.MULTILINE)
+PHASE_CACHED = re.compile(r"^(\w+): every answer cached", re.MULTILINE)
+ENGINE_LINE = re.compile(r"^engine (\S+) (\S+)\s*$", re.MULTILINE)
+SERVED_PHASES = ("baseline", "candidate")
 
 
 def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
@@ -119,19 +126,51 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
 DEFAULT_EVAL_THRESHOLD = float(EvalRun._meta.get_field("threshold").default)
 
 
+def answer_phases(log: str, served: bool) -> list[dict[str, Any]]:
+    """Answers done per phase, from the log's tail (4 kB: earlier lines may have scrolled out). A
+    served run asks the baseline, then the candidate, every case: once the candidate's phase shows,
+    the baseline's is complete; a phase whose answers were all cached is complete."""
+    phases: dict[str, list[int]] = {}  # label -> [done, total]
+    for label, count, todo in PHASE_START.findall(log):
+        phases[label] = [int(count), int(count) + int(todo)]
+    for label, done, total in PROGRESS.findall(log):
+        phases[label] = [int(done), int(total)]
+    cached = set(PHASE_CACHED.findall(log))
+    if not served:
+        return [{"label": label, "done": d, "total": t} for label, (d, t) in phases.items()]
+    cases = max((t for _, t in phases.values()), default=0)
+    shown = []
+    for index, label in enumerate(SERVED_PHASES):
+        later = any(name in phases or name in cached for name in SERVED_PHASES[index + 1 :])
+        done, total = phases.get(label, [0, cases])
+        if label in cached or (later and label not in phases):
+            done = total = cases
+        shown.append({"label": label, "done": done, "total": total or cases})
+    return shown
+
+
 def eval_progress(run: EvalRun) -> dict[str, Any]:
-    """State, cases done (from the payload's `progress N/M` lines) and the last log lines."""
+    """State, answers done (from the payload's progress lines), the engine version (from its
+    `engine` line until the result records it) and the last log lines."""
     job = run.job
     log = job.log_tail if job else ""
-    found = PROGRESS.findall(log)
-    done, total = (int(found[-1][0]), int(found[-1][1])) if found else (0, 0)
+    phases = answer_phases(log, run.kind == EvalKind.SERVED)
+    done, total = sum(p["done"] for p in phases), sum(p["total"] for p in phases)
+    engines = ENGINE_LINE.findall(log)
+    engine_version = run.engine_version or (engines[-1][1] if engines else "")
     if run.summary and run.summary.get("overall"):
-        done = total = int(run.summary["overall"].get("n") or total)
+        cases = int(run.summary["overall"].get("n") or 0)
+        done = total = cases * (len(SERVED_PHASES) if run.kind == EvalKind.SERVED else 1)
+        phases = []
     categories = [
         {"name": name, **block} for name, block in sorted(((run.summary or {}).get("categories") or {}).items())
     ]
     return {
         "run": run,
+        "served": run.kind == EvalKind.SERVED,
+        "phases": phases,
+        "engine_version": engine_version,
+        "accuracy": any(c.get("quantized_accuracy") is not None for c in categories),
         "state": job.state if job else run.status,
         "state_label": labels.label("job_state", job.state) if job else labels.label("eval_status", run.status),
         "active": bool(job and job.state in ACTIVE_STATES),

@@ -170,9 +170,13 @@ def deployment(request: HttpRequest, code: str) -> HttpResponse:
 
 @roles_required()
 def deployment_evals(request: HttpRequest, code: str) -> HttpResponse:
-    """htmx: the eval-run panel, polled while a run is active."""
+    """htmx: the eval-run panel, polled while a run is active; opened directly (no HX-Request
+    header: a bookmarked or shared link), the same panel inside a whole page."""
     runs = selectors.deployment_evals(request.user, code)
-    return render(request, "web/partials/evals.html", {"evals": runs, "code": code})
+    if request.headers.get("HX-Request") == "true":
+        return render(request, "web/partials/evals.html", {"evals": runs, "code": code})
+    target = deployment_get(request.user, code)
+    return render(request, "web/evals.html", {"evals": runs, "code": code, "d": target})
 
 
 @roles_required()
