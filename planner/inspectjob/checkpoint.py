@@ -220,9 +220,18 @@ def inspect_checkpoint(
         problems += found
 
     license_files: list[LicenseFile] = []
+    license_bytes = 0
+    sizes = dict(files)
     for relative in sorted(names):
         kind = license_kind(relative)
         if kind:
+            license_bytes += sizes[relative]
+            if len(license_files) >= limits.max_license_files:
+                raise InspectionRefused(relative, f"more than {limits.max_license_files} license files")
+            if license_bytes > limits.max_license_total_bytes:
+                raise InspectionRefused(
+                    relative, f"license files above {limits.max_license_total_bytes:,} bytes together"
+                )
             entry, found = read_license(root, relative, kind, limits)
             license_files.append(entry)
             problems += found

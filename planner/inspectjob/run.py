@@ -93,7 +93,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     code, result = inspect_to_json(args.directory, manifest_text)
     signal.alarm(0)
-    data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
+    try:
+        data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
+    except ValueError as exc:  # UnicodeEncodeError too: the readers refuse what cannot be written, this is a bug
+        code, result = (
+            2,
+            InspectionRefused(".", f"internal error: the report cannot be written: {exc}", reason="internal").to_json(),
+        )
+        data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_result(args.out.parent, data, name=args.out.name)
     refused = result.get("refused")
