@@ -31,6 +31,7 @@ from governance.evaluations.models import (
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import artifact_inspected
 from governance.licenses.services import license_text_keep
+from planner.inspectjob.validate import report_fault
 
 logger = logging.getLogger(__name__)
 SYSTEM = "system:inspection"
@@ -82,6 +83,9 @@ def _refusal(inspection: ArtifactInspection, job: JobRun) -> tuple[str, str, str
     if found.lower() != inspection.artifact.weights_digest.lower():
         # Never the digest the files do have: it could name another team's weights.
         return InspectionStatus.REFUSED, "the files do not match the artifact's registered weights digest", ""
+    fault = report_fault(job.result)  # whole is not right: the node's report is checked before it is believed
+    if fault:
+        return InspectionStatus.REFUSED, f"the node's report cannot be believed: {fault}", ""
     return None
 
 

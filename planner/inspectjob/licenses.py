@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from planner.inspectjob.reading import read_bounded, read_prefix, reading, unstorable
+from planner.cluster.base import unstorable
+from planner.inspectjob.reading import read_bounded, read_prefix, reading
 from planner.inspectjob.report import InspectionRefused, InspectLimits, LicenseFile, ModelCard, Problem
 
 _WHITESPACE = re.compile(r"\s+")

@@ -5,46 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from planner.cluster.base import unstorable_in_json
 from planner.inspectjob.report import InspectionRefused, InspectionTimeout, InspectLimits
-
-# JSON escapes a character that result.json (UTF-8) or the service's database (PostgreSQL holds no
-# U+0000 in text or jsonb) cannot take: a NUL, or half of a UTF-16 surrogate pair. Searching the raw
-# text is cheap; the parsed value is walked only when one appears (a proper pair is one character).
-_HAZARDOUS_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def unstorable(text: str) -> str | None:
-    """What in `text` neither result.json nor the service can store, in words; None when nothing."""
-    if "\x00" in text:
-        return "a NUL character"
-    if _SURROGATE.search(text):
-        return "an unpaired UTF-16 surrogate"
-    return None
-
-
-def _first_unstorable(value: Any) -> str | None:
-    """The first string (key or value) of parsed JSON that `unstorable` objects to, without recursion."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            found = unstorable(item)
-            if found:
-                return found
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return None
 
 
 @contextmanager
@@ -149,10 +117,9 @@ def parse_json(data: bytes, relative: str, limits: InspectLimits, *, check_depth
             raise InspectionRefused(relative, f"not valid JSON ({exc})") from None
     if check_depth and depth(value) > limits.max_json_depth:
         raise InspectionRefused(relative, f"JSON nested deeper than {limits.max_json_depth} levels")
-    if _HAZARDOUS_ESCAPE.search(text):
-        found = _first_unstorable(value)
-        if found:
-            raise InspectionRefused(relative, f"a JSON string holds {found}, which the report cannot carry")
+    found = unstorable_in_json(text, value)  # result.json and the service's database could not carry it
+    if found:
+        raise InspectionRefused(relative, f"a JSON string holds {found}, which the report cannot carry")
     return value
 
 
