@@ -33,6 +33,8 @@ from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
 from planner.evaljob.engines import ENGINES, plan_launch, split_online_quantization, transformers_launch
 from planner.evaljob.standard import check_tasks
+from planner.inspectjob import InspectionRefused
+from planner.inspectjob.checkpoint import require_within
 from planner.quant.names import SCHEME_NAMES
 
 EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
@@ -103,6 +105,15 @@ def artifact_location_register(
     job name the file that differs; it must hash to the artifact's digest. On the local executor the
     files are on this host: without a manifest, it is computed here and must match the digest."""
     resolved = resolve_model_path(cluster, path)
+    if cluster.executor == ExecutorKind.LOCAL:
+        # The files are on this host: a link on the way (models/shared -> /home/someone) would make a
+        # path inside the model roots by its spelling read files outside them.
+        try:
+            require_within(Path(resolved), tuple(Path(root) for root in cluster.model_roots or []))
+        except InspectionRefused:
+            raise invalid_input(
+                "path", "resolves through a symbolic link to a directory outside the cluster's model roots"
+            ) from None
     if manifest is None and cluster.executor == ExecutorKind.LOCAL and Path(resolved).is_dir():
         try:
             manifest = "".join(manifest_lines(Path(resolved)))

@@ -52,6 +52,8 @@ def artifact_inspection_request(*, location: ArtifactLocation, actor: User | Non
     files = {"manifest.txt": location.manifest} if location.manifest else {}
     command = [location.cluster.python, "-m", "planner.inspectjob", location.path, "--out", "result.json", "--job"]
     command += ["--max-memory-mb", str(INSPECTION_MEMORY_MB), "--max-seconds", str(_time_limit(location))]
+    for root in location.cluster.model_roots or []:  # the path was checked as written; the node sees links
+        command += ["--within", str(root)]
     if files:
         command += ["--manifest", "manifest.txt"]
     with transaction.atomic():

@@ -8,6 +8,7 @@ file hashed in 1 MiB chunks: the only step that reads the tensors' bytes).
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 from collections import Counter
 from pathlib import Path
@@ -140,13 +141,26 @@ def _indexes(root: Path, names: set[str], limits: InspectLimits) -> tuple[Counte
     return per_shard, problems
 
 
+def require_within(root: Path, within: tuple[Path, ...]) -> None:
+    """Refuse a root whose real path lies outside every one of `within` (the cluster's model roots).
+    The service checks the path as written; only the node can see a link on the way
+    (models/shared -> /home/someone), and a model root that is itself a link resolves the same way."""
+    real = os.path.realpath(root)
+    roots = [os.path.realpath(path) for path in within]
+    if not any(real == path or real.startswith(path.rstrip("/") + "/") for path in roots):
+        raise InspectionRefused(".", f"{root} resolves to {real}, outside the model roots ({', '.join(roots)})")
+
+
 def inspect_checkpoint(
-    root: Path, *, limits: InspectLimits = DEFAULT_LIMITS, hash_files: bool = True
+    root: Path, *, limits: InspectLimits = DEFAULT_LIMITS, hash_files: bool = True, within: tuple[Path, ...] = ()
 ) -> InspectionReport:
     """Inspect the checkpoint at `root`; raises InspectionRefused naming the file for a hostile one.
-    hash_files=False skips the manifest (weights_digest, manifest and each sha256 are None): the
-    benchmark's headers-only figure, never the job's."""
+    `within`: the model roots the root must resolve inside (the job passes the cluster's; empty: no
+    check, for a directory inspected by hand). hash_files=False skips the manifest (weights_digest,
+    manifest and each sha256 are None): the benchmark's headers-only figure, never the job's."""
     root = Path(root)
+    if within:
+        require_within(root, within)
     files = walk(root, limits)
     names = {relative for relative, _ in files}
     problems: list[Problem] = []

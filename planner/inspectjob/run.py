@@ -1,4 +1,4 @@
-"""python -m planner.inspectjob DIR [--manifest FILE] --out result.json [--max-seconds N] [--max-memory-mb N]
+"""python -m planner.inspectjob DIR [--manifest FILE] [--within ROOT]... --out result.json [--max-seconds N] [--max-memory-mb N]
 
 Bounds itself first (RLIMIT_AS for memory, SIGALRM for wall time, RLIMIT_CPU as a backstop), inspects
 DIR, and writes result.json atomically (a temporary file in the same directory, then os.replace),
@@ -46,9 +46,9 @@ def apply_limits(max_seconds: int, max_memory_mb: int) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
-def inspect_to_json(root: Path, manifest_text: str | None) -> tuple[int, dict[str, Any]]:
+def inspect_to_json(root: Path, manifest_text: str | None, within: tuple[Path, ...] = ()) -> tuple[int, dict[str, Any]]:
     try:
-        report = inspect_checkpoint(root)
+        report = inspect_checkpoint(root, within=within)
         if manifest_text is not None and report.manifest is not None:
             try:
                 difference = manifest_difference(manifest_text, report.manifest)
@@ -75,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("directory", type=Path)
     parser.add_argument("--manifest", type=Path, help="the registered manifest: name the file that differs")
     parser.add_argument("--out", type=Path, required=True, help="result.json to write (atomically)")
+    parser.add_argument(
+        "--within",
+        type=Path,
+        action="append",
+        default=[],
+        help="a model root DIR must resolve inside (repeatable; the service passes the cluster's)",
+    )
     parser.add_argument("--max-seconds", type=int, default=DEFAULT_MAX_SECONDS, help="wall-clock bound; 0: none")
     parser.add_argument("--max-memory-mb", type=int, default=DEFAULT_MAX_MEMORY_MB, help="RLIMIT_AS; 0: none")
     parser.add_argument(
@@ -91,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             print(f"inspectjob: error: --manifest {args.manifest}: {exc}", file=sys.stderr)
             return 2
-    code, result = inspect_to_json(args.directory, manifest_text)
+    code, result = inspect_to_json(args.directory, manifest_text, tuple(args.within))
     signal.alarm(0)
     try:
         data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
