@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from governance.deployments.readiness import approved_parallelism
+from governance.deployments.readiness import DEFAULT_KV_DTYPE, approved_parallelism
 
 # The serving fields the gate compares, in the order they are shown (request page, packet).
 ENVELOPE_FIELDS = (
@@ -21,7 +21,7 @@ ENVELOPE_FIELDS = (
     "gpu_memory_utilization",
 )
 # What the gate assumes when the serving plan is silent (gate.conditions._serving).
-_DEFAULTS: dict[str, Any] = {"engine": "vllm", "kv_dtype": "bf16", "gpu_memory_utilization": 0.9}
+_DEFAULTS: dict[str, Any] = {"engine": "vllm", "kv_dtype": DEFAULT_KV_DTYPE, "gpu_memory_utilization": 0.9}
 
 
 def approved_envelope(evidence: dict[str, Any]) -> dict[str, Any]:

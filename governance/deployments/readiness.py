@@ -367,8 +367,21 @@ def approved_engine(evidence: Mapping[str, Any]) -> str:
     return str((evidence.get("serving_envelope") or {}).get("engine") or "vllm")
 
 
-def _config_changes(run: Mapping[str, Any], engine: str, layout: Mapping[str, int]) -> list[str]:
-    """How the approved serving config differs from what the eval served: engine, parallel layout."""
+# What the gate assumes when the serving plan names no KV cache dtype (envelope.approved_envelope).
+DEFAULT_KV_DTYPE = "bf16"
+
+
+def approved_kv_dtype(evidence: Mapping[str, Any]) -> str:
+    return str((evidence.get("serving_envelope") or {}).get("kv_dtype") or DEFAULT_KV_DTYPE)
+
+
+def _config_changes(
+    run: Mapping[str, Any], engine: str, layout: Mapping[str, int], kv_dtype: str | None = None
+) -> list[str]:
+    """How the approved serving config differs from what the eval served: engine, parallel layout,
+    and the KV cache dtype (an FP8 cache answers differently from a BF16 one, and a passed eval is
+    reused by the team's other requests: it covers only the cache it served). A run that recorded
+    no kv_dtype is not compared on it."""
     changes = []
     if run.get("engine") != engine:
         changes.append(f"engine {run.get('engine')} -> {engine}")
@@ -376,6 +389,9 @@ def _config_changes(run: Mapping[str, Any], engine: str, layout: Mapping[str, in
     for name in LAYOUT:
         if int(evaluated.get(name) or 1) != layout[name]:
             changes.append(f"{name} {evaluated.get(name) or 1} -> {layout[name]}")
+    served_kv = evaluated.get("kv_dtype")
+    if kv_dtype is not None and served_kv and served_kv != kv_dtype:
+        changes.append(f"kv_dtype {served_kv} -> {kv_dtype}")
     return changes
 
 
@@ -541,7 +557,7 @@ def _weights(evidence: Mapping[str, Any]) -> list[Reason]:
 def _passed_for_config(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     precision = eval_precision(evidence)
     digest = str((evidence.get("artifact") or {}).get("weights_digest") or "").lower()
-    engine, layout = approved_engine(evidence), approved_parallelism(evidence)
+    engine, layout, kv_dtype = approved_engine(evidence), approved_parallelism(evidence), approved_kv_dtype(evidence)
     return [
         run
         for run in evidence.get("eval_results") or []
@@ -549,7 +565,7 @@ def _passed_for_config(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         and run.get("status") == "passed"
         and scheme_matches(str(run.get("scheme", "")), precision)
         and str(run.get("candidate_digest", "")).lower() == digest
-        and not _config_changes(run, engine, layout)
+        and not _config_changes(run, engine, layout, kv_dtype)
     ]
 
 
@@ -582,11 +598,11 @@ def _eval(evidence: Mapping[str, Any]) -> list[Reason]:
     if approved_eval(evidence) is not None:
         return []
     digest = str((evidence.get("artifact") or {}).get("weights_digest") or "")
-    engine, layout = approved_engine(evidence), approved_parallelism(evidence)
+    engine, layout, kv_dtype = approved_engine(evidence), approved_parallelism(evidence), approved_kv_dtype(evidence)
     runs = [r for r in evidence.get("eval_results") or [] if scheme_matches(str(r.get("scheme", "")), precision)]
     served = [r for r in runs if r.get("kind") == "served"]
     for_digest = [r for r in served if str(r.get("candidate_digest", "")).lower() == digest.lower()]
-    same_config = [r for r in for_digest if not _config_changes(r, engine, layout)]
+    same_config = [r for r in for_digest if not _config_changes(r, engine, layout, kv_dtype)]
     rerun = f"{ENGINEERING} runs the {precision} eval of these weights on this engine and layout"
     regressed = [reason for run in regressed_evals(evidence) if (reason := regressed_reason(run))]
     if regressed:
@@ -615,7 +631,7 @@ def _eval(evidence: Mapping[str, Any]) -> list[Reason]:
         ]
     passed_here = [r for r in for_digest if r.get("status") == "passed"]
     if passed_here:
-        changes = "; ".join(_config_changes(passed_here[-1], engine, layout))
+        changes = "; ".join(_config_changes(passed_here[-1], engine, layout, kv_dtype))
         return [
             Reason(
                 ReasonCode.EVAL_STALE,
