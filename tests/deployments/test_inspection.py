@@ -122,7 +122,7 @@ def test_a_bf16_checkpoint_with_the_apache_text_matches_apache(
 
     assert inspection.status == "passed", inspection.reason
     assert inspection.weights_digest == artifact.weights_digest
-    assert inspection.precision["key"] == "bf16"
+    assert (inspection.precision or {})["key"] == "bf16"
     body = personas.client(personas.requester).get(f"/api/v1/artifacts/{artifact.code}/inspections").json()
     assert body["weights"]["source"] == "inspection"
     [license_file] = body["results"][0]["license_files"]
@@ -166,7 +166,7 @@ def test_an_unknown_text_blocks_until_legal_classifies_it_then_the_next_artifact
     assert "license.unidentified" in blockers
     fingerprint = next(
         f["fingerprint"]
-        for f in DeploymentRequest.objects.get(code=code).evidence["artifact"]["inspection"]["license_files"]
+        for f in (DeploymentRequest.objects.get(code=code).evidence or {})["artifact"]["inspection"]["license_files"]
     )
 
     # The request page shows what the files say; the text's page shows it with the classify form.
@@ -256,6 +256,7 @@ def test_a_changed_byte_in_license_is_named_by_the_inspection_on_the_node(
 
     inspection = artifact_inspection_request(location=location, actor=personas.requester)
     with django_capture_on_commit_callbacks(execute=True):
+        assert inspection.job_id is not None
         drive(JobRun.objects.get(pk=inspection.job_id), timeout_s=120)
     inspection.refresh_from_db()
 
@@ -273,7 +274,7 @@ def test_the_quantize_jobs_w4a16_derivative_is_read_as_w4a16_and_refused_as_bf16
     directory = _checkpoint(models, "tiny-w4a16", source=W4A16)
     derivative = _register(personas, directory, "apache-2.0", derivation=Derivation.QUANTIZE, parent=parent)
     inspection = _locate_and_inspect(personas, derivative, directory, django_capture_on_commit_callbacks)
-    assert inspection.precision["key"] == "w4a16", inspection.precision
+    assert (inspection.precision or {})["key"] == "w4a16", inspection.precision
 
     code = flow.create(derivative, serving_plan={**SERVING, "precision": "bf16"})["code"]
     refused = flow.post(personas.requester, code, "submit")
@@ -333,8 +334,8 @@ def test_the_inspection_runs_on_the_slurm_node_over_ssh(
         assert run.state == "succeeded", run.reason + run.log_tail
         inspection.refresh_from_db()
         assert inspection.status == "passed", inspection.reason
-        assert inspection.precision["key"] == "w4a16"
-        [license_file] = inspection.report["license_files"]
+        assert (inspection.precision or {})["key"] == "w4a16"
+        [license_file] = (inspection.report or {})["license_files"]
         assert LicenseText.objects.get(fingerprint=license_file["fingerprint"])
     finally:
         shutil.rmtree(shared, ignore_errors=True)

@@ -85,7 +85,7 @@ def test_the_evidence_names_the_precision_the_weights_are_stored_in(
     derivative = _derivative(personas, artifacts["apache"])
     code = flow.create(derivative, serving_plan={**SERVING, "precision": "w4a16"})["code"]
 
-    weights = DeploymentRequest.objects.get(code=code).evidence["artifact"]["weights"]
+    weights = (DeploymentRequest.objects.get(code=code).evidence or {})["artifact"]["weights"]
 
     assert weights["precision"] == "w4a16"
     assert weights["quantized"] is True
