@@ -10,6 +10,7 @@ refused naming the key; it is never a crash and never a pass.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from planner.inspectjob.precision import UNQUANTIZED_KINDS
@@ -104,6 +105,13 @@ def report_fault(report: Any, limits: InspectLimits = DEFAULT_LIMITS) -> str | N
         return f"format: not {FORMAT}"
     if not isinstance(report.get("weights_digest"), str):
         return "weights_digest: not a string"
+    manifest = report.get("manifest")
+    if (
+        not isinstance(manifest, str)
+        or "sha256:" + hashlib.sha256(manifest.encode("utf-8", "surrogatepass")).hexdigest()
+        != report["weights_digest"].lower()
+    ):
+        return "manifest: does not hash to the report's weights_digest"
     for name in ("files", "problems"):
         if not isinstance(report.get(name), list):
             return f"{name}: not a list"

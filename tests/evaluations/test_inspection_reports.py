@@ -111,6 +111,7 @@ def test_a_report_whose_precision_contradicts_its_own_tensors_is_refused(
         {"model_card": {"license": {"a": 1}}},
         {"tensors": []},
         {"problems": "none"},
+        {"manifest": "0" * 64 + " 1 config.json\n"},
     ],
     ids=lambda change: f"{next(iter(change))}={str(next(iter(change.values())))[:20]}",
 )
