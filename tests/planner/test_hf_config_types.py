@@ -31,12 +31,15 @@ def test_a_field_of_the_wrong_type_is_no_precision_not_a_crash(
 ) -> None:
     config = {"quantization_config": quantization_config}
     described = describe_quantization(config)
+    assert described is not None
     assert described["key"] == key
     assert (infer_precision(config) or {}).get("precision") == key
     if key is not None:
         assert described["group_size"] is None
 
 
-def test_gptq_with_integer_bits_is_read_as_before() -> None:
-    assert describe_quantization({"quantization_config": {"quant_method": "gptq", "bits": 4}})["key"] == "w4a16"
-    assert describe_quantization({"quantization_config": {"quant_method": "gptq", "bits": 8}})["key"] == "w8a8"
+@pytest.mark.parametrize(("bits", "key"), [(4, "w4a16"), (8, "w8a8")])
+def test_gptq_with_integer_bits_is_read_as_before(bits: int, key: str) -> None:
+    described = describe_quantization({"quantization_config": {"quant_method": "gptq", "bits": bits}})
+    assert described is not None
+    assert described["key"] == key
