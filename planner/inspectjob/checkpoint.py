@@ -265,6 +265,15 @@ def inspect_checkpoint(
     manifest = "".join(lines) if hash_files else None
     if hash_files and not lines:
         raise InspectionRefused(".", "no files to hash")
+    if hash_files:
+        # The texts read above are what the service keeps; the digest is what is approved. A file
+        # swapped between the two reads (a link to another file while its text was read, the
+        # original back for hashing) would make them differ: refuse rather than keep a text the
+        # digest does not cover.
+        hashed = {entry.path: entry.sha256 for entry in entries}
+        for license_file in license_files:
+            if hashed.get(license_file.path) != license_file.sha256:
+                raise InspectionRefused(license_file.path, "changed while the inspection read it")
     return InspectionReport(
         weights_digest="sha256:" + hashlib.sha256(manifest.encode()).hexdigest() if manifest else None,
         manifest=manifest,

@@ -119,4 +119,17 @@ def report_fault(report: Any, limits: InspectLimits = DEFAULT_LIMITS) -> str | N
         _precision_fault(report.get("precision"), report.get("tensors"))
         or _card_fault(report.get("model_card"))
         or _license_files_fault(report.get("license_files"), limits)
+        or _license_files_hashed(report["license_files"], manifest)
     )
+
+
+def _license_files_hashed(files: list[dict[str, Any]], manifest: str) -> str | None:
+    """Each license text's bytes are the bytes the manifest (so the approved digest) hashed."""
+    hashed = {}
+    for line in manifest.splitlines():
+        sha256, _, rest = line.partition(" ")
+        hashed[rest.partition(" ")[2]] = sha256
+    for number, item in enumerate(files):
+        if hashed.get(item["path"]) != item["sha256"]:
+            return f"license_files[{number}]: its sha256 is not the manifest's for {item['path'][:200]}"
+    return None

@@ -112,6 +112,7 @@ def test_a_report_whose_precision_contradicts_its_own_tensors_is_refused(
         {"tensors": []},
         {"problems": "none"},
         {"manifest": "0" * 64 + " 1 config.json\n"},
+        {"license_files": [{"path": "LICENSE", "kind": "license", "text": MIT, "sha256": "0" * 64}]},
     ],
     ids=lambda change: f"{next(iter(change))}={str(next(iter(change.values())))[:20]}",
 )

@@ -16,6 +16,7 @@ from planner.inspectjob import InspectionRefused, InspectLimits, inspect_checkpo
 from tests.conftest import ROOT
 from tests.planner import inspect_checkpoints as ckpt
 
+MIT_TEXT = "MIT License\n\nPermission is hereby granted, free of charge.\n"
 BF16_TENSOR = {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]}
 
 
@@ -125,3 +126,25 @@ def test_the_job_never_leaves_a_traceback_instead_of_a_result(tmp_path: Path) ->
     assert done.returncode == 0
     result = json.loads(out.read_text(encoding="utf-8"))
     assert result["model_card"]["license"] is None
+
+
+def test_a_license_file_changed_between_its_reading_and_its_hashing_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text kept must be one the approved digest covers: a file swapped while the inspection ran
+    (a link to another file while the text was read, the original back for hashing) is refused."""
+    from planner.inspectjob import checkpoint
+
+    root = ckpt.bf16(tmp_path / "m")
+    (root / "LICENSE").write_text(MIT_TEXT)
+    original = checkpoint.read_license
+
+    def swapped_after_reading(*args: object, **kwargs: object) -> object:
+        read = original(*args, **kwargs)  # type: ignore[arg-type]
+        (root / "LICENSE").write_text(MIT_TEXT + "amended\n")
+        return read
+
+    monkeypatch.setattr(checkpoint, "read_license", swapped_after_reading)
+    refusal = _refusal(root)
+    assert refusal.path == "LICENSE"
+    assert "changed" in refusal.message
