@@ -182,8 +182,9 @@ def describe_quantization(config: dict[str, Any]) -> dict[str, Any] | None:
             facts["tensor_kinds"] |= PRECISION_TENSOR_KINDS.get(other["precision"] or "", frozenset())
     elif method in ("gptq", "awq"):
         group = qc.get("group_size", qc.get("q_group_size"))
+        bits = qc.get("bits", qc.get("w_bit", 4))
         facts.update(
-            weight_bits=qc.get("bits", qc.get("w_bit", 4)),
+            weight_bits=bits if type(bits) is int else None,
             group_size=group if isinstance(group, int) and group > 0 else None,
             strategy="group" if isinstance(group, int) and group > 0 else "channel",
             tensor_kinds={"int_packed"},  # GPTQ and AWQ pack 4- and 8-bit weights into I32 alike
@@ -288,6 +289,10 @@ def infer_precision(
     elif method in ("awq", "gptq"):
         bits = qc.get("bits", qc.get("w_bit", 4))
         group = qc.get("group_size", qc.get("q_group_size", 128))
+        group = group if type(group) is int else None  # config.json is the checkpoint's: any JSON type
+        if type(bits) is not int:  # "4" or [4] is no bit width (True == 1 would read as 8 bits below)
+            result["note"] = f"{method} bits {str(bits)[:20]!r} is not a whole number: not modelled"
+            return result
         if bits == 4:
             zero = (method == "awq" and bool(qc.get("zero_point", True))) or (
                 method == "gptq" and not qc.get("sym", True)
@@ -318,7 +323,8 @@ def _compressed_tensors(
     qc: dict[str, Any], result: dict[str, Any], layers: int, dense: frozenset[int] | None = None
 ) -> None:
     fmt = str(qc.get("format", ""))
-    groups = qc.get("config_groups") or {}
+    groups = qc.get("config_groups")
+    groups = groups if isinstance(groups, dict) else {}  # config.json is the checkpoint's: any JSON type
     scheme = next((g for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)), None)
     if scheme is None:
         result["note"] = "compressed-tensors config without weight groups: planned as BF16"

@@ -187,9 +187,10 @@ def _quantize_run(world: World) -> None:
 
 
 def _license_text(world: World) -> None:
+    """A text found in a checkpoint (issue 42): legal classifies it, auditors and admins read it."""
     from governance.licenses.services import license_text_keep
 
-    kept = license_text_keep(text="A license nobody has classified yet.", sha256="0" * 64, path="LICENSE")
+    kept = license_text_keep(text="Matrix License\n\nPermission is granted.\n", sha256="0" * 64, path="LICENSE")
     world.ids["license_text"] = kept.fingerprint
 
 
@@ -228,12 +229,13 @@ ROWS: list[Row] = [
     Row("artifact-share", "POST", "/api/v1/artifacts/{own_artifact}/share", frozenset({REQ}), {"team": "research"}),
     Row("artifact-detail", "GET", "/api/v1/artifacts/{own_artifact}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN})),
     Row("artifact-inspections", "GET", "/api/v1/artifacts/{own_artifact}/inspections",
-        frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN})),
-    Row("license-text-list", "GET", "/api/v1/licenses/texts/", ROLES, note="a requester's list is empty"),
+        frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}), note="as the artifact"),
+    Row("license-text-list", "GET", "/api/v1/licenses/texts/", ROLES, note="filtered: legal, auditors, admins",
+        prepare=_license_text),
     Row("license-text-detail", "GET", "/api/v1/licenses/texts/{license_text}", frozenset({LEGAL, AUDITOR, ADMIN}),
         prepare=_license_text),
     Row("license-text-classify", "POST", "/api/v1/licenses/texts/{license_text}/classify", frozenset({LEGAL}),
-        {"license": "mit"}, prepare=_license_text),
+        {"license": "apache-2.0"}, prepare=_license_text),
     Row("deployment-list", "GET", "/api/v1/deployments/", ROLES | {OUTSIDER}),
     Row("deployment-list", "POST", "/api/v1/deployments/", frozenset({REQ, OTHER_REQ}), {"product_name": "x"}),
     Row("deployment-detail", "GET", "/api/v1/deployments/{own_draft}", frozenset({REQ, AUDITOR, ADMIN}), note="draft"),

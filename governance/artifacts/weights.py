@@ -82,14 +82,16 @@ def weights_precision_of(
     raw = _raw_quantization_config(config, quantization_config)
     if raw is not None:
         inferred = infer_precision({"quantization_config": raw}) or {}
-        key = str(inferred.get("precision") or "")
-        if key:
+        declared = str(inferred.get("precision") or "")
+        if declared:
             source = (
                 "config.json"
                 if isinstance(config, dict) and config.get("quantization_config")
                 else "quantization_config"
             )
-            return WeightsPrecision(key, _summary(key, raw, inferred.get("group_size")), source, key == native)
+            return WeightsPrecision(
+                declared, _summary(declared, raw, inferred.get("group_size")), source, declared == native
+            )
     if native:
         return WeightsPrecision(native, f"{native} (as published)", "catalog", True)
     return WeightsPrecision("bf16", "bf16 (no quantization_config)", "assumed", False)

@@ -387,8 +387,18 @@ def approved_engine(evidence: Mapping[str, Any]) -> str:
     return str((evidence.get("serving_envelope") or {}).get("engine") or SERVING_DEFAULTS["engine"])
 
 
-def _config_changes(run: Mapping[str, Any], engine: str, layout: Mapping[str, int]) -> list[str]:
-    """How the approved serving config differs from what the eval served: engine, parallel layout."""
+def approved_kv_dtype(evidence: Mapping[str, Any]) -> str:
+    """The KV cache dtype as approved: the serving plan's, else the one serving default."""
+    return str((evidence.get("serving_envelope") or {}).get("kv_dtype") or SERVING_DEFAULTS["kv_dtype"])
+
+
+def _config_changes(
+    run: Mapping[str, Any], engine: str, layout: Mapping[str, int], kv_dtype: str | None = None
+) -> list[str]:
+    """How the approved serving config differs from what the eval served: engine, parallel layout,
+    and the KV cache dtype (an FP8 cache answers differently from a BF16 one, and a passed eval is
+    reused by the team's other requests: it covers only the cache it served). A run that recorded
+    no kv_dtype is not compared on it."""
     changes = []
     if run.get("engine") != engine:
         changes.append(f"engine {run.get('engine')} -> {engine}")
@@ -396,6 +406,9 @@ def _config_changes(run: Mapping[str, Any], engine: str, layout: Mapping[str, in
     for name in LAYOUT:
         if int(evaluated.get(name) or 1) != layout[name]:
             changes.append(f"{name} {evaluated.get(name) or 1} -> {layout[name]}")
+    served_kv = evaluated.get("kv_dtype")
+    if kv_dtype is not None and served_kv and served_kv != kv_dtype:
+        changes.append(f"kv_dtype {served_kv} -> {kv_dtype}")
     return changes
 
 
@@ -561,7 +574,7 @@ def _weights(evidence: Mapping[str, Any]) -> list[Reason]:
 def _passed_for_config(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     precision = eval_precision(evidence)
     digest = str((evidence.get("artifact") or {}).get("weights_digest") or "").lower()
-    engine, layout = approved_engine(evidence), approved_parallelism(evidence)
+    engine, layout, kv_dtype = approved_engine(evidence), approved_parallelism(evidence), approved_kv_dtype(evidence)
     return [
         run
         for run in evidence.get("eval_results") or []
@@ -569,7 +582,7 @@ def _passed_for_config(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         and run.get("status") == "passed"
         and scheme_matches(str(run.get("scheme", "")), precision)
         and str(run.get("candidate_digest", "")).lower() == digest
-        and not _config_changes(run, engine, layout)
+        and not _config_changes(run, engine, layout, kv_dtype)
     ]
 
 
@@ -592,13 +605,15 @@ def approved_eval(evidence: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return covering[-1] if covering else None
 
 
-def _covers_config(run: Mapping[str, Any], precision: str, digest: str, engine: str, layout: Mapping[str, int]) -> bool:
-    """Whether a served run is of the approved precision, weights, engine and parallel layout."""
+def _covers_config(
+    run: Mapping[str, Any], precision: str, digest: str, engine: str, layout: Mapping[str, int], kv_dtype: str
+) -> bool:
+    """Whether a served run is of the approved precision, weights, engine, parallel layout and KV dtype."""
     return (
         run.get("kind") == "served"
         and scheme_matches(str(run.get("scheme", "")), precision)
         and str(run.get("candidate_digest", "")).lower() == digest.lower()
-        and not _config_changes(run, engine, layout)
+        and not _config_changes(run, engine, layout, kv_dtype)
     )
 
 
@@ -613,8 +628,8 @@ def _eval(evidence: Mapping[str, Any], running: tuple[Mapping[str, Any], ...] = 
     if approved_eval(evidence) is not None:
         return []
     digest = str((evidence.get("artifact") or {}).get("weights_digest") or "")
-    engine, layout = approved_engine(evidence), approved_parallelism(evidence)
-    if any(_covers_config(run, precision, digest, engine, layout) for run in running):
+    engine, layout, kv_dtype = approved_engine(evidence), approved_parallelism(evidence), approved_kv_dtype(evidence)
+    if any(_covers_config(run, precision, digest, engine, layout, kv_dtype) for run in running):
         return [
             Reason(
                 ReasonCode.EVAL_PENDING,
@@ -626,7 +641,7 @@ def _eval(evidence: Mapping[str, Any], running: tuple[Mapping[str, Any], ...] = 
     runs = [r for r in evidence.get("eval_results") or [] if scheme_matches(str(r.get("scheme", "")), precision)]
     served = [r for r in runs if r.get("kind") == "served"]
     for_digest = [r for r in served if str(r.get("candidate_digest", "")).lower() == digest.lower()]
-    same_config = [r for r in for_digest if not _config_changes(r, engine, layout)]
+    same_config = [r for r in for_digest if not _config_changes(r, engine, layout, kv_dtype)]
     rerun = f"{ENGINEERING} runs the {precision} eval of these weights on this engine and layout"
     regressed = [reason for run in regressed_evals(evidence) if (reason := regressed_reason(run))]
     if regressed:
@@ -655,7 +670,7 @@ def _eval(evidence: Mapping[str, Any], running: tuple[Mapping[str, Any], ...] = 
         ]
     passed_here = [r for r in for_digest if r.get("status") == "passed"]
     if passed_here:
-        changes = "; ".join(_config_changes(passed_here[-1], engine, layout))
+        changes = "; ".join(_config_changes(passed_here[-1], engine, layout, kv_dtype))
         return [
             Reason(
                 ReasonCode.EVAL_STALE,

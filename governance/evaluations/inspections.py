@@ -31,6 +31,7 @@ from governance.evaluations.models import (
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import artifact_inspected
 from governance.licenses.services import license_text_keep
+from planner.inspectjob.validate import report_fault
 
 logger = logging.getLogger(__name__)
 SYSTEM = "system:inspection"
@@ -51,10 +52,10 @@ def artifact_inspection_request(*, location: ArtifactLocation, actor: User | Non
     files = {"manifest.txt": location.manifest} if location.manifest else {}
     command = [location.cluster.python, "-m", "planner.inspectjob", location.path, "--out", "result.json", "--job"]
     command += ["--max-memory-mb", str(INSPECTION_MEMORY_MB), "--max-seconds", str(_time_limit(location))]
+    for root in location.cluster.model_roots or []:  # the path was checked as written; the node sees links
+        command += ["--within", str(root)]
     if files:
         command += ["--manifest", "manifest.txt"]
-    for root in location.cluster.model_roots or []:  # the node resolves the path inside them first
-        command += ["--model-root", root]
     with transaction.atomic():
         inspection = ArtifactInspection.objects.create(
             artifact=location.artifact, cluster=location.cluster, path=location.path, requested_by=actor
@@ -84,6 +85,9 @@ def _refusal(inspection: ArtifactInspection, job: JobRun) -> tuple[str, str, str
     if found.lower() != inspection.artifact.weights_digest.lower():
         # Never the digest the files do have: it could name another team's weights.
         return InspectionStatus.REFUSED, "the files do not match the artifact's registered weights digest", ""
+    fault = report_fault(job.result)  # whole is not right: the node's report is checked before it is believed
+    if fault:
+        return InspectionStatus.REFUSED, f"the node's report cannot be believed: {fault}", ""
     return None
 
 

@@ -232,6 +232,43 @@ def job_main(
     return 0
 
 
+# JSON may escape a character that the service's database cannot store (PostgreSQL holds no U+0000
+# in text or jsonb, and refuses half of a UTF-16 surrogate pair): a payload that echoes a checkpoint's
+# strings (the inspection) could otherwise write a result that fails every poll when it is saved.
+# Searching the raw text is cheap; the parsed value is walked only when such an escape appears.
+_HAZARDOUS_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unstorable(text: str) -> str | None:
+    """What in `text` the service cannot store, in words (a NUL, an unpaired surrogate); None if nothing."""
+    if "\x00" in text:
+        return "a NUL character"
+    if _SURROGATE.search(text):
+        return "an unpaired UTF-16 surrogate"
+    return None
+
+
+def unstorable_in_json(text: str, value: Any) -> str | None:
+    """What `unstorable` objects to in any string (key or value) of `value`, parsed from JSON `text`;
+    None at once when the text escapes nothing of the kind. Without recursion."""
+    if not _HAZARDOUS_ESCAPE.search(text):
+        return None
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found = unstorable(item)
+            if found:
+                return found
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 def verify_result(raw: bytes | None, checksum: bytes | None) -> tuple[dict[str, Any] | None, str]:
     """result.json is valid only with a matching result.json.sha256 written after it."""
     if raw is None:
@@ -247,4 +284,7 @@ def verify_result(raw: bytes | None, checksum: bytes | None) -> tuple[dict[str, 
         return None, "result.json is not JSON"
     if not isinstance(parsed, dict):
         return None, "result.json is not an object"
+    found = unstorable_in_json(raw.decode("utf-8", errors="replace"), parsed)
+    if found:
+        return None, f"result.json holds {found}, which the service cannot store"
     return parsed, ""

@@ -28,7 +28,7 @@ from planner.inspectjob.report import (
     TensorSummary,
 )
 from planner.inspectjob.safetensors_header import read_header
-from planner.quantjob.manifest import manifest_line
+from planner.quantjob.manifest import manifest_line, resolve_inside_roots
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".msgpack", ".h5", ".onnx", ".npz")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
@@ -140,13 +140,28 @@ def _indexes(root: Path, names: set[str], limits: InspectLimits) -> tuple[Counte
     return per_shard, problems
 
 
+def require_within(root: Path, within: tuple[Path, ...]) -> None:
+    """Refuse a root whose real path lies outside every one of `within` (the cluster's model roots).
+    The service checks the path as written; only the node can see a link on the way
+    (models/shared -> /home/someone), and a model root that is itself a link resolves the same way.
+    The check is the eval and quantize payloads' own (quantjob.manifest.resolve_inside_roots); the
+    refusal never says where the link leads."""
+    try:
+        resolve_inside_roots(str(root), [str(path) for path in within], "directory")
+    except ValueError:
+        raise InspectionRefused(".", "leads outside the cluster's model roots (through a symbolic link)") from None
+
+
 def inspect_checkpoint(
-    root: Path, *, limits: InspectLimits = DEFAULT_LIMITS, hash_files: bool = True
+    root: Path, *, limits: InspectLimits = DEFAULT_LIMITS, hash_files: bool = True, within: tuple[Path, ...] = ()
 ) -> InspectionReport:
     """Inspect the checkpoint at `root`; raises InspectionRefused naming the file for a hostile one.
-    hash_files=False skips the manifest (weights_digest, manifest and each sha256 are None): the
-    benchmark's headers-only figure, never the job's."""
+    `within`: the model roots the root must resolve inside (the job passes the cluster's; empty: no
+    check, for a directory inspected by hand). hash_files=False skips the manifest (weights_digest,
+    manifest and each sha256 are None): the benchmark's headers-only figure, never the job's."""
     root = Path(root)
+    if within:
+        require_within(root, within)
     files = walk(root, limits)
     names = {relative for relative, _ in files}
     problems: list[Problem] = []
@@ -220,9 +235,18 @@ def inspect_checkpoint(
         problems += found
 
     license_files: list[LicenseFile] = []
+    license_bytes = 0
+    sizes = dict(files)
     for relative in sorted(names):
         kind = license_kind(relative)
         if kind:
+            license_bytes += sizes[relative]
+            if len(license_files) >= limits.max_license_files:
+                raise InspectionRefused(relative, f"more than {limits.max_license_files} license files")
+            if license_bytes > limits.max_license_total_bytes:
+                raise InspectionRefused(
+                    relative, f"license files above {limits.max_license_total_bytes:,} bytes together"
+                )
             entry, found = read_license(root, relative, kind, limits)
             license_files.append(entry)
             problems += found
@@ -242,6 +266,15 @@ def inspect_checkpoint(
     manifest = "".join(lines) if hash_files else None
     if hash_files and not lines:
         raise InspectionRefused(".", "no files to hash")
+    if hash_files:
+        # The texts read above are what the service keeps; the digest is what is approved. A file
+        # swapped between the two reads (a link to another file while its text was read, the
+        # original back for hashing) would make them differ: refuse rather than keep a text the
+        # digest does not cover.
+        hashed = {entry.path: entry.sha256 for entry in entries}
+        for license_file in license_files:
+            if hashed.get(license_file.path) != license_file.sha256:
+                raise InspectionRefused(license_file.path, "changed while the inspection read it")
     return InspectionReport(
         weights_digest="sha256:" + hashlib.sha256(manifest.encode()).hexdigest() if manifest else None,
         manifest=manifest,

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from planner.cluster.base import unstorable
 from planner.inspectjob.reading import read_bounded, read_prefix, reading
 from planner.inspectjob.report import InspectionRefused, InspectLimits, LicenseFile, ModelCard, Problem
 
@@ -58,6 +59,9 @@ def read_license(root: Path, relative: str, kind: str, limits: InspectLimits) ->
     stable, so a reviewer can still classify it once, but two such texts differing only in the replaced
     bytes would share it."""
     raw = read_bounded(root, relative, limits.max_license_bytes, "license file")
+    nul = raw.find(0)
+    if nul >= 0:  # no license is binary, and the service's database holds no NUL in text
+        raise InspectionRefused(relative, f"a NUL byte at offset {nul:,}: not a license text")
     problems = []
     try:
         text, utf8 = raw.decode("utf-8"), True
@@ -96,7 +100,12 @@ def _flow_depth(text: str) -> int:
 
 
 def _string(value: Any) -> str | None:
-    return str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else None
+    """A scalar field as text; None for anything else, and for text the report cannot carry (YAML's
+    \\0 and \\uD800 escapes make a NUL or an unpaired surrogate)."""
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        return None
+    text = str(value)
+    return None if unstorable(text) else text
 
 
 def read_card(root: Path, relative: str, limits: InspectLimits) -> tuple[ModelCard | None, list[Problem]]:
@@ -133,12 +142,15 @@ def read_card(root: Path, relative: str, limits: InspectLimits) -> tuple[ModelCa
             value = value[0]
         fields[key] = _string(value)
         if value is not None and fields[key] is None:
-            problems.append(Problem(relative, "card.field", f"{key}: not a string"))
+            found = unstorable(value) if isinstance(value, str) else None
+            problems.append(Problem(relative, "card.field", f"{key}: {found or 'not a string'}"))
     base = data.get("base_model")
     bases = [base] if isinstance(base, str) else base if isinstance(base, list) else []
-    base_models = tuple(str(b)[:300] for b in bases if isinstance(b, str))[:64]
+    base_models = tuple(b[:300] for b in bases if isinstance(b, str) and not unstorable(b))[:64]
     if base is not None and not base_models:
         problems.append(Problem(relative, "card.field", "base_model: not a string or a list of strings"))
+    elif any(isinstance(b, str) and unstorable(b) for b in bases):
+        problems.append(Problem(relative, "card.field", "base_model: an entry with a NUL or unpaired surrogate"))
     card = ModelCard(
         license=fields["license"],
         license_name=fields["license_name"],

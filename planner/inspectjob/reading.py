@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from planner.cluster.base import unstorable_in_json
 from planner.inspectjob.report import InspectionRefused, InspectionTimeout, InspectLimits
 
 
@@ -116,6 +117,9 @@ def parse_json(data: bytes, relative: str, limits: InspectLimits, *, check_depth
             raise InspectionRefused(relative, f"not valid JSON ({exc})") from None
     if check_depth and depth(value) > limits.max_json_depth:
         raise InspectionRefused(relative, f"JSON nested deeper than {limits.max_json_depth} levels")
+    found = unstorable_in_json(text, value)  # result.json and the service's database could not carry it
+    if found:
+        raise InspectionRefused(relative, f"a JSON string holds {found}, which the report cannot carry")
     return value
 
 

@@ -44,6 +44,10 @@ class InspectLimits:
     max_card_bytes: int = 1 * MIB  # the prefix of README.md searched for front matter
     max_front_matter_bytes: int = 256 * 1024
     max_license_bytes: int = 512 * 1024  # GPL-3 is 35 KB, the Llama 3.1 license 9 KB
+    # Every license text travels in result.json and is stored by the service: a checkpoint ships a
+    # handful (LICENSE, NOTICE, USE_POLICY, a code and a model license), not thousands.
+    max_license_files: int = 64
+    max_license_total_bytes: int = 4 * MIB
     max_json_depth: int = 32  # config.json nests 6 deep, a safetensors header 3
     max_listed_names: int = 20  # bf16_tensors
     max_ignore_entries: int = 512

@@ -1,4 +1,4 @@
-"""python -m planner.inspectjob DIR [--manifest FILE] --out result.json [--max-seconds N] [--max-memory-mb N]
+"""python -m planner.inspectjob DIR [--manifest FILE] [--within ROOT]... --out result.json [--max-seconds N] [--max-memory-mb N]
 
 Bounds itself first (RLIMIT_AS for memory, SIGALRM for wall time, RLIMIT_CPU as a backstop), inspects
 DIR, and writes result.json atomically (a temporary file in the same directory, then os.replace),
@@ -23,7 +23,6 @@ from planner.cluster.base import write_result
 from planner.evaljob.manifest import ArtifactMismatch, manifest_difference
 from planner.inspectjob.checkpoint import inspect_checkpoint
 from planner.inspectjob.report import InspectionRefused, InspectionTimeout
-from planner.quantjob.manifest import resolve_inside_roots
 
 DEFAULT_MAX_SECONDS = 3600  # hashing 1 TB at ~1 GB/s takes ~17 min; the service passes its own
 DEFAULT_MAX_MEMORY_MB = 2048
@@ -47,9 +46,9 @@ def apply_limits(max_seconds: int, max_memory_mb: int) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
-def inspect_to_json(root: Path, manifest_text: str | None) -> tuple[int, dict[str, Any]]:
+def inspect_to_json(root: Path, manifest_text: str | None, within: tuple[Path, ...] = ()) -> tuple[int, dict[str, Any]]:
     try:
-        report = inspect_checkpoint(root)
+        report = inspect_checkpoint(root, within=within)
         if manifest_text is not None and report.manifest is not None:
             try:
                 difference = manifest_difference(manifest_text, report.manifest)
@@ -76,14 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("directory", type=Path)
     parser.add_argument("--manifest", type=Path, help="the registered manifest: name the file that differs")
     parser.add_argument("--out", type=Path, required=True, help="result.json to write (atomically)")
-    parser.add_argument("--max-seconds", type=int, default=DEFAULT_MAX_SECONDS, help="wall-clock bound; 0: none")
-    parser.add_argument("--max-memory-mb", type=int, default=DEFAULT_MAX_MEMORY_MB, help="RLIMIT_AS; 0: none")
     parser.add_argument(
-        "--model-root",
+        "--within",
+        type=Path,
         action="append",
         default=[],
-        help="a directory DIR must lie in once its links are resolved (repeat for several); checked before reading",
+        help="a model root DIR must resolve inside (repeatable; the service passes the cluster's)",
     )
+    parser.add_argument("--max-seconds", type=int, default=DEFAULT_MAX_SECONDS, help="wall-clock bound; 0: none")
+    parser.add_argument("--max-memory-mb", type=int, default=DEFAULT_MAX_MEMORY_MB, help="RLIMIT_AS; 0: none")
     parser.add_argument(
         "--job",
         action="store_true",
@@ -98,19 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             print(f"inspectjob: error: --manifest {args.manifest}: {exc}", file=sys.stderr)
             return 2
-    directory = args.directory
-    if args.model_root:
-        try:  # where the path leads, not what it says: a root's link out of it is refused unread
-            directory = resolve_inside_roots(str(args.directory), args.model_root, "directory")
-        except ValueError as exc:
-            refusal = InspectionRefused(".", str(exc).removeprefix("directory: "), reason="checkpoint")
-            code, result = 2, refusal.to_json()
-        else:
-            code, result = inspect_to_json(directory, manifest_text)
-    else:
-        code, result = inspect_to_json(directory, manifest_text)
+    code, result = inspect_to_json(args.directory, manifest_text, tuple(args.within))
     signal.alarm(0)
-    data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
+    try:
+        data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
+    except ValueError as exc:  # UnicodeEncodeError too: the readers refuse what cannot be written, this is a bug
+        code, result = (
+            2,
+            InspectionRefused(".", f"internal error: the report cannot be written: {exc}", reason="internal").to_json(),
+        )
+        data = json.dumps(result, ensure_ascii=False, sort_keys=True).encode()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_result(args.out.parent, data, name=args.out.name)
     refused = result.get("refused")

@@ -41,6 +41,11 @@ DTYPE_BYTES = {
 }
 
 
+# No real tensor has a dimension near 2**53; a bigger one would make the element counts numbers that
+# json.dumps refuses to write (Python's 4,300-digit limit), after the inspection had ended.
+MAX_DIMENSION = 1 << 53
+
+
 @dataclass(frozen=True, slots=True)
 class TensorInfo:
     dtype: str
@@ -88,7 +93,11 @@ def _entry(name: str, raw: Any, relative: str, limits: InspectLimits) -> tuple[T
     dtype, shape, offsets = raw.get("dtype"), raw.get("shape"), raw.get("data_offsets")
     if not isinstance(dtype, str) or len(dtype) > 16:
         raise InspectionRefused(relative, f"tensor {name[:200]!r}: dtype is not a short string")
-    if not isinstance(shape, list) or len(shape) > 16 or not all(type(d) is int and d >= 0 for d in shape):
+    if (
+        not isinstance(shape, list)
+        or len(shape) > 16
+        or not all(type(d) is int and 0 <= d <= MAX_DIMENSION for d in shape)
+    ):
         raise InspectionRefused(relative, f"tensor {name[:200]!r}: shape is not a list of sizes")
     if (
         not isinstance(offsets, list)

@@ -60,6 +60,10 @@ def manifest_line(root: Path, path: Path) -> str:
     relative = path.relative_to(root).as_posix()
     if "\n" in relative:  # a newline in a name would forge a second manifest line
         raise ValueError(f"{relative!r}: file names with newlines are not allowed")
+    try:
+        relative.encode("utf-8")  # the manifest is UTF-8 text; pathlib keeps undecodable bytes as surrogates
+    except UnicodeEncodeError:
+        raise ValueError(f"{relative!r}: a file name that is not UTF-8") from None
     return f"{file_sha256(path)} {path.stat().st_size} {relative}\n"
 
 

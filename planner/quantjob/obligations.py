@@ -9,6 +9,7 @@ job writes them so that what it makes is complete as it stands.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ CARD_NAME = "README.md"
 
 
 def _yaml_scalar(value: str) -> str:
-    """A plain YAML string, quoted: keeps a name with ':' or '#' one scalar."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """One YAML double-quoted scalar: a JSON string (YAML reads JSON's escapes), ASCII only, so that a
+    name with ':' or '#', a line break, or U+2028 (a line break to str.splitlines, which finds the
+    front matter's closing ---) stays one field of the card."""
+    return json.dumps(value, ensure_ascii=True)
 
 
 def model_card(*, base_model: str, license_key: str, name: str, recipe: str) -> str:

@@ -256,7 +256,8 @@ def test_a_changed_byte_in_license_is_named_by_the_inspection_on_the_node(
 
     inspection = artifact_inspection_request(location=location, actor=personas.requester)
     with django_capture_on_commit_callbacks(execute=True):
-        drive(JobRun.objects.get(pk=inspection.job.pk if inspection.job else 0), timeout_s=120)
+        assert inspection.job_id is not None
+        drive(JobRun.objects.get(pk=inspection.job_id), timeout_s=120)
     inspection.refresh_from_db()
 
     assert inspection.status == "refused"

@@ -128,7 +128,9 @@ def test_the_gate_compares_with_the_envelope_the_page_and_packet_show(plan_field
     reasons = [r.code for r in _serving(state, check, require_engine_version=True)]
     assert reasons == ([] if envelope["max_model_len"] is not None else [ReasonCode.SERVING_MAX_MODEL_LEN])
     moved = GateCheck("production", "", {**check.serving, "engine": other})
-    assert (ReasonCode.SERVING_ENGINE in [r.code for r in _serving(state, moved, require_engine_version=True)]) == (other != envelope["engine"])
+    assert (ReasonCode.SERVING_ENGINE in [r.code for r in _serving(state, moved, require_engine_version=True)]) == (
+        other != envelope["engine"]
+    )
 
 
 def test_a_request_pins_its_engine_version_and_is_planned_with_that_release(flow: Flow, artifacts: dict) -> None:

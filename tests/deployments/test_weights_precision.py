@@ -132,3 +132,23 @@ def test_a_quantized_checkpoint_registered_as_an_original_still_needs_its_eval(
     assert "eval.missing" in blockers
     assert "artifact.parent_missing" in blockers
     assert "w4a16" in blockers["artifact.parent_missing"]["message"]
+
+
+def test_the_precision_cannot_be_edited_back_to_bf16_after_submit(
+    flow: Flow, personas: Personas, artifacts: dict[str, ModelArtifact]
+) -> None:
+    """Probe of issue 42: the submit check must not be bypassed by editing the plan afterwards."""
+    derivative = _derivative(personas, artifacts["apache"])
+    code = flow.create(derivative, serving_plan={**SERVING, "precision": "w4a16"})["code"]
+    assert flow.post(personas.requester, code, "submit").status_code == 200
+    before = DeploymentRequest.objects.get(code=code)
+
+    response = flow.client(personas.requester).patch(
+        f"/api/v1/deployments/{code}", {"serving_plan": {**SERVING, "precision": "bf16"}}, format="json"
+    )
+
+    assert response.status_code == 400, response.json()
+    assert "serving_plan.precision" in response.json()["extra"]["fields"]
+    after = DeploymentRequest.objects.get(code=code)
+    assert after.serving_plan["precision"] == "w4a16"
+    assert after.status == before.status

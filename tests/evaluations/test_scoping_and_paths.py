@@ -15,7 +15,7 @@ from governance.capacity.services import capacity_plan_request
 from governance.core.errors import ApplicationError
 from governance.deployments.models import DeploymentRequest
 from governance.evaluations.evals import eval_run_request
-from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKind, JobRun
+from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKind, JobKind, JobRun
 from tests.conftest import Personas
 from tests.deployments import conftest as deployment_fixtures
 from tests.deployments.conftest import Flow
@@ -107,8 +107,11 @@ def test_a_location_inside_a_root_is_normalised_and_the_eval_reads_it(
     eval_body = {"cluster": "lab", "kind": "screening", "scheme": "w8a8"}
     response = personas.client(personas.engineer).post(f"/api/v1/deployments/{code}/evals", eval_body, format="json")
     assert response.status_code == 202, response.json()
-    job = JobRun.objects.get(kind="eval")  # registering the location queued its inspection too
+    # registering the location queued the inspection of its files too (issue 42): read the eval's job
+    job = JobRun.objects.get(kind=JobKind.EVAL)
     assert '"path": "/data/ckpt/qwen/v1"' in job.files["spec.json"]
+    inspection = JobRun.objects.get(kind=JobKind.INSPECTION)
+    assert "/data/ckpt/qwen/v1" in inspection.command
 
 
 def test_cluster_without_model_roots_refuses_locations(

@@ -190,14 +190,14 @@ def test_a_model_directory_linked_out_of_the_model_roots_is_refused_unread(tmp_p
     (roots / "link").symlink_to(outside, target_is_directory=True)
     out = tmp_path / "out" / "result.json"
 
-    assert main([str(roots / "link"), "--out", str(out), "--model-root", str(roots), "--job", *LIMITS_OFF]) == 0
+    assert main([str(roots / "link"), "--out", str(out), "--within", str(roots), "--job", *LIMITS_OFF]) == 0
 
     refused = json.loads(out.read_text())["refused"]
     assert refused["file"] == "."
     assert "outside the model roots" in refused["message"]
     assert str(outside) not in refused["message"]
     inside = ckpt.w4a16(roots / "real")
-    assert main([str(inside), "--out", str(out), "--model-root", str(roots), "--job", *LIMITS_OFF]) == 0
+    assert main([str(inside), "--out", str(out), "--within", str(roots), "--job", *LIMITS_OFF]) == 0
     assert "refused" not in json.loads(out.read_text())
 
 

@@ -42,3 +42,19 @@ def test_the_parents_license_files_and_a_card_are_written_into_the_derivative(tm
     assert kinds == ["license", "notice", "use_policy"]
     parent_text = (parent / "LICENSE").read_text()
     assert next(f for f in report["license_files"] if f["kind"] == "license")["text"] == parent_text
+
+
+def test_a_base_model_name_with_line_breaks_stays_one_field_of_the_card(tmp_path: Path) -> None:
+    """The base model is the parent's source_repo, free text typed at registration: a line break in
+    it (or U+2028, a line break to str.splitlines) must not close the front matter early or add a
+    field (probe of issue 42: it ended the card at '---', so its license was never read)."""
+    parent, derivative = tmp_path / "parent", tmp_path / "derivative"
+    shutil.copytree(TINY, parent)
+    shutil.copytree(TINY, derivative)
+    (parent / "LICENSE").write_text("MIT License\n")
+    for name in ("org/x\n---\nlicense: mit\n", "org/y\u2028---\u2028license: mit"):
+        carry_obligations(parent, derivative, {"base_model": name, "license": "llama-3.1"}, "w4a16")
+        report = inspect_checkpoint(derivative).to_json()
+        assert report["model_card"]["base_model"] == [name]
+        assert report["model_card"]["license"] == "llama-3.1"
+        assert not [p for p in report["problems"] if p["file"] == "README.md"]
