@@ -49,8 +49,8 @@ class CanaryRequestSerializer(StrictSerializer):
     artifact_digest = serializers.RegexField(r"^sha256:[0-9a-fA-F]{64}$")
     serving = CanaryServingSerializer()
     endpoint = serializers.URLField(max_length=500, help_text="the canary's OpenAI-compatible base URL")
-    model = serializers.CharField(max_length=200, required=False, default="")
-    credential_ref = serializers.CharField(max_length=100, required=False, default="")
+    model = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    credential_ref = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     canary_selector = serializers.DictField(child=serializers.CharField(max_length=200), required=False)
     stable_selector = serializers.DictField(child=serializers.CharField(max_length=200), required=False)
     sample_size = serializers.IntegerField(required=False, default=100)
@@ -118,7 +118,11 @@ def _deployment_for(request: Request, code: Any, environment: str) -> Deployment
 class CanaryAnalysisCreateApi(APIView):
     permission_classes = [PipelineOrRole]
 
-    @extend_schema(request=CanaryRequestSerializer, responses={202: CanaryAnalysisOutputSerializer})
+    @extend_schema(
+        request=CanaryRequestSerializer,
+        responses={202: CanaryAnalysisOutputSerializer},
+        summary="Start a canary analysis of a deployed canary (the team's CI token, or engineering)",
+    )
     def post(self, request: Request) -> Response:
         token = request.auth
         if not (isinstance(token, ApiToken) and token.scopes) and not has_role(
@@ -158,7 +162,10 @@ def _visible(request: Request, code: Any) -> CanaryAnalysis:
 class CanaryAnalysisDetailApi(APIView):
     permission_classes = [PipelineOrRole]
 
-    @extend_schema(responses={200: CanaryAnalysisOutputSerializer})
+    @extend_schema(
+        responses={200: CanaryAnalysisOutputSerializer},
+        summary="One canary analysis: status, each check's value, threshold and verdict",
+    )
     def get(self, request: Request, code: Any) -> Response:
         return Response(CanaryAnalysisOutputSerializer(_visible(request, code)).data)
 
@@ -166,7 +173,11 @@ class CanaryAnalysisDetailApi(APIView):
 class CanaryAnalysisDecideApi(APIView):
     permission_classes = [PipelineOrRole]
 
-    @extend_schema(request=CanaryDecideSerializer, responses={200: CanaryAnalysisOutputSerializer})
+    @extend_schema(
+        request=CanaryDecideSerializer,
+        responses={200: CanaryAnalysisOutputSerializer},
+        summary="Promote or roll back an inconclusive analysis, with a reason (engineering reviewers)",
+    )
     def post(self, request: Request, code: Any) -> Response:
         serializer = CanaryDecideSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -57,6 +57,11 @@ def make(recipe: str, out: Path) -> dict[str, Any]:
             "output_dir": str(Path(work) / "checkpoint"),
             "output_name": NAMES[recipe],
             "device": "cpu",
+            # the job confines every path to the cluster's model roots: here, the checkout's and the work dir
+            "model_roots": [str(CHECKPOINT.parent), work],
+            # what the derivative's model card names (planner.quantjob.obligations)
+            "base_model": "planner/tinylm/checkpoint",
+            "license": "other",
         }
         result = run(spec, Path(work) / "job")
         if target.exists():

@@ -50,6 +50,8 @@ class Rollout:
             "ep": layout["ep"],
             "max_model_len": 32768,
             "gpu_memory_utilization": 0.9,
+            # the approval is bound to the version its eval served (tests.deployments.conftest.record_eval)
+            "engine_version": "0.11.0",
             **changes,
         }
 

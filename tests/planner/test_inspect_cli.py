@@ -194,7 +194,7 @@ def test_a_model_directory_linked_out_of_the_model_roots_is_refused_unread(tmp_p
 
     refused = json.loads(out.read_text())["refused"]
     assert refused["file"] == "."
-    assert "outside the model roots" in refused["message"]
+    assert "outside the cluster's model roots" in refused["message"]
     assert str(outside) not in refused["message"]
     inside = ckpt.w4a16(roots / "real")
     assert main([str(inside), "--out", str(out), "--within", str(roots), "--job", *LIMITS_OFF]) == 0

@@ -189,7 +189,7 @@ def test_the_careless_derivative_is_blocked_and_denied_the_good_one_passes_and_i
 
     # The good derivative of the same parent: its served eval passes, the request is approved, the gate allows.
     good = registered["w4a16-rtn"]
-    code = flow.create(good, serving_plan=_serving("w4a16"))["code"]
+    code = flow.create(good, serving_plan=_serving("w4a16"), environments=["staging", "production"])["code"]
     assert flow.post(personas.requester, code, "submit").status_code == 200
     assert flow.post(personas.legal, code, "start-review").status_code == 200
     compute_capacity(flow, code)
@@ -202,7 +202,7 @@ def test_the_careless_derivative_is_blocked_and_denied_the_good_one_passes_and_i
     layout = (DeploymentRequest.objects.get(code=code).evidence or {})["capacity_plan"]["result"]["parallel"]
     check = {
         "deployment": code,
-        "environment": "production",
+        "environment": "staging",  # quantized weights reach production through a canary (issue 45)
         "artifact_digest": good.weights_digest,
         "serving": {**{k: _serving("w4a16")[k] for k in ("engine", "precision", "gpu", "max_model_len")},
                     **{k: layout[k] for k in ("tp", "pp", "ep")},
@@ -210,3 +210,5 @@ def test_the_careless_derivative_is_blocked_and_denied_the_good_one_passes_and_i
     }  # fmt: skip
     allowed = bearer(token).post("/api/v1/gate/check", check, format="json").json()
     assert allowed["decision"] == "allow", allowed["reasons"]
+    production = bearer(token).post("/api/v1/gate/check", {**check, "environment": "production"}, format="json")
+    assert [r["code"] for r in production.json()["reasons"]] == [ReasonCode.CANARY_MISSING]
