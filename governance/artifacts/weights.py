@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.hf_config import infer_precision
+from planner.inspectjob.precision import UNQUANTIZED_KINDS
 from planner.specs import models as planner_models
 
 # Precisions an engine serves without quantizing the weights: no quantization eval is needed for them.
-UNQUANTIZED_PRECISIONS = frozenset({"bf16", "fp16", "fp32"})
+# The node's inspection reads the same set off the tensors' dtypes (one vocabulary).
+UNQUANTIZED_PRECISIONS = UNQUANTIZED_KINDS
 
 
 @dataclass(frozen=True, slots=True)
