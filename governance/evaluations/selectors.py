@@ -92,10 +92,15 @@ def artifact_latest_inspection(artifact: ModelArtifact) -> ArtifactInspection | 
     )
 
 
-def artifact_weights_precision(artifact: ModelArtifact) -> WeightsPrecision:
-    """How the artifact's weights are stored: its latest passed inspection's reading of the files,
-    else its config.json as registered (artifacts.weights)."""
-    inspection = artifact_latest_inspection(artifact)
+_UNREAD = object()  # the caller has not read the latest inspection yet
+
+
+def artifact_weights_precision(artifact: ModelArtifact, inspection: Any = _UNREAD) -> WeightsPrecision:
+    """How the artifact's weights are stored: its latest inspection's reading of the files when it
+    passed, else its config.json as registered (artifacts.weights). A caller that already read the
+    latest inspection passes it (None for none), so it is not read twice."""
+    if inspection is _UNREAD:
+        inspection = artifact_latest_inspection(artifact)
     inspected = inspection.precision if inspection and inspection.status == InspectionStatus.PASSED else None
     return weights_precision_of(
         architecture_key=artifact.architecture_key,
@@ -111,7 +116,7 @@ def artifact_self_description(artifact: ModelArtifact) -> dict[str, Any]:
     `inspection` is None until the files were read on a cluster (then only config.json speaks)."""
     inspection = artifact_latest_inspection(artifact)
     described: dict[str, Any] = {
-        "weights": artifact_weights_precision(artifact).as_evidence(),
+        "weights": artifact_weights_precision(artifact, inspection).as_evidence(),
         "declared_license": artifact.license.key,
         "inspection": None,
     }
