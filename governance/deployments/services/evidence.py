@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from governance.artifacts.models import ModelArtifact
@@ -337,10 +338,15 @@ def signoffs_void_stale(deployment: DeploymentRequest, actor: Actor, reason: str
     return count
 
 
+def _live_requests() -> QuerySet[DeploymentRequest]:
+    """Requests whose evidence still matters: submitted, in review or approved."""
+    return DeploymentRequest.objects.filter(status__in=[Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED])
+
+
 def deployments_reevaluate(*, license_key: str | None = None, request_ids: list[int] | None = None) -> int:
     """Re-evaluate live requests (e.g. after a new license version): evidence changes send approved
     requests back to review."""
-    live = DeploymentRequest.objects.filter(status__in=[Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED])
+    live = _live_requests()
     if request_ids is not None:
         live = live.filter(pk__in=request_ids)
     changed = 0
@@ -391,10 +397,6 @@ def on_license_version_published(sender: Any = None, *, license_key: str, **kwar
     """Receiver of licenses.signals.version_published: re-evaluate in the background (through the
     outbox: the version is saved even when the broker is down, and the re-evaluation follows)."""
     outbox_enqueue("deployments.reevaluate_license", license_key)
-
-
-def _live_requests() -> Any:
-    return DeploymentRequest.objects.filter(status__in=[Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED])
 
 
 def on_artifact_inspected(sender: Any = None, *, artifact: ModelArtifact, **kwargs: Any) -> None:
