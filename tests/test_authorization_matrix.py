@@ -184,6 +184,8 @@ def _quantize_run(world: World) -> None:
         distribution="internal",
     )
     world.ids["quantize_run"] = str(run.code)
+    assert run.job is not None
+    world.ids["quantize_job"] = str(run.job.code)
 
 
 def _license_text(world: World) -> None:
@@ -271,6 +273,8 @@ ROWS: list[Row] = [
     Row("eval-detail", "GET", "/api/v1/evals/{draft_eval}", frozenset({REQ, AUDITOR, ADMIN}), note="eval of own draft"),
     Row("job-detail", "GET", "/api/v1/jobs/{draft_job}", frozenset({REQ, AUDITOR, ADMIN}), note="job of own draft"),
     Row("job-detail", "GET", "/api/v1/jobs/{discovery_job}", frozenset({ENG, AUDITOR, ADMIN}), note="discovery job"),
+    Row("job-detail", "GET", "/api/v1/jobs/{quantize_job}", frozenset({REQ, ENG, AUDITOR, ADMIN}),
+        prepare=_quantize_run, note="quantize job: its requester reads it, log included"),
     Row("job-cancel", "POST", "/api/v1/jobs/{review_job}/cancel", frozenset({ENG, ADMIN}), note="job of own review"),
     Row("job-cancel", "POST", "/api/v1/jobs/{draft_job}/cancel", frozenset({ADMIN}), note="job of own draft"),
     Row("audit-events", "GET", "/api/v1/audit/events", frozenset({LEGAL, ENG, AUDITOR, ADMIN})),
@@ -323,7 +327,7 @@ ROWS: list[Row] = [
 
 
 @pytest.fixture
-def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: Any) -> World:
+def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: Any, quantize_python: str) -> World:
     world = World(personas, flow)
     apache = artifacts["llama"]  # a license with obligations (for the obligation rows)
     world.ids["own_artifact"] = str(apache.code)
@@ -340,7 +344,11 @@ def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: A
         world.ids[key] = str(plan.code)
     world.ids["loose_plan"] = str(capacity_plan_request(inputs=PLAN_INPUT, actor=personas.requester).code)
     cluster = Cluster.objects.create(
-        name="matrix", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"), model_roots=["/models"]
+        name="matrix",
+        executor=ExecutorKind.LOCAL,
+        remote_root=str(tmp_path / "runs"),
+        model_roots=["/models"],
+        python=quantize_python,  # quantize runs are accepted only where llm-compressor is
     )
     world.ids["cluster"] = str(cluster.code)
     locate(world.ids["own_review"], "matrix", "/models/m")

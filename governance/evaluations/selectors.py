@@ -43,13 +43,15 @@ def cluster_by_name(name: str) -> Cluster | None:
 
 def jobruns_visible_to(user: Any) -> QuerySet[JobRun]:
     """An eval's job is scoped like its request (its team; reviewers once submitted); cluster
-    operations (discovery, commands) are for engineering reviewers."""
+    operations (discovery, commands) are for engineering reviewers, and a requester follows the jobs
+    they started themselves outside a request (a quantize run's: its state and log)."""
     runs = JobRun.objects.select_related("cluster")
     if has_role(user, *SEE_ALL):
         return runs
     condition = Q(pk__in=[])
     if has_role(user, Role.REQUESTER):
         condition |= Q(eval_run__request__team__members=user)
+        condition |= Q(eval_run__isnull=True, requested_by=user)
     if has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER):
         condition |= Q(eval_run__request__isnull=False) & ~Q(eval_run__request__status=_DRAFT)
     if has_role(user, Role.ENGINEERING_REVIEWER):
