@@ -83,7 +83,7 @@ def env_line(name: str, value: str) -> str:
 
 
 def _honcho_reads(line: str) -> dict[str, str]:
-    from honcho.environ import parse  # honcho is there wherever `make run` is; the settings never get here
+    from honcho.environ import parse  # type: ignore[import-untyped]  # wherever `make run` is; never in the settings
 
     try:
         return dict(parse(line))

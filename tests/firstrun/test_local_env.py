@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from dotenv import dotenv_values
-from honcho.environ import parse as honcho_parse
+from honcho.environ import parse as honcho_parse  # type: ignore[import-untyped]
 
 from governance.core.localenv import metrics_token, write_local_env
 
