@@ -60,11 +60,11 @@ def _answers(url: str) -> bool:
 
 
 def _worker_answers() -> bool:
-    from governance.celery import app
-
     try:
+        from governance.celery import app  # loads the settings: a bad one is the web server's to report
+
         return bool(app.control.ping(timeout=1))
-    except Exception:  # the broker not there yet: asked again
+    except Exception:  # the broker not there yet, or no settings: asked again until WAIT_S
         return False
 
 
