@@ -3,7 +3,6 @@ register the derivative with its lineage and the parent license's derivative ter
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import posixpath
@@ -27,6 +26,7 @@ from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKin
 from governance.evaluations.services import jobrun_create
 from governance.licenses.selectors import license_evaluate
 from governance.quantization.models import QuantizeRun, QuantizeStatus
+from planner.manifest import digest_of_manifest
 from planner.quantjob import recipes
 
 logger = logging.getLogger(__name__)
@@ -150,10 +150,14 @@ def result_problem(run: QuantizeRun, result: dict[str, Any]) -> str | None:
     if not isinstance(result.get("config"), dict):
         return "config.json missing"
     manifest = result.get("manifest")
-    if manifest is not None and (
-        not isinstance(manifest, str) or "sha256:" + hashlib.sha256(manifest.encode()).hexdigest() != digest
-    ):
-        return "manifest: the file list the node sent does not hash to manifest_digest"
+    if manifest is not None:
+        try:
+            # the OpenSSF digest only: a derivative is registered in the current format
+            matches = isinstance(manifest, str) and digest_of_manifest(manifest) == digest
+        except ValueError:
+            matches = False
+        if not matches:
+            return "manifest: the file list the node sent does not hash to manifest_digest"
     return None
 
 

@@ -20,7 +20,7 @@ from governance.evaluations.inspections import artifact_inspection_request
 from governance.evaluations.local import CHECKOUT
 from governance.evaluations.models import ArtifactInspection, ArtifactLocation, Cluster, ExecutorKind, JobRun
 from governance.licenses.models import LicenseText
-from planner.quantjob.manifest import manifest_lines
+from planner.manifest import digest_of_manifest, manifest_lines
 from tests.conftest import ROOT, Personas
 from tests.deployments.conftest import SERVING, Flow
 from tests.evaluations.conftest import drive, testcluster  # noqa: F401  (shared fixture)
@@ -64,9 +64,7 @@ def _checkpoint(
 
 
 def _digest(directory: Path) -> str:
-    import hashlib
-
-    return "sha256:" + hashlib.sha256("".join(manifest_lines(directory)).encode()).hexdigest()
+    return digest_of_manifest(manifest_lines(directory))
 
 
 def _register(personas: Personas, directory: Path, license_key: str, **extra: Any) -> ModelArtifact:
