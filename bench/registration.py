@@ -14,7 +14,6 @@ bare interpreter.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil

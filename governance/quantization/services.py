@@ -16,6 +16,7 @@ from django.db import transaction
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.selectors import artifact_of_team_with_digest
 from governance.artifacts.services import artifact_register
+from governance.artifacts.signing import artifact_sign_quietly
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import PermissionDeniedError, invalid_input
@@ -235,6 +236,8 @@ def _register(run: QuantizeRun, result: dict[str, Any]) -> None:
         cluster=run.cluster,
         defaults={"path": run.output_path, "manifest": result.get("manifest") or "", "registered_by": actor},
     )
+    if result.get("manifest"):  # the quantize job's own reading of what it made, checked in result_problem
+        artifact_sign_quietly(artifact=derivative, manifest=result["manifest"], source="quantize")
     spec = json.loads((run.job.files if run.job else {}).get("spec.json", "{}"))
     findings = derivative_findings(parent, run.derivative_name, spec.get("distribution", "public"))
     run.derivative = derivative

@@ -106,8 +106,10 @@ def report_fault(report: Any, limits: InspectLimits = DEFAULT_LIMITS) -> str | N
     if not isinstance(report.get("weights_digest"), str):
         return "weights_digest: not a string"
     manifest = report.get("manifest")
+    if not isinstance(manifest, str):
+        return "manifest: not a string"
     try:
-        hashes_to = isinstance(manifest, str) and digest_of_manifest(manifest) == report["weights_digest"].lower()
+        hashes_to = digest_of_manifest(manifest) == report["weights_digest"].lower()
     except ValueError:
         hashes_to = False
     if not hashes_to:

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from governance.artifacts.models import Derivation, ModelArtifact
+from governance.approvals.models import Authority
+from governance.artifacts.models import ArtifactSignature, Derivation, ModelArtifact
 from governance.artifacts.services import artifact_register
 from governance.deployments.models import DeploymentRequest
 from governance.evaluations.inspections import artifact_inspection_request
@@ -111,7 +112,7 @@ def _locate_and_inspect(
 
 
 def test_a_bf16_checkpoint_with_the_apache_text_matches_apache(
-    personas: Personas, catalog: None, models: Path, django_capture_on_commit_callbacks: Any
+    personas: Personas, catalog: None, models: Path, django_capture_on_commit_callbacks: Any, org_pki: Authority
 ) -> None:
     directory = _checkpoint(models, "tiny-apache", card=CARD.format(license="apache-2.0", relation="finetune"))
     artifact = _register(personas, directory, "apache-2.0")
@@ -120,6 +121,8 @@ def test_a_bf16_checkpoint_with_the_apache_text_matches_apache(
 
     assert inspection.status == "passed", inspection.reason
     assert inspection.weights_digest == artifact.weights_digest
+    # the files the node read are signed (OpenSSF model-signing; tests/artifacts/test_model_signing.py)
+    assert ArtifactSignature.objects.get(artifact=artifact).source == "inspection"
     assert (inspection.precision or {})["key"] == "bf16"
     body = personas.client(personas.requester).get(f"/api/v1/artifacts/{artifact.code}/inspections").json()
     assert body["weights"]["source"] == "inspection"

@@ -8,9 +8,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from governance.artifacts.manifest import weights_digest
-from planner.manifest import digest_of_manifest
 from governance.artifacts.models import ModelArtifact
 from governance.deployments.models import DeploymentRequest
+from planner.manifest import digest_of_manifest
 from tests.conftest import Personas
 from tests.deployments.conftest import FACTS, SERVING, Flow, digest_of
 
