@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from google.protobuf import json_format
 from model_signing import hashing as ms_hashing
 from model_signing._signing import signing as ms_payload
 
@@ -56,7 +57,7 @@ def _awkward_checkpoint(root: Path) -> Path:
 
 def _library(root: Path) -> dict[str, Any]:
     statement = ms_payload.Payload(ms_hashing.Config().hash(root)).statement
-    return json.loads(statement.pb.to_json())
+    return json.loads(json_format.MessageToJson(statement.pb))
 
 
 @pytest.mark.parametrize("which", ["tiny", "awkward"])
