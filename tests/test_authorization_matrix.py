@@ -196,6 +196,16 @@ def _license_text(world: World) -> None:
     world.ids["license_text"] = kept.fingerprint
 
 
+def _signature(world: World) -> None:
+    """The artifact's model-signing bundle (its content is not what this matrix checks)."""
+    from governance.artifacts.models import ArtifactSignature, ModelArtifact
+
+    artifact = ModelArtifact.objects.get(code=world.ids["own_artifact"])
+    ArtifactSignature.objects.get_or_create(
+        artifact=artifact, defaults={"bundle": "{}", "bundle_sha256": "0" * 64, "signer_sha256": "0" * 64}
+    )
+
+
 def _calibration(world: World) -> None:
     from governance.calibration.services import calibration_run_request
 
@@ -232,6 +242,8 @@ ROWS: list[Row] = [
     Row("artifact-detail", "GET", "/api/v1/artifacts/{own_artifact}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN})),
     Row("artifact-inspections", "GET", "/api/v1/artifacts/{own_artifact}/inspections",
         frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}), note="as the artifact"),
+    Row("artifact-signature", "GET", "/api/v1/artifacts/{own_artifact}/signature",
+        frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}), note="as the artifact", prepare=_signature),
     Row("license-text-list", "GET", "/api/v1/licenses/texts/", ROLES, note="filtered: legal, auditors, admins",
         prepare=_license_text),
     Row("license-text-detail", "GET", "/api/v1/licenses/texts/{license_text}", frozenset({LEGAL, AUDITOR, ADMIN}),

@@ -31,6 +31,7 @@ class AuditAction(models.IntegerChoices):
     ARTIFACT_UPDATED = 301, "artifact.updated"
     ARTIFACT_SHARED = 302, "artifact.shared"
     ARTIFACT_INSPECTED = 303, "artifact.inspected"
+    ARTIFACT_SIGNED = 304, "artifact.signed"
     # 400-499: deployment requests
     DEPLOYMENT_CREATED = 400, "deployment.created"
     DEPLOYMENT_UPDATED = 401, "deployment.updated"
@@ -62,6 +63,7 @@ class AuditAction(models.IntegerChoices):
     PKI_INITIALISED = 720, "approval.pki_initialised"
     CERTIFICATE_ISSUED = 721, "approval.certificate_issued"
     CERTIFICATE_REVOKED = 722, "approval.certificate_revoked"
+    MODEL_SIGNER_ISSUED = 723, "approval.model_signer_issued"
     # 800-899: CI gate
     GATE_DECISION = 800, "gate.decision"
     CANARY_REQUESTED = 810, "canary.requested"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import posixpath
 from pathlib import Path
@@ -41,8 +40,8 @@ from planner.evaljob.engines import (
     transformers_launch,
 )
 from planner.evaljob.standard import check_tasks
+from planner.manifest import digest_matches, resolve_inside_roots
 from planner.quant.names import SCHEME_NAMES
-from planner.quantjob.manifest import resolve_inside_roots
 
 EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
 SERVED_ARGS = ["-m", "planner.evaljob.served", "run", "--spec", "spec.json", "--out", "."]
@@ -133,13 +132,12 @@ def artifact_location_register(
             manifest = "".join(manifest_lines(local))
         except (OSError, ValueError) as exc:
             raise invalid_input("path", str(exc)) from None
-    if manifest:
-        digest = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
-        if digest != artifact.weights_digest:  # never what they hash to: the files may be another team's
-            raise invalid_input(
-                "manifest",
-                f"the files do not match the artifact's weights digest {artifact.weights_digest}",
-            )
+    # never what they hash to: the files may be another team's
+    if manifest and not digest_matches(manifest, artifact.weights_digest):
+        raise invalid_input(
+            "manifest",
+            f"the files do not match the artifact's weights digest {artifact.weights_digest}",
+        )
     with transaction.atomic():
         location, _ = ArtifactLocation.objects.update_or_create(
             artifact=artifact,

@@ -3,7 +3,6 @@ register the derivative with its lineage and the parent license's derivative ter
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import posixpath
@@ -18,6 +17,7 @@ from django.db import transaction
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.selectors import artifact_of_team_with_digest
 from governance.artifacts.services import artifact_register
+from governance.artifacts.signing import artifact_sign_quietly
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import PermissionDeniedError, invalid_input
@@ -28,6 +28,7 @@ from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKin
 from governance.evaluations.services import jobrun_create
 from governance.licenses.selectors import license_evaluate
 from governance.quantization.models import QuantizeRun, QuantizeStatus
+from planner.manifest import digest_of_manifest
 from planner.quantjob import recipes
 
 logger = logging.getLogger(__name__)
@@ -188,10 +189,14 @@ def result_problem(run: QuantizeRun, result: dict[str, Any]) -> str | None:
     if not isinstance(result.get("config"), dict):
         return "config.json missing"
     manifest = result.get("manifest")
-    if manifest is not None and (
-        not isinstance(manifest, str) or "sha256:" + hashlib.sha256(manifest.encode()).hexdigest() != digest
-    ):
-        return "manifest: the file list the node sent does not hash to manifest_digest"
+    if manifest is not None:
+        try:
+            # the OpenSSF digest only: a derivative is registered in the current format
+            matches = isinstance(manifest, str) and digest_of_manifest(manifest) == digest
+        except ValueError:
+            matches = False
+        if not matches:
+            return "manifest: the file list the node sent does not hash to manifest_digest"
     return None
 
 
@@ -279,6 +284,8 @@ def _register(run: QuantizeRun, result: dict[str, Any]) -> None:
         cluster=run.cluster,
         defaults={"path": run.output_path, "manifest": result.get("manifest") or "", "registered_by": actor},
     )
+    if result.get("manifest"):  # the quantize job's own reading of what it made, checked in result_problem
+        artifact_sign_quietly(artifact=derivative, manifest=result["manifest"], source="quantize")
     spec = json.loads((run.job.files if run.job else {}).get("spec.json", "{}"))
     findings = derivative_findings(parent, run.derivative_name, spec.get("distribution", "public"))
     run.derivative = derivative

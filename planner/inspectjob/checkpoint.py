@@ -7,7 +7,6 @@ file hashed in 1 MiB chunks: the only step that reads the tensors' bytes).
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 from collections import Counter
 from pathlib import Path
@@ -28,7 +27,7 @@ from planner.inspectjob.report import (
     TensorSummary,
 )
 from planner.inspectjob.safetensors_header import read_header
-from planner.quantjob.manifest import manifest_line, resolve_inside_roots
+from planner.manifest import digest_of_manifest, manifest_line, resolve_inside_roots
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".msgpack", ".h5", ".onnx", ".npz")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
@@ -276,7 +275,7 @@ def inspect_checkpoint(
             if hashed.get(license_file.path) != license_file.sha256:
                 raise InspectionRefused(license_file.path, "changed while the inspection read it")
     return InspectionReport(
-        weights_digest="sha256:" + hashlib.sha256(manifest.encode()).hexdigest() if manifest else None,
+        weights_digest=digest_of_manifest(lines) if manifest else None,
         manifest=manifest,
         files=tuple(entries),
         tensors=tensors,

@@ -10,11 +10,11 @@ refused naming the key; it is never a crash and never a pass.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from planner.inspectjob.precision import UNQUANTIZED_KINDS
 from planner.inspectjob.report import DEFAULT_LIMITS, FORMAT, InspectLimits
+from planner.manifest import digest_of_manifest
 from planner.specs import precisions
 
 LICENSE_FILE_KINDS = frozenset({"license", "use_policy", "notice"})
@@ -106,11 +106,13 @@ def report_fault(report: Any, limits: InspectLimits = DEFAULT_LIMITS) -> str | N
     if not isinstance(report.get("weights_digest"), str):
         return "weights_digest: not a string"
     manifest = report.get("manifest")
-    if (
-        not isinstance(manifest, str)
-        or "sha256:" + hashlib.sha256(manifest.encode("utf-8", "surrogatepass")).hexdigest()
-        != report["weights_digest"].lower()
-    ):
+    if not isinstance(manifest, str):
+        return "manifest: not a string"
+    try:
+        hashes_to = digest_of_manifest(manifest) == report["weights_digest"].lower()
+    except ValueError:
+        hashes_to = False
+    if not hashes_to:
         return "manifest: does not hash to the report's weights_digest"
     for name in ("files", "problems"):
         if not isinstance(report.get(name), list):

@@ -38,7 +38,7 @@ from governance.deployments.models import DeploymentRequest
 from governance.evaluations.models import Cluster, EvalRun, ExecutorKind, JobRun
 from governance.gate.choices import ReasonCode
 from governance.gate.services import ci_token_issue
-from planner.quantjob.manifest import manifest_digest
+from planner.manifest import manifest_digest
 from planner.tinylm import derivatives
 from tests.conftest import ROOT, Personas
 from tests.deployments.conftest import Flow, artifacts, catalog, flow  # noqa: F401  (shared fixtures)

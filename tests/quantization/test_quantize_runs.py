@@ -18,8 +18,8 @@ from governance.licenses.services import license_catalog_load
 from governance.quantization.models import QuantizeRun, QuantizeStatus
 from governance.quantization.services import quantize_run_complete
 from planner.evaljob.manifest import ArtifactMismatch, verify_artifact
-from planner.quantjob.manifest import manifest as quantjob_manifest
-from planner.quantjob.manifest import manifest_digest
+from planner.manifest import manifest as quantjob_manifest
+from planner.manifest import manifest_digest
 from tests.conftest import Personas
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "planner" / "tinylm" / "checkpoint"

@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from governance.artifacts.models import ModelArtifact
+from governance.artifacts.selectors import artifact_signature_facts
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.audit.services import audit_record
@@ -228,6 +229,9 @@ def build_evidence(deployment: DeploymentRequest, evaluations: list[dict[str, An
             # What the checkpoint's own files say (its precision, card, license texts), not what was
             # typed: readiness checks the serving plan and the declared license against it.
             **artifact_self_description(artifact),
+            # The weights signed in the OpenSSF model-signing format (the key only once signed, so
+            # the digest of evidence that predates signing is unchanged).
+            **({"signature": signature} if (signature := artifact_signature_facts(artifact)) else {}),
         },
         "licenses": evaluations,
         "waivers": [
