@@ -17,6 +17,7 @@ to put in place of the ID token (what an attacker between the two, or a provider
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 import threading
@@ -190,7 +191,7 @@ class Browser:
         cookies = self.session.cookies.get_dict()
         return {
             "Cookie": "; ".join(f"{name}={value}" for name, value in cookies.items()),
-            "X-CSRFToken": cookies["csrftoken"],
+            "X-CSRFToken": str(cookies["csrftoken"]),
             "Content-Type": "application/json",
         }
 
@@ -303,6 +304,12 @@ def test_one_step_up_signs_one_of_three_sign_offs_sent_at_once_through_gunicorn(
     assert PacketSignature.objects.count() == len(signed)
 
 
+def _forgery(shape: str, genuine: str) -> Any:
+    """The forgery `shape`, made from this sign-in's own genuine token (its nonce), as an attacker
+    between the service and the provider would."""
+    return forged_id_tokens(genuine)[shape][0]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_id_tokens_of_every_shape_answer_4xx_at_the_callback_through_gunicorn(stack: Stack, sso: Sso) -> None:
     sso.provider.set_user("ivo", ["gov-legal"])
@@ -323,8 +330,7 @@ def test_id_tokens_of_every_shape_answer_4xx_at_the_callback_through_gunicorn(st
         browser = Browser(stack)
         callback = browser.start_sign_in(sso.provider, "ivo")
         before = sso.relay.replaced
-        # Made from this sign-in's own genuine token (its nonce), as an attacker in between would.
-        sso.relay.substitute = lambda token, shape=shape: forged_id_tokens(token)[shape][0]
+        sso.relay.substitute = functools.partial(_forgery, shape)
         response = browser.session.get(callback, allow_redirects=False, timeout=30)
         assert sso.relay.replaced == before + 1, shape
         answers[shape] = (response.status_code, response.text)
