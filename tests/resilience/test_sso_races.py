@@ -157,10 +157,10 @@ class Browser:
         """From the service's redirect through the provider (its form, when it asks): the callback
         URL the provider sends the browser back to."""
         start = self.get(path)
-        if path.startswith("/oidc/step-up/"):
-            assert start.status_code == 302, start.text
-            start = self.get(urlparse(start.headers["Location"]).path + "?" + urlparse(start.headers["Location"]).query)
         assert start.status_code == 302, start.text
+        if start.headers["Location"].startswith("/oidc/authenticate/"):  # /oidc/step-up/ sends there first
+            start = self.get(start.headers["Location"])
+            assert start.status_code == 302, start.text
         authorize = start.headers["Location"]
         assert authorize.startswith(f"{provider.issuer}/authorize"), authorize
         answer = provider.get(username, authorize)
@@ -257,6 +257,9 @@ def _sign_offs_at_once(stack: Stack, reviewer: Browser, digests: dict[str, str])
 
 @pytest.mark.django_db(transaction=True)
 def test_one_step_up_signs_one_of_three_sign_offs_sent_at_once_through_gunicorn(stack: Stack, sso: Sso) -> None:
+    """Each round: a fresh step-up, then legal approvals of three requests released together from
+    three threads (each with the reviewer's session cookie, as three tabs of one browser): one is
+    recorded with the step-up, the others answer 403 `step_up.used`, and one packet is signed."""
     data = seed(1)
     pki_init(actor="system:test")
     unsigned = _ready(stack, data, [f"step-up target {n}" for n in range(ROUNDS + 2)])
@@ -312,6 +315,8 @@ def _forgery(shape: str, genuine: str) -> Any:
 
 @pytest.mark.django_db(transaction=True)
 def test_id_tokens_of_every_shape_answer_4xx_at_the_callback_through_gunicorn(stack: Stack, sso: Sso) -> None:
+    """A real sign-in to the callback, the provider's ID token replaced on its way (tests/sso/forged.py):
+    403 naming the check for each shape, and the browser is not signed in."""
     sso.provider.set_user("ivo", ["gov-legal"])
     genuine = Browser(stack)
     genuine.sign_in(sso.provider, "ivo")  # through the relay, unchanged: the provider's token signs in
