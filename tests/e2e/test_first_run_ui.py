@@ -287,7 +287,6 @@ def test_the_first_run_through_the_pages(
         for shown, language in ((epage, "en"), (lpage, "zh-hans")):
             wait_for(shown, '#blockers tr.blocker[data-code="eval.pending"]')
             assert shown.locator('#blockers tr.blocker[data-code="eval.missing"]').count() == 0
-            shown.evaluate("document.querySelectorAll('.eval-run details[open]').forEach(d => d.open = false)")
             doc_shots.parts(shown, f"eval-running-{language}", "#blockers", "#eval-runs", top=True)
         for shown in (epage, lpage):
             wait_for(shown, '.eval-run[data-status="passed"]', timeout=600_000)
