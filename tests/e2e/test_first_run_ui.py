@@ -238,7 +238,8 @@ def test_the_first_run_through_the_pages(
         page.select_option("#id_precision", "w4a16")
         page.select_option("#id_gpu", "h100-80g")
         page.fill("#id_max_model_len", "512")
-        wait_for(page, '#preview .preview-result[data-license="apache-2.0"]')
+        wait_for(page, '#preview .preview-facts[data-mau="500"]')  # the preview of these facts
+        assert page.locator('#preview .preview-result[data-license="apache-2.0"] .decision-allowed').count() == 1
         page.wait_for_timeout(600)  # the preview of the last field typed has come in
         doc_shots.parts(
             page,
