@@ -534,7 +534,9 @@ def judge(result: PlanResult) -> Judged:
         return old_release_spread(path) if old else stored_spread(path, name)
 
     def basis_of(spread_: Spread, residual: str) -> str:
-        return (old_release_basis(result, spread_) if old else basis(spread_, name, coverage)) + "; residual: " + residual
+        return (
+            (old_release_basis(result, spread_) if old else basis(spread_, name, coverage)) + "; residual: " + residual
+        )
 
     figure = memory.weights_per_gpu_bytes
     if team is not None and team.weights_ratios:
@@ -544,7 +546,9 @@ def judge(result: PlanResult) -> Judged:
             "high": math.ceil(max(figure * max(ratio_high, 1.0), figure + WEIGHTS_NOISE_BYTES)),
             "coverage": coverage,
             "n": len(team.weights_ratios),
-            "basis": _team_basis(team, "the spread of their logged model loading / the planned one", WEIGHTS_NOISE_BYTES),
+            "basis": _team_basis(
+                team, "the spread of their logged model loading / the planned one", WEIGHTS_NOISE_BYTES
+            ),
         }
     else:
         weights = stored("memory_per_gpu.weights")
