@@ -407,7 +407,9 @@ def record_regressions(recorded: dict[str, Any], now: dict[str, Any]) -> list[st
                 current = metrics.get(metric)
                 where = f"{scoring}.{subset}.{metric}"
                 if current is None or current["n"] < figures["n"]:
-                    problems.append(f"{where}: scored on {0 if current is None else current['n']} cases, was {figures['n']}")
+                    problems.append(
+                        f"{where}: scored on {0 if current is None else current['n']} cases, was {figures['n']}"
+                    )
                     continue
                 for stat, tolerance in RECORD_TOLERANCE.items():
                     if current[stat] > figures[stat] + tolerance:
