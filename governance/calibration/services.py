@@ -13,6 +13,7 @@ from django.db import transaction
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.calibration.models import CalibrationRun, CalibrationStatus, StartupLog
+from governance.calibration.signals import startup_log_recorded
 from governance.core.errors import invalid_input
 from governance.core.services import write_service
 from governance.evaluations.models import Cluster, JobKind, JobRun, JobRunState
@@ -208,4 +209,6 @@ def startup_log_record(
             "subject": f"{stored.subject_type}:{stored.subject_id}" if subject else "",
         },
     )
+    if subject:
+        transaction.on_commit(lambda: startup_log_recorded.send(sender=StartupLog, log=stored))
     return stored
