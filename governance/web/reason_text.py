@@ -64,10 +64,13 @@ def _tight(p: dict[str, str]) -> str:
 
 def _outside_interval(p: dict[str, str]) -> str:
     # The figures stay as the rule words them (numbers and units), as a planner note does.
-    return gettext(
-        "A startup log of this deployment (%(engine)s on cluster %(cluster)s) falls outside the capacity plan's "
-        "interval: %(figures)s"
-    ) % p
+    return (
+        gettext(
+            "A startup log of this deployment (%(engine)s on cluster %(cluster)s) falls outside the capacity plan's "
+            "interval: %(figures)s"
+        )
+        % p
+    )
 
 
 def _eval_missing(p: dict[str, str]) -> str:
