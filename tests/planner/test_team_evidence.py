@@ -54,6 +54,7 @@ def test_three_startup_logs_correct_the_reserve_narrow_the_kv_intervals_and_say_
     assert team["intervals"]["throughput.tpot_ms"]["basis"] == default["intervals"]["throughput.tpot_ms"]["basis"]
     assert any(note.startswith("KV reserve from 3 of your startup logs on cluster gpu-a") for note in team["notes"])
     assert not any("your startup logs" in note for note in default["notes"])
+    assert list(intervals.check_contract(team)) == []  # each figure inside its interval, every field there
 
 
 def test_a_wide_team_spread_widens_rather_than_pretending() -> None:
@@ -105,5 +106,6 @@ def test_an_engine_release_older_than_every_profile_is_planned_with_the_oldest_w
         assert _width(old, path) >= _width(oldest, path), path
     assert _width(old, "throughput.tpot_ms") > _width(oldest, "throughput.tpot_ms")
     assert "older than every profile" in old["intervals"]["throughput.tpot_ms"]["basis"]
+    assert list(intervals.check_contract(old)) == []
     with pytest.raises(ValueError, match="engine_version"):
         engine_profile("vllm", "9.0")  # newer than every profile: still refused
