@@ -1,13 +1,16 @@
 """A startup log of a request's deployment, recorded through the API, is evidence of the request: one whose KV
-pool falls outside the capacity plan's interval is flagged to engineering on the request (issue 47)."""
+pool falls outside the capacity plan's interval is flagged to engineering on the request (issue 47). A request
+whose target cluster the service knows is planned with that cluster's startup logs."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from governance.audit.models import AuditEvent
+from governance.calibration.services import startup_log_record
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import latest_capacity_plan
+from governance.deployments.services import planner_inputs
 from governance.evaluations.models import Cluster, ExecutorKind
 from tests.calibration.test_startup_logs import vllm_log
 from tests.deployments.conftest import Flow
@@ -53,3 +56,20 @@ def test_a_measured_pool_outside_the_plan_s_interval_is_flagged_on_the_request(
     assert "on cluster gpu-a" in flag["message"]
     assert after["evidence_digest"] != before["evidence_digest"]
     assert AuditEvent.objects.filter(action=631, object_id=answer.json()["code"]).exists()
+
+
+def test_a_request_for_a_known_cluster_is_planned_with_its_startup_logs(flow: Flow, artifacts: dict[str, Any]) -> None:
+    cluster = Cluster.objects.create(name="gpu-a", executor=ExecutorKind.LOCAL, remote_root="/tmp/gpu-a")
+    for offset in (0.40, 0.50, 0.45):  # SERVING's GPU, engine and (default) release line
+        startup_log_record(cluster=cluster, text=vllm_log(60.0 + offset), gpu="h200", model="llama-3.1-8b", actor=None)
+    code = flow.create(artifacts["apache"], target_cluster="gpu-a")["code"]
+    assert flow.post(flow.p.requester, code, "submit").status_code == 200
+    flow.compute_capacity(code)
+    stored = latest_capacity_plan(DeploymentRequest.objects.get(code=code))
+    assert stored is not None
+    assert stored.inputs["cluster"] == str(cluster.code)
+    assert stored.result is not None
+    assert any(n.startswith("KV reserve from 3 of your startup logs on cluster gpu-a") for n in stored.result["notes"])
+    assert stored.result["intervals"]["memory_per_gpu.kv_cache"]["n"] == 3
+    other = flow.create(artifacts["apache"], target_cluster="somewhere-else")["code"]
+    assert "cluster" not in planner_inputs(DeploymentRequest.objects.get(code=other))

@@ -28,7 +28,7 @@ from governance.deployments.selectors import active_waivers, latest_capacity_pla
 from governance.deployments.services.transitions import SYSTEM, Actor, deployment_lock, deployment_transition
 from governance.evaluations.evals import candidate_accuracy, eval_evidence, eval_evidence_item
 from governance.evaluations.models import EvalKind, EvalRun, EvalStatus
-from governance.evaluations.selectors import artifact_self_description
+from governance.evaluations.selectors import artifact_self_description, cluster_by_name
 from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate
@@ -71,6 +71,11 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
         inputs["engine_version"] = plan["engine_version"]
     if plan.get("gpu_spec"):  # a GPU outside the catalog, as the request states it
         inputs["gpu_spec"] = plan["gpu_spec"]
+    # A target cluster the service knows: the plan takes its own evidence (calibration profile, startup logs)
+    # ahead of the catalog's, as a plan naming that cluster does (issue 47).
+    target = cluster_by_name(deployment.target_cluster) if deployment.target_cluster else None
+    if target is not None:
+        inputs["cluster"] = str(target.code)
     for name in ("tp", "pp", "ep", "dp"):
         if plan.get(name):
             inputs[name] = plan[name]
