@@ -27,6 +27,7 @@ from governance.deployments.models import DeploymentRequest
 from governance.evaluations.evals import eval_run_request
 from governance.evaluations.models import Cluster, ExecutorKind
 from governance.evaluations.services import cluster_discover
+from tests.calibration.test_startup_logs import vllm_log
 from tests.conftest import Personas
 from tests.deployments import conftest as deployment_fixtures
 from tests.deployments.conftest import Flow
@@ -324,6 +325,9 @@ ROWS: list[Row] = [
     Row("cluster-calibrations", "POST", "/api/v1/clusters/{cluster}/calibrations", frozenset({ENG, ADMIN}),
         {"gpu": "h200", "model": "qwen3-30b-a3b", "gpus": 1}),
     Row("calibration-detail", "GET", "/api/v1/calibrations/{calibration}", ROLES, prepare=_calibration),
+    Row("cluster-startup-logs", "GET", "/api/v1/clusters/{cluster}/startup-logs", ROLES),
+    Row("cluster-startup-logs", "POST", "/api/v1/clusters/{cluster}/startup-logs", frozenset({ENG, ADMIN}),
+        {"text": vllm_log(60.0), "gpu": "h100-80g", "model": "llama-3.1-8b", "precision": "bf16"}),
     Row("gate-argo", "POST", "/api/v1/gate/argo", frozenset(), {"deployment": "x"}, note="bearer CI tokens only"),
     Row("gate-flagger", "POST", "/api/v1/gate/flagger/confirm-promotion", frozenset(), {"name": "x"},
         note="bearer CI tokens only"),

@@ -36,6 +36,7 @@ from governance.approvals.packet_content import (
 )
 from governance.approvals.signing import add_signature_fields
 from governance.approvals.verification import EVIDENCE_ATTACHMENT
+from governance.capacity.selectors import plan_interval_rows, plan_verdict
 from governance.core.canonical import canonical_json
 from governance.core.metrics import PACKET_RENDER, timed
 
@@ -223,6 +224,8 @@ def _render_html(data: PacketInput) -> str:
             "derivation": derivation_word(artifact.get("derivation")),
             "plan_model": plan_model(plan or {}, artifact),
             "plan_layout": layout_text((plan or {}).get("parallel") or {}),
+            "plan_intervals": plan_interval_rows(plan),
+            "plan_verdict": plan_verdict(plan),
             "memory": {key: format_gib(memory.get(key)) for key in ("weights", "kv_cache", "activations", "capacity")},
             "summary": summary(evidence, data.organisation),
             "fact_rows": fact_rows((evidence.get("request") or {}).get("facts") or {}),

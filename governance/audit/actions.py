@@ -52,6 +52,7 @@ class AuditAction(models.IntegerChoices):
     JOB_STATE_CHANGED = 611, "job.state_changed"
     EVAL_COMPLETED = 620, "eval.completed"
     CALIBRATION_COMPLETED = 630, "calibration.completed"
+    STARTUP_LOG_RECORDED = 631, "calibration.startup_log_recorded"  # a cluster's startup log: plan evidence
     # 700-799: approvals and signatures
     SIGNOFF_RECORDED = 700, "approval.signoff_recorded"
     SIGNOFF_VOIDED = 701, "approval.signoff_voided"

@@ -9,6 +9,7 @@ class DeploymentsConfig(AppConfig):
 
     def ready(self) -> None:
         # The apps below announce events with signals; this app listens, so none of them imports it.
+        from governance.calibration.signals import startup_log_recorded
         from governance.capacity.signals import plan_computed
         from governance.deployments.services import (
             on_artifact_inspected,
@@ -16,6 +17,7 @@ class DeploymentsConfig(AppConfig):
             on_eval_finished,
             on_license_text_classified,
             on_license_version_published,
+            on_startup_log_recorded,
         )
         from governance.evaluations.signals import artifact_inspected, eval_finished
         from governance.licenses.signals import text_classified, version_published
@@ -25,6 +27,7 @@ class DeploymentsConfig(AppConfig):
         version_published.connect(on_license_version_published, dispatch_uid="deployments.version_published")
         artifact_inspected.connect(on_artifact_inspected, dispatch_uid="deployments.artifact_inspected")
         text_classified.connect(on_license_text_classified, dispatch_uid="deployments.text_classified")
+        startup_log_recorded.connect(on_startup_log_recorded, dispatch_uid="deployments.startup_log_recorded")
 
         from governance.core.visibility import register_hidden
         from governance.deployments.models import DeploymentRequest

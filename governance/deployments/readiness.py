@@ -66,6 +66,9 @@ class ReasonCode(models.TextChoices):
     CAPACITY_FAILED = "capacity.failed"
     CAPACITY_DOES_NOT_FIT = "capacity.does_not_fit"
     CAPACITY_TIGHT = "capacity.tight"  # fits at the central figures only: engineering's call (signing clears it)
+    # A startup log of the request's deployment fell outside the plan's interval: engineering's call (signing
+    # clears it), as the plan or the deployment is not what the other assumed.
+    CAPACITY_OUTSIDE_INTERVAL = "capacity.outside_interval"
     EVAL_MISSING = "eval.missing"
     EVAL_PENDING = "eval.pending"
     EVAL_FAILED = "eval.failed"
@@ -103,6 +106,7 @@ CLEARED_BY_SIGNING = frozenset(
         ReasonCode.SIGNATURE_STALE,
         ReasonCode.USAGE_THRESHOLD_CROSSED,
         ReasonCode.CAPACITY_TIGHT,
+        ReasonCode.CAPACITY_OUTSIDE_INTERVAL,
     }
 )
 
@@ -349,11 +353,14 @@ def _capacity(evidence: Mapping[str, Any], engineering_signed: bool = False) -> 
             )
         ]
     result = plan.get("result") or {}
-    if result.get("verdict") == "tight" and not engineering_signed:
+    if engineering_signed:
+        return []
+    reasons = []
+    if result.get("verdict") == "tight":
         # Fits at the plan's central figures, not at its KV interval's pessimistic end: engineering judges the
         # margin (the plan's "Tight: …" note) and its signature of this evidence clears it.
         tight = [note for note in result.get("notes") or [] if isinstance(note, str) and note.startswith("Tight")]
-        return [
+        reasons.append(
             Reason(
                 ReasonCode.CAPACITY_TIGHT,
                 tight[0]
@@ -364,8 +371,57 @@ def _capacity(evidence: Mapping[str, Any], engineering_signed: bool = False) -> 
                 Actor.ENGINEERING,
                 severity="review",
             )
-        ]
-    return []
+        )
+    for measured in plan.get("measured") or []:
+        outside = _outside_interval(result, measured)
+        if outside:
+            reasons.append(
+                Reason(
+                    ReasonCode.CAPACITY_OUTSIDE_INTERVAL,
+                    f"a startup log of this deployment ({measured.get('engine')} {measured.get('engine_version')} "
+                    f"on cluster {measured.get('cluster')}) falls outside the capacity plan's interval: "
+                    + "; ".join(outside),
+                    f"{ENGINEERING} checks the deployment against the plan (engine release, settings) and signs, "
+                    f"or {REQUESTER} plans again with the cluster's startup logs",
+                    Actor.ENGINEERING,
+                    severity="review",
+                )
+            )
+    return reasons
+
+
+# The startup-log figures held against the plan's intervals: (measured key, interval path, label, GiB or not).
+MEASURED_FIGURES = (
+    ("kv_pool_bytes", "memory_per_gpu.kv_cache", "KV pool per GPU", True),
+    ("kv_capacity_tokens", "kv_cache.capacity_tokens", "KV tokens", False),
+)
+
+
+def _outside_interval(result: Mapping[str, Any], measured: Mapping[str, Any]) -> list[str]:
+    """Each figure of a measured startup log outside the plan's interval, as "KV pool per GPU 55.50 GiB measured,
+    80% interval 60.00-61.00 GiB". A log of another layout (tp, pp) than the plan's is not comparable: none."""
+    parallel = result.get("parallel") or {}
+    if (measured.get("tp") or 1, measured.get("pp") or 1) != (parallel.get("tp") or 1, parallel.get("pp") or 1):
+        return []
+    intervals = result.get("intervals") or {}
+    found = []
+    for key, path, label, in_gib in MEASURED_FIGURES:
+        value, interval = measured.get(key), intervals.get(path)
+        if not isinstance(value, int | float) or not isinstance(interval, Mapping):
+            continue
+        low, high = interval.get("low"), interval.get("high")
+        if not isinstance(low, int | float) or not isinstance(high, int | float) or low <= value <= high:
+            continue
+
+        def shown(number: float, gib: bool = in_gib) -> str:
+            return f"{number / (1 << 30):.2f}" if gib else f"{number:,.0f}"
+
+        unit = " GiB" if in_gib else ""
+        found.append(
+            f"{label} {shown(value)}{unit} measured, {float(interval.get('coverage') or 0.8):.0%} interval "
+            f"{shown(low)}\u2013{shown(high)}{unit}"
+        )
+    return found
 
 
 def scheme_matches(scheme: str, precision: str) -> bool:

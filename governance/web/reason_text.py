@@ -62,6 +62,17 @@ def _tight(p: dict[str, str]) -> str:
     ) + _planner(note if note.startswith("Tight") else "")
 
 
+def _outside_interval(p: dict[str, str]) -> str:
+    # The figures stay as the rule words them (numbers and units), as a planner note does.
+    return (
+        gettext(
+            "A startup log of this deployment (%(engine)s on cluster %(cluster)s) falls outside the capacity plan's "
+            "interval: %(figures)s"
+        )
+        % p
+    )
+
+
 def _eval_missing(p: dict[str, str]) -> str:
     text = gettext("No %(precision)s eval served %(digest)s through an engine.") % {
         "precision": p["precision"],
@@ -174,6 +185,13 @@ _ENTRIES: dict[str, list[tuple[str, Words]]] = {
     "capacity.failed": [(r"the capacity plan failed", lambda _p: gettext("The capacity plan failed."))],
     "capacity.does_not_fit": [(r"the serving plan does not fit the target GPUs(?:: (?P<note>.*))?", _does_not_fit)],
     "capacity.tight": [(r"(?P<note>.*)", _tight)],
+    "capacity.outside_interval": [
+        (
+            r"a startup log of this deployment \((?P<engine>.+?) on cluster (?P<cluster>.+?)\) falls outside the "
+            r"capacity plan's interval: (?P<figures>.*)",
+            _outside_interval,
+        )
+    ],
     "eval.missing": [
         (
             r"no (?P<precision>\S+) eval served (?P<digest>the weights|\S+) through an engine"

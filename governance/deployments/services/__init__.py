@@ -19,6 +19,7 @@ from governance.deployments.services.evidence import (
     on_eval_finished,
     on_license_text_classified,
     on_license_version_published,
+    on_startup_log_recorded,
     planner_inputs,
     validate_facts,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "on_eval_finished",
     "on_license_text_classified",
     "on_license_version_published",
+    "on_startup_log_recorded",
     "planner_inputs",
     "usage_report_record",
     "validate_facts",

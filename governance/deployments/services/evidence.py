@@ -15,6 +15,8 @@ from governance.artifacts.selectors import artifact_signature_facts
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.audit.services import audit_record
+from governance.calibration.models import StartupLog
+from governance.calibration.selectors import startup_logs_of
 from governance.capacity.models import CapacityPlan
 from governance.capacity.services import capacity_plan_request
 from governance.core.canonical import canonical_sha256
@@ -27,7 +29,7 @@ from governance.deployments.selectors import active_waivers, latest_capacity_pla
 from governance.deployments.services.transitions import SYSTEM, Actor, deployment_lock, deployment_transition
 from governance.evaluations.evals import candidate_accuracy, eval_evidence, eval_evidence_item
 from governance.evaluations.models import EvalKind, EvalRun, EvalStatus
-from governance.evaluations.selectors import artifact_self_description
+from governance.evaluations.selectors import artifact_self_description, cluster_by_name
 from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate
@@ -70,6 +72,11 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
         inputs["engine_version"] = plan["engine_version"]
     if plan.get("gpu_spec"):  # a GPU outside the catalog, as the request states it
         inputs["gpu_spec"] = plan["gpu_spec"]
+    # A target cluster the service knows: the plan takes its own evidence (calibration profile, startup logs)
+    # ahead of the catalog's, as a plan naming that cluster does (issue 47).
+    target = cluster_by_name(deployment.target_cluster) if deployment.target_cluster else None
+    if target is not None:
+        inputs["cluster"] = str(target.code)
     for name in ("tp", "pp", "ep", "dp"):
         if plan.get(name):
             inputs[name] = plan[name]
@@ -136,13 +143,31 @@ def _capacity_evidence(deployment: DeploymentRequest) -> dict[str, Any] | None:
     stored = latest_capacity_plan(deployment)
     if stored is None:
         return None
-    return {
+    evidence: dict[str, Any] = {
         "plan": str(stored.code),
         "status": stored.status,
         "fits": stored.fits,
         "result": stored.result,
         "planner_version": stored.planner_version,
     }
+    measured = [
+        {
+            "log": str(log.code),
+            "cluster": log.cluster.name,
+            "engine": log.engine,
+            "engine_version": log.engine_version,
+            "tp": log.planned.get("tp") or 1,
+            "pp": log.planned.get("pp") or 1,
+            "kv_pool_bytes": log.figures.get("available_kv_cache_memory"),
+            "kv_capacity_tokens": log.figures.get("gpu_kv_cache_tokens"),
+        }
+        for log in startup_logs_of(subject_type=DeploymentRequest._meta.label_lower, subject_id=str(deployment.code))
+        .select_related("cluster")
+        .order_by("created_at")
+    ]
+    if measured:  # only then: the evidence of a request with no startup log is what it was (its digest too)
+        evidence["measured"] = measured
+    return evidence
 
 
 def _approvals(deployment: DeploymentRequest) -> list[tuple[Any, EvalRun | None]]:
@@ -374,6 +399,18 @@ def on_capacity_plan_computed(sender: Any = None, *, plan: CapacityPlan, **kwarg
         return
     with transaction.atomic():
         deployment_evidence_refresh(deployment_lock(deployment), "system:capacity", f"capacity plan {plan.status}")
+
+
+def on_startup_log_recorded(sender: Any = None, *, log: StartupLog, **kwargs: Any) -> None:
+    """Receiver of calibration.signals.startup_log_recorded: a log of a request's deployment is evidence of it
+    (readiness holds it against the plan's intervals)."""
+    if log.subject_type != DeploymentRequest._meta.label_lower:
+        return
+    deployment = DeploymentRequest.objects.filter(code=log.subject_id).first()
+    if deployment is None or deployment.status in TERMINAL:
+        return
+    with transaction.atomic():
+        deployment_evidence_refresh(deployment_lock(deployment), "system:calibration", "startup log recorded")
 
 
 def on_eval_finished(sender: Any = None, *, evaluation: Any, **kwargs: Any) -> None:

@@ -14,6 +14,7 @@ from governance.approvals.models import ApprovalPacket
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
+from governance.capacity.selectors import IntervalRow, PlanVerdict, plan_interval_rows, plan_verdict
 from governance.core.errors import NotFoundError
 from governance.core.models import Team
 from governance.core.roles import Role, has_role
@@ -207,6 +208,9 @@ class DeploymentPage:
     gate_decisions: list[dict[str, Any]] = field(default_factory=list)
     blockers_shown: bool = True
     blockers_pending: bool = False
+    # The plan's intervals and fit verdict (issue 47): none for a plan stored before they existed.
+    intervals: list[IntervalRow] = field(default_factory=list)
+    verdict: PlanVerdict | None = None
 
 
 def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_active: bool) -> dict[str, bool]:
@@ -316,6 +320,8 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     return {
         "plan": plan,
         "chart": memory_chart(plan.result) if plan is not None and plan.result else None,
+        "intervals": plan_interval_rows(plan.result) if plan is not None else [],
+        "verdict": plan_verdict(plan.result) if plan is not None else None,
         "evals": [eval_progress(run) for run in request.eval_runs.all()],
         "usage_reports": list(request.usage_reports.order_by("-month", "-created_at")[:12]),
         "gate_decisions": gate_decisions(user, request),
