@@ -66,6 +66,13 @@ def _does_not_fit(p: dict[str, str]) -> str:
     return gettext("The serving plan does not fit the target GPUs.") + _planner(p.get("note") or "")
 
 
+def _over_budget(p: dict[str, str]) -> str:
+    return gettext("The serving plan fits only on %(gpus)s GPUs %(kind)s, more than its budget of %(budget)s.") % {
+        **p,
+        "kind": f"({p['kind']})" if p.get("kind") else "",
+    }
+
+
 def _tight(p: dict[str, str]) -> str:
     note = p.get("note") or ""
     return gettext(
@@ -184,6 +191,13 @@ _ENTRIES: dict[str, list[tuple[str, Words]]] = {
     ],
     "capacity.failed": [(r"the capacity plan failed", lambda _p: gettext("The capacity plan failed."))],
     "capacity.does_not_fit": [(r"the serving plan does not fit the target GPUs(?:: (?P<note>.*))?", _does_not_fit)],
+    "capacity.over_budget": [
+        (
+            r"the serving plan fits only on (?P<gpus>\d+) GPUs(?: \((?P<kind>[^)]*)\))?, more than its budget of "
+            r"(?P<budget>\d+)",
+            _over_budget,
+        )
+    ],
     "capacity.tight": [(r"(?P<note>.*)", _tight)],
     "eval.missing": [
         (

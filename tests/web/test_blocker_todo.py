@@ -1,4 +1,4 @@
-""""What to do" about a blocker that needs the licensor's permission (issue 46): it said "…or legal
+""" "What to do" about a blocker that needs the licensor's permission (issue 46): it said "…or legal
 records a waiver", as if one reviewer could lift a blocker. A blocker is waived only with the licensor's
 written permission attached and a second legal reviewer's confirmation (readiness.waiver_in_force):
 the guidance says both, in the reader's language, on the page and in the packet."""

@@ -20,6 +20,7 @@ from governance.deployments.services.evidence import (
     on_license_text_classified,
     on_license_version_published,
     planner_inputs,
+    serving_plan_inputs,
     validate_facts,
 )
 from governance.deployments.services.lifecycle import (
@@ -68,6 +69,7 @@ __all__ = [
     "on_license_text_classified",
     "on_license_version_published",
     "planner_inputs",
+    "serving_plan_inputs",
     "usage_report_record",
     "validate_facts",
     "waiver_confirm",

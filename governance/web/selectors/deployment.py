@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
+from django.utils.translation import gettext, ngettext
 
 from governance.approvals.choices import PacketStatus, SignatureStatus
 from governance.approvals.models import ApprovalPacket
@@ -36,10 +37,12 @@ from governance.web import labels
 
 @dataclass
 class MemoryChart:
-    """A stacked bar per GPU: weights, KV cache, activations, reserve, free (SVG coordinates), with
-    an axis in GiB below the bars (`ticks`, `axis_y`) and the capacity marked (`capacity_x`)."""
+    """A stacked bar per GPU of one replica: weights, KV cache, activations, reserve, free (SVG
+    coordinates), with an axis in GiB below the bars (`ticks`, `axis_y`) and the capacity marked
+    (`capacity_x`); `caption` says what is drawn (one replica's GPUs, of how many in all)."""
 
     gpus: int
+    caption: str
     bars: list[dict[str, Any]]
     legend: list[dict[str, Any]]
     capacity_gib: float
@@ -68,13 +71,55 @@ ENGINE_LINE = re.compile(r"^engine (\S+) (\S+)\s*$", re.MULTILINE)
 SERVED_PHASES = ("baseline", "candidate")
 
 
+MAX_CHART_BARS = 16
+
+
+def chart_caption(gpus: int, replicas: int, shown: int, capacity_gib: float) -> str:
+    """What the memory chart draws: "one replica of 16 GPUs, of 32 in 2 replicas" (each replica is
+    the same), or the deployment's GPUs when it is one replica; the first N when there are more bars
+    than it draws."""
+    replica_gpus = max(gpus // max(replicas, 1), 1)
+    values = {"gpus": gpus, "replica": replica_gpus, "replicas": replicas, "shown": shown}
+    if replicas > 1:
+        text = ngettext(
+            "Memory of each GPU of one replica of %(replica)s GPU, of %(gpus)s GPUs in %(replicas)s identical replicas",
+            "Memory of each GPU of one replica of %(replica)s GPUs, of %(gpus)s GPUs in %(replicas)s identical replicas",
+            replica_gpus,
+        )
+    else:
+        text = ngettext(
+            "Memory of each GPU of the deployment's %(gpus)s GPU",
+            "Memory of each GPU of the deployment's %(gpus)s GPUs",
+            gpus,
+        )
+    text = text % values
+    if shown < replica_gpus:
+        text += gettext(" (the first %(shown)s drawn; the others hold the same)") % values
+    return text + gettext("; capacity %(capacity)s GiB each") % {"capacity": f"{capacity_gib:.1f}"}
+
+
+def plan_budget(serving_plan: dict[str, Any], plan: CapacityPlan | None) -> dict[str, Any]:
+    """The serving plan's GPU budget beside the computed plan: `over_budget` when the plan fits, but
+    only on more GPUs than the budget (the readiness rule's `capacity.over_budget`)."""
+    budget = serving_plan.get("max_gpus")
+    result = (plan.result if plan is not None else None) or {}
+    gpus = int((result.get("parallel") or {}).get("gpus") or 0)
+    kind = str((result.get("gpu") or {}).get("key") or serving_plan.get("gpu") or "")
+    over = bool(budget) and plan is not None and bool(plan.fits) and gpus > int(budget)
+    return {"budget": int(budget) if budget else None, "budget_gpu": kind, "over_budget": over}
+
+
 def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
     memory = result.get("memory_per_gpu") or {}
     capacity = int(memory.get("capacity") or 0)
     if capacity <= 0:
         return None
-    gpus = int((result.get("parallel") or {}).get("gpus") or 1)
-    shown = min(gpus, 16)
+    parallel = result.get("parallel") or {}
+    gpus = int(parallel.get("gpus") or 1)
+    # Every replica (dp) is a copy of the same GPUs: draw one replica's, and say so.
+    replicas = max(int(parallel.get("dp") or 1), 1)
+    replica_gpus = max(gpus // replicas, 1)
+    shown = min(replica_gpus, MAX_CHART_BARS)
     bar_height, gap, label_width, plot_width = 22, 6, 56, 480
     scale = plot_width / max(capacity, int(memory.get("total") or 0))
     # every GPU holds the same parts (memory_per_gpu): one set of segments, named once, for each bar
@@ -109,6 +154,7 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
     bars_height = shown * (bar_height + gap)
     return MemoryChart(
         gpus=gpus,
+        caption=chart_caption(gpus, replicas, shown, capacity / GIB),
         bars=bars,
         legend=legend,
         capacity_gib=capacity / GIB,
@@ -205,6 +251,9 @@ class DeploymentPage:
     approval: ApprovalState | None = None
     approval_current: bool = False
     gate_decisions: list[dict[str, Any]] = field(default_factory=list)
+    budget: int | None = None  # the serving plan's max_gpus
+    budget_gpu: str = ""
+    over_budget: bool = False
     blockers_shown: bool = True
     blockers_pending: bool = False
 
@@ -316,6 +365,7 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     return {
         "plan": plan,
         "chart": memory_chart(plan.result) if plan is not None and plan.result else None,
+        **plan_budget(request.serving_plan or {}, plan),
         "evals": [eval_progress(run) for run in request.eval_runs.all()],
         "usage_reports": list(request.usage_reports.order_by("-month", "-created_at")[:12]),
         "gate_decisions": gate_decisions(user, request),
