@@ -38,6 +38,7 @@ from governance.approvals.signing import add_signature_fields
 from governance.approvals.verification import EVIDENCE_ATTACHMENT
 from governance.core.canonical import canonical_json
 from governance.core.metrics import PACKET_RENDER, timed
+from governance.deployments.reason_text import reason_message, reason_todo
 
 PACKET_FORMAT = "governance.approval-packet/1"
 GIB = 1024**3
@@ -158,6 +159,18 @@ def _findings(evidence: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _blocker_row(blocker: dict[str, str]) -> dict[str, str]:
+    """A readiness reason as the packet's table shows it, in the packet's language (the reason's own
+    `message` and `fix` are English: the API's and the gate's contract), as the request page words it."""
+    code, role = str(blocker.get("code") or ""), str(blocker.get("role") or "")
+    return {
+        **blocker,
+        "role_label": word(ACTORS, role),
+        "message_text": reason_message(blocker),
+        "todo": reason_todo(code, role),
+    }
+
+
 def code_html(code: Any) -> str:
     """A finding or obligation code for a narrow column: escaped, with a line-break opportunity
     (<wbr>) after each '.' and '_' and nowhere else (the CSS keeps its words whole: `code.ident`)."""
@@ -256,7 +269,7 @@ def _render_html(data: PacketInput) -> str:
             "plan": plan,
             "chart_svg": memory_chart_svg(plan, FONTS.get(data.language, FONTS["en"]).replace('"', "")),
             "evals": evals,
-            "blockers": [{**b, "role_label": word(ACTORS, b.get("role"))} for b in data.blockers],
+            "blockers": [_blocker_row(b) for b in data.blockers],
             "checkpoint": data.audit_checkpoint,
             "signatures": [{**s, "role_label": word(ROLES, s.get("role"))} for s in data.signatures],
             "font_family": FONTS.get(data.language, FONTS["en"]),
