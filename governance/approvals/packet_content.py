@@ -235,6 +235,51 @@ def layout_text(parallel: dict[str, Any]) -> str:
     }
 
 
+# The planner's engine profiles (a plan's `engine.name`) by name, and the flag each launch command
+# sets its batch of sequences with (planner/engines: vllm.py, sglang.py, trtllm.py).
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+BATCH_FLAGS = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests", "trtllm": "--max_batch_size"}
+
+
+def concurrency_text(plan: dict[str, Any], envelope: dict[str, Any]) -> str:
+    """The plan's concurrency as the engine commands set it: the sequences run at once (the launch's
+    batch per replica times the replicas, at most what the KV cache holds), where the batch comes from
+    (the request's concurrency, or the engine's default when it gave none), and the KV cache's figure.
+    A plan's `max_concurrency` alone (48,521 beside `--max-num-seqs 1`) said two things at once."""
+    held = plan.get("max_concurrency")
+    engine = plan.get("engine") or {}
+    seqs = engine.get("max_num_seqs")
+    if held is None:
+        return _not_stated()
+    if not seqs:  # a plan stored before the planner named its batch
+        return _("%(n)s sequences") % {"n": format_count(held)}
+    replicas = int((plan.get("parallel") or {}).get("dp") or 1)
+    name = str(engine.get("name") or "vllm")
+    if envelope.get("concurrency") is not None:
+        source = _("the request's concurrency")
+    else:
+        source = _("%(engine)s's default: no concurrency was given") % {"engine": ENGINE_NAMES.get(name, name)}
+    return _(
+        "%(running)s sequences at once: %(flag)s %(seqs)s on each of %(replicas)s, %(source)s; the KV cache "
+        "holds %(held)s full-length sequences"
+    ) % {
+        "running": format_count(min(int(held), int(seqs) * replicas)),
+        "flag": BATCH_FLAGS.get(name, "--max-num-seqs"),
+        "seqs": int(seqs),
+        "replicas": ngettext("%(count)s replica", "%(count)s replicas", replicas) % {"count": replicas},
+        "source": source,
+        "held": format_count(held),
+    }
+
+
+def launch_command(plan: dict[str, Any], envelope: dict[str, Any]) -> tuple[str, str] | None:
+    """(engine, command): the plan's launch command for the approved engine, the argv whose batch the
+    concurrency row states; None when the plan has none for it (`transformers serve`)."""
+    engine = str(envelope.get("engine") or "")
+    command = (plan.get("serving") or {}).get(engine)
+    return (engine, str(command)) if command else None
+
+
 def derivation_word(value: Any) -> str:
     """The artifact's derivation (an enum) in the packet's language."""
     if not value or value == "none":

@@ -25,10 +25,12 @@ from governance.approvals.packet_content import (
     ROLES,
     SEVERITIES,
     backing_cluster,
+    concurrency_text,
     derivation_word,
     envelope_rows,
     fact_rows,
     format_gib,
+    launch_command,
     layout_text,
     plan_model,
     summary,
@@ -159,6 +161,11 @@ def _findings(evidence: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _launch_html(plan: dict[str, Any], envelope: dict[str, Any]) -> tuple[str, str] | None:
+    launch = launch_command(plan, envelope)
+    return (launch[0], command_html(launch[1])) if launch else None
+
+
 def _blocker_row(blocker: dict[str, str]) -> dict[str, str]:
     """A readiness reason as the packet's table shows it, in the packet's language (the reason's own
     `message` and `fix` are English: the API's and the gate's contract), as the request page words it."""
@@ -169,6 +176,17 @@ def _blocker_row(blocker: dict[str, str]) -> dict[str, str]:
         "message_text": reason_message(blocker),
         "todo": reason_todo(code, role),
     }
+
+
+def command_html(command: str) -> str:
+    """A launch command for a table cell: each argument kept whole (a line breaks between arguments,
+    never after the hyphen of "--max-" in "--max-model-len"); an argument too long for the column
+    (a long path) may still break inside."""
+    pieces = (
+        f'<span class="nowrap">{escape(piece)}</span>' if len(piece) <= 40 else escape(piece)
+        for piece in command.split(" ")
+    )
+    return mark_safe(" ".join(pieces))  # noqa: S308 (every piece escaped above)
 
 
 def code_html(code: Any) -> str:
@@ -236,6 +254,8 @@ def _render_html(data: PacketInput) -> str:
             "derivation": derivation_word(artifact.get("derivation")),
             "plan_model": plan_model(plan or {}, artifact),
             "plan_layout": layout_text((plan or {}).get("parallel") or {}),
+            "plan_concurrency": concurrency_text(plan or {}, evidence.get("serving_envelope") or {}),
+            "plan_launch": _launch_html(plan or {}, evidence.get("serving_envelope") or {}),
             "memory": {key: format_gib(memory.get(key)) for key in ("weights", "kv_cache", "activations", "capacity")},
             "summary": summary(evidence, data.organisation),
             "fact_rows": fact_rows((evidence.get("request") or {}).get("facts") or {}),

@@ -53,7 +53,14 @@ class ServingPlanSerializer(StrictSerializer):
     gpu_memory_utilization = serializers.FloatField(
         default=SERVING_DEFAULTS["gpu_memory_utilization"], min_value=0.1, max_value=0.99
     )
-    concurrency = serializers.IntegerField(default=SERVING_DEFAULTS["concurrency"], min_value=1, max_value=100_000)
+    # Left out: not stored, and the engine runs its own default batch (services.evidence.serving_plan_inputs).
+    concurrency = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=100_000,
+        help_text="sequences served at once; left out, the engine's default batch (vLLM's --max-num-seqs "
+        "default: 1024 on an H100 or H200, 256 on smaller GPUs), and the plan checks one full-length sequence",
+    )
     max_gpus = serializers.IntegerField(
         required=False,
         min_value=1,

@@ -32,6 +32,8 @@ from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate
 from governance.licenses.services import license_evaluation_store
 from planner.engines.registry import serving_engine
+from planner.plan import engine_default_max_num_seqs
+from planner.specs import gpu_from_dict
 
 
 def validate_facts(facts: Any) -> None:
@@ -79,6 +81,12 @@ def serving_plan_inputs(model: Any, model_path: str, plan: dict[str, Any]) -> di
     for name in ("tp", "pp", "ep", "dp"):
         if plan.get(name):
             inputs[name] = plan[name]
+    if plan.get("concurrency") is None:
+        # No concurrency stated: the engine is launched with its own default batch (vLLM's 1024 or 256
+        # sequences), not with --max-num-seqs 1, and the plan reserves memory for that batch; its fit
+        # still asks for one full-length sequence (the concurrency default).
+        gpu = gpu_from_dict(plan["gpu_spec"]) if plan.get("gpu_spec") else str(plan["gpu"])
+        inputs["max_num_seqs"] = engine_default_max_num_seqs(inputs["engine"], inputs.get("engine_version"), gpu)
     return inputs
 
 

@@ -159,7 +159,15 @@ class WizardForm(forms.Form):
     )
     kv_dtype = forms.ChoiceField(label=_("KV cache type"), choices=[("bf16", "bf16"), ("fp8", "fp8")])
     max_model_len = forms.IntegerField(label=_("Context length (tokens)"), min_value=16, initial=131072)
-    concurrency = forms.IntegerField(label=_("Concurrent sequences"), min_value=1, initial=8)
+    concurrency = forms.IntegerField(
+        label=_("Concurrent sequences"),
+        min_value=1,
+        required=False,
+        help_text=_(
+            "Left empty: the engine's default batch (vLLM: 1,024 sequences per replica on an H100 or H200), "
+            "and the plan checks that one full-length sequence fits."
+        ),
+    )
     max_gpus = forms.IntegerField(
         label=_("GPU budget (at most this many GPUs)"),
         min_value=1,
@@ -252,8 +260,10 @@ class WizardForm(forms.Form):
 
     def serving_plan(self) -> dict[str, Any]:
         data = self.cleaned_data
-        plan = {name: data[name] for name in ("engine", "precision", "kv_dtype", "max_model_len", "concurrency")}
-        plan.update({name: data[name] for name in ("gpu", "tp", "pp", "ep", "max_gpus") if data.get(name)})
+        plan = {name: data[name] for name in ("engine", "precision", "kv_dtype", "max_model_len")}
+        plan.update(
+            {name: data[name] for name in ("gpu", "concurrency", "tp", "pp", "ep", "max_gpus") if data.get(name)}
+        )
         if data.get("gpu_spec") is not None:  # the API checks it (serving_plan.gpu_spec), as --gpu-spec does
             plan["gpu_spec"] = data["gpu_spec"]
         return plan

@@ -12,6 +12,7 @@ from django.utils.translation import gettext, ngettext
 
 from governance.approvals.choices import PacketStatus, SignatureStatus
 from governance.approvals.models import ApprovalPacket
+from governance.approvals.packet_content import concurrency_text
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
@@ -254,6 +255,7 @@ class DeploymentPage:
     budget: int | None = None  # the serving plan's max_gpus
     budget_gpu: str = ""
     over_budget: bool = False
+    plan_concurrency: str = ""
     blockers_shown: bool = True
     blockers_pending: bool = False
 
@@ -366,6 +368,10 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
         "plan": plan,
         "chart": memory_chart(plan.result) if plan is not None and plan.result else None,
         **plan_budget(request.serving_plan or {}, plan),
+        # the sequences the launch commands run at once and where their batch comes from (as the packet says)
+        "plan_concurrency": concurrency_text(plan.result, request.serving_plan or {})
+        if plan is not None and plan.result
+        else "",
         "evals": [eval_progress(run) for run in request.eval_runs.all()],
         "usage_reports": list(request.usage_reports.order_by("-month", "-created_at")[:12]),
         "gate_decisions": gate_decisions(user, request),
