@@ -222,6 +222,30 @@ def gpu_count(value: Any) -> str:
     return ngettext("%(count)s GPU", "%(count)s GPUs", int(value)) % {"count": f"{int(value):,}"}
 
 
+def chart_caption(gpus: int, replicas: int, shown: int, capacity_gib: float) -> str:
+    """What the memory chart draws: "one replica of 16 GPUs, of 32 in 2 replicas" (each replica is
+    the same), or the deployment's GPUs when it is one replica; the first N when there are more bars
+    than it draws."""
+    replica_gpus = max(gpus // max(replicas, 1), 1)
+    values = {"gpus": gpus, "replica": replica_gpus, "replicas": replicas, "shown": shown}
+    if replicas > 1:
+        text = ngettext(
+            "Memory of each GPU of one replica of %(replica)s GPU, of %(gpus)s GPUs in %(replicas)s identical replicas",
+            "Memory of each GPU of one replica of %(replica)s GPUs, of %(gpus)s GPUs in %(replicas)s identical replicas",
+            replica_gpus,
+        )
+    else:
+        text = ngettext(
+            "Memory of each GPU of the deployment's %(gpus)s GPU",
+            "Memory of each GPU of the deployment's %(gpus)s GPUs",
+            gpus,
+        )
+    text = text % values
+    if shown < replica_gpus:
+        text += _(" (the first %(shown)s drawn; the others hold the same)") % values
+    return text + _("; capacity %(capacity)s GiB each") % {"capacity": f"{capacity_gib:.1f}"}
+
+
 def layout_text(parallel: dict[str, Any]) -> str:
     """The plan's layout in words: "tp 4, pp 1, ep 1, dp 2: 8 GPUs on 1 node"."""
     nodes = int(parallel.get("nodes") or 1)

@@ -25,6 +25,7 @@ from governance.approvals.packet_content import (
     ROLES,
     SEVERITIES,
     backing_cluster,
+    chart_caption,
     concurrency_text,
     derivation_word,
     envelope_rows,
@@ -104,8 +105,10 @@ def memory_chart_svg(plan: dict[str, Any] | None, font_family: str = "") -> str:
     capacity = max(int(memory.get("capacity") or 0), 1)
     used = {key: max(int(memory.get(key) or 0), 0) for key in ("weights", "kv_cache", "activations")}
     used["reserve"] = max(capacity - sum(used.values()), 0)
-    gpus = int((plan.get("parallel") or {}).get("gpus") or 1)
-    bars = min(gpus, MAX_CHART_BARS)
+    parallel = plan.get("parallel") or {}
+    gpus = int(parallel.get("gpus") or 1)
+    # every replica (dp) is a copy of the same GPUs: one replica's are drawn (chart_caption says so)
+    bars = min(max(gpus // max(int(parallel.get("dp") or 1), 1), 1), MAX_CHART_BARS)
     width, bar_height, gap, left, top = 480, 14, 4, 58, 6
     height = top + bars * (bar_height + gap) + 34
     scale = (width - left - 10) / max(capacity, sum(used.values()))
@@ -135,9 +138,6 @@ def memory_chart_svg(plan: dict[str, Any] | None, font_family: str = "") -> str:
             f'<text x="{x + 11:.0f}" y="{legend_y}" font-size="8">{escape(str(label))} {used[key] / GIB:.1f} GiB</text>'
         )
         x += 105
-    if gpus > bars:
-        shown = _("first %(bars)d of %(gpus)d identical GPUs") % {"bars": bars, "gpus": gpus}
-        parts.append(f'<text x="{left}" y="{legend_y + 14}" font-size="8">{escape(shown)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -159,6 +159,15 @@ def _findings(evidence: dict[str, Any]) -> list[dict[str, Any]]:
             )
             rows.append({"license": evaluation["license"], **finding, "waiver": waiver})
     return rows
+
+
+def _chart_caption(plan: dict[str, Any]) -> str:
+    parallel, memory = plan.get("parallel") or {}, plan.get("memory_per_gpu") or {}
+    if not memory:
+        return ""
+    gpus, replicas = int(parallel.get("gpus") or 1), max(int(parallel.get("dp") or 1), 1)
+    shown = min(max(gpus // replicas, 1), MAX_CHART_BARS)
+    return chart_caption(gpus, replicas, shown, int(memory.get("capacity") or 0) / GIB)
 
 
 def _launch_html(plan: dict[str, Any], envelope: dict[str, Any]) -> tuple[str, str] | None:
@@ -288,6 +297,7 @@ def _render_html(data: PacketInput) -> str:
             "capacity": capacity,
             "plan": plan,
             "chart_svg": memory_chart_svg(plan, FONTS.get(data.language, FONTS["en"]).replace('"', "")),
+            "chart_caption": _chart_caption(plan or {}),
             "evals": evals,
             "blockers": [_blocker_row(b) for b in data.blockers],
             "checkpoint": data.audit_checkpoint,

@@ -62,11 +62,13 @@ def test_a_request_with_no_concurrency_launches_the_engines_default_batch(
     assert flow.post(personas.requester, code, "submit").status_code == 200
     flow.compute_capacity(code)
     deployment.refresh_from_db()
-    result = deployment.evidence["capacity_plan"]["result"]
+    evidence = deployment.evidence
+    assert evidence is not None
+    result = evidence["capacity_plan"]["result"]
     assert "--max-num-seqs 1024" in result["serving"]["vllm"]
     assert result["serving_argv"]["vllm"][result["serving_argv"]["vllm"].index("--max-num-seqs") + 1] == "1024"
     assert result["engine"]["max_num_seqs"] == 1024
-    text = concurrency_text(result, deployment.evidence["serving_envelope"])
+    text = concurrency_text(result, evidence["serving_envelope"])
     running = min(result["max_concurrency"], 1024 * result["parallel"]["dp"])
     assert text.startswith(f"{running:,} sequences at once: --max-num-seqs 1024")
     # the request page says the same beside its commands

@@ -56,7 +56,9 @@ def test_within_the_budget_the_page_says_so(personas: Personas, flow: Flow, arti
     code = flow.create(artifacts["kimi"], serving_plan={**SERVING, "max_gpus": 16})["code"]
     assert flow.post(personas.requester, code, "submit").status_code == 200
     flow.compute_capacity(code)
-    assert DeploymentRequest.objects.get(code=code).evidence["serving_envelope"]["max_gpus"] == 16
+    evidence = DeploymentRequest.objects.get(code=code).evidence
+    assert evidence is not None
+    assert evidence["serving_envelope"]["max_gpus"] == 16
     blockers = {b["code"] for b in flow.get(personas.requester, code)["blockers"]}
     assert "capacity.over_budget" not in blockers
     page = _client(personas.requester).get(f"/requests/{code}/").content.decode()

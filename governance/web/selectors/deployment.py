@@ -8,11 +8,10 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, Prefetch
 from django.utils import timezone
-from django.utils.translation import gettext, ngettext
 
 from governance.approvals.choices import PacketStatus, SignatureStatus
 from governance.approvals.models import ApprovalPacket
-from governance.approvals.packet_content import concurrency_text
+from governance.approvals.packet_content import chart_caption, concurrency_text
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
@@ -75,39 +74,16 @@ SERVED_PHASES = ("baseline", "candidate")
 MAX_CHART_BARS = 16
 
 
-def chart_caption(gpus: int, replicas: int, shown: int, capacity_gib: float) -> str:
-    """What the memory chart draws: "one replica of 16 GPUs, of 32 in 2 replicas" (each replica is
-    the same), or the deployment's GPUs when it is one replica; the first N when there are more bars
-    than it draws."""
-    replica_gpus = max(gpus // max(replicas, 1), 1)
-    values = {"gpus": gpus, "replica": replica_gpus, "replicas": replicas, "shown": shown}
-    if replicas > 1:
-        text = ngettext(
-            "Memory of each GPU of one replica of %(replica)s GPU, of %(gpus)s GPUs in %(replicas)s identical replicas",
-            "Memory of each GPU of one replica of %(replica)s GPUs, of %(gpus)s GPUs in %(replicas)s identical replicas",
-            replica_gpus,
-        )
-    else:
-        text = ngettext(
-            "Memory of each GPU of the deployment's %(gpus)s GPU",
-            "Memory of each GPU of the deployment's %(gpus)s GPUs",
-            gpus,
-        )
-    text = text % values
-    if shown < replica_gpus:
-        text += gettext(" (the first %(shown)s drawn; the others hold the same)") % values
-    return text + gettext("; capacity %(capacity)s GiB each") % {"capacity": f"{capacity_gib:.1f}"}
-
-
 def plan_budget(serving_plan: dict[str, Any], plan: CapacityPlan | None) -> dict[str, Any]:
     """The serving plan's GPU budget beside the computed plan: `over_budget` when the plan fits, but
     only on more GPUs than the budget (the readiness rule's `capacity.over_budget`)."""
-    budget = serving_plan.get("max_gpus")
+    stated = serving_plan.get("max_gpus")
+    budget = int(stated) if stated else None
     result = (plan.result if plan is not None else None) or {}
     gpus = int((result.get("parallel") or {}).get("gpus") or 0)
     kind = str((result.get("gpu") or {}).get("key") or serving_plan.get("gpu") or "")
-    over = bool(budget) and plan is not None and bool(plan.fits) and gpus > int(budget)
-    return {"budget": int(budget) if budget else None, "budget_gpu": kind, "over_budget": over}
+    over = budget is not None and plan is not None and bool(plan.fits) and gpus > budget
+    return {"budget": budget, "budget_gpu": kind, "over_budget": over}
 
 
 def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
