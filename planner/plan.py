@@ -584,6 +584,15 @@ def plan(request: PlanRequest) -> PlanResult:
 CUDA_GRAPH_KIB_PER_NODE = statistics.median(CUDA_GRAPH_KIB_PER_KERNEL.values())
 
 
+def engine_default_max_num_seqs(engine: str, engine_version: str | None, gpu_spec: str | GpuSpec) -> int:
+    """The sequences per replica an engine runs at once when its launch sets none (vLLM V1: 1024 on a GPU
+    of 70 GiB or more other than the A100s, else 256; SGLang's and TensorRT-LLM's from their profiles):
+    what a serving plan that states no concurrency is launched and planned with."""
+    spec = gpu_spec if isinstance(gpu_spec, GpuSpec) else gpu(gpu_spec)
+    # The context length moves only V0's step budget (the first of the pair), never its sequences.
+    return engine_profile(engine, engine_version).defaults(spec, 8192)[1]
+
+
 def graph_headroom_bytes(memory: MemoryBreakdown) -> int:
     """What vLLM's graph capture can take: the memory outside gpu_memory_utilization and the profile run's
     activations, freed before the capture."""

@@ -65,6 +65,7 @@ class ReasonCode(models.TextChoices):
     CAPACITY_PENDING = "capacity.pending"
     CAPACITY_FAILED = "capacity.failed"
     CAPACITY_DOES_NOT_FIT = "capacity.does_not_fit"
+    CAPACITY_OVER_BUDGET = "capacity.over_budget"  # fits only on more GPUs than the serving plan's max_gpus
     CAPACITY_TIGHT = "capacity.tight"  # fits at the central figures only: engineering's call (signing clears it)
     # A startup log of the request's deployment fell outside the plan's interval: engineering's call (signing
     # clears it), as the plan or the deployment is not what the other assumed.
@@ -353,6 +354,9 @@ def _capacity(evidence: Mapping[str, Any], engineering_signed: bool = False) -> 
             )
         ]
     result = plan.get("result") or {}
+    over = _over_budget(evidence, result)
+    if over is not None:
+        return [over]
     if engineering_signed:
         return []
     reasons = []
@@ -422,6 +426,31 @@ def _outside_interval(result: Mapping[str, Any], measured: Mapping[str, Any]) ->
             f"{shown(low)}\u2013{shown(high)}{unit}"
         )
     return found
+
+
+def gpu_budget(evidence: Mapping[str, Any]) -> int | None:
+    """The serving plan's GPU budget (`max_gpus`): at most this many GPUs for the whole deployment."""
+    budget = (evidence.get("serving_envelope") or {}).get("max_gpus")
+    return int(budget) if budget else None
+
+
+def _over_budget(evidence: Mapping[str, Any], result: Mapping[str, Any]) -> Reason | None:
+    """A plan that fits, but only on more GPUs than the requester has: the planner takes the fewest
+    GPUs that fit, so no layout within the budget fits. A blocker, not engineering's call: the budget is
+    the requester's statement of what they have, which no reviewer's signature adds GPUs to; the
+    requester changes the plan (precision, context, concurrency) or states a larger budget."""
+    budget = gpu_budget(evidence)
+    gpus = int((result.get("parallel") or {}).get("gpus") or 0)
+    if budget is None or gpus <= budget:
+        return None
+    kind = str((result.get("gpu") or {}).get("key") or (evidence.get("serving_envelope") or {}).get("gpu") or "")
+    return Reason(
+        ReasonCode.CAPACITY_OVER_BUDGET,
+        f"the serving plan fits only on {gpus} GPUs{f' ({kind})' if kind else ''}, more than its budget of {budget}",
+        f"{REQUESTER} changes the serving plan (precision, context length, concurrency) until it fits in "
+        f"{budget} GPUs, or raises the budget",
+        Actor.REQUESTER,
+    )
 
 
 def scheme_matches(scheme: str, precision: str) -> bool:

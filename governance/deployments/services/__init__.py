@@ -21,6 +21,7 @@ from governance.deployments.services.evidence import (
     on_license_version_published,
     on_startup_log_recorded,
     planner_inputs,
+    serving_plan_inputs,
     validate_facts,
 )
 from governance.deployments.services.lifecycle import (
@@ -70,6 +71,7 @@ __all__ = [
     "on_license_version_published",
     "on_startup_log_recorded",
     "planner_inputs",
+    "serving_plan_inputs",
     "usage_report_record",
     "validate_facts",
     "waiver_confirm",

@@ -35,6 +35,8 @@ from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate
 from governance.licenses.services import license_evaluation_store
 from planner.engines.registry import serving_engine
+from planner.plan import engine_default_max_num_seqs
+from planner.specs import gpu_from_dict
 
 
 def validate_facts(facts: Any) -> None:
@@ -52,13 +54,20 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
     """The capacity planner's inputs for the request: its model, serving plan and engine (the plan
     must judge the engine the gate will compare, not the planner's default)."""
     artifact = deployment.artifact
-    plan = deployment.serving_plan
+    return serving_plan_inputs(
+        artifact.architecture_key or artifact.config, artifact.source_repo, deployment.serving_plan
+    )
+
+
+def serving_plan_inputs(model: Any, model_path: str, plan: dict[str, Any]) -> dict[str, Any]:
+    """The planner's inputs for a model (a catalog key or a config.json) served as a serving plan
+    says: a request's, or the wizard's before anything is stored."""
     # The memory profile the planner judges the engine by (TensorRT-LLM's is keyed `trtllm` there;
     # `transformers serve`, with none of its own, is planned under its stated stand-in's).
     engine = serving_engine(str(plan.get("engine") or SERVING_DEFAULTS["engine"]))
     inputs: dict[str, Any] = {
         "engine": engine.planner_key,
-        "model": artifact.architecture_key or artifact.config,
+        "model": model,
         "precision": plan["precision"],
         "gpu": plan["gpu"],
         "max_model_len": plan.get("max_model_len"),
@@ -66,7 +75,7 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
             name: plan.get(name, SERVING_DEFAULTS[name])
             for name in ("concurrency", "gpu_memory_utilization", "kv_dtype")
         },
-        "model_path": artifact.source_repo,
+        "model_path": model_path,
     }
     if plan.get("engine_version") and engine.profile_key is not None:  # a stand-in plans its own default
         inputs["engine_version"] = plan["engine_version"]
@@ -80,6 +89,12 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
     for name in ("tp", "pp", "ep", "dp"):
         if plan.get(name):
             inputs[name] = plan[name]
+    if plan.get("concurrency") is None:
+        # No concurrency stated: the engine is launched with its own default batch (vLLM's 1024 or 256
+        # sequences), not with --max-num-seqs 1, and the plan reserves memory for that batch; its fit
+        # still asks for one full-length sequence (the concurrency default).
+        gpu = gpu_from_dict(plan["gpu_spec"]) if plan.get("gpu_spec") else str(plan["gpu"])
+        inputs["max_num_seqs"] = engine_default_max_num_seqs(inputs["engine"], inputs.get("engine_version"), gpu)
     return inputs
 
 

@@ -159,7 +159,24 @@ class WizardForm(forms.Form):
     )
     kv_dtype = forms.ChoiceField(label=_("KV cache type"), choices=[("bf16", "bf16"), ("fp8", "fp8")])
     max_model_len = forms.IntegerField(label=_("Context length (tokens)"), min_value=16, initial=131072)
-    concurrency = forms.IntegerField(label=_("Concurrent sequences"), min_value=1, initial=8)
+    concurrency = forms.IntegerField(
+        label=_("Concurrent sequences"),
+        min_value=1,
+        required=False,
+        help_text=_(
+            "Left empty: the engine's default batch (vLLM: 1,024 sequences per replica on an H100 or H200), "
+            "and the plan checks that one full-length sequence fits."
+        ),
+    )
+    max_gpus = forms.IntegerField(
+        label=_("GPU budget (at most this many GPUs)"),
+        min_value=1,
+        required=False,
+        help_text=_(
+            "How many GPUs of this kind the deployment may take, every replica included: a plan that fits "
+            "only on more does not fit your budget. Left empty: no budget."
+        ),
+    )
     tp = forms.IntegerField(label=_("Tensor parallel"), min_value=1, max_value=16, required=False)
     pp = forms.IntegerField(label=_("Pipeline parallel"), min_value=1, max_value=64, required=False)
     ep = forms.IntegerField(label=_("Expert parallel"), min_value=1, max_value=256, required=False)
@@ -243,9 +260,23 @@ class WizardForm(forms.Form):
 
     def serving_plan(self) -> dict[str, Any]:
         data = self.cleaned_data
-        plan = {name: data[name] for name in ("engine", "precision", "kv_dtype", "max_model_len", "concurrency")}
-        plan.update({name: data[name] for name in ("gpu", "tp", "pp", "ep") if data.get(name)})
+        plan = {name: data[name] for name in ("engine", "precision", "kv_dtype", "max_model_len")}
+        plan.update(
+            {name: data[name] for name in ("gpu", "concurrency", "tp", "pp", "ep", "max_gpus") if data.get(name)}
+        )
         if data.get("gpu_spec") is not None:  # the API checks it (serving_plan.gpu_spec), as --gpu-spec does
+            plan["gpu_spec"] = data["gpu_spec"]
+        return plan
+
+    def serving_plan_so_far(self) -> dict[str, Any]:
+        """The serving plan from the fields valid so far (the live preview runs while the user types;
+        the serializer refuses what is still missing)."""
+        data = self.cleaned_data
+        plan = {name: data[name] for name in ("engine", "precision", "kv_dtype", "max_model_len") if name in data}
+        plan.update(
+            {name: data[name] for name in ("gpu", "concurrency", "tp", "pp", "ep", "max_gpus") if data.get(name)}
+        )
+        if data.get("gpu_spec") is not None:
             plan["gpu_spec"] = data["gpu_spec"]
         return plan
 

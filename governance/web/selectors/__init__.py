@@ -4,6 +4,7 @@ Every function takes the user and returns plain data the templates only display;
 see is decided by the apps' selectors (an unauthorised request is not found)."""
 
 from governance.web.selectors.catalog import (
+    capacity_preview,
     license_catalog,
     license_detail,
     license_preview,
@@ -38,6 +39,7 @@ __all__ = [
     "DeploymentPage",
     "MemoryChart",
     "audit_page",
+    "capacity_preview",
     "ci_token",
     "ci_tokens",
     "clusters",

@@ -63,6 +63,7 @@ WIZARD_FIELDS = {
     "serving_plan.tp": "tp",
     "serving_plan.pp": "pp",
     "serving_plan.ep": "ep",
+    "serving_plan.max_gpus": "max_gpus",
     "facts.monthly_revenue.amount": "revenue_amount",
     "facts.monthly_revenue.currency": "revenue_currency",
     "facts.derivative.kind": "derivative_kind",
@@ -83,10 +84,20 @@ def _wizard_form(request: HttpRequest, data: Any = None) -> WizardForm:
     )
 
 
-def _preview(request: HttpRequest, form: WizardForm) -> dict[str, Any] | None:
+def _preview(request: HttpRequest, form: WizardForm) -> dict[str, Any]:
+    """The license decision and the capacity verdict for what is typed so far (the template's
+    `preview` and `capacity`)."""
     form.is_valid()  # the preview uses whatever is valid so far
     artifact = selectors.wizard_artifact(request.user, form.selected_artifact_code())
-    return selectors.license_preview(artifact, form.cleaned_data.get("new_license") or "", form.facts())
+    data = form.cleaned_data
+    if artifact is not None:
+        model, path = artifact.architecture_key or artifact.config, artifact.source_repo
+    else:
+        model, path = data.get("new_architecture_key") or data.get("new_config"), data.get("new_source_repo") or ""
+    return {
+        "preview": selectors.license_preview(artifact, data.get("new_license") or "", form.facts()),
+        "capacity": selectors.capacity_preview(model, path, form.serving_plan_so_far()),
+    }
 
 
 @roles_required(Role.REQUESTER)
@@ -95,13 +106,13 @@ def wizard(request: HttpRequest) -> HttpResponse:
         return render(request, "web/wizard.html", {"form": _wizard_form(request)})
     form = _wizard_form(request, request.POST)
     if "preview" in request.POST or not form.is_valid():  # the no-JavaScript preview, or errors to show
-        return render(request, "web/wizard.html", {"form": form, "preview": _preview(request, form)})
+        return render(request, "web/wizard.html", {"form": form, **_preview(request, form)})
     try:
         with transaction.atomic():
             deployment = _create(request, form)
     except ApplicationError as exc:
         apply_error(form, exc, WIZARD_FIELDS)
-        return render(request, "web/wizard.html", {"form": form, "preview": _preview(request, form)}, status=400)
+        return render(request, "web/wizard.html", {"form": form, **_preview(request, form)}, status=400)
     return HttpResponseRedirect(reverse("web:deployment", args=[deployment.code]))
 
 
@@ -129,9 +140,9 @@ def _create(request: HttpRequest, form: WizardForm) -> Any:
 @require_POST
 @roles_required(Role.REQUESTER)
 def wizard_preview(request: HttpRequest) -> HttpResponse:
-    """htmx: the license decision for the facts as typed so far."""
+    """htmx: the license decision and the capacity verdict for what is typed so far."""
     form = _wizard_form(request, request.POST)
-    return render(request, "web/partials/preview.html", {"preview": _preview(request, form), "form": form})
+    return render(request, "web/partials/preview.html", {**_preview(request, form), "form": form})
 
 
 # --- the request page -------------------------------------------------------------------------
