@@ -54,9 +54,15 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
     """The capacity planner's inputs for the request: its model, serving plan and engine (the plan
     must judge the engine the gate will compare, not the planner's default)."""
     artifact = deployment.artifact
-    return serving_plan_inputs(
+    inputs = serving_plan_inputs(
         artifact.architecture_key or artifact.config, artifact.source_repo, deployment.serving_plan
     )
+    # A target cluster the service knows: the plan takes its own evidence (calibration profile, startup logs)
+    # ahead of the catalog's, as a plan naming that cluster does (issue 47).
+    target = cluster_by_name(deployment.target_cluster) if deployment.target_cluster else None
+    if target is not None:
+        inputs["cluster"] = str(target.code)
+    return inputs
 
 
 def serving_plan_inputs(model: Any, model_path: str, plan: dict[str, Any]) -> dict[str, Any]:
@@ -81,11 +87,6 @@ def serving_plan_inputs(model: Any, model_path: str, plan: dict[str, Any]) -> di
         inputs["engine_version"] = plan["engine_version"]
     if plan.get("gpu_spec"):  # a GPU outside the catalog, as the request states it
         inputs["gpu_spec"] = plan["gpu_spec"]
-    # A target cluster the service knows: the plan takes its own evidence (calibration profile, startup logs)
-    # ahead of the catalog's, as a plan naming that cluster does (issue 47).
-    target = cluster_by_name(deployment.target_cluster) if deployment.target_cluster else None
-    if target is not None:
-        inputs["cluster"] = str(target.code)
     for name in ("tp", "pp", "ep", "dp"):
         if plan.get(name):
             inputs[name] = plan[name]
