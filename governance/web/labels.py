@@ -232,6 +232,10 @@ def _guidance(code: str, role: str) -> tuple[str, str]:
         return gettext(
             "Serve the weights at the precision they are stored in, with their baseline registered."
         ), "checkpoint"
+    if code == "artifact.parent_mismatch":
+        return gettext(
+            "Compare the two checkpoints; the requester names the one the weights were made from as the parent."
+        ), "checkpoint"
     if code == "license.licensor_approval_required":
         return gettext("Obtain the licensor's approval, then record it as a waiver with its reference."), "waivers"
     if code == "license.blocker":

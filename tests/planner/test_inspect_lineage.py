@@ -81,6 +81,7 @@ def test_each_safetensors_file_is_summarised_by_dtype_and_shape(tmp_path: Path) 
     first = files["model-00001-of-00002.safetensors"]
     assert set(first["dtypes"]) <= {"BF16", "I32", "I64"}
     assert sum(d["tensors"] for d in first["dtypes"].values()) == first["tensors"]
-    assert first["largest"]["shape"] and first["largest"]["dtype"]
+    assert first["largest"]["shape"]
+    assert first["largest"]["dtype"]
     assert report["config"]["dimensions"]["hidden_size"] == ckpt.HIDDEN
     assert report["structure"]["tensors"] > 0
