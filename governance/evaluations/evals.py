@@ -119,6 +119,22 @@ def local_model_dir(cluster: Cluster, path: str, field: str = "path") -> Path:
         ) from None
 
 
+def local_weights_digest(*, cluster: Cluster, path: str) -> str:
+    """The weights digest of the checkpoint at `path` on the local executor's host, hashed here (the
+    wizard registers an artifact from its location). Another cluster's files are hashed on its node:
+    their digest is given (manage.py artifact_digest DIR), never guessed."""
+    if cluster.executor != ExecutorKind.LOCAL:
+        raise invalid_input("weights_digest", f"the files on cluster {cluster.name} are not on this host: give it")
+    local = local_model_dir(cluster, resolve_model_path(cluster, path))
+    if not local.is_dir():
+        raise invalid_input("path", "no such directory on the cluster")
+    try:
+        manifest = "".join(manifest_lines(local))
+    except (OSError, ValueError) as exc:
+        raise invalid_input("path", str(exc)) from None
+    return "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
+
+
 @write_service
 def artifact_location_register(
     *, artifact: ModelArtifact, cluster: Cluster, path: str, actor: User | None, manifest: str | None = None

@@ -30,6 +30,7 @@ from governance.deployments.services.lifecycle import (
     deployment_submit,
     deployment_update,
     deployment_withdraw,
+    require_servable_precision,
 )
 from governance.deployments.services.obligations import obligation_acknowledge, obligation_review
 from governance.deployments.services.transitions import (
@@ -68,6 +69,7 @@ __all__ = [
     "on_license_text_classified",
     "on_license_version_published",
     "planner_inputs",
+    "require_servable_precision",
     "usage_report_record",
     "validate_facts",
     "waiver_confirm",
