@@ -230,7 +230,7 @@ class WizardForm(forms.Form):
             (key, f"{name} ({key})") for key, name in licenses
         ]
         offered = [(str(code), f"{name} ({license_key})") for code, name, license_key in artifacts]
-        cast(forms.ChoiceField, self.fields["new_parent"]).choices = [("", _("— none: as published —"))] + offered
+        cast(forms.ChoiceField, self.fields["new_parent"]).choices = [("", _("— none: as published —")), *offered]
         cast(forms.ChoiceField, self.fields["new_cluster"]).choices = [("", "—")] + [(c, c) for c in clusters or []]
         cast(forms.ChoiceField, self.fields["precision"]).choices = [
             ("", _("— as the weights are stored —")),
