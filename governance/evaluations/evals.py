@@ -29,6 +29,7 @@ from governance.evaluations.models import (
     JobRun,
     JobRunState,
 )
+from governance.evaluations.selectors import artifact_latest_inspection, artifact_parent_check
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
 from planner.engines.registry import DEFAULT_ENGINE
@@ -284,6 +285,13 @@ def eval_served_request(
     config = serving_config(deployment, plan_result)
     engine_spec, gpus_per_node = _engine_spec(engine, cluster, plan_result, config, health_timeout_s)
     baseline = candidate.parent
+    check = artifact_parent_check(candidate, artifact_latest_inspection(candidate)) if baseline else None
+    if check is not None and check["status"] == "mismatch":
+        # It would count for nothing (readiness: artifact.parent_mismatch): refused before a GPU is spent.
+        raise invalid_input(
+            "candidate",
+            f"its parent {baseline.name} is not the checkpoint it was made from: " + "; ".join(check["differences"]),
+        )
     online = split_online_quantization(engine, engine_spec["argv"]) if baseline is None else (engine_spec["argv"], [])
     if baseline is None and online[1]:
         # The plan quantizes the base weights at load (e.g. vLLM --quantization fp8 on BF16): what

@@ -122,7 +122,12 @@ def test_a_derivative_naming_another_model_as_its_parent_is_blocked_and_its_eval
     assert "96" in mismatch["message"]
     assert "MistralForCausalLM" in mismatch["message"]
 
-    _served_eval(code, baseline=other)
+    refused = flow.post(personas.engineer, code, "evals", {"cluster": "local", "kind": "served"})
+    assert refused.status_code == 400, refused.json()
+    assert "Other-bf16" in str(refused.json())
+    assert not EvalRun.objects.filter(request__code=code).exists()
+
+    _served_eval(code, baseline=other)  # one run anyway (before the check, or by hand)
 
     blockers = _blockers(flow, personas, code)
     assert "artifact.parent_mismatch" in blockers
