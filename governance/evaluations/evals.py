@@ -286,7 +286,7 @@ def eval_served_request(
     engine_spec, gpus_per_node = _engine_spec(engine, cluster, plan_result, config, health_timeout_s)
     baseline = candidate.parent
     check = artifact_parent_check(candidate, artifact_latest_inspection(candidate)) if baseline else None
-    if check is not None and check["status"] == "mismatch":
+    if baseline is not None and check is not None and check["status"] == "mismatch":
         # It would count for nothing (readiness: artifact.parent_mismatch): refused before a GPU is spent.
         raise invalid_input(
             "candidate",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import cast
 
 from django.contrib import messages
@@ -30,7 +31,10 @@ def artifact_parent(request: HttpRequest, code: str) -> HttpResponse:
     """Name the checkpoint the artifact was made from (the service checks who and which)."""
     target = artifact_get(request.user, code)
     page = reverse("web:artifact", args=[target.code]) + "#lineage"
-    parent_code = str(request.POST.get("parent", ""))
+    try:
+        parent_code = str(uuid.UUID(str(request.POST.get("parent", ""))))
+    except ValueError:
+        parent_code = ""
     parent = selectors.wizard_artifact(request.user, parent_code)
     if parent is None:
         messages.error(request, _("Choose the parent artifact."))
