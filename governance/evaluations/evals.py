@@ -136,6 +136,26 @@ def local_weights_digest(*, cluster: Cluster, path: str) -> str:
     return "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
 
 
+# A config.json is a few KiB; read no more than the API takes pasted (artifacts.api.CONFIG_MAX_BYTES).
+LOCAL_CONFIG_MAX_BYTES = 256 * 1024
+
+
+def local_checkpoint_config(*, cluster: Cluster, path: str) -> dict[str, Any] | None:
+    """The config.json of the checkpoint at `path` on the local executor's host, for a registration
+    from a location that names no catalog architecture; None where there is none to read here (the
+    inspection reads it on the node either way)."""
+    if cluster.executor != ExecutorKind.LOCAL:
+        return None
+    config = local_model_dir(cluster, resolve_model_path(cluster, path)) / "config.json"
+    if config.is_symlink() or not config.is_file() or config.stat().st_size > LOCAL_CONFIG_MAX_BYTES:
+        return None
+    try:
+        found = json.loads(config.read_bytes())
+    except ValueError:
+        raise invalid_input("path", "its config.json is not JSON") from None
+    return found if isinstance(found, dict) else None
+
+
 @write_service
 def artifact_location_register(
     *, artifact: ModelArtifact, cluster: Cluster, path: str, actor: User | None, manifest: str | None = None

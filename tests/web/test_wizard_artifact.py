@@ -223,3 +223,53 @@ def test_the_artifact_page_lists_what_the_inspection_found_per_file(
     assert "compressed-tensors" in page  # the config's quantization
     assert re.search(r'<tr data-license-file="LICENSE">.*?apache-2.0', page, flags=re.S)
     assert _client(personas.outsider).get(f"/artifacts/{artifact.code}/").status_code in (403, 404)
+
+
+def test_a_new_artifact_is_registered_from_its_location_and_read_there(
+    personas: Personas, artifacts: dict[str, ModelArtifact], tmp_path: Path
+) -> None:
+    """On the local cluster: the digest is hashed from the files, the config.json read from them, the
+    location recorded and the inspection of the files queued (the job itself: tests/evaluations)."""
+    import shutil
+    import sys
+
+    from governance.evaluations.models import ArtifactLocation
+    from planner.quantjob.manifest import weights_digest
+    from tests.conftest import ROOT
+
+    models = tmp_path / "models"
+    directory = models / "tinylm"
+    shutil.copytree(ROOT / "planner" / "tinylm" / "checkpoint", directory)
+    Cluster.objects.create(
+        name="local",
+        executor=ExecutorKind.LOCAL,
+        python=sys.executable,
+        remote_root=str(tmp_path / "jobs"),
+        model_roots=[str(models)],
+    )
+    client = _client(personas.requester)
+    form = {
+        **FORM,
+        "precision": "",
+        "new_cluster": "local",
+        "new_path": str(directory),
+        "new_name": "tinylm",
+        "new_source_repo": "acme/tinylm",
+        "new_revision": "1",
+        "new_license": "apache-2.0",
+    }
+
+    made = client.post("/requests/new", form)
+
+    assert made.status_code == 302, made.content.decode()[:3000]
+    artifact = DeploymentRequest.objects.get().artifact
+    assert artifact.weights_digest == weights_digest(directory)
+    assert artifact.config is not None
+    assert artifact.config["hidden_size"] == 256
+    location = ArtifactLocation.objects.get(artifact=artifact)
+    assert location.path == str(directory)
+    assert ArtifactInspection.objects.filter(artifact=artifact, status=InspectionStatus.RUNNING).exists()
+
+    outside = client.post("/requests/new", {**form, "new_name": "x", "new_path": str(tmp_path / "jobs")})
+    assert outside.status_code == 400
+    assert "model roots" in _error_of(outside.content.decode(), "new_path")

@@ -31,6 +31,7 @@ from governance.evaluations.evals import (
     artifact_location_register,
     eval_screening_of_deployment,
     eval_served_request,
+    local_checkpoint_config,
     local_weights_digest,
 )
 from governance.evaluations.models import Cluster
@@ -175,6 +176,10 @@ def _register(user: User, team: Team, form: WizardForm) -> Any:
             raise invalid_input("path", "the checkpoint directory on the cluster")
         if not payload["weights_digest"]:
             payload["weights_digest"] = local_weights_digest(cluster=cluster, path=where[1])
+        if not payload.get("architecture_key") and payload.get("config") is None:
+            found = local_checkpoint_config(cluster=cluster, path=where[1])
+            if found is not None:
+                payload["config"] = found
     data = validated(ArtifactInputSerializer(data=payload, context={"user": user, "team": team}))
     artifact = artifact_register(actor=user, team=team, data=data)
     if cluster is not None and where is not None:
