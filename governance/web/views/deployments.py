@@ -26,6 +26,7 @@ from governance.deployments import services
 from governance.deployments.api import DeploymentInputSerializer, UsageInputSerializer
 from governance.deployments.choices import Status
 from governance.deployments.envelope import gate_check_command
+from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import deployment_get, deployment_get_for_usage, latest_capacity_plan
 from governance.evaluations.evals import (
     artifact_location_register,
@@ -156,10 +157,10 @@ def _create(request: HttpRequest, form: WizardForm) -> Any:
     }
     data = validated(DeploymentInputSerializer(data=payload, context={"user": user}))
     data["team"] = team  # the team chosen; the service checks membership and that the artifact is usable by it
-    deployment = services.deployment_create(actor=user, data=data)
-    # The check submit makes, with its message, now: the wizard does not create what cannot be submitted.
-    services.require_servable_precision(deployment)
-    return deployment
+    # The check submit makes, with its message, before anything is written: the wizard does not create
+    # a request that cannot be submitted (the API creates the draft and refuses at submit).
+    services.require_servable_precision(DeploymentRequest(artifact=artifact, serving_plan=data["serving_plan"]))
+    return services.deployment_create(actor=user, data=data)
 
 
 def _register(user: User, team: Team, form: WizardForm) -> Any:
