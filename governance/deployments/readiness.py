@@ -80,6 +80,8 @@ class ReasonCode(models.TextChoices):
     WEIGHTS_PRECISION_MISMATCH = "weights.precision_mismatch"
     # Quantized weights with no baseline registered as their parent: nothing to evaluate them against.
     ARTIFACT_PARENT_MISSING = "artifact.parent_missing"
+    # The parent's files are another model's (architecture, sizes, tensors): an eval against it measures nothing.
+    ARTIFACT_PARENT_MISMATCH = "artifact.parent_mismatch"
     ARTIFACT_DIGEST_MISMATCH = "artifact.digest_mismatch"
     SERVING_ENGINE = "serving.engine_mismatch"
     SERVING_ENGINE_VERSION = "serving.engine_version_mismatch"  # not the version the eval served
@@ -626,12 +628,38 @@ def eval_precision(evidence: Mapping[str, Any]) -> str:
     return str((evidence.get("serving_envelope") or {}).get("precision") or "")
 
 
+def mismatched_parent_digest(evidence: Mapping[str, Any]) -> str:
+    """The digest of the artifact named as the parent when its files are another model's, else ""."""
+    check = (evidence.get("artifact") or {}).get("parent_check") or {}
+    return str(check.get("parent_digest") or "").lower() if check.get("status") == "mismatch" else ""
+
+
+def counted_evals(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The eval results that may cover the weights: not those measured against a parent whose files
+    are another model's (they compared the derivative with something it was not made from)."""
+    fake = mismatched_parent_digest(evidence)
+    runs = evidence.get("eval_results") or []
+    return [run for run in runs if not fake or str(run.get("baseline_digest") or "").lower() != fake]
+
+
 def _weights(evidence: Mapping[str, Any]) -> list[Reason]:
     """What the checkpoint says of itself against what the request says of it."""
+    reasons = []
+    check = (evidence.get("artifact") or {}).get("parent_check") or {}
+    if check.get("status") == "mismatch":
+        reasons.append(
+            Reason(
+                ReasonCode.ARTIFACT_PARENT_MISMATCH,
+                f"the parent {check.get('parent_name')} is not the checkpoint these weights were made from: "
+                + "; ".join(check.get("differences") or []),
+                f"{REQUESTER} names the checkpoint the weights were made from as the parent (and registers it), "
+                f"or {ENGINEERING} finds why the two inspections differ",
+                Actor.ENGINEERING,
+            )
+        )
     weights = (evidence.get("artifact") or {}).get("weights") or {}
     if not weights.get("quantized"):
-        return []
-    reasons = []
+        return reasons
     stored, summary = str(weights.get("precision")), str(weights.get("summary") or weights.get("precision"))
     serving = str((evidence.get("serving_envelope") or {}).get("precision") or "")
     if serving and serving != stored:
@@ -662,7 +690,7 @@ def _passed_for_config(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     engine, layout, kv_dtype = approved_engine(evidence), approved_parallelism(evidence), approved_kv_dtype(evidence)
     return [
         run
-        for run in evidence.get("eval_results") or []
+        for run in counted_evals(evidence)
         if run.get("kind") == "served"
         and run.get("status") == "passed"
         and scheme_matches(str(run.get("scheme", "")), precision)
@@ -714,6 +742,8 @@ def _eval(evidence: Mapping[str, Any], running: tuple[Mapping[str, Any], ...] = 
         return []
     digest = str((evidence.get("artifact") or {}).get("weights_digest") or "")
     engine, layout, kv_dtype = approved_engine(evidence), approved_parallelism(evidence), approved_kv_dtype(evidence)
+    fake = mismatched_parent_digest(evidence)
+    running = tuple(r for r in running if not fake or str(r.get("baseline_digest") or "").lower() != fake)
     if any(_covers_config(run, precision, digest, engine, layout, kv_dtype) for run in running):
         return [
             Reason(
@@ -723,7 +753,7 @@ def _eval(evidence: Mapping[str, Any], running: tuple[Mapping[str, Any], ...] = 
                 Actor.NOBODY,
             )
         ]
-    runs = [r for r in evidence.get("eval_results") or [] if scheme_matches(str(r.get("scheme", "")), precision)]
+    runs = [r for r in counted_evals(evidence) if scheme_matches(str(r.get("scheme", "")), precision)]
     served = [r for r in runs if r.get("kind") == "served"]
     for_digest = [r for r in served if str(r.get("candidate_digest", "")).lower() == digest.lower()]
     same_config = [r for r in for_digest if not _config_changes(r, engine, layout, kv_dtype)]

@@ -166,6 +166,10 @@ def _parent_missing(p: dict[str, str]) -> str:
     )
 
 
+def _parent_mismatch(p: dict[str, str]) -> str:
+    return gettext("The parent %(parent)s is not the checkpoint these weights were made from: %(differences)s") % p
+
+
 def _usage(p: dict[str, str]) -> str:
     if p["text"] == "a usage report crossed license terms":
         return gettext("A usage report crossed license terms.")
@@ -266,6 +270,12 @@ _ENTRIES: dict[str, list[tuple[str, Words]]] = {
         (
             r"the weights are (?P<summary>.+), a quantized derivative, but no baseline is registered as its parent",
             _parent_missing,
+        )
+    ],
+    "artifact.parent_mismatch": [
+        (
+            r"the parent (?P<parent>.+?) is not the checkpoint these weights were made from: (?P<differences>.*)",
+            _parent_mismatch,
         )
     ],
     "weights.precision_mismatch": [(r"the weights are (?P<summary>.+), not (?P<serving>\S+)", _precision_mismatch)],

@@ -32,6 +32,7 @@ from governance.deployments.services.lifecycle import (
     deployment_submit,
     deployment_update,
     deployment_withdraw,
+    require_servable_precision,
 )
 from governance.deployments.services.obligations import obligation_acknowledge, obligation_review
 from governance.deployments.services.transitions import (
@@ -71,6 +72,7 @@ __all__ = [
     "on_license_version_published",
     "on_startup_log_recorded",
     "planner_inputs",
+    "require_servable_precision",
     "serving_plan_inputs",
     "usage_report_record",
     "validate_facts",

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from governance.artifacts.models import ModelArtifact
@@ -458,8 +458,11 @@ def on_license_version_published(sender: Any = None, *, license_key: str, **kwar
 
 def on_artifact_inspected(sender: Any = None, *, artifact: ModelArtifact, **kwargs: Any) -> None:
     """Receiver of evaluations.signals.artifact_inspected: what the files say is evidence of every
-    live request for the artifact (drafts read it when they are submitted)."""
-    ids = list(_live_requests().filter(artifact=artifact).values_list("pk", flat=True))
+    live request for the artifact, and for its derivatives (their parent check compares the two
+    readings); drafts read it when they are submitted."""
+    ids = list(
+        _live_requests().filter(Q(artifact=artifact) | Q(artifact__parent=artifact)).values_list("pk", flat=True)
+    )
     if ids:
         deployments_reevaluate(request_ids=ids)
 

@@ -9,6 +9,7 @@ from typing import Any
 from governance.artifacts.models import ModelArtifact
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.core.models import Team
+from governance.evaluations.models import Cluster
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
 from governance.web import labels
 
@@ -31,6 +32,7 @@ def wizard_choices(user: Any) -> dict[str, Any]:
         "teams": list(Team.objects.filter(members=user).order_by("name").values_list("name", flat=True))
         if getattr(user, "is_authenticated", False)
         else [],
+        "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
     }
 
 
