@@ -71,6 +71,7 @@ def artifact_register(*, actor: User, team: Team, data: dict[str, Any]) -> Model
         ) from None
 
 
+@write_service
 def _artifact_create(
     actor: User,
     team: Team,

@@ -78,6 +78,7 @@ def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
     _record(calibration, job)
 
 
+@write_service
 def _record(run: CalibrationRun, job: JobRun) -> None:
     error = ""
     if job.state != JobRunState.SUCCEEDED or not job.result:

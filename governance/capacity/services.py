@@ -106,6 +106,7 @@ def capacity_plan_claim(plan_id: int) -> datetime | None:
     return now if claimed.update(claimed_at=now) else None
 
 
+@write_service
 def capacity_plan_finish(*, plan_id: int, claimed_at: datetime, result: dict[str, Any] | None, error: str) -> bool:
     """Store the outcome of this worker's claim (`claimed_at`). False, and nothing written, when
     the plan was finished or re-claimed meanwhile (this worker's lease lapsed)."""

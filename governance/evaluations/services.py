@@ -23,6 +23,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ApplicationError, ConflictError
 from governance.core.outbox import outbox_enqueue
+from governance.core.services import write_service
 from governance.evaluations.models import ACTIVE_STATES, Cluster, ExecutorKind, JobKind, JobRun, JobRunState
 from governance.evaluations.signals import job_finished
 from planner.cluster.base import ClusterError, Executor, JobRef, JobSpec, JobState
@@ -91,6 +92,7 @@ def _set_state(run: JobRun, state: str, reason: str = "", **fields: Any) -> None
         )
 
 
+@write_service
 def jobrun_create(
     *,
     cluster: Cluster,

@@ -21,6 +21,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ApplicationError, invalid_input
 from governance.core.roles import has_role
+from governance.core.services import write_service
 from governance.deployments.choices import ReviewRole
 
 Actor = User | str
@@ -46,6 +47,7 @@ def _authority_row(kind: str, issued: pki.Issued, kek: bytes) -> Authority:
     )
 
 
+@write_service
 def pki_init(*, actor: Actor = "system:pki") -> tuple[Authority, bool]:
     """Create the root CA (RSA 3072), the timestamping authority and an empty CRL; idempotent.
     Returns the root CA and whether it was created now."""
@@ -105,6 +107,7 @@ def _certificate_facts(certificate: SigningCertificate, **extra: Any) -> dict[st
     }
 
 
+@write_service
 def certificate_issue(*, user: User, role: str, actor: Actor) -> SigningCertificate:
     """A personal signing certificate for `user` as `role`, from the root CA (key encrypted at rest)."""
     if role not in ReviewRole.values:
@@ -133,6 +136,7 @@ def certificate_issue(*, user: User, role: str, actor: Actor) -> SigningCertific
     return certificate
 
 
+@write_service
 def certificate_revoke(*, certificate: SigningCertificate, reason: str, actor: Actor) -> SigningCertificate:
     """Revoke and publish a new CRL in the same transaction (the verifier reads that CRL)."""
     with transaction.atomic():
