@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -51,7 +52,7 @@ def audit_events_visible_to(user: Any, events: QuerySet[AuditEvent]) -> QuerySet
     return events
 
 
-def audit_events_of_actions(actions: list[int], since: datetime, until: datetime) -> QuerySet[AuditEvent]:
+def audit_events_of_actions(actions: Sequence[int], since: datetime, until: datetime) -> QuerySet[AuditEvent]:
     """The events of `actions` in [since, until), in chain order (the period report)."""
     return AuditEvent.objects.filter(occurred_at__gte=since, occurred_at__lt=until, action__in=actions).order_by("seq")
 

@@ -355,7 +355,8 @@ def cluster_test_connection(*, cluster: Cluster) -> Cluster:
         from planner.cluster.slurm import SlurmSSHExecutor
 
         executor = executor_for(cluster)
-        assert isinstance(executor, SlurmSSHExecutor)
+        if not isinstance(executor, SlurmSSHExecutor):
+            raise TypeError(f"cluster {cluster.name}: a Slurm cluster got a {type(executor).__name__}")
         try:
             code, out, err = executor.run(["sinfo", "--version"])
             ok, message = code == 0, (out or err).strip()[:500]
