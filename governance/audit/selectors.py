@@ -47,7 +47,7 @@ def audit_events_visible_to(user: Any, events: QuerySet[AuditEvent]) -> QuerySet
     if has_role(user, Role.AUDITOR, Role.ADMIN):
         return events
     for object_type, object_ids in hidden_objects(user).items():
-        if object_ids:
+        if isinstance(object_ids, QuerySet) or object_ids:  # a query is a subquery: never run here
             events = events.exclude(object_type=object_type, object_id__in=object_ids)
     return events
 

@@ -15,6 +15,7 @@ from governance.core.errors import NotFoundError
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role
 from governance.core.tokens import token_covers_deployment
+from governance.core.visibility import UUIDText
 from governance.deployments.choices import SignOffDecision, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff, Waiver
 from governance.deployments.readiness import ReadinessState, Reason, Signature, readiness
@@ -102,10 +103,11 @@ def _prefetched(deployment: DeploymentRequest, name: str) -> list[Any] | None:
     return list(cache[name]) if name in cache else None
 
 
-def deployments_hidden_from(user: Any) -> list[str]:
-    """The codes of the requests this user would get 404 for (core.visibility, for the audit trail)."""
+def deployments_hidden_from(user: Any) -> QuerySet[DeploymentRequest, str]:
+    """The codes, as text, of the requests this user would get 404 for (core.visibility, for the
+    audit trail): a query the audit read runs as its subquery, not a list of every hidden code."""
     hidden = DeploymentRequest.objects.exclude(deployments_visible_condition(user))
-    return [str(code) for code in hidden.values_list("code", flat=True)]
+    return hidden.annotate(code_text=UUIDText("code")).values_list("code_text", flat=True)
 
 
 def deployment_get(user: Any, code: Any) -> DeploymentRequest:
