@@ -71,7 +71,7 @@ def deployment_transition(deployment: DeploymentRequest, to: str, actor: Actor, 
             deployment=deployment,
             approved_at=now,
             evidence_digest=deployment.evidence_digest,
-            relied_on_eval=EvalRun.objects.filter(code=relied_on.get("eval"), request=deployment).first()
+            relied_on_eval=EvalRun.objects.filter(code=str(relied_on.get("eval")), request=deployment).first()
             if relied_on is not None
             else None,
         )
