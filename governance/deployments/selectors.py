@@ -83,17 +83,16 @@ _LATEST_PLAN = "_latest_capacity_plan"  # set on a request by deployments_attach
 def deployments_attach_capacity_plans(deployments: Iterable[DeploymentRequest]) -> None:
     """Load the latest capacity plan of each request in two queries; latest_capacity_plan reads it."""
     rows = list(deployments)
-    label = DeploymentRequest._meta.label_lower
-    latest: dict[str, int] = {}
-    for pk, subject_id in (
-        CapacityPlan.objects.filter(subject_type=label, subject_id__in=[str(d.code) for d in rows])
-        .order_by("subject_id", "-created_at")
-        .values_list("pk", "subject_id")
+    latest: dict[int, int] = {}
+    for pk, deployment_id in (
+        CapacityPlan.objects.filter(deployment__in=[d.pk for d in rows])
+        .order_by("deployment_id", "-created_at")
+        .values_list("pk", "deployment_id")
     ):
-        latest.setdefault(subject_id, pk)
+        latest.setdefault(deployment_id, pk)
     plans = CapacityPlan.objects.in_bulk(list(latest.values()))
     for deployment in rows:
-        plan_pk = latest.get(str(deployment.code))
+        plan_pk = latest.get(deployment.pk)
         setattr(deployment, _LATEST_PLAN, plans.get(plan_pk) if plan_pk is not None else None)
 
 
@@ -152,11 +151,7 @@ def latest_capacity_plan(deployment: DeploymentRequest) -> CapacityPlan | None:
     if _LATEST_PLAN in vars(deployment):
         attached: CapacityPlan | None = vars(deployment)[_LATEST_PLAN]
         return attached
-    return (
-        CapacityPlan.objects.filter(subject_type=deployment._meta.label_lower, subject_id=str(deployment.code))
-        .order_by("-created_at")
-        .first()
-    )
+    return CapacityPlan.objects.filter(deployment=deployment).order_by("-created_at").first()
 
 
 def active_waivers(deployment: DeploymentRequest, now: datetime | None = None) -> list[Waiver]:

@@ -344,9 +344,9 @@ def deployments_reevaluate(*, license_key: str | None = None, request_ids: list[
 
 def on_capacity_plan_computed(sender: Any = None, *, plan: CapacityPlan, **kwargs: Any) -> None:
     """Receiver of capacity.signals.plan_computed: a computed plan is evidence of its request."""
-    if plan.subject_type != DeploymentRequest._meta.label_lower:
+    if plan.deployment_id is None:
         return
-    deployment = DeploymentRequest.objects.filter(code=plan.subject_id).first()
+    deployment = DeploymentRequest.objects.filter(pk=plan.deployment_id).first()
     if deployment is None or deployment.status in TERMINAL:
         return
     with transaction.atomic():
