@@ -171,6 +171,7 @@ def approved_reference(deployment: DeploymentRequest) -> tuple[EvalRun, list[dic
     return evaluation, [c for c in cases if c["id"] in answers], {str(k): str(v) for k, v in answers.items()}
 
 
+@write_service
 def _start(analysis_id: int) -> CanaryAnalysis | None:
     with transaction.atomic():
         analysis = CanaryAnalysis.objects.select_for_update().get(pk=analysis_id)
@@ -310,6 +311,7 @@ def _default_prometheus() -> PromClient | None:
     return PromClient(url, timeout_s=float(settings.CANARY_HTTP_TIMEOUT_S)) if url else None
 
 
+@write_service
 def _finish(analysis_id: int, checks: list[Check], measured: dict[str, Any], error: str = "") -> CanaryAnalysis:
     verdict = overall(checks)
     with transaction.atomic():
