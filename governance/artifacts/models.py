@@ -78,12 +78,16 @@ class ModelArtifact(BaseModel):
         return sorted(versions.values(), key=lambda v: (v.license.key, v.version))
 
 
+# What an artifact's signature is (evidence.json and the packet name it).
+SIGNATURE_FORMAT = "OpenSSF model-signing v1.0 (Sigstore bundle v0.3, in-toto statement)"
+
+
 class ArtifactSignature(BaseModel):
     """The artifact's files as an OpenSSF model-signing bundle: the in-toto statement of every file's
     SHA-256 (its subject digest is the artifact's weights digest), DSSE-signed with the organisation's
-    model-signing key. Made once the service holds a manifest read from the files themselves (an
-    inspection on the node, or the quantize job's own report); `model_signing verify certificate`
-    checks it on a serving node (docs/inspection.md)."""
+    model-signing key (governance.approvals.model_signing, which owns the PKI). Made once the service
+    holds a manifest read from the files themselves (an inspection on the node, or the quantize job's
+    own report); `model_signing verify certificate` checks it on a serving node (docs/inspection.md)."""
 
     artifact = models.OneToOneField(ModelArtifact, on_delete=models.CASCADE, related_name="signature")
     bundle = models.TextField(help_text="Sigstore bundle (JSON) holding the DSSE-signed in-toto statement")

@@ -55,8 +55,7 @@ def artifact_parent_settable_by(user: Any, artifact: ModelArtifact) -> bool:
 def artifact_signature_facts(artifact: ModelArtifact) -> dict[str, str] | None:
     """What evidence.json and the packet say of the artifact's OpenSSF model-signing bundle (None:
     not signed yet). The bundle itself is served by the API; its SHA-256 names it."""
-    from governance.artifacts.models import ArtifactSignature
-    from governance.artifacts.signing import FORMAT
+    from governance.artifacts.models import SIGNATURE_FORMAT, ArtifactSignature
 
     found = (
         ArtifactSignature.objects.filter(artifact=artifact)
@@ -66,7 +65,7 @@ def artifact_signature_facts(artifact: ModelArtifact) -> dict[str, str] | None:
     if found is None:
         return None
     return {
-        "format": FORMAT,
+        "format": SIGNATURE_FORMAT,
         "bundle_sha256": found["bundle_sha256"],
         "signer_sha256": found["signer_sha256"],
         "signed_at": found["created_at"].isoformat(),

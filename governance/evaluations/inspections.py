@@ -17,7 +17,6 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.artifacts.models import ModelArtifact
-from governance.artifacts.signing import artifact_sign_quietly
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.services import write_service
@@ -139,10 +138,6 @@ def artifact_inspection_complete(*, inspection_id: int) -> ArtifactInspection:
             },
         )
         artifact: ModelArtifact = inspection.artifact
-        read = (job.result or {}).get("manifest")
-        if inspection.status == InspectionStatus.PASSED and isinstance(read, str):
-            # the manifest the node read from the files, checked against the digest: sign it
-            artifact_sign_quietly(artifact=artifact, manifest=read, source="inspection")
         transaction.on_commit(lambda: artifact_inspected.send(sender=ArtifactInspection, artifact=artifact))
     return inspection
 

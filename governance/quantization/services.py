@@ -17,7 +17,6 @@ from django.db import transaction
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.selectors import artifact_of_team_with_digest
 from governance.artifacts.services import artifact_register
-from governance.artifacts.signing import artifact_sign_quietly
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import PermissionDeniedError, invalid_input
@@ -28,6 +27,7 @@ from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKin
 from governance.evaluations.services import jobrun_create
 from governance.licenses.selectors import license_evaluate
 from governance.quantization.models import QuantizeRun, QuantizeStatus
+from governance.quantization.signals import derivative_registered
 from planner.manifest import digest_of_manifest
 from planner.quantjob import recipes
 
@@ -285,7 +285,10 @@ def _register(run: QuantizeRun, result: dict[str, Any]) -> None:
         defaults={"path": run.output_path, "manifest": result.get("manifest") or "", "registered_by": actor},
     )
     if result.get("manifest"):  # the quantize job's own reading of what it made, checked in result_problem
-        artifact_sign_quietly(artifact=derivative, manifest=result["manifest"], source="quantize")
+        manifest = str(result["manifest"])
+        transaction.on_commit(
+            lambda: derivative_registered.send(sender=QuantizeRun, artifact=derivative, manifest=manifest)
+        )
     spec = json.loads((run.job.files if run.job else {}).get("spec.json", "{}"))
     findings = derivative_findings(parent, run.derivative_name, spec.get("distribution", "public"))
     run.derivative = derivative

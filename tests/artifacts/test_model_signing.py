@@ -19,9 +19,9 @@ from model_signing import hashing as ms_hashing
 from model_signing._signing import signing as ms_payload
 
 from governance.approvals import pki
+from governance.approvals.model_signing import FORMAT, artifact_sign, library_manifest
 from governance.approvals.models import Authority
 from governance.artifacts.models import ArtifactSignature
-from governance.artifacts.signing import FORMAT, artifact_sign, library_manifest
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from planner.evaljob.manifest import ArtifactMismatch, verify_artifact

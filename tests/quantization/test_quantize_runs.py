@@ -367,3 +367,36 @@ def test_the_requester_who_started_a_quantize_job_reads_its_log(
     assert theirs.status_code == 404
     assert "calibrating" not in theirs.content.decode()
     assert personas.client(personas.engineer).get(f"/api/v1/jobs/{run.job.code}").status_code == 200
+
+
+def test_what_the_quantize_job_made_is_signed_and_verifies_with_the_librarys_cli(
+    personas: Personas,
+    parent: ModelArtifact,
+    cluster: Cluster,
+    tmp_path: Path,
+    org_pki: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    import subprocess
+    import sys
+
+    from governance.artifacts.models import ArtifactSignature
+
+    derivative_dir = tmp_path / "Llama-tiny-w4a16"
+    shutil.copytree(CHECKPOINT, derivative_dir)
+    (derivative_dir / "recipe.yaml").write_text("w4a16-gptq\n")
+    run = QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"])
+    with django_capture_on_commit_callbacks(execute=True):
+        run = finish(
+            run, manifest_digest=manifest_digest(derivative_dir), manifest="".join(quantjob_manifest(derivative_dir))
+        )
+    signature = ArtifactSignature.objects.get(artifact=run.derivative)
+    assert signature.source == "quantize"
+    (tmp_path / "model.sig").write_text(signature.bundle)
+    (tmp_path / "ca.pem").write_text(org_pki.certificate_pem)
+    cli = Path(sys.executable).with_name("model_signing")
+    argv = [str(cli), "verify", "certificate", str(derivative_dir), "--signature", str(tmp_path / "model.sig")]
+    done = subprocess.run(
+        [*argv, "--certificate_chain", str(tmp_path / "ca.pem")], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr

@@ -1,4 +1,6 @@
-"""Signed weights in the OpenSSF model-signing format (the `model-signing` library).
+"""Signed weights in the OpenSSF model-signing format (the `model-signing` library), with the
+organisation's PKI (this app's). The apps that read an artifact's files announce it (evaluations'
+`artifact_inspected`, quantization's `derivative_registered`); this app's receivers sign.
 
 The service signs a manifest it holds, not a directory: the files lie on a cluster the service may
 not reach, and the manifest was read from them on the node (an inspection, or the quantize job's
@@ -23,10 +25,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
-from django.db import transaction
 
 from governance.approvals import pki
-from governance.artifacts.models import ArtifactSignature, ModelArtifact
+from governance.approvals.services.certificates import model_signer
+from governance.artifacts.models import SIGNATURE_FORMAT, ArtifactSignature, ModelArtifact
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.services import write_service
@@ -34,8 +36,7 @@ from planner.manifest import GIT_PATHS, digest_of_manifest, manifest_entries
 
 logger = logging.getLogger(__name__)
 
-# What a bundle says it is (evidence.json and the packet name it).
-FORMAT = "OpenSSF model-signing v1.0 (Sigstore bundle v0.3, in-toto statement)"
+FORMAT = SIGNATURE_FORMAT
 
 
 def library_manifest(manifest_text: str, model_name: str) -> Any:
@@ -108,8 +109,6 @@ def artifact_sign(*, artifact: ModelArtifact, manifest: str, source: str) -> Art
     """Sign an artifact's files once, from a manifest read from them. None (nothing signed) when the
     artifact carries a digest of the legacy format (its statement's subject would not be its digest)
     or the PKI is not set up; a second call returns the first signature."""
-    from governance.approvals.services.certificates import model_signer  # approvals imports artifacts
-
     existing = ArtifactSignature.objects.filter(artifact=artifact).first()
     if existing is not None:
         return existing
@@ -148,14 +147,34 @@ def artifact_sign(*, artifact: ModelArtifact, manifest: str, source: str) -> Art
 
 
 def artifact_sign_quietly(*, artifact: ModelArtifact, manifest: str, source: str) -> None:
-    """artifact_sign from inside the work that read the files (an inspection, a quantize run): a
-    failure to sign is logged and rolled back to a savepoint, never undoes that work; the next
-    inspection signs."""
+    """artifact_sign for a receiver, after the work that read the files committed: a failure to sign
+    is logged, never raised into the sender; the next inspection signs."""
     try:
-        with transaction.atomic():  # a savepoint inside the caller's write service
-            artifact_sign(artifact=artifact, manifest=manifest, source=source)
+        artifact_sign(artifact=artifact, manifest=manifest, source=source)
     except Exception:
         logger.exception("signing the files of artifact %s failed", artifact.code)
+
+
+def on_artifact_inspected(sender: Any = None, *, artifact: ModelArtifact, **kwargs: Any) -> None:
+    """Receiver of evaluations' artifact_inspected: sign the manifest the node read, when its newest
+    inspection passed (the inspection checked that manifest against the weights digest)."""
+    from governance.evaluations.models import ArtifactInspection, InspectionStatus
+
+    report = (
+        ArtifactInspection.objects.filter(artifact=artifact, status=InspectionStatus.PASSED)
+        .order_by("-created_at")
+        .values_list("report", flat=True)
+        .first()
+    )
+    manifest = (report or {}).get("manifest")
+    if isinstance(manifest, str):
+        artifact_sign_quietly(artifact=artifact, manifest=manifest, source="inspection")
+
+
+def on_derivative_registered(sender: Any = None, *, artifact: ModelArtifact, manifest: str, **kwargs: Any) -> None:
+    """Receiver of quantization's derivative_registered: the quantize job's own reading of what it made
+    (checked against its digest before the derivative was registered)."""
+    artifact_sign_quietly(artifact=artifact, manifest=manifest, source="quantize")
 
 
 def _model_name(artifact: ModelArtifact) -> str:
