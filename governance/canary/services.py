@@ -25,7 +25,14 @@ from django.utils import timezone
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.canary.models import CanaryAnalysis, CanaryStatus
-from governance.canary.prometheus import LABEL_NAME, RULES, PromClient, PrometheusError, engine_queries
+from governance.canary.prometheus import (
+    LABEL_NAME,
+    RULES,
+    PromClient,
+    PrometheusError,
+    engine_queries,
+    metric_names_of,
+)
 from governance.canary.regression import MIN_CASES, Answer, run_live_regression, sample_cases
 from governance.canary.risk import envelope_digest, serving_envelope
 from governance.canary.verdict import FAILED, Check, compare_with_plan, compare_with_stable, overall
@@ -286,7 +293,7 @@ def _metrics(analysis: CanaryAnalysis, client: PromClient | None, now: float) ->
             )
         )
     checks.append(compare_with_plan("kv_cache_usage", samples.get("kv_cache_usage", []), KV_SATURATED, 0.0))
-    return checks, {"prometheus_query_s": _summary(timings)}
+    return checks, {"prometheus_query_s": _summary(timings), "metric_names": metric_names_of(engine)}
 
 
 def canary_analysis_run(
