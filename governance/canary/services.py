@@ -24,7 +24,8 @@ from django.utils import timezone
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
-from governance.canary.models import CanaryAnalysis, CanaryStatus
+from governance.canary.models import CanaryAnalysis, CanaryStatus, MeasurementSource, PlanMeasurement
+from governance.canary.plan_fit import PlanFigure, plan_vs_measured, worse_than_planned
 from governance.canary.prometheus import (
     LABEL_NAME,
     RULES,
@@ -93,6 +94,7 @@ def canary_analysis_request(
     canary_selector: Mapping[str, Any] | None = None,
     stable_selector: Mapping[str, Any] | None = None,
     sample_size: int = 100,
+    cluster: str = "",
 ) -> CanaryAnalysis:
     """Record the canary the pipeline deployed and queue its analysis after commit."""
     if deployment.status != Status.APPROVED:
@@ -107,6 +109,9 @@ def canary_analysis_request(
         raise invalid_input("credential_ref", "the NAME of an environment variable (A-Z, 0-9, _), never the secret")
     if not MIN_CASES <= sample_size <= settings.CANARY_MAX_CASES:
         raise invalid_input("sample_size", f"between {MIN_CASES} and {settings.CANARY_MAX_CASES}")
+    cluster = (cluster or deployment.target_cluster).strip()
+    if len(cluster) > 120:
+        raise invalid_input("cluster", "at most 120 characters")
     analysis = CanaryAnalysis.objects.create(
         deployment=deployment,
         digest=approved.lower(),
@@ -118,6 +123,7 @@ def canary_analysis_request(
         canary_selector=_validate_selector("canary_selector", canary_selector),
         stable_selector=_validate_selector("stable_selector", stable_selector),
         sample_size=sample_size,
+        cluster=cluster,
         requested_by=actor,
     )
     audit_record(
@@ -251,25 +257,46 @@ def _client_figures(answers: list[Answer]) -> dict[str, Any]:
     }
 
 
-def _metrics(analysis: CanaryAnalysis, client: PromClient | None, now: float) -> tuple[list[Check], dict[str, Any]]:
-    """Canary vs stable per engine metric, and the canary against the capacity plan."""
+Samples = dict[str, list[float]]
+
+
+def _metrics(
+    analysis: CanaryAnalysis, client: PromClient | None, now: float
+) -> tuple[list[Check], dict[str, Any], Samples]:
+    """Canary vs stable per engine metric, and the canary against the capacity plan; the canary's
+    samples per metric (what the plan is held against)."""
     if client is None:
-        return [Check("stable", "prometheus", None, None, None, None, FAILED, "no data: no Prometheus configured")], {}
+        return (
+            [Check("stable", "prometheus", None, None, None, None, FAILED, "no data: no Prometheus configured")],
+            {},
+            {},
+        )
     if not analysis.canary_selector or not analysis.stable_selector:
-        return [
-            Check(
-                "stable", "prometheus", None, None, None, None, FAILED, "no data: no canary or stable series selector"
-            )
-        ], {}
+        return (
+            [
+                Check(
+                    "stable",
+                    "prometheus",
+                    None,
+                    None,
+                    None,
+                    None,
+                    FAILED,
+                    "no data: no canary or stable series selector",
+                )
+            ],
+            {},
+            {},
+        )
     engine = str(analysis.envelope.get("engine"))
     try:
         canary_q = engine_queries(engine, analysis.canary_selector)
         stable_q = engine_queries(engine, analysis.stable_selector)
     except ValueError as exc:
-        return [Check("stable", "prometheus", None, None, None, None, FAILED, f"no data: {exc}")], {}
+        return [Check("stable", "prometheus", None, None, None, None, FAILED, f"no data: {exc}")], {}, {}
     start = now - settings.CANARY_METRICS_WINDOW_S
     checks: list[Check] = []
-    samples: dict[str, list[float]] = {}
+    samples: Samples = {}
     timings: list[float] = []
     for metric, rule in RULES.items():
         try:
@@ -282,9 +309,7 @@ def _metrics(analysis: CanaryAnalysis, client: PromClient | None, now: float) ->
             continue
         samples[metric] = canary
         checks.append(compare_with_stable(rule, canary, stable))
-    plan = (((analysis.deployment.evidence or {}).get("capacity_plan") or {}).get("result") or {}).get(
-        "throughput"
-    ) or {}
+    plan = _plan_result(analysis.deployment).get("throughput") or {}
     for metric, key in (("ttft_seconds", "ttft_ms"), ("inter_token_latency_seconds", "tpot_ms")):
         planned = plan.get(key)
         checks.append(
@@ -293,7 +318,11 @@ def _metrics(analysis: CanaryAnalysis, client: PromClient | None, now: float) ->
             )
         )
     checks.append(compare_with_plan("kv_cache_usage", samples.get("kv_cache_usage", []), KV_SATURATED, 0.0))
-    return checks, {"prometheus_query_s": _summary(timings), "metric_names": metric_names_of(engine)}
+    return checks, {"prometheus_query_s": _summary(timings), "metric_names": metric_names_of(engine)}, samples
+
+
+def _plan_result(deployment: DeploymentRequest) -> dict[str, Any]:
+    return dict(((deployment.evidence or {}).get("capacity_plan") or {}).get("result") or {})
 
 
 def canary_analysis_run(
@@ -306,10 +335,14 @@ def canary_analysis_run(
         return CanaryAnalysis.objects.get(pk=analysis_id)
     checks, measured = _live_regression(started)
     client = (prometheus or _default_prometheus)()
-    metric_checks, metric_timing = _metrics(started, client, time.time() if now is None else now)
+    metric_checks, metric_timing, samples = _metrics(started, client, time.time() if now is None else now)
     checks += metric_checks
     measured.update(metric_timing)
-    return _finish(analysis_id, checks, measured)
+    figures = plan_vs_measured(
+        _plan_result(started.deployment), samples, measured, tolerance=PLAN_TOLERANCE, kv_saturated=KV_SATURATED
+    )
+    measured["plan"] = [figure.as_dict() for figure in figures]  # the request page shows them
+    return _finish(analysis_id, checks, measured, figures=figures)
 
 
 def _default_prometheus() -> PromClient | None:
@@ -317,7 +350,13 @@ def _default_prometheus() -> PromClient | None:
     return PromClient(url, timeout_s=float(settings.CANARY_HTTP_TIMEOUT_S)) if url else None
 
 
-def _finish(analysis_id: int, checks: list[Check], measured: dict[str, Any], error: str = "") -> CanaryAnalysis:
+def _finish(
+    analysis_id: int,
+    checks: list[Check],
+    measured: dict[str, Any],
+    error: str = "",
+    figures: list[PlanFigure] | None = None,
+) -> CanaryAnalysis:
     verdict = overall(checks)
     with transaction.atomic():
         analysis = CanaryAnalysis.objects.select_for_update().select_related("deployment").get(pk=analysis_id)
@@ -341,7 +380,52 @@ def _finish(analysis_id: int, checks: list[Check], measured: dict[str, Any], err
                 "inconclusive": [c.metric for c in checks if c.verdict == "inconclusive"],
             },
         )
+        if figures:
+            _record_plan_figures(analysis, figures)
     return analysis
+
+
+def _record_plan_figures(analysis: CanaryAnalysis, figures: list[PlanFigure]) -> None:
+    """The canary's figures against the plan, as calibration rows; worse than planned by more than
+    the tolerance is a finding for engineering (audited `canary.plan_exceeded`)."""
+    envelope = analysis.envelope or {}
+    PlanMeasurement.objects.bulk_create(
+        PlanMeasurement(
+            deployment=analysis.deployment,
+            analysis=analysis,
+            source=MeasurementSource.CANARY,
+            cluster=analysis.cluster,
+            engine=str(envelope.get("engine", ""))[:40],
+            engine_version=str(envelope.get("engine_version") or "")[:40],
+            gpu=str(envelope.get("gpu") or "")[:40],
+            precision=str(envelope.get("precision") or "")[:20],
+            layout={name: envelope.get(name) for name in ("tp", "pp", "ep") if envelope.get(name) is not None},
+            figure=f.figure,
+            planned=f.planned,
+            low=f.low,
+            high=f.high,
+            measured=f.measured,
+            client=f.client,
+            limit=f.limit,
+            ratio=f.ratio,
+            position=f.position,
+            verdict=f.verdict,
+            detail=f.detail,
+        )
+        for f in figures
+    )
+    worse = worse_than_planned(figures)
+    if worse:
+        audit_record(
+            actor="system:canary",
+            action=AuditAction.CANARY_PLAN_EXCEEDED,
+            obj=analysis.deployment,
+            data={
+                "analysis": str(analysis.code),
+                "cluster": analysis.cluster,
+                "figures": {f.figure: {"planned": f.planned, "measured": f.measured, "limit": f.limit} for f in worse},
+            },
+        )
 
 
 def canary_analysis_timed_out(*, analysis_id: int, seconds: int) -> CanaryAnalysis:

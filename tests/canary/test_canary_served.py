@@ -87,6 +87,7 @@ def test_a_canary_of_other_weights_fails_the_live_regression_one_of_the_approved
 
         evaluation = served_eval(flow, personas, tiny.cluster, code, django_capture_on_commit_callbacks)
         assert evaluation.status == "passed", evaluation.summary
+        assert evaluation.summary is not None
         assert len(evaluation.summary["candidate_answers"]) == SAMPLE
         assert flow.approve(code)["status"] == "approved"
         personas.team.leads.add(personas.requester)
