@@ -115,3 +115,25 @@ class PlanMeasurement(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.figure} {self.verdict} ({self.source})"
+
+
+class FleetCheck(BaseModel):
+    """One re-check of a promoted deployment's serving series against its plan (beat
+    `canary.fleet_check`): each figure sustained beyond its limit is an alert."""
+
+    deployment = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="fleet_checks")
+    analysis = models.ForeignKey(CanaryAnalysis, on_delete=models.CASCADE, related_name="fleet_checks")
+    status = models.CharField(max_length=8)  # ok, alert, no_data (Prometheus did not answer: no verdict)
+    # One row per figure: metric, value (the window's median), limit, breaching (the share of the
+    # window's samples beyond the limit), samples, alert, detail.
+    figures = models.JSONField(default=list, blank=True)
+    alerts = models.JSONField(default=list, blank=True, help_text="the metrics alerting")
+    sent_back = models.BooleanField(default=False, help_text="the request went back to review on this check")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["deployment", "-created_at"], name="fleet_check_request_idx")]
+
+    def __str__(self) -> str:
+        return f"fleet check {self.status}"

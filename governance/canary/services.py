@@ -24,7 +24,15 @@ from django.utils import timezone
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
-from governance.canary.models import CanaryAnalysis, CanaryStatus, MeasurementSource, PlanMeasurement
+from governance.canary.fleet import FLEET_METRICS, judge_fleet
+from governance.canary.models import (
+    CANARY_OK,
+    CanaryAnalysis,
+    CanaryStatus,
+    FleetCheck,
+    MeasurementSource,
+    PlanMeasurement,
+)
 from governance.canary.plan_fit import PlanFigure, plan_vs_measured, worse_than_planned
 from governance.canary.prometheus import (
     LABEL_NAME,
@@ -44,6 +52,8 @@ from governance.core.services import write_service
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import approved_eval
+from governance.deployments.services.notifications import notify_serving_alert
+from governance.deployments.services.transitions import deployment_lock, deployment_transition
 from governance.evaluations.models import EvalRun
 from planner.evaljob.cases import load_cases
 
@@ -381,19 +391,19 @@ def _finish(
             },
         )
         if figures:
-            _record_plan_figures(analysis, figures)
+            _record_plan_figures(analysis, figures, MeasurementSource.CANARY)
+            _plan_exceeded(analysis, figures)
     return analysis
 
 
-def _record_plan_figures(analysis: CanaryAnalysis, figures: list[PlanFigure]) -> None:
-    """The canary's figures against the plan, as calibration rows; worse than planned by more than
-    the tolerance is a finding for engineering (audited `canary.plan_exceeded`)."""
+def _record_plan_figures(analysis: CanaryAnalysis, figures: list[PlanFigure], source: str) -> None:
+    """Figures against the plan as calibration rows (the canary's, or the fleet's after promotion)."""
     envelope = analysis.envelope or {}
     PlanMeasurement.objects.bulk_create(
         PlanMeasurement(
             deployment=analysis.deployment,
             analysis=analysis,
-            source=MeasurementSource.CANARY,
+            source=source,
             cluster=analysis.cluster,
             engine=str(envelope.get("engine", ""))[:40],
             engine_version=str(envelope.get("engine_version") or "")[:40],
@@ -414,6 +424,10 @@ def _record_plan_figures(analysis: CanaryAnalysis, figures: list[PlanFigure]) ->
         )
         for f in figures
     )
+
+
+def _plan_exceeded(analysis: CanaryAnalysis, figures: list[PlanFigure]) -> None:
+    """Worse than planned by more than the tolerance: a finding for engineering (audited)."""
     worse = worse_than_planned(figures)
     if worse:
         audit_record(
@@ -472,3 +486,97 @@ def canary_analyses_resume(*, older_than_s: int = 60) -> list[int]:
     for analysis_id in ids:
         canary_analysis_send(analysis_id)
     return ids
+
+
+# --- the fleet after promotion ------------------------------------------------------------------------
+
+
+def promoted_deployments() -> list[CanaryAnalysis]:
+    """Per approved request, its newest passed or promoted canary analysis that names the series of
+    the deployment it became (`stable_selector`: after promotion the stable deployment runs the
+    canary's weights, as Argo Rollouts and Flagger promote)."""
+    analyses = (
+        CanaryAnalysis.objects.filter(status__in=CANARY_OK, deployment__status=Status.APPROVED)
+        .exclude(stable_selector={})
+        .select_related("deployment")
+        .order_by("deployment_id", "-created_at")
+    )
+    newest: dict[int, CanaryAnalysis] = {}
+    for analysis in analyses:
+        newest.setdefault(analysis.deployment_id, analysis)
+    return list(newest.values())
+
+
+def _fleet_samples(analysis: CanaryAnalysis, client: PromClient, now: float) -> Samples:
+    queries = engine_queries(str(analysis.envelope.get("engine")), analysis.stable_selector)
+    start = now - settings.FLEET_WINDOW_S
+    # the alerting figures, and the latencies the calibration rows hold against the plan
+    wanted = (*FLEET_METRICS, "ttft_seconds", "inter_token_latency_seconds")
+    return {
+        metric: client.samples(queries[metric], start=start, end=now, step=float(settings.FLEET_STEP_S))
+        for metric in wanted
+    }
+
+
+def fleet_check_one(analysis: CanaryAnalysis, client: PromClient | None, now: float) -> FleetCheck:
+    """Re-check one promoted deployment: its series over the window against the plan. Sustained
+    beyond it: an alert (audited `fleet.alert`, a notification when newly alerting, /metrics) and,
+    where FLEET_SEND_BACK_TO_REVIEW is set, the request back to review (audited as the transition)."""
+    deployment = analysis.deployment
+    plan = _plan_result(deployment)
+    try:
+        if client is None:
+            raise PrometheusError("no Prometheus configured (CANARY_PROMETHEUS_URL)")
+        samples = _fleet_samples(analysis, client, now)
+    except (PrometheusError, ValueError) as exc:
+        return FleetCheck.objects.create(deployment=deployment, analysis=analysis, status="no_data", error=str(exc))
+    figures = judge_fleet(plan, samples, kv_saturated=KV_SATURATED, fraction=settings.FLEET_SUSTAINED_FRACTION)
+    alerts = [f for f in figures if f.alert]
+    measured = plan_vs_measured(plan, samples, {}, tolerance=PLAN_TOLERANCE, kv_saturated=KV_SATURATED)
+    with transaction.atomic():
+        _record_plan_figures(analysis, measured, MeasurementSource.FLEET)
+        previous = FleetCheck.objects.filter(deployment=deployment).order_by("-created_at").first()
+        check = FleetCheck.objects.create(
+            deployment=deployment,
+            analysis=analysis,
+            status="alert" if alerts else "ok",
+            figures=[f.as_dict() for f in figures],
+            alerts=[f.metric for f in alerts],
+        )
+        if not alerts:
+            return check
+        newly = previous is None or set(previous.alerts) != set(check.alerts)
+        message = "; ".join(f.detail for f in alerts)
+        locked = deployment_lock(deployment)
+        send_back = bool(settings.FLEET_SEND_BACK_TO_REVIEW) and locked.status == Status.APPROVED
+        audit_record(
+            actor="system:fleet",
+            action=AuditAction.FLEET_ALERT,
+            obj=locked,
+            data={
+                "check": str(check.code),
+                "analysis": str(analysis.code),
+                "alerts": {f.metric: {"value": f.value, "limit": f.limit, "breaching": f.breaching} for f in alerts},
+                "sent_back": send_back,
+            },
+        )
+        if send_back:
+            reason = f"the fleet serves beyond its capacity plan: {message}"
+            locked.flagged, locked.flag_reason = True, reason[:2000]
+            locked.save(update_fields=["flagged", "flag_reason", "updated_at"])
+            locked.notified_by_caller = True  # type: ignore[attr-defined]  # one message: the alert's
+            deployment_transition(locked, Status.IN_REVIEW, "system:fleet", reason[:2000])
+            check.sent_back = True
+            check.save(update_fields=["sent_back", "updated_at"])
+        if newly or send_back:
+            transaction.on_commit(lambda: notify_serving_alert(locked, message))
+    return check
+
+
+def fleet_check_run(
+    *, prometheus: Callable[[], PromClient | None] | None = None, now: float | None = None
+) -> list[FleetCheck]:
+    """Beat: re-check every promoted deployment."""
+    client = (prometheus or _default_prometheus)()
+    moment = time.time() if now is None else now
+    return [fleet_check_one(analysis, client, moment) for analysis in promoted_deployments()]

@@ -151,6 +151,7 @@ TABLES: dict[str, dict[str, Any]] = {
         "canary.finished": _("Canary analysis finished"),
         "canary.decided": _("Canary analysis decided by engineering"),
         "canary.plan_exceeded": _("Measured worse than the capacity plan"),
+        "fleet.alert": _("The fleet serves beyond its capacity plan"),
         "calibration.completed": _("Calibration completed"),
         "approval.signoff_recorded": _("Sign-off recorded"),
         "approval.signoff_voided": _("Sign-off voided"),
