@@ -117,6 +117,13 @@ def test_sustained_saturation_queueing_and_preemption_alert_and_optionally_send_
         assert "serves beyond its capacity plan" in message.subject
         assert "kv_cache_usage" in message.body
         assert "engineering@example.com" in message.to
+        engineer = Client()
+        engineer.force_login(personas.engineer)
+        shown = engineer.get(f"/requests/{rollout.code}/").content.decode()
+        assert 'data-fleet="alert"' in shown
+        assert "serving beyond its capacity plan, sustained" in shown
+        chinese = engineer.get(f"/requests/{rollout.code}/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+        assert "持续超出容量规划" in chinese
         lines = alert_lines(settings)
         assert f'governance_fleet_alert{{deployment="{rollout.code}",metric="kv_cache_usage"}} 1.0' in lines
         assert len(lines) == 3

@@ -13,7 +13,7 @@ from governance.approvals.choices import PacketStatus, SignatureStatus
 from governance.approvals.models import ApprovalPacket
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
-from governance.canary.models import CanaryAnalysis
+from governance.canary.models import CanaryAnalysis, FleetCheck
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.core.errors import NotFoundError
 from governance.core.models import Team
@@ -209,6 +209,7 @@ class DeploymentPage:
     blockers_shown: bool = True
     blockers_pending: bool = False
     canary: list[dict[str, Any]] = field(default_factory=list)
+    fleet: FleetCheck | None = None
 
 
 def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_active: bool) -> dict[str, bool]:
@@ -317,11 +318,14 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     """The capacity plan and its chart, eval runs, usage reports, gate decisions and the audit timeline."""
     plan = latest_capacity_plan(request)
     timeline = audit_events_filter(object_type=DeploymentRequest._meta.label_lower, object_id=str(request.code))
+    canary = [canary_view(analysis) for analysis in request.canary_analyses.all()[:CANARY_SHOWN]]
     return {
         "plan": plan,
         "chart": memory_chart(plan.result) if plan is not None and plan.result else None,
         "evals": [eval_progress(run) for run in request.eval_runs.all()],
-        "canary": [canary_view(analysis) for analysis in request.canary_analyses.all()[:CANARY_SHOWN]],
+        "canary": canary,
+        # the newest fleet re-check (beat canary.fleet_check); no query for a request with no canary
+        "fleet": FleetCheck.objects.filter(deployment=request).order_by("-created_at").first() if canary else None,
         "usage_reports": list(request.usage_reports.order_by("-month", "-created_at")[:12]),
         "gate_decisions": gate_decisions(user, request),
         "timeline": _timeline(timeline.order_by("-seq").values("seq", "occurred_at", "actor_name", "action")[:50]),
