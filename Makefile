@@ -31,10 +31,14 @@ migrate: env
 	$(BIN)/python manage.py migrate --noinput
 
 # Web server, Celery worker and beat under honcho: one Ctrl-C (or SIGTERM to make) stops all three.
-# `exec` makes honcho the recipe's process itself, so make's SIGTERM reaches it directly.
+# `exec` makes honcho the recipe's process itself, so make's SIGTERM reaches it directly. The start-up
+# notes (address, first-start demo passwords, the metrics scrape) wait in the background, honcho their
+# parent, and print once the web server and the worker answer: below the services' own start-up lines.
+DEMO_PASSWORDS := var/demo-passwords
+
 run: migrate
-	$(BIN)/python manage.py bootstrap
-	exec $(BIN)/honcho start -f Procfile
+	$(BIN)/python manage.py bootstrap --passwords-file $(DEMO_PASSWORDS)
+	$(BIN)/python -m governance.core.startnotes --passwords-file $(DEMO_PASSWORDS) & exec $(BIN)/honcho start -f Procfile
 
 # Two pytest-xdist workers (the CI machine has 2 cores), each with a test database of its own, and
 # alongside them the fault, cluster and browser suites in one process (scripts/test-suite;

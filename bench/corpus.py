@@ -1,6 +1,7 @@
 """Planner against the published-benchmark corpus: the error table (markdown) and its summary.
 
 .venv/bin/python bench/corpus.py [--calibration planner/catalog/calibration/FILE.json] [--update-docs] [--in-sample-only]
+    [--write-record]
 
 Beside the in-sample figures (every case scored with the factors set against all of them) it prints
 the leave-one-source-out ones: each source's cases scored with the efficiency factors fitted without
@@ -9,11 +10,15 @@ other sources back too is refitted on them), and which factors only one source b
 
 --update-docs rewrites the table (and, in docs/planner.md, the causes and the summary) in README.md
 and docs/planner.md with this output (tests/planner/test_benchmark_corpus.py checks they match).
+--write-record rewrites bench/corpus_errors.json, the in-sample and leave-one-source-out errors per figure that
+tests/planner/test_corpus_record.py holds the planner to (planner.corpus.RECORD_TOLERANCE): only when a change
+improves them, or worsens them for a stated reason (the commit says which).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -21,12 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planner import corpus
 
+RECORD = Path(__file__).resolve().parent / "corpus_errors.json"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calibration")
     parser.add_argument("--update-docs", action="store_true")
     parser.add_argument("--in-sample-only", action="store_true", help="skip the leave-one-source-out refits")
+    parser.add_argument("--write-record", action="store_true", help="rewrite bench/corpus_errors.json")
     args = parser.parse_args()
     profile = None
     if args.calibration:
@@ -35,8 +43,16 @@ def main() -> None:
         profile = load(args.calibration)
     results = [corpus.run_case(case, profile) for case in corpus.cases()]
     table, summary = corpus.markdown(results), _summary(results)
-    if not args.in_sample_only and profile is None:
-        summary += _held_out_summary(corpus.leave_one_source_out())
+    held = corpus.leave_one_source_out() if not args.in_sample_only and profile is None else None
+    if held is not None:
+        summary += _held_out_summary(held)
+    if args.write_record:
+        if held is None:
+            parser.error(
+                "--write-record needs the leave-one-source-out figures (no --in-sample-only, no --calibration)"
+            )
+        record = {"generated_by": "bench/corpus.py --write-record", **corpus.error_record(results, held)}
+        RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(table)
     print()
     print("\n".join(summary))

@@ -3,7 +3,8 @@ every GPU x precision, against a baseline of one fixed-layout memory evaluation 
 
     .venv/bin/python bench/planner.py [--model kimi-k2]
 Targets: one plan <= 2 ms, full search <= 200 ms on this machine (issue 31 keeps issue 6's search
-target and tightens one plan to 2 ms).
+target and tightens one plan to 2 ms), with intervals on: each plan's contract (as_contract: its intervals and
+verdict, issue 47) is built, as the CLI and the API build it.
 """
 
 from __future__ import annotations
@@ -65,14 +66,18 @@ def main() -> None:
         )
 
     def one_plan() -> None:
-        plan(PlanRequest(model=args.model, precision="fp8", gpu="h200", max_model_len=131072, concurrency=16))
+        plan(
+            PlanRequest(model=args.model, precision="fp8", gpu="h200", max_model_len=131072, concurrency=16)
+        ).as_contract()
 
     servable = [key for key, spec in specs.precisions().items() if spec.engines is None]  # w2a16 is refused
 
     def full_search() -> None:
         for gpu in specs.gpus():
             for precision in servable:
-                plan(PlanRequest(model=args.model, precision=precision, gpu=gpu, max_model_len=131072, concurrency=16))
+                plan(
+                    PlanRequest(model=args.model, precision=precision, gpu=gpu, max_model_len=131072, concurrency=16)
+                ).as_contract()
 
     base = timed(baseline, 200)
     single = timed(one_plan, 50)
@@ -80,7 +85,7 @@ def main() -> None:
     combos = len(specs.gpus()) * len(servable)
     print(f"baseline: one fixed-layout memory evaluation {base * 1e3:.3f} ms")
     print(
-        f"one plan ({args.model}, fp8, h200, 128k, layout search): {single * 1e3:.2f} ms = {single / base:.0f}x baseline"
+        f"one plan ({args.model}, fp8, h200, 128k, layout search, with its intervals): {single * 1e3:.2f} ms = {single / base:.0f}x baseline"
     )
     print(
         f"full search ({args.model}, {combos} GPU x precision plans): {full * 1e3:.1f} ms = {full / base:.0f}x baseline"

@@ -14,7 +14,6 @@ bare interpreter.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.inspection import generate  # noqa: E402
-from planner.quantjob.manifest import manifest_lines  # noqa: E402
+from planner.manifest import digest_of_manifest, manifest_lines  # noqa: E402
 
 
 def _median_ms(samples: list[float]) -> float:
@@ -50,7 +49,7 @@ def measure(directory: Path, repeats: int, work: Path) -> dict[str, float]:
     hashing, inspection, bare = [], [], []
     for _ in range(repeats):
         started = time.perf_counter()
-        hashlib.sha256("".join(manifest_lines(directory)).encode()).hexdigest()
+        digest_of_manifest(manifest_lines(directory))
         hashing.append(time.perf_counter() - started)
         bare.append(_job([sys.executable, "-c", "pass"], work))
         argv = [sys.executable, "-m", "planner.inspectjob", str(directory), "--out", "result.json", "--job"]

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from planner.evaljob.engines import transformers_launch  # noqa: E402
 from planner.evaljob.tiny import save_tiny_checkpoint  # noqa: E402
-from planner.quantjob.manifest import manifest_lines, weights_digest  # noqa: E402  (stdlib only)
+from planner.manifest import manifest_lines, weights_digest  # noqa: E402  (stdlib only)
 
 
 def job(kind: str, spec: dict[str, Any], out: Path) -> tuple[dict[str, Any], float]:

@@ -8,6 +8,7 @@ from typing import Any
 from celery import Celery
 
 from governance.core.localenv import load_local_env
+from governance.core.logging import quiet_periodic_task_routine
 
 if "DJANGO_SETTINGS_MODULE" not in os.environ:  # the celery CLI from a checkout; never inside tests or Django
     load_local_env()  # reads the same .env as manage.py (the environment wins)
@@ -29,3 +30,4 @@ def route_task(name: str, args: Any, kwargs: Any, options: Any, task: Any = None
 app = Celery("governance")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+quiet_periodic_task_routine()  # the periodic loops' received/succeeded/sent lines at DEBUG

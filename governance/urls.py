@@ -6,7 +6,7 @@ from django_ratelimit.decorators import ratelimit
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from governance.approvals.api import DeploymentReviewApi
-from governance.artifacts.api import ArtifactDetailApi, ArtifactListCreateApi, ArtifactShareApi
+from governance.artifacts.api import ArtifactDetailApi, ArtifactListCreateApi, ArtifactShareApi, ArtifactSignatureApi
 from governance.capacity.api import CapacityPlanCreateApi, CapacityPlanDetailApi, PlannerPlanApi
 from governance.core.api import MeApi
 from governance.core.health import healthz
@@ -24,6 +24,7 @@ api_v1: list[URLPattern | URLResolver] = [
     # A review decision is a signed sign-off: the approvals app answers the deployments' review URL.
     path("deployments/<uuid:code>/review", DeploymentReviewApi.as_view(), name="deployment-review"),
     path("artifacts/<uuid:code>/share", ArtifactShareApi.as_view(), name="artifact-share"),
+    path("artifacts/<uuid:code>/signature", ArtifactSignatureApi.as_view(), name="artifact-signature"),
     path("deployments/", include("governance.deployments.urls")),
     path("", include("governance.evaluations.urls")),
     path("", include("governance.calibration.urls")),

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from planner import __version__
-from planner.checklog import EngineLog, compare, format_checks, parse_log
-from planner.engines import ENGINES, engine_profile
+from planner.checklog import EngineLog, compare, format_checks, log_request, parse_log
+from planner.engines import ENGINES
 from planner.intervals import describe
 from planner.params import count_params
 from planner.perf import ARRIVALS
@@ -307,30 +307,23 @@ def _check_log(args: argparse.Namespace) -> int:
     else:
         model, default_precision = _model_from_log(log)
     device = _gpu_argument(args, log)
-    engine = args.engine or log.engine
-    version = args.engine_version or log.version
-    profile = engine_profile(engine, version)
-    max_len = args.max_model_len or settings.get("max_model_len")
-    spec_gpu = device if isinstance(device, GpuSpec) else gpus()[device]
-    default_tokens, default_seqs = profile.defaults(spec_gpu, max_len or 8192)
-    request = PlanRequest(
+    request = log_request(
+        log,
         model=model,
         precision=args.precision or default_precision,
         gpu=device,
+        engine_version=args.engine_version,
+        engine=args.engine,
         group_size=args.group_size,
-        kv_dtype=args.kv_dtype or settings.get("kv_dtype", "bf16"),
-        max_model_len=max_len,
-        tp=args.tp or settings.get("tp", 1),
-        pp=args.pp or settings.get("pp", 1),
-        ep=1,
-        dp=1,
-        gpus_per_node=max(8, args.tp or settings.get("tp", 1)),
-        gpu_memory_utilization=args.gpu_memory_utilization or settings.get("gpu_memory_utilization", 0.9),
-        engine=engine,
-        engine_version=version,
-        max_num_batched_tokens=args.max_num_batched_tokens or settings.get("max_num_batched_tokens", default_tokens),
-        max_num_seqs=args.max_num_seqs or settings.get("max_num_seqs", default_seqs),
+        kv_dtype=args.kv_dtype,
+        max_model_len=args.max_model_len,
+        tp=args.tp,
+        pp=args.pp,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_num_seqs=args.max_num_seqs,
     )
+    engine, version = request.engine, request.engine_version
     result = plan(request)
     checks = compare(log, result)
     if args.format == "json":

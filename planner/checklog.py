@@ -11,8 +11,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.engines import engine_profile
 from planner.memory import LOG_FIGURES
-from planner.plan import PlanResult
+from planner.plan import PlanRequest, PlanResult
+from planner.specs import GpuSpec, gpus
 
 GIB = 1 << 30
 # Figures whose error the validation corpus bounds (planner/validation/README.md).
@@ -149,3 +151,65 @@ def format_checks(checks: list[FigureCheck]) -> str:
         flag = "" if bound is None or check.error is None or abs(check.error) <= bound else f"  (outside ±{bound:.0%})"
         lines.append(f"{check.name:28} {plan_text:>14} {log_text:>14} {error:>8}{flag}")
     return "\n".join(lines)
+
+
+def log_request(
+    log: EngineLog,
+    *,
+    model: str | dict[str, Any],
+    precision: str,
+    gpu: str | GpuSpec,
+    engine_version: str | None = None,
+    **overrides: Any,
+) -> PlanRequest:
+    """The plan request of the log's own settings (one replica of its tp x pp), the engine's defaults where the
+    log gives none; `overrides` (PlanRequest fields, None: not given) come first."""
+    given = {name: value for name, value in overrides.items() if value is not None}
+    settings = log.settings
+    engine = given.pop("engine", None) or log.engine
+    version = engine_version or log.version
+    profile = engine_profile(engine, version)
+    max_len = given.pop("max_model_len", None) or settings.get("max_model_len")
+    spec_gpu = gpu if isinstance(gpu, GpuSpec) else gpus()[gpu]
+    default_tokens, default_seqs = profile.defaults(spec_gpu, max_len or 8192)
+    tp = given.pop("tp", None) or settings.get("tp", 1)
+    fields: dict[str, Any] = {
+        "kv_dtype": settings.get("kv_dtype", "bf16"),
+        "pp": settings.get("pp", 1),
+        "gpu_memory_utilization": settings.get("gpu_memory_utilization", 0.9),
+        "max_num_batched_tokens": settings.get("max_num_batched_tokens", default_tokens),
+        "max_num_seqs": settings.get("max_num_seqs", default_seqs),
+        **given,
+    }
+    return PlanRequest(
+        model=model,
+        precision=precision,
+        gpu=gpu,
+        max_model_len=max_len,
+        tp=tp,
+        ep=1,
+        dp=1,
+        gpus_per_node=max(8, tp),
+        engine=engine,
+        engine_version=version,
+        **fields,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LogResiduals:
+    """What one startup log says of the plan for its own settings: the team evidence the service stores
+    (planner.intervals.TeamEvidence)."""
+
+    kv_pool_bytes: int | None  # logged - planned KV pool per GPU; None: the log printed no pool
+    weights_ratio: float | None  # logged model loading / planned loaded bytes; None: not printed
+
+
+def log_residuals(log: EngineLog, result: PlanResult) -> LogResiduals:
+    memory = result.chosen.memory
+    pool = log.figures.get("available_kv_cache_memory")
+    loading = log.figures.get("model_loading")
+    return LogResiduals(
+        kv_pool_bytes=None if pool is None else int(pool) - memory.kv_pool_bytes,
+        weights_ratio=None if not loading or memory.loaded_bytes <= 0 else loading / memory.loaded_bytes,
+    )

@@ -371,3 +371,49 @@ def leave_one_source_out(*, refit: bool = True) -> list[HeldOut]:
             results = tuple(run_case(case) for case in cases() if case["source"] == source)
         held.append(HeldOut(source, results, tuple(fallen), tuple(refitted), tuple(unrefittable)))
     return held
+
+
+# The recorded errors (bench/corpus_errors.json): a change that makes any of them worse by more than the
+# tolerance fails tests/planner/test_corpus_record.py, so the corpus figures cannot regress unnoticed (issue 47).
+RECORD_TOLERANCE = {"median": 0.005, "max": 0.02}  # absolute: 0.5 and 2 percentage points of |error|
+
+
+def error_record(results: list[CaseResult], held: list[HeldOut] | None = None) -> dict[str, Any]:
+    """Median and max |error| per figure in sample (all cases, and without the † figures) and, given the
+    leave-one-source-out results, held out; rounded to 0.1 percentage point."""
+
+    def rounded(rows: list[CaseResult], with_outside: bool) -> dict[str, dict[str, float]]:
+        return {
+            metric: {"n": int(figures["n"]), "median": round(figures["median"], 4), "max": round(figures["max"], 4)}
+            for metric, figures in summary(rows, with_outside=with_outside).items()
+        }
+
+    record: dict[str, Any] = {
+        "in_sample": {"all": rounded(results, True), "without_outside": rounded(results, False)},
+    }
+    if held is not None:
+        pooled = [result for one in held for result in one.results]
+        record["leave_one_source_out"] = {"all": rounded(pooled, True), "without_outside": rounded(pooled, False)}
+    return record
+
+
+def record_regressions(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """Each figure now worse than recorded by more than RECORD_TOLERANCE, or scored on fewer cases (a case
+    the planner now refuses is a regression too); empty when none."""
+    problems = []
+    for scoring, sets in now.items():
+        for subset, metrics in sets.items():
+            for metric, figures in recorded[scoring][subset].items():
+                current = metrics.get(metric)
+                where = f"{scoring}.{subset}.{metric}"
+                if current is None or current["n"] < figures["n"]:
+                    problems.append(
+                        f"{where}: scored on {0 if current is None else current['n']} cases, was {figures['n']}"
+                    )
+                    continue
+                for stat, tolerance in RECORD_TOLERANCE.items():
+                    if current[stat] > figures[stat] + tolerance:
+                        problems.append(
+                            f"{where}.{stat}: {current[stat]:.1%} > recorded {figures[stat]:.1%} + {tolerance:.1%}"
+                        )
+    return problems

@@ -21,6 +21,17 @@ Residuals come in two kinds:
 Each interval also holds the figure itself (a one-sided residual set, TTFT planned low on every held-out
 run, would otherwise give an interval above the figure): low <= figure <= high always.
 
+Calibrated by the team's own startup logs (`TeamEvidence`, stored by the service per cluster, GPU, engine and
+release line): with MIN_TEAM_LOGS logs or more, the plan's engine reserve is corrected by the median of their
+KV-pool residuals (logged - planned pool, bytes per GPU), and the intervals of the figures a startup log
+measures (weights, KV pool, KV tokens, max concurrency) become the spread of those residuals around that median
+(the weights': of their logged / planned ratios), never narrower than MEASUREMENT_NOISE_BYTES either side. With
+fewer logs the catalog's reserve and intervals stand and a note says why. Throughput intervals stay the
+catalog's: a startup log measures no TPOT.
+
+An engine release older than every profile (EngineProfile.predates_profiles) is planned with the oldest profile;
+every interval is then the range of every held-out run of every class, doubled (in log terms for ratios).
+
 The fit verdict (`verdict`): `fits` when the plan fits at the pessimistic end of the KV interval,
 `tight` when it fits at the central figure only, `does_not_fit` when it does not fit at the central figure
 (`fits` false).
@@ -39,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from planner.specs import CATALOG_DIR, GpuSpec
 
 if TYPE_CHECKING:
+    from planner.engines import EngineProfile
     from planner.plan import PlanResult
 
 COVERAGE = 0.8  # what the plan states
@@ -76,6 +88,18 @@ LABELS = {
 }
 VERDICTS = ("fits", "tight", "does_not_fit")
 GIB = 1 << 30
+# The team's own startup logs (TeamEvidence): how many a cluster needs before they replace the catalog's
+# reserve and intervals (three: one log may be that run's accident, two cannot say which of them is), and the
+# least half-width of an interval they give. vLLM and SGLang print memory to 0.01 GiB, and two starts of one
+# configuration differ by the profile run's torch peak and the CUDA context (tens of MiB); 0.1 GiB either side
+# is a stated floor above both, not a measured one (no corpus holds repeated starts of one configuration).
+MIN_TEAM_LOGS = 3
+MEASUREMENT_NOISE_BYTES = int(0.1 * GIB)
+# The weights' floor: loading them is deterministic, so only the log's printing (0.01 GiB) blurs them.
+WEIGHTS_NOISE_BYTES = int(0.01 * GIB)
+# A release older than every profile: each interval is the range of every held-out run, this many times as far
+# from the neutral residual (in log terms for ratios).
+OLD_RELEASE_WIDENING = 2.0
 DASH = "\u2013"  # an en dash between an interval's ends
 
 # GPU families by CUDA compute capability x 10 (the catalog's cuda_sm); ROCm GPUs have none.
@@ -126,6 +150,76 @@ class Spread:
     fallback: bool  # the class had too few: pooled residuals, widened
     class_runs: int = 0  # the class's own runs (with a fallback)
     class_sources: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TeamEvidence:
+    """The team's startup logs of one cluster, GPU, engine and release line, as residuals against the plan of
+    each log's own settings made with the catalog alone (the service computes them when a log is stored)."""
+
+    where: str  # "cluster gpu-a": how the plan names them
+    gpu: str  # catalog key of the GPUs the logs ran on
+    engine: str  # vllm | sglang | trtllm
+    release_line: str  # "0.10": the major.minor the logs' engine ran
+    kv_pool_residuals_bytes: tuple[int, ...]  # logged - planned KV pool per GPU, one per log
+    weights_ratios: tuple[float, ...] = ()  # logged model loading / planned loaded bytes, one per log that gave it
+
+    def __post_init__(self) -> None:
+        parts = self.release_line.split(".")
+        if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
+            raise ValueError(f"release_line: {self.release_line!r} is not a major.minor release line like 0.10")
+        if any(not isinstance(r, int) for r in self.kv_pool_residuals_bytes):
+            raise ValueError("kv_pool_residuals_bytes: must be whole bytes")
+        if any(not (isinstance(r, int | float) and math.isfinite(r) and r > 0) for r in self.weights_ratios):
+            raise ValueError("weights_ratios: must be finite numbers > 0")
+
+    @property
+    def logs(self) -> int:
+        return len(self.kv_pool_residuals_bytes)
+
+    @property
+    def enough(self) -> bool:
+        return self.logs >= MIN_TEAM_LOGS
+
+    @property
+    def reserve_correction_bytes(self) -> int:
+        """What the logs' pools ran above the catalog's plan (median): the reserve is that much smaller."""
+        return int(statistics.median(self.kv_pool_residuals_bytes)) if self.kv_pool_residuals_bytes else 0
+
+    def applies(self, engine: EngineProfile, gpu_key: str) -> bool:
+        release = engine.release
+        return (
+            self.engine == engine.name
+            and self.release_line == f"{release[0]}.{release[1]}"
+            and self.gpu == gpu_key
+            and not engine.predates_profiles
+        )
+
+    def note(self) -> str:
+        head = f"{self.logs} of your startup logs"
+        if not self.enough:
+            return (
+                f"Your startup logs: {head} on {self.where} ({self.engine} {self.release_line}, {self.gpu}), fewer "
+                f"than {MIN_TEAM_LOGS}: the catalog's reserve and intervals stand until there are {MIN_TEAM_LOGS}."
+            )
+        low, high = min(self.kv_pool_residuals_bytes), max(self.kv_pool_residuals_bytes)
+        return (
+            f"KV reserve from {head} on {self.where} ({self.engine} {self.release_line}, {self.gpu}): their KV pools "
+            f"ran {self.reserve_correction_bytes / GIB:+.2f} GiB per GPU against the catalog's plan (median; "
+            f"{low / GIB:+.2f} to {high / GIB:+.2f} GiB), so this plan's reserve is that much "
+            f"{'smaller' if self.reserve_correction_bytes >= 0 else 'larger'}, and the intervals of weights, KV "
+            f"pool, KV tokens and max concurrency are the spread of those logs (at least "
+            f"±{MEASUREMENT_NOISE_BYTES / GIB:.1f} GiB: measurement noise), not the catalog's."
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def corrected_profile(engine: EngineProfile, correction_bytes: int) -> EngineProfile:
+    """The profile carrying the team's reserve correction (planner.memory.corrected_reserves applies it).
+    Cached: profiles key the memory caches by identity."""
+    import dataclasses
+
+    return dataclasses.replace(engine, reserve_correction_bytes=correction_bytes)
 
 
 def neutral(kind: str) -> float:
@@ -378,64 +472,154 @@ def plan_class(result: PlanResult) -> str:
     return case_class(result.engine.name, result.model.is_moe, result.gpu, layout.tp * layout.pp)
 
 
+def old_release_spread(path: str) -> Spread:
+    """A release older than every profile: the range of every held-out run of every class, OLD_RELEASE_WIDENING
+    times as far from the neutral residual (in log terms for ratios)."""
+    kind = FIGURES[path]
+    rows = residuals_of(table(), path)
+    values = [r.value for r in rows]
+    low, high = min(min(values), neutral(kind)), max(max(values), neutral(kind))
+    if kind == "ratio":
+        low, high = low**OLD_RELEASE_WIDENING, high**OLD_RELEASE_WIDENING
+    else:
+        low, high = low * OLD_RELEASE_WIDENING, high * OLD_RELEASE_WIDENING
+    return Spread(low, high, len(rows), len({r.source for r in rows}), True)
+
+
+def old_release_basis(result: PlanResult, spread_: Spread) -> str:
+    engine = result.engine
+    return (
+        f"{engine.name} {engine.version} is older than every profile ({engine.predates_profiles} and later): no "
+        f"held-out run of it, so the range of all {spread_.runs} held-out runs from {spread_.sources} sources of "
+        f"every class, {OLD_RELEASE_WIDENING:g} times as wide; widened, not measured"
+    )
+
+
+def team_evidence(result: PlanResult) -> TeamEvidence | None:
+    """The request's team evidence when it is of this plan's cluster GPU, engine and release line."""
+    evidence = result.request.evidence
+    if evidence is None or not evidence.applies(result.engine, result.gpu.key):
+        return None
+    return evidence
+
+
+def _team_bytes(evidence: TeamEvidence) -> tuple[float, float]:
+    """The logs' KV-pool residuals around their median (what the corrected reserve leaves), as offsets in
+    bytes from the plan's pool, at the stated coverage and at least the measurement noise either side."""
+    centre = evidence.reserve_correction_bytes
+    low, high = quantile_bounds([r - centre for r in evidence.kv_pool_residuals_bytes], COVERAGE)
+    return min(low, -MEASUREMENT_NOISE_BYTES), max(high, MEASUREMENT_NOISE_BYTES)
+
+
+def _team_basis(evidence: TeamEvidence, what: str, noise: int = MEASUREMENT_NOISE_BYTES) -> str:
+    return (
+        f"{evidence.logs} of your startup logs on {evidence.where} ({evidence.engine} {evidence.release_line}, "
+        f"{evidence.gpu}): {what}, at least ±{noise / GIB:.2f} GiB (measurement noise), in place "
+        "of the catalog's held-out residuals"
+    )
+
+
 def judge(result: PlanResult) -> Judged:
-    """The plan's intervals (the contract's `intervals`) and its verdict, with a note when it is tight."""
+    """The plan's intervals (the contract's `intervals`) and its verdict, with a note when it is tight or when
+    the team's startup logs or an old release shaped them."""
     coverage = float(table()["coverage"])
     name = plan_class(result)
     memory, layout = result.chosen.memory, result.chosen.layout
     intervals: dict[str, dict[str, Any]] = {}
+    old = bool(result.engine.predates_profiles)
+    evidence = team_evidence(result)
+    team = evidence if evidence is not None and evidence.enough else None
 
-    weights = stored_spread("memory_per_gpu.weights", name)
+    def stored(path: str) -> Spread:
+        return old_release_spread(path) if old else stored_spread(path, name)
+
+    def basis_of(spread_: Spread, residual: str) -> str:
+        return (
+            (old_release_basis(result, spread_) if old else basis(spread_, name, coverage)) + "; residual: " + residual
+        )
+
     figure = memory.weights_per_gpu_bytes
-    intervals["memory_per_gpu.weights"] = _interval(
-        math.floor(figure * weights.low),
-        math.ceil(figure * weights.high),
-        weights,
-        basis(weights, name, coverage) + "; residual: the engine's logged model loading / the planned one",
-        coverage,
-    )
+    if team is not None and team.weights_ratios:
+        ratio_low, ratio_high = quantile_bounds(team.weights_ratios, coverage)
+        intervals["memory_per_gpu.weights"] = {
+            "low": math.floor(min(figure * min(ratio_low, 1.0), figure - WEIGHTS_NOISE_BYTES)),
+            "high": math.ceil(max(figure * max(ratio_high, 1.0), figure + WEIGHTS_NOISE_BYTES)),
+            "coverage": coverage,
+            "n": len(team.weights_ratios),
+            "basis": _team_basis(
+                team, "the spread of their logged model loading / the planned one", WEIGHTS_NOISE_BYTES
+            ),
+        }
+    else:
+        weights = stored("memory_per_gpu.weights")
+        intervals["memory_per_gpu.weights"] = _interval(
+            math.floor(figure * weights.low),
+            math.ceil(figure * weights.high),
+            weights,
+            basis_of(weights, "the engine's logged model loading / the planned one"),
+            coverage,
+        )
 
     capacity = memory.capacity_bytes
-    pool = stored_spread("memory_per_gpu.kv_cache", name)
-    pool_basis = basis(pool, name, coverage) + "; residual: (logged - planned pool) / the GPU's capacity"
-    intervals["memory_per_gpu.kv_cache"] = _interval(
-        max(0, math.floor(memory.kv_pool_bytes + pool.low * capacity)),
-        max(0, math.ceil(memory.kv_pool_bytes + pool.high * capacity)),
-        pool,
-        pool_basis,
-        coverage,
-    )
-
-    tokens = union(stored_spread("kv_cache.capacity_tokens", name), pool)
     kv_token, block = memory.kv_bytes_per_token_per_gpu, result.engine.block_size_tokens
 
     def tokens_at(pool_bytes: float) -> int:
         return int(pool_bytes // kv_token) // block * block if pool_bytes > 0 and kv_token > 0 else 0
-
-    pool_low = memory.kv_pool_bytes + tokens.low * capacity
-    pool_high = memory.kv_pool_bytes + tokens.high * capacity
-    intervals["kv_cache.capacity_tokens"] = _interval(
-        tokens_at(pool_low),
-        tokens_at(pool_high),
-        tokens,
-        basis(tokens, name, coverage)
-        + "; residual: (logged - planned tokens) x bytes per token / the GPU's capacity, joined with the KV "
-        "pool's",
-        coverage,
-    )
 
     kv_sequence = memory.kv_bytes_per_sequence_per_gpu
 
     def sequences_at(pool_bytes: float) -> int:
         return math.floor(pool_bytes / kv_sequence) if kv_sequence > 0 and pool_bytes > 0 else 0
 
-    intervals["max_concurrency"] = _interval(
-        sequences_at(pool_low) * layout.dp,
-        sequences_at(pool_high) * layout.dp,
-        tokens,
-        "derived from the KV tokens' interval (full-length sequences it holds); " + basis(tokens, name, coverage),
-        coverage,
-    )
+    if team is not None:
+        below, above = _team_bytes(team)
+        pool_low, pool_high = memory.kv_pool_bytes + below, memory.kv_pool_bytes + above
+        pool_basis = _team_basis(team, "the spread of their logged - planned KV pool around its median")
+        entry = {"coverage": coverage, "n": team.logs}
+        intervals["memory_per_gpu.kv_cache"] = {
+            "low": max(0, math.floor(pool_low)),
+            "high": max(0, math.ceil(pool_high)),
+            **entry,
+            "basis": pool_basis,
+        }
+        intervals["kv_cache.capacity_tokens"] = {
+            "low": tokens_at(pool_low),
+            "high": tokens_at(pool_high),
+            **entry,
+            "basis": pool_basis + "; the tokens that pool holds",
+        }
+        intervals["max_concurrency"] = {
+            "low": sequences_at(pool_low) * layout.dp,
+            "high": sequences_at(pool_high) * layout.dp,
+            **entry,
+            "basis": "derived from the KV tokens' interval (full-length sequences it holds); " + pool_basis,
+        }
+    else:
+        pool = stored("memory_per_gpu.kv_cache")
+        intervals["memory_per_gpu.kv_cache"] = _interval(
+            max(0, math.floor(memory.kv_pool_bytes + pool.low * capacity)),
+            max(0, math.ceil(memory.kv_pool_bytes + pool.high * capacity)),
+            pool,
+            basis_of(pool, "(logged - planned pool) / the GPU's capacity"),
+            coverage,
+        )
+        tokens = union(stored("kv_cache.capacity_tokens"), pool)
+        pool_low = memory.kv_pool_bytes + tokens.low * capacity
+        pool_high = memory.kv_pool_bytes + tokens.high * capacity
+        tokens_basis = basis_of(
+            tokens,
+            "(logged - planned tokens) x bytes per token / the GPU's capacity, joined with the KV pool's",
+        )
+        intervals["kv_cache.capacity_tokens"] = _interval(
+            tokens_at(pool_low), tokens_at(pool_high), tokens, tokens_basis, coverage
+        )
+        intervals["max_concurrency"] = _interval(
+            sequences_at(pool_low) * layout.dp,
+            sequences_at(pool_high) * layout.dp,
+            tokens,
+            "derived from the KV tokens' interval (full-length sequences it holds); " + tokens_basis,
+            coverage,
+        )
 
     throughput = result.throughput
     for path, value, places in (
@@ -443,16 +627,18 @@ def judge(result: PlanResult) -> Judged:
         ("throughput.ttft_ms", throughput.ttft_ms, 1),
         ("throughput.decode_tokens_per_s", throughput.decode_tokens_per_s, 1),
     ):
-        band = stored_spread(path, name)
+        band = stored(path)
         intervals[path] = _interval(
             _down(value * band.low, places),
             _up(value * band.high, places),
             band,
-            basis(band, name, coverage) + "; residual: measured / planned",
+            basis_of(band, "measured / planned"),
             coverage,
         )
 
     verdict, notes = _verdict(result, sequences_at(pool_low), pool_low, coverage)
+    if evidence is not None:
+        notes = (evidence.note(), *notes)
     return Judged(intervals, verdict, notes)
 
 

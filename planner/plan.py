@@ -17,6 +17,7 @@ from planner import __version__
 from planner.efficiency import eager_prefill_until
 from planner.engines import CUDA_GRAPH_KIB_PER_KERNEL, ENGINES, EngineProfile, engine_profile
 from planner.hf_config import parse_config
+from planner.intervals import TeamEvidence, corrected_profile
 from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
 from planner.memory import (
     KV_BYTES,
@@ -70,6 +71,9 @@ class PlanRequest:
     request_rate: float | None = None  # requests/s over all replicas, with arrival "poisson"
     range_ratio: float = 1.0  # each request's lengths drawn from [range_ratio x len, len] (planner.perf.Workload)
     num_prompts: int | None = None  # a finite benchmark run's length (planner.perf.Workload); None: endless
+    # The team's own startup logs of the cluster planned for (planner.intervals.TeamEvidence): with enough of
+    # them, of this GPU, engine and release line, they set the reserve and the memory figures' intervals.
+    evidence: TeamEvidence | None = None
 
     def validate(self) -> None:
         if self.kv_dtype not in KV_BYTES:
@@ -220,12 +224,17 @@ class PlanSetup:
     def resolve(cls, request: PlanRequest) -> PlanSetup:
         spec = _resolve_model(request)
         scheme, keep = _resolve_precision(request, spec)
+        device = request.gpu if isinstance(request.gpu, GpuSpec) else gpu(request.gpu)
+        engine = engine_profile(request.engine, request.engine_version)
+        evidence = request.evidence
+        if evidence is not None and evidence.enough and evidence.applies(engine, device.key):
+            engine = corrected_profile(engine, evidence.reserve_correction_bytes)  # ahead of the catalog's
         return cls(
             request=request,
             model=spec,
             precision=scheme,
-            gpu=request.gpu if isinstance(request.gpu, GpuSpec) else gpu(request.gpu),
-            engine=engine_profile(request.engine, request.engine_version),
+            gpu=device,
+            engine=engine,
             params=count_params(spec),
             max_model_len=request.max_model_len or spec.max_position_embeddings or 8192,
             keep_bf16=keep,
@@ -451,6 +460,12 @@ def plan(request: PlanRequest) -> PlanResult:
         f"Weights at {scheme.bits_per_weight:.3f} bits/weight ({scheme.key}); embeddings, lm_head, router and norms "
         f"stay BF16{'; also BF16: ' + ', '.join(sorted(keep)) if keep else ''}.",
     ]
+    if engine.predates_profiles:
+        notes.append(
+            f"{engine.name} {engine.version} is older than every memory profile ({engine.predates_profiles} and "
+            f"later): planned with the oldest ({engine.name} {engine.predates_profiles}, {engine.generation}), whose "
+            "reserves it may not share; every interval is widened (no held-out run of a release this old)."
+        )
     # The PCIe reserve's provenance only where the GPUs have no NVLink (it is not read otherwise).
     pcie = device.nvlink_gb_per_s < PCIE_CLASS_GB_PER_S
     provenance = [line for line in engine.provenance if pcie or "over PCIe" not in line]
@@ -567,6 +582,15 @@ def plan(request: PlanRequest) -> PlanResult:
 
 # The figure per kernel node of a captured graph set: the median of the public logs' (engines.py).
 CUDA_GRAPH_KIB_PER_NODE = statistics.median(CUDA_GRAPH_KIB_PER_KERNEL.values())
+
+
+def engine_default_max_num_seqs(engine: str, engine_version: str | None, gpu_spec: str | GpuSpec) -> int:
+    """The sequences per replica an engine runs at once when its launch sets none (vLLM V1: 1024 on a GPU
+    of 70 GiB or more other than the A100s, else 256; SGLang's and TensorRT-LLM's from their profiles):
+    what a serving plan that states no concurrency is launched and planned with."""
+    spec = gpu_spec if isinstance(gpu_spec, GpuSpec) else gpu(gpu_spec)
+    # The context length moves only V0's step budget (the first of the pair), never its sequences.
+    return engine_profile(engine, engine_version).defaults(spec, 8192)[1]
 
 
 def graph_headroom_bytes(memory: MemoryBreakdown) -> int:

@@ -300,3 +300,17 @@ def org_pki(db: None, key_pool: None) -> Authority:
     root, created = pki_init(actor="system:test")
     assert created
     return root
+
+
+@pytest.fixture(scope="session")
+def quantize_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An interpreter in which llm-compressor is found, for quantize runs that stop at the job record:
+    this python with an empty `llmcompressor` package first on its path. The submit check only looks the
+    package up (the real one needs its own environment, var/quantenv; tests/quantization/*e2e* use it)."""
+    folder = tmp_path_factory.mktemp("quantize-python")
+    (folder / "site" / "llmcompressor").mkdir(parents=True)
+    (folder / "site" / "llmcompressor" / "__init__.py").write_text('"""A stand-in: found, never imported."""\n')
+    wrapper = folder / "python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{folder / "site"}" exec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)

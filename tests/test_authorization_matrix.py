@@ -27,6 +27,7 @@ from governance.deployments.models import DeploymentRequest
 from governance.evaluations.evals import eval_run_request
 from governance.evaluations.models import Cluster, ExecutorKind
 from governance.evaluations.services import cluster_discover
+from tests.calibration.test_startup_logs import vllm_log
 from tests.conftest import Personas
 from tests.deployments import conftest as deployment_fixtures
 from tests.deployments.conftest import Flow
@@ -184,6 +185,8 @@ def _quantize_run(world: World) -> None:
         distribution="internal",
     )
     world.ids["quantize_run"] = str(run.code)
+    assert run.job is not None
+    world.ids["quantize_job"] = str(run.job.code)
 
 
 def _license_text(world: World) -> None:
@@ -192,6 +195,16 @@ def _license_text(world: World) -> None:
 
     kept = license_text_keep(text="Matrix License\n\nPermission is granted.\n", sha256="0" * 64, path="LICENSE")
     world.ids["license_text"] = kept.fingerprint
+
+
+def _signature(world: World) -> None:
+    """The artifact's model-signing bundle (its content is not what this matrix checks)."""
+    from governance.artifacts.models import ArtifactSignature, ModelArtifact
+
+    artifact = ModelArtifact.objects.get(code=world.ids["own_artifact"])
+    ArtifactSignature.objects.get_or_create(
+        artifact=artifact, defaults={"bundle": "{}", "bundle_sha256": "0" * 64, "signer_sha256": "0" * 64}
+    )
 
 
 def _calibration(world: World) -> None:
@@ -230,6 +243,8 @@ ROWS: list[Row] = [
     Row("artifact-detail", "GET", "/api/v1/artifacts/{own_artifact}", frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN})),
     Row("artifact-inspections", "GET", "/api/v1/artifacts/{own_artifact}/inspections",
         frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}), note="as the artifact"),
+    Row("artifact-signature", "GET", "/api/v1/artifacts/{own_artifact}/signature",
+        frozenset({REQ, LEGAL, ENG, AUDITOR, ADMIN}), note="as the artifact", prepare=_signature),
     Row("license-text-list", "GET", "/api/v1/licenses/texts/", ROLES, note="filtered: legal, auditors, admins",
         prepare=_license_text),
     Row("license-text-detail", "GET", "/api/v1/licenses/texts/{license_text}", frozenset({LEGAL, AUDITOR, ADMIN}),
@@ -271,6 +286,8 @@ ROWS: list[Row] = [
     Row("eval-detail", "GET", "/api/v1/evals/{draft_eval}", frozenset({REQ, AUDITOR, ADMIN}), note="eval of own draft"),
     Row("job-detail", "GET", "/api/v1/jobs/{draft_job}", frozenset({REQ, AUDITOR, ADMIN}), note="job of own draft"),
     Row("job-detail", "GET", "/api/v1/jobs/{discovery_job}", frozenset({ENG, AUDITOR, ADMIN}), note="discovery job"),
+    Row("job-detail", "GET", "/api/v1/jobs/{quantize_job}", frozenset({REQ, ENG, AUDITOR, ADMIN}),
+        prepare=_quantize_run, note="quantize job: its requester reads it, log included"),
     Row("job-cancel", "POST", "/api/v1/jobs/{review_job}/cancel", frozenset({ENG, ADMIN}), note="job of own review"),
     Row("job-cancel", "POST", "/api/v1/jobs/{draft_job}/cancel", frozenset({ADMIN}), note="job of own draft"),
     Row("audit-events", "GET", "/api/v1/audit/events", frozenset({LEGAL, ENG, AUDITOR, ADMIN})),
@@ -308,6 +325,9 @@ ROWS: list[Row] = [
     Row("cluster-calibrations", "POST", "/api/v1/clusters/{cluster}/calibrations", frozenset({ENG, ADMIN}),
         {"gpu": "h200", "model": "qwen3-30b-a3b", "gpus": 1}),
     Row("calibration-detail", "GET", "/api/v1/calibrations/{calibration}", ROLES, prepare=_calibration),
+    Row("cluster-startup-logs", "GET", "/api/v1/clusters/{cluster}/startup-logs", ROLES),
+    Row("cluster-startup-logs", "POST", "/api/v1/clusters/{cluster}/startup-logs", frozenset({ENG, ADMIN}),
+        {"text": vllm_log(60.0), "gpu": "h100-80g", "model": "llama-3.1-8b", "precision": "bf16"}),
     Row("gate-argo", "POST", "/api/v1/gate/argo", frozenset(), {"deployment": "x"}, note="bearer CI tokens only"),
     Row("gate-flagger", "POST", "/api/v1/gate/flagger/confirm-promotion", frozenset(), {"name": "x"},
         note="bearer CI tokens only"),
@@ -325,7 +345,7 @@ ROWS: list[Row] = [
 
 
 @pytest.fixture
-def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: Any) -> World:
+def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: Any, quantize_python: str) -> World:
     world = World(personas, flow)
     apache = artifacts["llama"]  # a license with obligations (for the obligation rows)
     world.ids["own_artifact"] = str(apache.code)
@@ -342,7 +362,11 @@ def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: A
         world.ids[key] = str(plan.code)
     world.ids["loose_plan"] = str(capacity_plan_request(inputs=PLAN_INPUT, actor=personas.requester).code)
     cluster = Cluster.objects.create(
-        name="matrix", executor=ExecutorKind.LOCAL, remote_root=str(tmp_path / "runs"), model_roots=["/models"]
+        name="matrix",
+        executor=ExecutorKind.LOCAL,
+        remote_root=str(tmp_path / "runs"),
+        model_roots=["/models"],
+        python=quantize_python,  # quantize runs are accepted only where llm-compressor is
     )
     world.ids["cluster"] = str(cluster.code)
     locate(world.ids["own_review"], "matrix", "/models/m")

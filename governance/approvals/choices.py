@@ -7,6 +7,7 @@ from governance.deployments.choices import ReviewRole
 class AuthorityKind(models.TextChoices):
     ROOT_CA = "root_ca", "Root CA"
     TSA = "tsa", "Timestamping authority"
+    MODEL_SIGNER = "models", "Model signing"  # OpenSSF model-signing bundles of weights (EC P-256)
 
 
 # The group a user needs to sign as each role.

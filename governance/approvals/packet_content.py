@@ -222,6 +222,30 @@ def gpu_count(value: Any) -> str:
     return ngettext("%(count)s GPU", "%(count)s GPUs", int(value)) % {"count": f"{int(value):,}"}
 
 
+def chart_caption(gpus: int, replicas: int, shown: int, capacity_gib: float) -> str:
+    """What the memory chart draws: "one replica of 16 GPUs, of 32 in 2 replicas" (each replica is
+    the same), or the deployment's GPUs when it is one replica; the first N when there are more bars
+    than it draws."""
+    replica_gpus = max(gpus // max(replicas, 1), 1)
+    values = {"gpus": gpus, "replica": replica_gpus, "replicas": replicas, "shown": shown}
+    if replicas > 1:
+        text = ngettext(
+            "Memory of each GPU of one replica of %(replica)s GPU, of %(gpus)s GPUs in %(replicas)s identical replicas",
+            "Memory of each GPU of one replica of %(replica)s GPUs, of %(gpus)s GPUs in %(replicas)s identical replicas",
+            replica_gpus,
+        )
+    else:
+        text = ngettext(
+            "Memory of each GPU of the deployment's %(gpus)s GPU",
+            "Memory of each GPU of the deployment's %(gpus)s GPUs",
+            gpus,
+        )
+    text = text % values
+    if shown < replica_gpus:
+        text += _(" (the first %(shown)s drawn; the others hold the same)") % values
+    return text + _("; capacity %(capacity)s GiB each") % {"capacity": f"{capacity_gib:.1f}"}
+
+
 def layout_text(parallel: dict[str, Any]) -> str:
     """The plan's layout in words: "tp 4, pp 1, ep 1, dp 2: 8 GPUs on 1 node"."""
     nodes = int(parallel.get("nodes") or 1)
@@ -233,6 +257,51 @@ def layout_text(parallel: dict[str, Any]) -> str:
         "gpus": gpu_count(parallel.get("gpus")),
         "nodes": ngettext("%(count)s node", "%(count)s nodes", nodes) % {"count": nodes},
     }
+
+
+# The planner's engine profiles (a plan's `engine.name`) by name, and the flag each launch command
+# sets its batch of sequences with (planner/engines: vllm.py, sglang.py, trtllm.py).
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+BATCH_FLAGS = {"vllm": "--max-num-seqs", "sglang": "--max-running-requests", "trtllm": "--max_batch_size"}
+
+
+def concurrency_text(plan: dict[str, Any], envelope: dict[str, Any]) -> str:
+    """The plan's concurrency as the engine commands set it: the sequences run at once (the launch's
+    batch per replica times the replicas, at most what the KV cache holds), where the batch comes from
+    (the request's concurrency, or the engine's default when it gave none), and the KV cache's figure.
+    A plan's `max_concurrency` alone (48,521 beside `--max-num-seqs 1`) said two things at once."""
+    held = plan.get("max_concurrency")
+    engine = plan.get("engine") or {}
+    seqs = engine.get("max_num_seqs")
+    if held is None:
+        return _not_stated()
+    if not seqs:  # a plan stored before the planner named its batch
+        return _("%(n)s sequences") % {"n": format_count(held)}
+    replicas = int((plan.get("parallel") or {}).get("dp") or 1)
+    name = str(engine.get("name") or "vllm")
+    if envelope.get("concurrency") is not None:
+        source = _("the request's concurrency")
+    else:
+        source = _("%(engine)s's default: no concurrency was given") % {"engine": ENGINE_NAMES.get(name, name)}
+    return _(
+        "%(running)s sequences at once: %(flag)s %(seqs)s on each of %(replicas)s, %(source)s; the KV cache "
+        "holds %(held)s full-length sequences"
+    ) % {
+        "running": format_count(min(int(held), int(seqs) * replicas)),
+        "flag": BATCH_FLAGS.get(name, "--max-num-seqs"),
+        "seqs": int(seqs),
+        "replicas": ngettext("%(count)s replica", "%(count)s replicas", replicas) % {"count": replicas},
+        "source": source,
+        "held": format_count(held),
+    }
+
+
+def launch_command(plan: dict[str, Any], envelope: dict[str, Any]) -> tuple[str, str] | None:
+    """(engine, command): the plan's launch command for the approved engine, the argv whose batch the
+    concurrency row states; None when the plan has none for it (`transformers serve`)."""
+    engine = str(envelope.get("engine") or "")
+    command = (plan.get("serving") or {}).get(engine)
+    return (engine, str(command)) if command else None
 
 
 def derivation_word(value: Any) -> str:

@@ -25,10 +25,13 @@ from governance.approvals.packet_content import (
     ROLES,
     SEVERITIES,
     backing_cluster,
+    chart_caption,
+    concurrency_text,
     derivation_word,
     envelope_rows,
     fact_rows,
     format_gib,
+    launch_command,
     layout_text,
     plan_model,
     summary,
@@ -36,8 +39,10 @@ from governance.approvals.packet_content import (
 )
 from governance.approvals.signing import add_signature_fields
 from governance.approvals.verification import EVIDENCE_ATTACHMENT
+from governance.capacity.selectors import plan_interval_rows, plan_verdict
 from governance.core.canonical import canonical_json
 from governance.core.metrics import PACKET_RENDER, timed
+from governance.deployments.reason_text import reason_message, reason_todo
 
 PACKET_FORMAT = "governance.approval-packet/1"
 GIB = 1024**3
@@ -101,8 +106,10 @@ def memory_chart_svg(plan: dict[str, Any] | None, font_family: str = "") -> str:
     capacity = max(int(memory.get("capacity") or 0), 1)
     used = {key: max(int(memory.get(key) or 0), 0) for key in ("weights", "kv_cache", "activations")}
     used["reserve"] = max(capacity - sum(used.values()), 0)
-    gpus = int((plan.get("parallel") or {}).get("gpus") or 1)
-    bars = min(gpus, MAX_CHART_BARS)
+    parallel = plan.get("parallel") or {}
+    gpus = int(parallel.get("gpus") or 1)
+    # every replica (dp) is a copy of the same GPUs: one replica's are drawn (chart_caption says so)
+    bars = min(max(gpus // max(int(parallel.get("dp") or 1), 1), 1), MAX_CHART_BARS)
     width, bar_height, gap, left, top = 480, 14, 4, 58, 6
     height = top + bars * (bar_height + gap) + 34
     scale = (width - left - 10) / max(capacity, sum(used.values()))
@@ -132,9 +139,6 @@ def memory_chart_svg(plan: dict[str, Any] | None, font_family: str = "") -> str:
             f'<text x="{x + 11:.0f}" y="{legend_y}" font-size="8">{escape(str(label))} {used[key] / GIB:.1f} GiB</text>'
         )
         x += 105
-    if gpus > bars:
-        shown = _("first %(bars)d of %(gpus)d identical GPUs") % {"bars": bars, "gpus": gpus}
-        parts.append(f'<text x="{left}" y="{legend_y + 14}" font-size="8">{escape(shown)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -156,6 +160,43 @@ def _findings(evidence: dict[str, Any]) -> list[dict[str, Any]]:
             )
             rows.append({"license": evaluation["license"], **finding, "waiver": waiver})
     return rows
+
+
+def _chart_caption(plan: dict[str, Any]) -> str:
+    parallel, memory = plan.get("parallel") or {}, plan.get("memory_per_gpu") or {}
+    if not memory:
+        return ""
+    gpus, replicas = int(parallel.get("gpus") or 1), max(int(parallel.get("dp") or 1), 1)
+    shown = min(max(gpus // replicas, 1), MAX_CHART_BARS)
+    return chart_caption(gpus, replicas, shown, int(memory.get("capacity") or 0) / GIB)
+
+
+def _launch_html(plan: dict[str, Any], envelope: dict[str, Any]) -> tuple[str, str] | None:
+    launch = launch_command(plan, envelope)
+    return (launch[0], command_html(launch[1])) if launch else None
+
+
+def _blocker_row(blocker: dict[str, str]) -> dict[str, str]:
+    """A readiness reason as the packet's table shows it, in the packet's language (the reason's own
+    `message` and `fix` are English: the API's and the gate's contract), as the request page words it."""
+    code, role = str(blocker.get("code") or ""), str(blocker.get("role") or "")
+    return {
+        **blocker,
+        "role_label": word(ACTORS, role),
+        "message_text": reason_message(blocker),
+        "todo": reason_todo(code, role),
+    }
+
+
+def command_html(command: str) -> str:
+    """A launch command for a table cell: each argument kept whole (a line breaks between arguments,
+    never after the hyphen of "--max-" in "--max-model-len"); an argument too long for the column
+    (a long path) may still break inside."""
+    pieces = (
+        f'<span class="nowrap">{escape(piece)}</span>' if len(piece) <= 40 else escape(piece)
+        for piece in command.split(" ")
+    )
+    return mark_safe(" ".join(pieces))  # noqa: S308 (every piece escaped above)
 
 
 def code_html(code: Any) -> str:
@@ -223,6 +264,10 @@ def _render_html(data: PacketInput) -> str:
             "derivation": derivation_word(artifact.get("derivation")),
             "plan_model": plan_model(plan or {}, artifact),
             "plan_layout": layout_text((plan or {}).get("parallel") or {}),
+            "plan_intervals": plan_interval_rows(plan),
+            "plan_verdict": plan_verdict(plan),
+            "plan_concurrency": concurrency_text(plan or {}, evidence.get("serving_envelope") or {}),
+            "plan_launch": _launch_html(plan or {}, evidence.get("serving_envelope") or {}),
             "memory": {key: format_gib(memory.get(key)) for key in ("weights", "kv_cache", "activations", "capacity")},
             "summary": summary(evidence, data.organisation),
             "fact_rows": fact_rows((evidence.get("request") or {}).get("facts") or {}),
@@ -255,8 +300,9 @@ def _render_html(data: PacketInput) -> str:
             "capacity": capacity,
             "plan": plan,
             "chart_svg": memory_chart_svg(plan, FONTS.get(data.language, FONTS["en"]).replace('"', "")),
+            "chart_caption": _chart_caption(plan or {}),
             "evals": evals,
-            "blockers": [{**b, "role_label": word(ACTORS, b.get("role"))} for b in data.blockers],
+            "blockers": [_blocker_row(b) for b in data.blockers],
             "checkpoint": data.audit_checkpoint,
             "signatures": [{**s, "role_label": word(ROLES, s.get("role"))} for s in data.signatures],
             "font_family": FONTS.get(data.language, FONTS["en"]),

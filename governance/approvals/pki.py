@@ -1,7 +1,9 @@
 """The organisation's PKI as pure functions (no Django): a root CA, a timestamping key, one
 signing certificate per reviewer and role, a CRL, and private keys encrypted at rest.
 
-RSA 3072 throughout: an ECDSA key makes pyHanko mark the file PDF 2.0, which breaks PDF/A-3.
+RSA 3072 for everything that signs a PDF: an ECDSA key makes pyHanko mark the file PDF 2.0, which
+breaks PDF/A-3. The one exception is the model-signing key (`make_model_signer`): OpenSSF
+model-signing signs only with elliptic-curve keys, and it signs no PDF.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from datetime import UTC, datetime, timedelta
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 RSA_KEY_BITS = 3072
 CA_VALIDITY = timedelta(days=3650)
 TSA_VALIDITY = timedelta(days=1825)
 SIGNER_VALIDITY = timedelta(days=730)
+MODEL_SIGNER_VALIDITY = timedelta(days=1825)
 # Certificates start a little in the past: a verifier whose clock lags must not see "not yet valid".
 BACKDATE = timedelta(minutes=5)
 
@@ -29,7 +32,7 @@ def new_rsa_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=RSA_KEY_BITS)
 
 
-def encrypt_key(key: rsa.RSAPrivateKey, kek: bytes) -> str:
+def encrypt_key(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey, kek: bytes) -> str:
     """PKCS#8, encrypted with the key-encryption key (PBES2/AES-256), as PEM text."""
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(kek)
@@ -42,6 +45,13 @@ def decrypt_key(pem: str, kek: bytes) -> rsa.RSAPrivateKey:
     key = serialization.load_pem_private_key(pem.encode(), password=kek, unsafe_skip_rsa_key_validation=True)
     if not isinstance(key, rsa.RSAPrivateKey):
         raise ValueError("approval signing keys must be RSA")
+    return key
+
+
+def decrypt_ec_key(pem: str, kek: bytes) -> ec.EllipticCurvePrivateKey:
+    key = serialization.load_pem_private_key(pem.encode(), password=kek)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError("the model-signing key must be an elliptic-curve key")
     return key
 
 
@@ -116,14 +126,38 @@ def _leaf(
     now: datetime | None,
     key: rsa.RSAPrivateKey | None,
 ) -> Issued:
-    now = now or datetime.now(UTC)
     key = key or new_rsa_key()
+    certificate = _leaf_certificate(
+        ca,
+        subject,
+        key.public_key(),
+        validity,
+        extended_usage,
+        non_repudiation=non_repudiation,
+        eku_critical=eku_critical,
+        now=now,
+    )
+    return Issued(certificate, key)
+
+
+def _leaf_certificate(
+    ca: Issued,
+    subject: x509.Name,
+    public_key: rsa.RSAPublicKey | ec.EllipticCurvePublicKey,
+    validity: timedelta,
+    extended_usage: x509.ObjectIdentifier,
+    *,
+    non_repudiation: bool,
+    eku_critical: bool,
+    now: datetime | None,
+) -> x509.Certificate:
+    now = now or datetime.now(UTC)
     not_after = min(now + validity, ca.certificate.not_valid_after_utc)
-    certificate = (
+    return (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(ca.certificate.subject)
-        .public_key(key.public_key())
+        .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - BACKDATE)
         .not_valid_after(not_after)
@@ -131,10 +165,9 @@ def _leaf(
         .add_extension(_key_usage(digital_signature=True, content_commitment=non_repudiation), critical=True)
         .add_extension(x509.ExtendedKeyUsage([extended_usage]), critical=eku_critical)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
         .sign(ca.key, hashes.SHA256())
     )
-    return Issued(certificate, key)
 
 
 def make_tsa(
@@ -177,6 +210,30 @@ def make_signer(
         now=now,
         key=key,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedEc:
+    certificate: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+
+def make_model_signer(ca: Issued, organisation: str, *, now: datetime | None = None) -> IssuedEc:
+    """The organisation's key for signing model weights (OpenSSF model-signing bundles): EC P-256,
+    which the library requires, issued by the root CA; code signing is its only extended usage.
+    `model_signing verify certificate --certificate_chain ca.pem` trusts it through the root."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    certificate = _leaf_certificate(
+        ca,
+        _name(organisation, f"{organisation} Model Signing"),
+        key.public_key(),
+        MODEL_SIGNER_VALIDITY,
+        ExtendedKeyUsageOID.CODE_SIGNING,
+        non_repudiation=False,
+        eku_critical=False,
+        now=now,
+    )
+    return IssuedEc(certificate, key)
 
 
 @dataclass(frozen=True, slots=True)

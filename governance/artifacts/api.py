@@ -7,14 +7,17 @@ from typing import Any, cast
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.artifacts.models import DIGEST_VALIDATOR, Derivation, Modality, ModelArtifact
+from governance.artifacts.models import DIGEST_VALIDATOR, ArtifactSignature, Derivation, Modality, ModelArtifact
 from governance.artifacts.selectors import artifact_digest_registered, artifact_get, artifacts_visible_to
 from governance.artifacts.services import artifact_register, artifact_share
 from governance.core.errors import invalid_input
@@ -27,6 +30,8 @@ from governance.core.serializers import JsonObjectField, StrictSerializer
 # A config.json is a few KiB (the largest published, multimodal ones with their vision towers, ~30
 # KiB): beyond this a paste is a mistake (a weight index, a tokenizer) or an attack on the planner.
 CONFIG_MAX_BYTES = 256 * 1024
+# What a Sigstore bundle is served as (the model-signing library writes v0.3 bundles).
+BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 
 
 def _bounded_object(value: Any) -> Any:
@@ -144,6 +149,21 @@ class ArtifactDetailApi(APIView):
     @extend_schema(responses=ArtifactOutputSerializer, summary="One artifact with its license lineage")
     def get(self, request: Request, code: str) -> Response:
         return Response(ArtifactOutputSerializer(artifact_get(request.user, code)).data)
+
+
+class ArtifactSignatureApi(APIView):
+    @extend_schema(
+        responses={(200, BUNDLE_MEDIA_TYPE): OpenApiTypes.BINARY},
+        summary="The artifact's OpenSSF model-signing bundle (verify with `model_signing verify certificate`)",
+    )
+    def get(self, request: Request, code: str) -> HttpResponse:
+        artifact = artifact_get(request.user, code)
+        signature = ArtifactSignature.objects.filter(artifact=artifact).first()
+        if signature is None:
+            raise NotFound("no signature yet: the artifact is signed once an inspection has read its files")
+        response = HttpResponse(signature.bundle, content_type=BUNDLE_MEDIA_TYPE)
+        response["Content-Disposition"] = 'attachment; filename="model.sig"'
+        return response
 
 
 class ArtifactShareInputSerializer(StrictSerializer):

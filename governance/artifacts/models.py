@@ -76,3 +76,20 @@ class ModelArtifact(BaseModel):
         for artifact in self.lineage():
             versions[artifact.license_version_id] = artifact.license_version
         return sorted(versions.values(), key=lambda v: (v.license.key, v.version))
+
+
+class ArtifactSignature(BaseModel):
+    """The artifact's files as an OpenSSF model-signing bundle: the in-toto statement of every file's
+    SHA-256 (its subject digest is the artifact's weights digest), DSSE-signed with the organisation's
+    model-signing key. Made once the service holds a manifest read from the files themselves (an
+    inspection on the node, or the quantize job's own report); `model_signing verify certificate`
+    checks it on a serving node (docs/inspection.md)."""
+
+    artifact = models.OneToOneField(ModelArtifact, on_delete=models.CASCADE, related_name="signature")
+    bundle = models.TextField(help_text="Sigstore bundle (JSON) holding the DSSE-signed in-toto statement")
+    bundle_sha256 = models.CharField(max_length=64)
+    signer_sha256 = models.CharField(max_length=64, help_text="SHA-256 of the model-signing certificate")
+    source = models.CharField(max_length=16, help_text="what read the files: inspection or quantize")
+
+    def __str__(self) -> str:
+        return f"signature of {self.artifact} ({self.bundle_sha256[:12]})"

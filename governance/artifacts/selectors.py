@@ -42,3 +42,24 @@ def artifact_usable_by(artifact: ModelArtifact, team: Team) -> bool:
     """Whether `team` may build on `artifact` (a deployment request, a derivative): its own
     artifacts and those shared with it explicitly. Seeing an artifact (reviewers see all) is not enough."""
     return artifact.team_id == team.pk or artifact.shared_with.filter(pk=team.pk).exists()
+
+
+def artifact_signature_facts(artifact: ModelArtifact) -> dict[str, str] | None:
+    """What evidence.json and the packet say of the artifact's OpenSSF model-signing bundle (None:
+    not signed yet). The bundle itself is served by the API; its SHA-256 names it."""
+    from governance.artifacts.models import ArtifactSignature
+    from governance.artifacts.signing import FORMAT
+
+    found = (
+        ArtifactSignature.objects.filter(artifact=artifact)
+        .values("bundle_sha256", "signer_sha256", "created_at")
+        .first()
+    )
+    if found is None:
+        return None
+    return {
+        "format": FORMAT,
+        "bundle_sha256": found["bundle_sha256"],
+        "signer_sha256": found["signer_sha256"],
+        "signed_at": found["created_at"].isoformat(),
+    }

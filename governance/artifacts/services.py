@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.selectors import artifact_usable_by
+from governance.artifacts.signals import artifact_changed
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import PermissionDeniedError, invalid_input
@@ -134,3 +135,35 @@ def artifact_share(*, artifact: ModelArtifact, team: Team, actor: User) -> Model
                 data={"team": team.name, "team_code": str(team.code)},
             )
     return artifact
+
+
+@write_service
+def artifact_parent_set(
+    *, artifact: ModelArtifact, parent: ModelArtifact, derivation: str, actor: User
+) -> ModelArtifact:
+    """Name the checkpoint `artifact` was made from, after it was registered (a quantized checkpoint
+    registered as an original has no baseline to be evaluated against until it has a parent). Only a
+    requester of the artifact's team; the parent must be usable by the team and not the artifact or
+    one made from it. Whether the parent's files are the derivative's baseline is checked against
+    both inspections (readiness: artifact.parent_mismatch), not here."""
+    if not has_role(actor, Role.REQUESTER) or not artifact.team.members.filter(pk=actor.pk).exists():
+        raise PermissionDeniedError("only a requester of the artifact's team names its parent")
+    if derivation not in Derivation.values or derivation in (Derivation.NONE, Derivation.MERGE):
+        raise invalid_input("derivation", "how the artifact was made from its parent: fine_tune, quantize or distill")
+    if not artifact_usable_by(parent, artifact.team):
+        raise invalid_input("parent", "belongs to another team and is not shared with yours")
+    if any(ancestor.pk == artifact.pk for ancestor in parent.lineage()):
+        raise invalid_input("parent", f"{parent.name} is {artifact.name} or was made from it")
+    with transaction.atomic():
+        locked = ModelArtifact.objects.select_for_update(of=("self",)).get(pk=artifact.pk)
+        before = str(locked.parent.code) if locked.parent_id else None  # type: ignore[union-attr]
+        locked.parent, locked.derivation = parent, derivation
+        locked.save(update_fields=["parent", "derivation", "updated_at"])
+        audit_record(
+            actor=actor,
+            action=AuditAction.ARTIFACT_UPDATED,
+            obj=locked,
+            data={"parent": str(parent.code), "previous_parent": before, "derivation": derivation},
+        )
+        transaction.on_commit(lambda: artifact_changed.send(sender=ModelArtifact, artifact=locked))
+    return locked

@@ -31,6 +31,7 @@ class AuditAction(models.IntegerChoices):
     ARTIFACT_UPDATED = 301, "artifact.updated"
     ARTIFACT_SHARED = 302, "artifact.shared"
     ARTIFACT_INSPECTED = 303, "artifact.inspected"
+    ARTIFACT_SIGNED = 304, "artifact.signed"
     # 400-499: deployment requests
     DEPLOYMENT_CREATED = 400, "deployment.created"
     DEPLOYMENT_UPDATED = 401, "deployment.updated"
@@ -51,6 +52,7 @@ class AuditAction(models.IntegerChoices):
     JOB_STATE_CHANGED = 611, "job.state_changed"
     EVAL_COMPLETED = 620, "eval.completed"
     CALIBRATION_COMPLETED = 630, "calibration.completed"
+    STARTUP_LOG_RECORDED = 631, "calibration.startup_log_recorded"  # a cluster's startup log: plan evidence
     # 700-799: approvals and signatures
     SIGNOFF_RECORDED = 700, "approval.signoff_recorded"
     SIGNOFF_VOIDED = 701, "approval.signoff_voided"
@@ -62,6 +64,7 @@ class AuditAction(models.IntegerChoices):
     PKI_INITIALISED = 720, "approval.pki_initialised"
     CERTIFICATE_ISSUED = 721, "approval.certificate_issued"
     CERTIFICATE_REVOKED = 722, "approval.certificate_revoked"
+    MODEL_SIGNER_ISSUED = 723, "approval.model_signer_issued"
     # 800-899: CI gate
     GATE_DECISION = 800, "gate.decision"
     CANARY_REQUESTED = 810, "canary.requested"

@@ -1,4 +1,5 @@
-"""Calibration runs per cluster: start one (engineering), list a cluster's runs, read one with its profile."""
+"""Calibration runs per cluster: start one (engineering), list a cluster's runs, read one with its profile.
+Startup logs per cluster: record one (engineering), list them (issue 47)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.calibration.models import CalibrationRun
-from governance.calibration.selectors import calibration_get, calibration_latest, calibration_runs, cluster_get
-from governance.calibration.services import MAX_GPUS, calibration_run_request
+from governance.calibration.models import CalibrationRun, StartupLog
+from governance.calibration.selectors import (
+    calibration_get,
+    calibration_latest,
+    calibration_runs,
+    cluster_get,
+    startup_logs,
+)
+from governance.calibration.services import MAX_GPUS, MAX_LOG_CHARS, calibration_run_request, startup_log_record
 from governance.core.errors import NotFoundError
 from governance.core.serializers import KeyOrObjectField, StrictSerializer
 from governance.evaluations.api import CanRead, Engineering, JobRunOutputSerializer
@@ -117,3 +124,81 @@ class CalibrationDetailApi(APIView):
         if run is None:
             raise NotFoundError("no such calibration run")
         return Response(CalibrationDetailSerializer(run).data)
+
+
+DEPLOYMENT_SUBJECT = "deployments.deploymentrequest"  # as capacity plans name a request (a label, no import)
+
+
+class StartupLogInputSerializer(StrictSerializer):
+    text = serializers.CharField(max_length=MAX_LOG_CHARS, trim_whitespace=False, help_text="the engine's log")
+    gpu = serializers.ChoiceField(choices=sorted(gpus()), help_text="planner catalog key of the GPUs it ran on")
+    model = KeyOrObjectField(help_text="catalog key, or a config.json object, of the model it served")
+    precision = serializers.CharField(default="auto", max_length=20, help_text="as served; auto: the checkpoint's")
+    engine_version = serializers.RegexField(r"^v?\d+\.\d+(\.\d+)?", required=False, max_length=40)
+    deployment = serializers.UUIDField(required=False, help_text="the deployment request whose deployment it is")
+
+    def validate_model(self, value: Any) -> Any:
+        if not isinstance(value, str | dict):
+            raise serializers.ValidationError("must be a catalog key or a config.json object")
+        return value
+
+
+class StartupLogOutputSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name")
+    deployment = serializers.SerializerMethodField()
+
+    class Meta:
+        model = StartupLog
+        fields = [
+            "code",
+            "cluster",
+            "gpu",
+            "engine",
+            "engine_version",
+            "release_line",
+            "model",
+            "precision",
+            "text_sha256",
+            "log_settings",
+            "figures",
+            "planned",
+            "kv_pool_residual_bytes",
+            "weights_ratio",
+            "deployment",
+            "created_at",
+        ]
+
+    def get_deployment(self, obj: StartupLog) -> str | None:
+        return obj.subject_id if obj.subject_type == DEPLOYMENT_SUBJECT else None
+
+
+class ClusterStartupLogsApi(APIView):
+    def get_permissions(self) -> list[Any]:
+        return [Engineering()] if self.request.method == "POST" else [CanRead()]
+
+    @extend_schema(responses=StartupLogOutputSerializer(many=True), summary="A cluster's startup logs")
+    def get(self, request: Request, code: str) -> Response:
+        return Response(StartupLogOutputSerializer(startup_logs(cluster=_cluster(code)), many=True).data)
+
+    @extend_schema(
+        request=StartupLogInputSerializer,
+        responses={201: StartupLogOutputSerializer},
+        summary="Record an engine startup log: plans for this cluster, GPU, engine and release line use it",
+    )
+    def post(self, request: Request, code: str) -> Response:
+        cluster = _cluster(code)
+        inputs = StartupLogInputSerializer(data=request.data)
+        inputs.is_valid(raise_exception=True)
+        data = inputs.validated_data
+        actor = request.user if isinstance(request.user, User) else None
+        stored = startup_log_record(
+            cluster=cluster,
+            text=data["text"],
+            gpu=data["gpu"],
+            model=data["model"],
+            precision=data["precision"],
+            engine_version=data.get("engine_version"),
+            subject=(DEPLOYMENT_SUBJECT, str(data["deployment"])) if data.get("deployment") else None,
+            actor=actor,
+        )
+        return Response(StartupLogOutputSerializer(stored).data, status=201)

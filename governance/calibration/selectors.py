@@ -1,12 +1,14 @@
-"""Reads: a cluster's calibration runs, and the profile its plans use (the latest that succeeded)."""
+"""Reads: a cluster's calibration runs, and the profile its plans use (the latest that succeeded); its
+startup logs, and the team evidence its plans use."""
 
 from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from governance.calibration.models import CalibrationRun, CalibrationStatus
+from governance.calibration.models import CalibrationRun, CalibrationStatus, StartupLog
 from governance.evaluations.models import Cluster
 from planner.calibrate.profile import CalibrationProfile
+from planner.intervals import TeamEvidence
 
 
 def cluster_get(*, code: str) -> Cluster | None:
@@ -35,3 +37,32 @@ def calibration_profile_for(*, cluster: Cluster, gpu: str) -> CalibrationProfile
     if latest is None or latest.profile is None:
         return None
     return CalibrationProfile.from_dict(latest.profile, name=f"cluster {cluster.name} calibration {latest.code}")
+
+
+def startup_logs(*, cluster: Cluster) -> QuerySet[StartupLog]:
+    return StartupLog.objects.filter(cluster=cluster).select_related("cluster").order_by("-created_at")
+
+
+def startup_logs_of(*, subject_type: str, subject_id: str) -> QuerySet[StartupLog]:
+    """The startup logs a subject's deployment printed (a deployment request), newest first."""
+    return StartupLog.objects.filter(subject_type=subject_type, subject_id=subject_id).order_by("-created_at")
+
+
+def team_evidence_for(*, cluster: Cluster, gpu: str, engine: str, release_line: str) -> TeamEvidence | None:
+    """The cluster's startup logs of this GPU, engine and release line as the planner takes them (None when
+    there is none); the planner decides whether they are enough."""
+    rows = list(
+        StartupLog.objects.filter(cluster=cluster, gpu=gpu, engine=engine, release_line=release_line)
+        .order_by("created_at")
+        .values_list("kv_pool_residual_bytes", "weights_ratio")
+    )
+    if not rows:
+        return None
+    return TeamEvidence(
+        where=f"cluster {cluster.name}",
+        gpu=gpu,
+        engine=engine,
+        release_line=release_line,
+        kv_pool_residuals_bytes=tuple(int(pool) for pool, _ in rows),
+        weights_ratios=tuple(float(ratio) for _, ratio in rows if ratio is not None),
+    )

@@ -1,4 +1,5 @@
-"""Calibration runs: queue planner.calibrate on a cluster (the eval-job machinery), store what it measured."""
+"""Calibration runs: queue planner.calibrate on a cluster (the eval-job machinery), store what it measured.
+Startup logs: a cluster's engine logs held against the plan of their own settings (team evidence, issue 47)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ from django.db import transaction
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
-from governance.calibration.models import CalibrationRun, CalibrationStatus
+from governance.calibration.models import CalibrationRun, CalibrationStatus, StartupLog
+from governance.calibration.signals import startup_log_recorded
 from governance.core.errors import invalid_input
 from governance.core.services import write_service
 from governance.evaluations.models import Cluster, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create
 from planner.calibrate.profile import validate
+from planner.checklog import log_request, log_residuals, parse_log
 from planner.hf_config import parse_config
+from planner.plan import AUTO_PRECISION, plan
 from planner.specs import gpus
 from planner.specs import model as catalog_model
 
@@ -116,3 +120,95 @@ def _record(run: CalibrationRun, job: JobRun) -> None:
                 "error": error[:500],
             },
         )
+
+
+MAX_LOG_CHARS = 2_000_000  # a startup log is a few hundred KiB at most; the figures are near its start
+
+
+def _planner_field_error(exc: ValueError) -> Exception:
+    """Planner errors read 'field: message': a 400 naming that field."""
+    field, _, message = str(exc).partition(": ")
+    if not message or " " in field.strip():
+        return invalid_input("text", str(exc))
+    return invalid_input(field.strip(), message)
+
+
+@write_service
+def startup_log_record(
+    *,
+    cluster: Cluster,
+    text: str,
+    gpu: str,
+    model: str | dict[str, Any],
+    actor: User | None,
+    precision: str = AUTO_PRECISION,
+    engine_version: str | None = None,
+    subject: tuple[str, str] | None = None,
+) -> StartupLog:
+    """Read a startup log, plan its own settings with the catalog alone and store what it says of that plan:
+    the KV pool residual and the weights ratio the cluster's later plans use (planner.intervals.TeamEvidence).
+    `subject` ("deployments.deploymentrequest", code): the request whose deployment printed it."""
+    if gpu not in gpus():
+        raise invalid_input("gpu", f"unknown {gpu!r}; one of {', '.join(sorted(gpus()))}")
+    if not text.strip() or len(text) > MAX_LOG_CHARS:
+        raise invalid_input("text", f"must be a startup log of 1 to {MAX_LOG_CHARS:,} characters")
+    log = parse_log(text)
+    if "available_kv_cache_memory" not in log.figures:
+        raise invalid_input(
+            "text",
+            "the log prints no KV pool (vLLM's 'Available KV cache memory', SGLang's 'KV Cache is allocated'): "
+            "nothing to hold a plan against",
+        )
+    version = engine_version or log.version
+    if not version:
+        raise invalid_input("engine_version", "the log names no engine version: give the one it ran")
+    try:
+        request = log_request(log, model=model, precision=precision, gpu=gpu, engine_version=version)
+        result = plan(request)
+    except ValueError as exc:
+        raise _planner_field_error(exc) from None
+    residuals = log_residuals(log, result)
+    assert residuals.kv_pool_bytes is not None  # the log printed a pool (checked above)
+    memory = result.chosen.memory
+    release = result.engine.release
+    stored = StartupLog.objects.create(
+        cluster=cluster,
+        gpu=gpu,
+        engine=result.engine.name,
+        engine_version=version[:40],
+        release_line=f"{release[0]}.{release[1]}",
+        model=result.model.key if isinstance(model, str) else "custom",
+        precision=result.precision.key,
+        text_sha256=hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest(),
+        log_settings=dict(log.settings),
+        figures={name: value for name, value in log.figures.items()},
+        planned={
+            "kv_pool_bytes": memory.kv_pool_bytes,
+            "loaded_bytes": memory.loaded_bytes,
+            "kv_capacity_tokens": memory.kv_capacity_tokens,
+            "tp": result.chosen.layout.tp,
+            "pp": result.chosen.layout.pp,
+        },
+        kv_pool_residual_bytes=residuals.kv_pool_bytes,
+        weights_ratio=residuals.weights_ratio,
+        subject_type=subject[0] if subject else "",
+        subject_id=subject[1] if subject else "",
+        recorded_by=actor,
+    )
+    audit_record(
+        actor=actor,
+        action=AuditAction.STARTUP_LOG_RECORDED,
+        obj=stored,
+        data={
+            "cluster": cluster.name,
+            "gpu": gpu,
+            "engine": stored.engine,
+            "engine_version": stored.engine_version,
+            "kv_pool_residual_bytes": stored.kv_pool_residual_bytes,
+            "weights_ratio": stored.weights_ratio,
+            "subject": f"{stored.subject_type}:{stored.subject_id}" if subject else "",
+        },
+    )
+    if subject:
+        transaction.on_commit(lambda: startup_log_recorded.send(sender=StartupLog, log=stored))
+    return stored

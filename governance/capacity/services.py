@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
-from governance.calibration.selectors import calibration_profile_for, cluster_get
+from governance.calibration.selectors import calibration_profile_for, cluster_get, team_evidence_for
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.capacity.serializers import plan_request_from
 from governance.capacity.signals import plan_computed
@@ -21,6 +22,8 @@ from governance.core.errors import ApplicationError, invalid_input
 from governance.core.services import write_service
 from planner import __version__ as planner_version
 from planner.calibrate.profile import CalibrationProfile
+from planner.engines import engine_profile
+from planner.intervals import TeamEvidence
 from planner.plan import plan
 
 logger = logging.getLogger(__name__)
@@ -36,8 +39,10 @@ def planner_error(exc: ValueError) -> ApplicationError:
 
 def capacity_plan_run(inputs: dict[str, Any]) -> dict[str, Any]:
     """Run the planner on validated inputs; returns the contract of docs/contracts.md. With a `cluster`, the
-    throughput uses that cluster's latest calibration profile for the GPU (defaults when it has none)."""
+    throughput uses that cluster's latest calibration profile for the GPU (defaults when it has none), and the
+    memory figures its startup logs of this GPU, engine and release line (planner.intervals.TeamEvidence)."""
     calibration: CalibrationProfile | None = None
+    evidence: TeamEvidence | None = None
     if inputs.get("cluster"):
         # A direct call, not a signal: the plan's numbers depend on the answer (the calibration
         # app sits below this one for that reason: tests/test_layers.py).
@@ -45,8 +50,18 @@ def capacity_plan_run(inputs: dict[str, Any]) -> dict[str, Any]:
         if cluster is None:
             raise invalid_input("cluster", "no such cluster")
         calibration = calibration_profile_for(cluster=cluster, gpu=inputs["gpu"])
+        try:
+            release = engine_profile(inputs.get("engine", "vllm"), inputs.get("engine_version")).release
+        except ValueError as exc:
+            raise planner_error(exc) from None
+        evidence = team_evidence_for(
+            cluster=cluster,
+            gpu=inputs["gpu"],
+            engine=inputs.get("engine", "vllm"),
+            release_line=f"{release[0]}.{release[1]}",
+        )
     try:
-        return plan(plan_request_from(inputs, calibration)).as_contract()
+        return plan(dataclasses.replace(plan_request_from(inputs, calibration), evidence=evidence)).as_contract()
     except ValueError as exc:
         raise planner_error(exc) from None
 

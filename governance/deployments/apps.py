@@ -9,6 +9,8 @@ class DeploymentsConfig(AppConfig):
 
     def ready(self) -> None:
         # The apps below announce events with signals; this app listens, so none of them imports it.
+        from governance.artifacts.signals import artifact_changed
+        from governance.calibration.signals import startup_log_recorded
         from governance.capacity.signals import plan_computed
         from governance.deployments.services import (
             on_artifact_inspected,
@@ -16,6 +18,7 @@ class DeploymentsConfig(AppConfig):
             on_eval_finished,
             on_license_text_classified,
             on_license_version_published,
+            on_startup_log_recorded,
         )
         from governance.evaluations.signals import artifact_inspected, eval_finished
         from governance.licenses.signals import text_classified, version_published
@@ -24,7 +27,10 @@ class DeploymentsConfig(AppConfig):
         eval_finished.connect(on_eval_finished, dispatch_uid="deployments.eval_finished")
         version_published.connect(on_license_version_published, dispatch_uid="deployments.version_published")
         artifact_inspected.connect(on_artifact_inspected, dispatch_uid="deployments.artifact_inspected")
+        # A parent named later: the same re-evaluation of the artifact's live requests.
+        artifact_changed.connect(on_artifact_inspected, dispatch_uid="deployments.artifact_changed")
         text_classified.connect(on_license_text_classified, dispatch_uid="deployments.text_classified")
+        startup_log_recorded.connect(on_startup_log_recorded, dispatch_uid="deployments.startup_log_recorded")
 
         from governance.core.visibility import register_hidden
         from governance.deployments.models import DeploymentRequest

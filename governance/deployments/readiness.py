@@ -65,7 +65,11 @@ class ReasonCode(models.TextChoices):
     CAPACITY_PENDING = "capacity.pending"
     CAPACITY_FAILED = "capacity.failed"
     CAPACITY_DOES_NOT_FIT = "capacity.does_not_fit"
+    CAPACITY_OVER_BUDGET = "capacity.over_budget"  # fits only on more GPUs than the serving plan's max_gpus
     CAPACITY_TIGHT = "capacity.tight"  # fits at the central figures only: engineering's call (signing clears it)
+    # A startup log of the request's deployment fell outside the plan's interval: engineering's call (signing
+    # clears it), as the plan or the deployment is not what the other assumed.
+    CAPACITY_OUTSIDE_INTERVAL = "capacity.outside_interval"
     EVAL_MISSING = "eval.missing"
     EVAL_PENDING = "eval.pending"
     EVAL_FAILED = "eval.failed"
@@ -76,6 +80,8 @@ class ReasonCode(models.TextChoices):
     WEIGHTS_PRECISION_MISMATCH = "weights.precision_mismatch"
     # Quantized weights with no baseline registered as their parent: nothing to evaluate them against.
     ARTIFACT_PARENT_MISSING = "artifact.parent_missing"
+    # The parent's files are another model's (architecture, sizes, tensors): an eval against it measures nothing.
+    ARTIFACT_PARENT_MISMATCH = "artifact.parent_mismatch"
     ARTIFACT_DIGEST_MISMATCH = "artifact.digest_mismatch"
     SERVING_ENGINE = "serving.engine_mismatch"
     SERVING_ENGINE_VERSION = "serving.engine_version_mismatch"  # not the version the eval served
@@ -103,6 +109,7 @@ CLEARED_BY_SIGNING = frozenset(
         ReasonCode.SIGNATURE_STALE,
         ReasonCode.USAGE_THRESHOLD_CROSSED,
         ReasonCode.CAPACITY_TIGHT,
+        ReasonCode.CAPACITY_OUTSIDE_INTERVAL,
     }
 )
 
@@ -349,11 +356,17 @@ def _capacity(evidence: Mapping[str, Any], engineering_signed: bool = False) -> 
             )
         ]
     result = plan.get("result") or {}
-    if result.get("verdict") == "tight" and not engineering_signed:
+    over = _over_budget(evidence, result)
+    if over is not None:
+        return [over]
+    if engineering_signed:
+        return []
+    reasons = []
+    if result.get("verdict") == "tight":
         # Fits at the plan's central figures, not at its KV interval's pessimistic end: engineering judges the
         # margin (the plan's "Tight: …" note) and its signature of this evidence clears it.
         tight = [note for note in result.get("notes") or [] if isinstance(note, str) and note.startswith("Tight")]
-        return [
+        reasons.append(
             Reason(
                 ReasonCode.CAPACITY_TIGHT,
                 tight[0]
@@ -364,8 +377,82 @@ def _capacity(evidence: Mapping[str, Any], engineering_signed: bool = False) -> 
                 Actor.ENGINEERING,
                 severity="review",
             )
-        ]
-    return []
+        )
+    for measured in plan.get("measured") or []:
+        outside = _outside_interval(result, measured)
+        if outside:
+            reasons.append(
+                Reason(
+                    ReasonCode.CAPACITY_OUTSIDE_INTERVAL,
+                    f"a startup log of this deployment ({measured.get('engine')} {measured.get('engine_version')} "
+                    f"on cluster {measured.get('cluster')}) falls outside the capacity plan's interval: "
+                    + "; ".join(outside),
+                    f"{ENGINEERING} checks the deployment against the plan (engine release, settings) and signs, "
+                    f"or {REQUESTER} plans again with the cluster's startup logs",
+                    Actor.ENGINEERING,
+                    severity="review",
+                )
+            )
+    return reasons
+
+
+# The startup-log figures held against the plan's intervals: (measured key, interval path, label, GiB or not).
+MEASURED_FIGURES = (
+    ("kv_pool_bytes", "memory_per_gpu.kv_cache", "KV pool per GPU", True),
+    ("kv_capacity_tokens", "kv_cache.capacity_tokens", "KV tokens", False),
+)
+
+
+def _outside_interval(result: Mapping[str, Any], measured: Mapping[str, Any]) -> list[str]:
+    """Each figure of a measured startup log outside the plan's interval, as "KV pool per GPU 55.50 GiB measured,
+    80% interval 60.00-61.00 GiB". A log of another layout (tp, pp) than the plan's is not comparable: none."""
+    parallel = result.get("parallel") or {}
+    if (measured.get("tp") or 1, measured.get("pp") or 1) != (parallel.get("tp") or 1, parallel.get("pp") or 1):
+        return []
+    intervals = result.get("intervals") or {}
+    found = []
+    for key, path, label, in_gib in MEASURED_FIGURES:
+        value, interval = measured.get(key), intervals.get(path)
+        if not isinstance(value, int | float) or not isinstance(interval, Mapping):
+            continue
+        low, high = interval.get("low"), interval.get("high")
+        if not isinstance(low, int | float) or not isinstance(high, int | float) or low <= value <= high:
+            continue
+
+        def shown(number: float, gib: bool = in_gib) -> str:
+            return f"{number / (1 << 30):.2f}" if gib else f"{number:,.0f}"
+
+        unit = " GiB" if in_gib else ""
+        found.append(
+            f"{label} {shown(value)}{unit} measured, {float(interval.get('coverage') or 0.8):.0%} interval "
+            f"{shown(low)}\u2013{shown(high)}{unit}"
+        )
+    return found
+
+
+def gpu_budget(evidence: Mapping[str, Any]) -> int | None:
+    """The serving plan's GPU budget (`max_gpus`): at most this many GPUs for the whole deployment."""
+    budget = (evidence.get("serving_envelope") or {}).get("max_gpus")
+    return int(budget) if budget else None
+
+
+def _over_budget(evidence: Mapping[str, Any], result: Mapping[str, Any]) -> Reason | None:
+    """A plan that fits, but only on more GPUs than the requester has: the planner takes the fewest
+    GPUs that fit, so no layout within the budget fits. A blocker, not engineering's call: the budget is
+    the requester's statement of what they have, which no reviewer's signature adds GPUs to; the
+    requester changes the plan (precision, context, concurrency) or states a larger budget."""
+    budget = gpu_budget(evidence)
+    gpus = int((result.get("parallel") or {}).get("gpus") or 0)
+    if budget is None or gpus <= budget:
+        return None
+    kind = str((result.get("gpu") or {}).get("key") or (evidence.get("serving_envelope") or {}).get("gpu") or "")
+    return Reason(
+        ReasonCode.CAPACITY_OVER_BUDGET,
+        f"the serving plan fits only on {gpus} GPUs{f' ({kind})' if kind else ''}, more than its budget of {budget}",
+        f"{REQUESTER} changes the serving plan (precision, context length, concurrency) until it fits in "
+        f"{budget} GPUs, or raises the budget",
+        Actor.REQUESTER,
+    )
 
 
 def scheme_matches(scheme: str, precision: str) -> bool:
@@ -541,12 +628,38 @@ def eval_precision(evidence: Mapping[str, Any]) -> str:
     return str((evidence.get("serving_envelope") or {}).get("precision") or "")
 
 
+def mismatched_parent_digest(evidence: Mapping[str, Any]) -> str:
+    """The digest of the artifact named as the parent when its files are another model's, else ""."""
+    check = (evidence.get("artifact") or {}).get("parent_check") or {}
+    return str(check.get("parent_digest") or "").lower() if check.get("status") == "mismatch" else ""
+
+
+def counted_evals(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The eval results that may cover the weights: not those measured against a parent whose files
+    are another model's (they compared the derivative with something it was not made from)."""
+    fake = mismatched_parent_digest(evidence)
+    runs = evidence.get("eval_results") or []
+    return [run for run in runs if not fake or str(run.get("baseline_digest") or "").lower() != fake]
+
+
 def _weights(evidence: Mapping[str, Any]) -> list[Reason]:
     """What the checkpoint says of itself against what the request says of it."""
+    reasons = []
+    check = (evidence.get("artifact") or {}).get("parent_check") or {}
+    if check.get("status") == "mismatch":
+        reasons.append(
+            Reason(
+                ReasonCode.ARTIFACT_PARENT_MISMATCH,
+                f"the parent {check.get('parent_name')} is not the checkpoint these weights were made from: "
+                + "; ".join(check.get("differences") or []),
+                f"{REQUESTER} names the checkpoint the weights were made from as the parent (and registers it), "
+                f"or {ENGINEERING} finds why the two inspections differ",
+                Actor.ENGINEERING,
+            )
+        )
     weights = (evidence.get("artifact") or {}).get("weights") or {}
     if not weights.get("quantized"):
-        return []
-    reasons = []
+        return reasons
     stored, summary = str(weights.get("precision")), str(weights.get("summary") or weights.get("precision"))
     serving = str((evidence.get("serving_envelope") or {}).get("precision") or "")
     if serving and serving != stored:
@@ -577,7 +690,7 @@ def _passed_for_config(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     engine, layout, kv_dtype = approved_engine(evidence), approved_parallelism(evidence), approved_kv_dtype(evidence)
     return [
         run
-        for run in evidence.get("eval_results") or []
+        for run in counted_evals(evidence)
         if run.get("kind") == "served"
         and run.get("status") == "passed"
         and scheme_matches(str(run.get("scheme", "")), precision)
@@ -629,6 +742,8 @@ def _eval(evidence: Mapping[str, Any], running: tuple[Mapping[str, Any], ...] = 
         return []
     digest = str((evidence.get("artifact") or {}).get("weights_digest") or "")
     engine, layout, kv_dtype = approved_engine(evidence), approved_parallelism(evidence), approved_kv_dtype(evidence)
+    fake = mismatched_parent_digest(evidence)
+    running = tuple(r for r in running if not fake or str(r.get("baseline_digest") or "").lower() != fake)
     if any(_covers_config(run, precision, digest, engine, layout, kv_dtype) for run in running):
         return [
             Reason(
@@ -638,7 +753,7 @@ def _eval(evidence: Mapping[str, Any], running: tuple[Mapping[str, Any], ...] = 
                 Actor.NOBODY,
             )
         ]
-    runs = [r for r in evidence.get("eval_results") or [] if scheme_matches(str(r.get("scheme", "")), precision)]
+    runs = [r for r in counted_evals(evidence) if scheme_matches(str(r.get("scheme", "")), precision)]
     served = [r for r in runs if r.get("kind") == "served"]
     for_digest = [r for r in served if str(r.get("candidate_digest", "")).lower() == digest.lower()]
     same_config = [r for r in for_digest if not _config_changes(r, engine, layout, kv_dtype)]

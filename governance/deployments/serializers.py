@@ -27,6 +27,10 @@ from governance.licenses.schema import FactsField
 from planner.engines import engine_profile, serving_engine
 from planner.specs import gpus
 
+# The largest GPU budget a serving plan may state: the planner's largest layout (tp 16 x pp 64 x dp 256
+# is more than any cluster; this bounds the number, not the search).
+MAX_GPUS = 65_536
+
 
 class ServingPlanSerializer(StrictSerializer):
     engine = serializers.ChoiceField(choices=ENGINE_CHOICES, default=SERVING_DEFAULTS["engine"])
@@ -49,10 +53,30 @@ class ServingPlanSerializer(StrictSerializer):
     gpu_memory_utilization = serializers.FloatField(
         default=SERVING_DEFAULTS["gpu_memory_utilization"], min_value=0.1, max_value=0.99
     )
-    concurrency = serializers.IntegerField(default=SERVING_DEFAULTS["concurrency"], min_value=1, max_value=100_000)
+    # Left out: not stored, and the engine runs its own default batch (services.evidence.serving_plan_inputs).
+    concurrency = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=100_000,
+        help_text="sequences served at once; left out, the engine's default batch (vLLM's --max-num-seqs "
+        "default: 1024 on an H100 or H200, 256 on smaller GPUs), and the plan checks one full-length sequence",
+    )
+    max_gpus = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_GPUS,
+        help_text="the GPU budget: at most this many GPUs of the plan's kind for the whole deployment (every "
+        "replica); a capacity plan that needs more is `capacity.over_budget`",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         gpu_spec_validate(attrs)
+        budget = attrs.get("max_gpus")
+        fixed = attrs.get("tp", 1) * attrs.get("pp", 1) * attrs.get("dp", 1)
+        if budget is not None and fixed > budget:  # a layout the request fixed itself can never fit it
+            raise serializers.ValidationError(
+                {"max_gpus": [f"the fixed layout takes {fixed} GPUs (tp x pp x dp), more than the budget of {budget}"]}
+            )
         engine = serving_engine(attrs.get("engine", SERVING_DEFAULTS["engine"]))
         if attrs.get("engine_version") and engine.profile_key is not None:
             try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import posixpath
 from pathlib import Path
@@ -29,6 +28,7 @@ from governance.evaluations.models import (
     JobRun,
     JobRunState,
 )
+from governance.evaluations.selectors import artifact_latest_inspection, artifact_parent_check
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
 from planner.engines.registry import DEFAULT_ENGINE
@@ -41,8 +41,8 @@ from planner.evaljob.engines import (
     transformers_launch,
 )
 from planner.evaljob.standard import check_tasks
+from planner.manifest import digest_matches, digest_of_manifest, resolve_inside_roots
 from planner.quant.names import SCHEME_NAMES
-from planner.quantjob.manifest import resolve_inside_roots
 
 EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
 SERVED_ARGS = ["-m", "planner.evaljob.served", "run", "--spec", "spec.json", "--out", "."]
@@ -119,6 +119,41 @@ def local_model_dir(cluster: Cluster, path: str, field: str = "path") -> Path:
         ) from None
 
 
+def local_weights_digest(*, cluster: Cluster, path: str) -> str:
+    """The weights digest of the checkpoint at `path` on the local executor's host, hashed here (the
+    wizard registers an artifact from its location). Another cluster's files are hashed on its node:
+    their digest is given (manage.py artifact_digest DIR), never guessed."""
+    if cluster.executor != ExecutorKind.LOCAL:
+        raise invalid_input("weights_digest", f"the files on cluster {cluster.name} are not on this host: give it")
+    local = local_model_dir(cluster, resolve_model_path(cluster, path))
+    if not local.is_dir():
+        raise invalid_input("path", "no such directory on the cluster")
+    try:
+        return digest_of_manifest(manifest_lines(local))
+    except (OSError, ValueError) as exc:
+        raise invalid_input("path", str(exc)) from None
+
+
+# A config.json is a few KiB; read no more than the API takes pasted (artifacts.api.CONFIG_MAX_BYTES).
+LOCAL_CONFIG_MAX_BYTES = 256 * 1024
+
+
+def local_checkpoint_config(*, cluster: Cluster, path: str) -> dict[str, Any] | None:
+    """The config.json of the checkpoint at `path` on the local executor's host, for a registration
+    from a location that names no catalog architecture; None where there is none to read here (the
+    inspection reads it on the node either way)."""
+    if cluster.executor != ExecutorKind.LOCAL:
+        return None
+    config = local_model_dir(cluster, resolve_model_path(cluster, path)) / "config.json"
+    if config.is_symlink() or not config.is_file() or config.stat().st_size > LOCAL_CONFIG_MAX_BYTES:
+        return None
+    try:
+        found = json.loads(config.read_bytes())
+    except ValueError:
+        raise invalid_input("path", "its config.json is not JSON") from None
+    return found if isinstance(found, dict) else None
+
+
 @write_service
 def artifact_location_register(
     *, artifact: ModelArtifact, cluster: Cluster, path: str, actor: User | None, manifest: str | None = None
@@ -133,13 +168,12 @@ def artifact_location_register(
             manifest = "".join(manifest_lines(local))
         except (OSError, ValueError) as exc:
             raise invalid_input("path", str(exc)) from None
-    if manifest:
-        digest = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
-        if digest != artifact.weights_digest:  # never what they hash to: the files may be another team's
-            raise invalid_input(
-                "manifest",
-                f"the files do not match the artifact's weights digest {artifact.weights_digest}",
-            )
+    # never what they hash to: the files may be another team's
+    if manifest and not digest_matches(manifest, artifact.weights_digest):
+        raise invalid_input(
+            "manifest",
+            f"the files do not match the artifact's weights digest {artifact.weights_digest}",
+        )
     with transaction.atomic():
         location, _ = ArtifactLocation.objects.update_or_create(
             artifact=artifact,
@@ -268,6 +302,13 @@ def eval_served_request(
     config = serving_config(deployment, plan_result)
     engine_spec, gpus_per_node = _engine_spec(engine, cluster, plan_result, config, health_timeout_s)
     baseline = candidate.parent
+    check = artifact_parent_check(candidate, artifact_latest_inspection(candidate)) if baseline else None
+    if baseline is not None and check is not None and check["status"] == "mismatch":
+        # It would count for nothing (readiness: artifact.parent_mismatch): refused before a GPU is spent.
+        raise invalid_input(
+            "candidate",
+            f"its parent {baseline.name} is not the checkpoint it was made from: " + "; ".join(check["differences"]),
+        )
     online = split_online_quantization(engine, engine_spec["argv"]) if baseline is None else (engine_spec["argv"], [])
     if baseline is None and online[1]:
         # The plan quantizes the base weights at load (e.g. vLLM --quantization fp8 on BF16): what

@@ -17,6 +17,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from governance.artifacts.models import ModelArtifact
+from governance.artifacts.signing import artifact_sign_quietly
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.services import write_service
@@ -32,6 +33,7 @@ from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import artifact_inspected
 from governance.licenses.services import license_text_keep
 from planner.inspectjob.validate import report_fault
+from planner.manifest import digest_matches
 
 logger = logging.getLogger(__name__)
 SYSTEM = "system:inspection"
@@ -81,8 +83,11 @@ def _refusal(inspection: ArtifactInspection, job: JobRun) -> tuple[str, str, str
     if isinstance(refused, dict):
         file = str(refused.get("file") or "")[:400]
         return InspectionStatus.REFUSED, f"{file}: {refused.get('message', 'refused')}".strip(": "), file
-    found = str(job.result.get("weights_digest") or "")
-    if found.lower() != inspection.artifact.weights_digest.lower():
+    found = str(job.result.get("weights_digest") or "").lower()
+    registered = inspection.artifact.weights_digest.lower()
+    manifest = job.result.get("manifest")
+    # An artifact registered before the OpenSSF digest carries the legacy form of the same manifest.
+    if found != registered and not (isinstance(manifest, str) and digest_matches(manifest, registered)):
         # Never the digest the files do have: it could name another team's weights.
         return InspectionStatus.REFUSED, "the files do not match the artifact's registered weights digest", ""
     fault = report_fault(job.result)  # whole is not right: the node's report is checked before it is believed
@@ -134,6 +139,10 @@ def artifact_inspection_complete(*, inspection_id: int) -> ArtifactInspection:
             },
         )
         artifact: ModelArtifact = inspection.artifact
+        read = (job.result or {}).get("manifest")
+        if inspection.status == InspectionStatus.PASSED and isinstance(read, str):
+            # the manifest the node read from the files, checked against the digest: sign it
+            artifact_sign_quietly(artifact=artifact, manifest=read, source="inspection")
         transaction.on_commit(lambda: artifact_inspected.send(sender=ArtifactInspection, artifact=artifact))
     return inspection
 

@@ -13,6 +13,7 @@ from governance.core.errors import NotFoundError
 from governance.core.roles import Role, has_role
 from governance.evaluations.models import ArtifactInspection, Cluster, EvalRun, InspectionStatus, JobRun
 from governance.licenses.selectors import license_text_match
+from planner.inspectjob.compare import compare_with_parent
 
 # Roles that see every job and eval run.
 SEE_ALL = (Role.AUDITOR, Role.ADMIN)
@@ -43,13 +44,15 @@ def cluster_by_name(name: str) -> Cluster | None:
 
 def jobruns_visible_to(user: Any) -> QuerySet[JobRun]:
     """An eval's job is scoped like its request (its team; reviewers once submitted); cluster
-    operations (discovery, commands) are for engineering reviewers."""
+    operations (discovery, commands) are for engineering reviewers, and a requester follows the jobs
+    they started themselves outside a request (a quantize run's: its state and log)."""
     runs = JobRun.objects.select_related("cluster")
     if has_role(user, *SEE_ALL):
         return runs
     condition = Q(pk__in=[])
     if has_role(user, Role.REQUESTER):
         condition |= Q(eval_run__request__team__members=user)
+        condition |= Q(eval_run__isnull=True, requested_by=user)
     if has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER):
         condition |= Q(eval_run__request__isnull=False) & ~Q(eval_run__request__status=_DRAFT)
     if has_role(user, Role.ENGINEERING_REVIEWER):
@@ -123,6 +126,9 @@ def artifact_self_description(artifact: ModelArtifact) -> dict[str, Any]:
     if inspection is None:
         return described
     report = inspection.report or {}
+    parent_check = artifact_parent_check(artifact, inspection)
+    if parent_check is not None:
+        described["parent_check"] = parent_check
     files = []
     for item in report.get("license_files") or []:
         match = license_text_match(str(item.get("fingerprint")))
@@ -146,6 +152,28 @@ def artifact_self_description(artifact: ModelArtifact) -> dict[str, Any]:
         "license_files": files,
     }
     return described
+
+
+def artifact_parent_check(artifact: ModelArtifact, inspection: ArtifactInspection | None) -> dict[str, Any] | None:
+    """Whether the artifact named as the parent is the checkpoint these files were made from: the two
+    latest passed inspections compared (planner.inspectjob.compare). None while either has not been
+    read: nothing to say yet (the parent's eval would then be the requester's word)."""
+    parent = artifact.parent
+    if parent is None or inspection is None or inspection.status != InspectionStatus.PASSED:
+        return None
+    theirs = artifact_latest_inspection(parent)
+    if theirs is None or theirs.status != InspectionStatus.PASSED:
+        return None
+    comparison = compare_with_parent(inspection.report or {}, theirs.report or {})
+    if not comparison.comparable:
+        return None
+    return {
+        "parent": str(parent.code),
+        "parent_name": parent.name,
+        "parent_digest": parent.weights_digest,
+        "status": "match" if comparison.matches else "mismatch",
+        "differences": list(comparison.differences),
+    }
 
 
 # The newest readings an artifact page shows; older ones stay in the database and the audit trail.

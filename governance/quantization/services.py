@@ -3,11 +3,11 @@ register the derivative with its lineage and the parent license's derivative ter
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import posixpath
 import re
+import subprocess
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +17,7 @@ from django.db import transaction
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.selectors import artifact_of_team_with_digest
 from governance.artifacts.services import artifact_register
+from governance.artifacts.signing import artifact_sign_quietly
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import PermissionDeniedError, invalid_input
@@ -27,6 +28,7 @@ from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKin
 from governance.evaluations.services import jobrun_create
 from governance.licenses.selectors import license_evaluate
 from governance.quantization.models import QuantizeRun, QuantizeStatus
+from planner.manifest import digest_of_manifest
 from planner.quantjob import recipes
 
 logger = logging.getLogger(__name__)
@@ -36,6 +38,13 @@ SUBJECT = "quantization.quantizerun"
 DERIVATIVE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 DISTRIBUTIONS = ("internal", "public")
+# The payload's own imports that a plain python lacks, by module: the package that installs each.
+QUANTIZE_PACKAGES = {"llmcompressor": "llm-compressor", "compressed_tensors": "compressed-tensors"}
+MISSING_MODULE = re.compile(r"^ModuleNotFoundError: No module named '([\w.]+)'", re.M)
+# Finds the package without importing it (which would load torch: seconds); answers by exit status.
+_PROBE = "import importlib.util, sys; sys.exit(importlib.util.find_spec('llmcompressor') is None)"
+_PROBE_TIMEOUT_S = 30
+_interpreters_with_llmcompressor: set[str] = set()
 
 
 @write_service
@@ -64,6 +73,8 @@ def quantize_run_request(
     if distribution not in DISTRIBUTIONS:
         raise invalid_input("distribution", f"one of {', '.join(DISTRIBUTIONS)}")
     source = resolve_model_path(cluster, model_path, "model_path")
+    if cluster.executor == ExecutorKind.LOCAL and (problem := local_quantize_python_problem(quantize_python(cluster))):
+        raise invalid_input("cluster", problem)
     roots = [posixpath.normpath(root) for root in cluster.model_roots]
     calibration = None
     if calibration_path:
@@ -121,6 +132,34 @@ def quantize_python(cluster: Cluster) -> str:
     return cluster.python
 
 
+def local_quantize_python_problem(python: str) -> str | None:
+    """Why the `local` cluster's quantize interpreter cannot run the job, or None: a job accepted
+    there and then failing as `exit code 1 ()` told nobody that llm-compressor was missing. Checked
+    on this host at submit (a real cluster's python is on its nodes: its job's failure names what is
+    missing, see _failure). An interpreter that has it is remembered for this process; one that lacks
+    it is asked again next time, so installing it needs no restart."""
+    if python in _interpreters_with_llmcompressor:
+        return None
+    which = "QUANTIZE_PYTHON" if settings.QUANTIZE_PYTHON else "QUANTIZE_PYTHON is not set: the cluster's python"
+    try:
+        # The configured interpreter (settings or the cluster record), never anything from the request.
+        probe = subprocess.run(  # noqa: S603
+            [python, "-c", _PROBE], capture_output=True, timeout=_PROBE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the quantize interpreter ({which}) does not run ({type(exc).__name__}); {_INSTALL_HINT}"
+    if probe.returncode == 0:
+        _interpreters_with_llmcompressor.add(python)
+        return None
+    return f"the quantize interpreter ({which}) lacks the llm-compressor package; {_INSTALL_HINT}"
+
+
+_INSTALL_HINT = (
+    "install the quantize extra in an environment of its own (pip install -e '.[quantize]') and set "
+    "QUANTIZE_PYTHON to its python (docs/quantization.md, Environment)"
+)
+
+
 def derivative_findings(parent: ModelArtifact, name: str, distribution: str) -> list[dict[str, Any]]:
     """The parent license's derivative terms applied to this derivative (naming, attribution,
     pass-through of use restrictions): the findings that apply to derivatives, with its real name."""
@@ -150,10 +189,14 @@ def result_problem(run: QuantizeRun, result: dict[str, Any]) -> str | None:
     if not isinstance(result.get("config"), dict):
         return "config.json missing"
     manifest = result.get("manifest")
-    if manifest is not None and (
-        not isinstance(manifest, str) or "sha256:" + hashlib.sha256(manifest.encode()).hexdigest() != digest
-    ):
-        return "manifest: the file list the node sent does not hash to manifest_digest"
+    if manifest is not None:
+        try:
+            # the OpenSSF digest only: a derivative is registered in the current format
+            matches = isinstance(manifest, str) and digest_of_manifest(manifest) == digest
+        except ValueError:
+            matches = False
+        if not matches:
+            return "manifest: the file list the node sent does not hash to manifest_digest"
     return None
 
 
@@ -187,10 +230,20 @@ def quantize_run_complete(*, run_id: int) -> QuantizeRun:
 
 
 def _failure(job: JobRun) -> str:
-    """The payload's own error line (e.g. a refused scheme) when there is one, else the job's reason."""
+    """The payload's own error line (e.g. a refused scheme) when there is one; the package the job's
+    python lacks (a cluster whose python has no llm-compressor: the traceback's last line); else the
+    job's reason (`exit code 1 ()` says nothing of either)."""
     for line in reversed(job.log_tail.splitlines()):
         if line.startswith("quantjob: error:"):
             return line.removeprefix("quantjob: error:").strip()
+    if missing := MISSING_MODULE.findall(job.log_tail):
+        module = missing[-1]
+        package = QUANTIZE_PACKAGES.get(module.split(".")[0], module.split(".")[0])
+        return (
+            f"the cluster's python lacks the {package} package (ModuleNotFoundError: No module named "
+            f"'{module}'): install the quantize extra there (pip install '.[quantize]') and name that "
+            "interpreter as the cluster's python (on the `local` cluster: QUANTIZE_PYTHON)"
+        )
     return job.reason or f"job {job.state}"
 
 
@@ -231,6 +284,8 @@ def _register(run: QuantizeRun, result: dict[str, Any]) -> None:
         cluster=run.cluster,
         defaults={"path": run.output_path, "manifest": result.get("manifest") or "", "registered_by": actor},
     )
+    if result.get("manifest"):  # the quantize job's own reading of what it made, checked in result_problem
+        artifact_sign_quietly(artifact=derivative, manifest=result["manifest"], source="quantize")
     spec = json.loads((run.job.files if run.job else {}).get("spec.json", "{}"))
     findings = derivative_findings(parent, run.derivative_name, spec.get("distribution", "public"))
     run.derivative = derivative

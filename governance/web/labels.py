@@ -10,6 +10,8 @@ from typing import Any
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from governance.deployments.reason_text import reason_message, reason_todo
+
 # kind -> stored code -> its name (each table is data: one per kind, written densely)
 TABLES: dict[str, dict[str, Any]] = {
     "status": {
@@ -130,6 +132,7 @@ TABLES: dict[str, dict[str, Any]] = {
         "artifact.updated": _("Model artifact updated"),
         "artifact.shared": _("Model artifact shared"),
         "artifact.inspected": _("Model artifact's files inspected"),
+        "artifact.signed": _("Model artifact's files signed (OpenSSF model-signing)"),
         "deployment.created": _("Request created"),
         "deployment.updated": _("Request edited"),
         "deployment.transitioned": _("Request status changed"),
@@ -161,6 +164,7 @@ TABLES: dict[str, dict[str, Any]] = {
         "approval.packet_render_failed": _("Approval packet render failed"),
         "approval.packet_verified": _("Approval packet verified"),
         "approval.pki_initialised": _("Signing PKI set up"),
+        "approval.model_signer_issued": _("Model-signing certificate issued"),
         "approval.certificate_issued": _("Signing certificate issued"),
         "approval.certificate_revoked": _("Signing certificate revoked"),
         "gate.decision": _("CI gate decision"),
@@ -226,42 +230,21 @@ def choices(kind: str, codes: Iterable[str] | None = None) -> list[tuple[str, An
     return [(code, table[code]) for code in (table if codes is None else codes)]
 
 
-def _guidance(code: str, role: str) -> tuple[str, str]:
-    """What to do about one readiness reason and the anchor of the form that does it (the reason's
-    own `fix` is English; these are translated)."""
+def _anchor(code: str) -> str:
+    """The anchor of the form on the request page that acts on a readiness reason."""
     if code == "obligation.not_accepted":
-        if role == "legal":
-            return gettext("Accept or reject how the requester meets this obligation."), "obligations"
-        return gettext("Say how this obligation is met."), "obligations"
-    if code == "capacity.pending":
-        return gettext("The capacity plan is computing; this page updates when it is done."), "capacity"
+        return "obligations"
     if code.startswith("capacity."):
-        return gettext("Change the serving plan (GPUs, precision, parallel layout) so that it fits."), "capacity"
-    if code == "eval.pending":
-        return gettext("The eval run is in progress."), "evals"
-    if code == "eval.missing":
-        return gettext("Run the eval of the served precision on the cluster."), "evals"
+        return "capacity"
     if code.startswith("eval."):
-        return gettext("Run the eval again, or the requester changes the precision."), "evals"
-    if code == "license.unidentified":
-        return gettext("Open the license text, read it and classify it once as a license version."), "checkpoint"
-    if code == "license.mismatch":
-        return gettext("Decide which terms apply; the requester registers the artifact under them."), "checkpoint"
-    if code == "license.file_missing":
-        return gettext(
-            "Obtain the license the weights were published under and add it to the checkpoint."
-        ), "checkpoint"
-    if code in ("weights.precision_mismatch", "artifact.parent_missing", "artifact.inspection_refused"):
-        return gettext(
-            "Serve the weights at the precision they are stored in, with their baseline registered."
-        ), "checkpoint"
-    if code == "license.licensor_approval_required":
-        return gettext("Obtain the licensor's approval, then record it as a waiver with its reference."), "waivers"
-    if code == "license.blocker":
-        return gettext("Change the deployment so the term no longer applies, or legal records a waiver."), "waivers"
-    if code.startswith("usage."):
-        return gettext("Review the new findings; the request is approved again by signing."), "signoff"
-    return gettext("Review the current evidence and sign the approval packet."), "signoff"
+        return "evals"
+    if code in ("license.unidentified", "license.mismatch", "license.file_missing") or code.startswith(
+        ("weights.", "artifact.")
+    ):
+        return "checkpoint"
+    if code.startswith("license."):
+        return "waivers"
+    return "signoff"
 
 
 def blocker_guidance(blocker: dict[str, Any], request: Any) -> dict[str, Any]:
@@ -274,10 +257,8 @@ def blocker_guidance(blocker: dict[str, Any], request: Any) -> dict[str, Any]:
         "nobody": gettext("Nobody (wait)"),
         "pipeline": gettext("Pipeline owner"),
     }.get(role, role)
-    todo, anchor = _guidance(code, role)
+    todo, anchor = reason_todo(code, role), _anchor(code)
     severity = blocker.get("severity", "blocker")
-    from governance.web.reason_text import reason_message  # it reads this module's tables
-
     message_text = reason_message(blocker)  # the reader's language; `message` stays English (API)
     return {
         **blocker,

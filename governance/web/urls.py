@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from governance.web.views import deployments, pages, teams, tools
+from governance.web.views import artifacts, deployments, pages, teams, tools
 
 app_name = "web"
 
@@ -46,6 +46,9 @@ urlpatterns = [
     path("requests/", pages.deployment_list, name="requests"),
     path("requests/new", deployments.wizard, name="wizard"),
     path("requests/new/preview", deployments.wizard_preview, name="wizard-preview"),
+    path("requests/new/artifact", deployments.wizard_artifact, name="wizard-artifact"),
+    path("artifacts/<uuid:code>/", artifacts.artifact, name="artifact"),
+    path("artifacts/<uuid:code>/parent", artifacts.artifact_parent, name="artifact-parent"),
     path("requests/<uuid:code>/", include(request_patterns)),
     path("licenses/", include(license_patterns)),
     path("clusters/", include(cluster_patterns)),

@@ -47,8 +47,9 @@ __all__ = [
 ENGINES: tuple[str, ...] = tuple(PROFILED)
 DEFAULT_VERSION: dict[str, str] = {key: str(engine.default_version) for key, engine in PROFILED.items()}
 # The release lines (major, minor) each engine's profiles were built for, oldest and newest (each
-# engine's module says why). A version outside them is refused: planning it under a neighbour's profile
-# would be a silent guess.
+# engine's module says why). A newer version is refused: planning it under a neighbour's profile would be a
+# silent guess. An older one is planned with the oldest profile, said so (EngineProfile.predates_profiles) and
+# with wide intervals (planner.intervals): a team on an old release still gets an answer (issue 47).
 KNOWN_RELEASES: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     key: engine.releases for key, engine in PROFILED.items() if engine.releases is not None
 }
@@ -94,11 +95,16 @@ def _engine_profile(name: str = "vllm", version: str | None = None) -> EnginePro
     version = version or DEFAULT_VERSION[name]
     parsed = release_numbers(version)
     oldest, newest = KNOWN_RELEASES[name]
-    if not oldest <= parsed[:2] <= newest:
+    if parsed[:2] > newest:
         span = f"{oldest[0]}.{oldest[1]} to {newest[0]}.{newest[1]}"
         raise ValueError(
             f"engine_version: {name} {version} is not a release the planner has a memory profile for ({span})"
         )
+    if parsed[:2] < oldest:
+        # The oldest profile's accounting under the asked version (its release still compares as older: no
+        # MXFP4 kernel, V0's graph sizes), marked so the plan says so and widens its intervals.
+        oldest_profile = engine.memory_profile(version, (*oldest, 0))
+        return dataclasses.replace(oldest_profile, predates_profiles=f"{oldest[0]}.{oldest[1]}")
     return engine.memory_profile(version, parsed)
 
 

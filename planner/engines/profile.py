@@ -59,6 +59,13 @@ class EngineProfile:
     # (max_num_batched_tokens, max_num_seqs) the engine defaults to; None: vLLM's, which depend on the
     # GPU and the generation (defaults()).
     default_batch: tuple[int, int] | None = None
+    # The oldest release line with a profile ("0.5") when the asked version is older than every profile: it
+    # is planned with that profile's accounting, says so, and its intervals are wide (planner.intervals).
+    predates_profiles: str = ""
+    # What the team's own startup logs say the engine keeps outside its pool less than this profile does (bytes
+    # per GPU; negative: more), planner.intervals.TeamEvidence: taken off the non-torch reserve, then off the
+    # activations, neither below zero (planner.memory.memory_breakdown).
+    reserve_correction_bytes: int = 0
 
     def defaults(self, gpu: GpuSpec, max_model_len: int) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) the engine picks for `serve` when the user does not."""

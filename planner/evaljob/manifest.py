@@ -1,6 +1,6 @@
 """Verify a checkpoint directory on the cluster against its registered manifest before it is served.
 
-The manifest format and the file hashing are planner.quantjob.manifest's, the one implementation the
+The manifest format and the file hashing are planner.manifest's, the one implementation the
 service registers digests with (one line per regular file, sorted by path: `<sha256 hex> <size>
 <relative path>`; the weights digest is `sha256:` + SHA-256 of the manifest). With the registered
 manifest the job names the file that differs; without it, only that the files do not match. A
@@ -10,10 +10,9 @@ weights, and their digest would tell which.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-from planner.quantjob.manifest import file_sha256
+from planner.manifest import GIT_PATHS, digest_matches, file_sha256
 
 
 class ArtifactMismatch(ValueError):
@@ -33,6 +32,8 @@ def manifest_entries(text: str) -> dict[str, tuple[str, int]]:
 def _files(root: Path) -> list[str]:
     names = []
     for path in root.rglob("*"):
+        if path.relative_to(root).parts[0] in GIT_PATHS:  # not part of any manifest (planner.manifest)
+            continue
         if path.is_symlink():
             raise ArtifactMismatch(f"{path.relative_to(root)}: a symbolic link (not part of any registered manifest)")
         if path.is_file():
@@ -45,8 +46,7 @@ def verify_artifact(root: Path, digest: str, manifest: str | None, role: str = "
     if not root.is_dir():
         raise ArtifactMismatch(f"{role} {digest}: {root} is not a directory on this node")
     if manifest is not None:
-        registered = "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
-        if registered != digest:
+        if not digest_matches(manifest, digest):
             raise ArtifactMismatch(f"{role}: the registered manifest does not hash to {digest}")
         expected = manifest_entries(manifest)
         present = _files(root)
@@ -64,8 +64,7 @@ def verify_artifact(root: Path, digest: str, manifest: str | None, role: str = "
     for name in _files(root):
         path = root / name
         lines.append(f"{file_sha256(path)} {path.stat().st_size} {name}\n")
-    actual = "sha256:" + hashlib.sha256("".join(lines).encode()).hexdigest()
-    if actual != digest:
+    if not digest_matches("".join(lines), digest):
         raise ArtifactMismatch(f"{role}: the files at {root} do not match the registered {digest}")
 
 

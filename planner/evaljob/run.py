@@ -22,9 +22,9 @@ from planner.cluster.base import job_main, write_atomic, write_result
 from planner.evaljob.cases import DEFAULT_SET, case_file_name, load_cases, prompt_text
 from planner.evaljob.metrics import case_verdict, token_agreement
 from planner.evaljob.summary import summarize
+from planner.manifest import resolve_inside_roots
 from planner.quant.modules import quantize_model
 from planner.quant.schemes import scheme as scheme_named
-from planner.quantjob.manifest import resolve_inside_roots
 
 
 def load_models(spec: dict[str, Any], device: str) -> tuple[Any, Any]:

@@ -43,7 +43,7 @@ from planner.evaljob.manifest import verify_artifact
 from planner.evaljob.metrics import case_verdict
 from planner.evaljob.standard import check_tasks, compare, run_standard_tasks, standard_key, tasks_dir_sha256
 from planner.evaljob.summary import summarize
-from planner.quantjob.manifest import resolve_inside_roots
+from planner.manifest import resolve_inside_roots
 
 LOG_TAIL_LINES = 40
 

@@ -7,7 +7,6 @@ file hashed in 1 MiB chunks: the only step that reads the tensors' bytes).
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 from collections import Counter
 from pathlib import Path
@@ -25,10 +24,12 @@ from planner.inspectjob.report import (
     InspectLimits,
     LicenseFile,
     Problem,
+    SafetensorsFile,
     TensorSummary,
 )
-from planner.inspectjob.safetensors_header import read_header
-from planner.quantjob.manifest import manifest_line, resolve_inside_roots
+from planner.inspectjob.safetensors_header import SafetensorsHeader, read_header
+from planner.inspectjob.structure import canonical_tensor, config_dimensions, structure_of
+from planner.manifest import digest_of_manifest, manifest_line, resolve_inside_roots
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".msgpack", ".h5", ".onnx", ".npz")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
@@ -109,7 +110,20 @@ def _config_summary(config: dict[str, Any]) -> ConfigSummary:
         model_type=config["model_type"][:200] if isinstance(config.get("model_type"), str) else None,
         torch_dtype=dtype if isinstance(dtype, str) else None,
         quantization_config=quantization if isinstance(quantization, dict) else None,
+        dimensions=config_dimensions(config),
     )
+
+
+def _file_summary(relative: str, header: SafetensorsHeader) -> SafetensorsFile:
+    dtypes: dict[str, tuple[int, int]] = {}
+    largest: tuple[str, str, tuple[int, ...]] | None = None
+    most = -1
+    for name, info in header.tensors.items():
+        count, elements = dtypes.get(info.dtype, (0, 0))
+        dtypes[info.dtype] = (count + 1, elements + info.elements)
+        if info.elements > most:
+            most, largest = info.elements, (name[:200], info.dtype, info.shape)
+    return SafetensorsFile(path=relative, tensors=len(header.tensors), dtypes=dtypes, largest=largest)
 
 
 def _with_modelopt(root: Path, config: dict[str, Any], names: set[str], limits: InspectLimits) -> dict[str, Any]:
@@ -178,10 +192,13 @@ def inspect_checkpoint(
     kinds: Counter[str] = Counter()
     examples: dict[str, tuple[str, str]] = {}
     sixteen_names: list[str] = []
+    canonical: list[tuple[str, tuple[int, ...]]] = []
+    per_file: list[SafetensorsFile] = []
     tensor_count = 0
     for relative in sorted(n for n in names if n.endswith(".safetensors")):
         header = read_header(root / relative, relative, limits)
         problems += header.problems
+        per_file.append(_file_summary(relative, header))
         if relative in per_shard and per_shard[relative] != len(header.tensors):
             problems.append(
                 Problem(
@@ -195,6 +212,9 @@ def inspect_checkpoint(
         tensor_count += len(header.tensors)
         for name, info in header.tensors.items():
             elements[info.dtype] += info.elements
+            found_tensor = canonical_tensor(name, info)
+            if found_tensor is not None:
+                canonical.append(found_tensor)
             kind = weight_kind(name, info, header.tensors)
             if kind is None:
                 continue
@@ -276,7 +296,7 @@ def inspect_checkpoint(
             if hashed.get(license_file.path) != license_file.sha256:
                 raise InspectionRefused(license_file.path, "changed while the inspection read it")
     return InspectionReport(
-        weights_digest="sha256:" + hashlib.sha256(manifest.encode()).hexdigest() if manifest else None,
+        weights_digest=digest_of_manifest(lines) if manifest else None,
         manifest=manifest,
         files=tuple(entries),
         tensors=tensors,
@@ -285,4 +305,6 @@ def inspect_checkpoint(
         model_card=card,
         license_files=tuple(license_files),
         problems=tuple(problems),
+        safetensors=tuple(per_file),
+        structure=structure_of(canonical) if counted else None,
     )

@@ -105,6 +105,7 @@ class ConfigSummary:
     model_type: str | None
     torch_dtype: str | None
     quantization_config: dict[str, Any] | None
+    dimensions: dict[str, int] = field(default_factory=dict)  # hidden_size, num_hidden_layers, vocab_size, …
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -112,7 +113,45 @@ class ConfigSummary:
             "model_type": self.model_type,
             "torch_dtype": self.torch_dtype,
             "quantization_config": self.quantization_config,
+            "dimensions": dict(self.dimensions),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class SafetensorsFile:
+    """One safetensors file as its header describes it: what the artifact page lists per file."""
+
+    path: str
+    tensors: int
+    dtypes: dict[str, tuple[int, int]]  # dtype -> (tensors, stored elements)
+    largest: tuple[str, str, tuple[int, ...]] | None  # (name, dtype, shape) of the tensor with most elements
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "tensors": self.tensors,
+            "dtypes": {
+                dtype: {"tensors": count, "parameters": elements}
+                for dtype, (count, elements) in sorted(self.dtypes.items())
+            },
+            "largest": (
+                {"name": self.largest[0], "dtype": self.largest[1], "shape": list(self.largest[2])}
+                if self.largest
+                else None
+            ),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Structure:
+    """The tensors modulo quantization packing (planner.inspectjob.structure): digests, not the list."""
+
+    tensors: int  # after the tensors only quantization adds are left out
+    names_sha256: str  # of the sorted canonical names, one a line
+    shapes_sha256: str  # of the sorted "name dims" lines
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tensors": self.tensors, "names_sha256": self.names_sha256, "shapes_sha256": self.shapes_sha256}
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +235,8 @@ class InspectionReport:
     model_card: ModelCard | None
     license_files: tuple[LicenseFile, ...]
     problems: tuple[Problem, ...] = field(default=())
+    safetensors: tuple[SafetensorsFile, ...] = field(default=())
+    structure: Structure | None = None  # the tensors modulo quantization packing (planner.inspectjob.structure)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -209,4 +250,6 @@ class InspectionReport:
             "model_card": self.model_card.to_json() if self.model_card else None,
             "license_files": [entry.to_json() for entry in self.license_files],
             "problems": [problem.to_json() for problem in self.problems],
+            "safetensors": [entry.to_json() for entry in self.safetensors],
+            "structure": self.structure.to_json() if self.structure else None,
         }

@@ -10,11 +10,11 @@ refused naming the key; it is never a crash and never a pass.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from planner.inspectjob.precision import UNQUANTIZED_KINDS
 from planner.inspectjob.report import DEFAULT_LIMITS, FORMAT, InspectLimits
+from planner.manifest import digest_of_manifest
 from planner.specs import precisions
 
 LICENSE_FILE_KINDS = frozenset({"license", "use_policy", "notice"})
@@ -98,6 +98,35 @@ def _license_files_fault(files: Any, limits: InspectLimits) -> str | None:
     return None
 
 
+def _structure_fault(report: dict[str, Any], limits: InspectLimits) -> str | None:
+    """The keys the parent comparison and the artifact page read (absent from reports written before
+    them: optional)."""
+    structure = report.get("structure")
+    if structure is not None and not (
+        isinstance(structure, dict)
+        and _count(structure.get("tensors"))
+        and isinstance(structure.get("names_sha256"), str)
+        and isinstance(structure.get("shapes_sha256"), str)
+    ):
+        return "structure: not an object of a count and two digests"
+    config = report.get("config")
+    dimensions = config.get("dimensions") if isinstance(config, dict) else None
+    if dimensions is not None and not (
+        isinstance(dimensions, dict) and all(isinstance(k, str) and _count(v) for k, v in dimensions.items())
+    ):
+        return "config.dimensions: not an object of sizes"
+    files = report.get("safetensors", [])
+    if not isinstance(files, list) or len(files) > limits.max_files:
+        return "safetensors: not a list of at most one entry a file"
+    for number, item in enumerate(files):
+        if not (isinstance(item, dict) and isinstance(item.get("path"), str) and _count(item.get("tensors"))):
+            return f"safetensors[{number}]: no path or tensor count"
+        dtypes = item.get("dtypes")
+        if not isinstance(dtypes, dict) or len(dtypes) > 64:
+            return f"safetensors[{number}].dtypes: not an object"
+    return None
+
+
 def report_fault(report: Any, limits: InspectLimits = DEFAULT_LIMITS) -> str | None:
     """Why `report` (a parsed result.json that is not a refusal) cannot be believed, naming the key;
     None when it can."""
@@ -106,11 +135,13 @@ def report_fault(report: Any, limits: InspectLimits = DEFAULT_LIMITS) -> str | N
     if not isinstance(report.get("weights_digest"), str):
         return "weights_digest: not a string"
     manifest = report.get("manifest")
-    if (
-        not isinstance(manifest, str)
-        or "sha256:" + hashlib.sha256(manifest.encode("utf-8", "surrogatepass")).hexdigest()
-        != report["weights_digest"].lower()
-    ):
+    if not isinstance(manifest, str):
+        return "manifest: not a string"
+    try:
+        hashes_to = digest_of_manifest(manifest) == report["weights_digest"].lower()
+    except ValueError:
+        hashes_to = False
+    if not hashes_to:
         return "manifest: does not hash to the report's weights_digest"
     for name in ("files", "problems"):
         if not isinstance(report.get(name), list):
@@ -120,6 +151,7 @@ def report_fault(report: Any, limits: InspectLimits = DEFAULT_LIMITS) -> str | N
         or _card_fault(report.get("model_card"))
         or _license_files_fault(report.get("license_files"), limits)
         or _license_files_hashed(report["license_files"], manifest)
+        or _structure_fault(report, limits)
     )
 
 

@@ -12,7 +12,6 @@ leaves a staging directory that the next attempt deletes before starting over.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -23,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from planner.cluster.base import job_main, write_result
+from planner.manifest import digest_of_manifest, manifest, manifest_digest, resolve_inside_roots
 from planner.quantjob import recipes
 from planner.quantjob.calibration import DEFAULT_CALIBRATION, load
-from planner.quantjob.manifest import manifest, manifest_digest, resolve_inside_roots
 from planner.quantjob.obligations import carry_obligations
 
 
@@ -167,11 +166,11 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
     calibration = json.loads(calibration_record.read_text()) if calibration_record.exists() else {"used": None}
     facts_file.write_text(json.dumps(calibration))
     config = json.loads((target / "config.json").read_text())
-    lines = "".join(manifest(target))  # hashed once: the digest is the SHA-256 of exactly these lines
+    lines = "".join(manifest(target))  # hashed once: the digest is computed from exactly these lines
     result = {
         "name": spec.get("output_name"),
         "checkpoint": requested,
-        "manifest_digest": "sha256:" + hashlib.sha256(lines.encode()).hexdigest(),
+        "manifest_digest": digest_of_manifest(lines),
         "manifest": lines,
         "parent_digest": parent_digest,
         "recipe": data,

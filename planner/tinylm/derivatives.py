@@ -44,8 +44,8 @@ def record(recipe: str, root: Path = DERIVATIVES) -> dict[str, Any]:
 def make(recipe: str, out: Path) -> dict[str, Any]:
     """Run the quantize job's payload for `recipe` on the committed checkpoint; the checkpoint goes to
     `out/<recipe>` (replaced), the record to `out/<recipe>.json`. Needs llm-compressor."""
+    from planner.manifest import manifest_digest
     from planner.quantjob import recipes
-    from planner.quantjob.manifest import manifest_digest
     from planner.quantjob.run import run
 
     target = out / recipe

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,6 @@ def test_finding_codes_break_only_between_their_words(tmp_path: Path, compiled: 
 
 
 def test_who_acts_on_a_blocker_is_in_the_packets_language(compiled: None) -> None:  # noqa: F811
-    from dataclasses import replace
 
     blocker = {"code": "eval.missing", "message": "no fp8 eval", "fix": "engineering runs it", "role": "engineering"}
     data = replace(_data("zh-hans"), blockers=(blocker,))
@@ -155,3 +155,15 @@ def test_who_acts_on_a_blocker_is_in_the_packets_language(compiled: None) -> Non
     assert row
     assert "<td>engineering</td>" not in row.group(0)
     assert "工程" in row.group(0)
+
+
+def test_the_memory_chart_draws_one_replica_and_says_so(compiled: None) -> None:  # noqa: F811
+    """tp 4 x dp 2 is two identical replicas of 4 GPUs: four bars, captioned as one replica of 8 GPUs."""
+    data = replace(_data(), evidence=_evidence())
+    html = render_html(data)
+    assert "Memory of each GPU of one replica of 4 GPUs, of 8 GPUs in 2 identical replicas" in html
+    assert ">GPU 3<" in html
+    assert ">GPU 4<" not in html
+    with translation.override("en"):
+        chinese = render_html(replace(data, language="zh-hans"))
+    assert "副本" in chinese

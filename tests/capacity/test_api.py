@@ -186,12 +186,24 @@ def _run_stored_plan_through_worker() -> None:
 
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
 def test_an_unknown_engine_release_is_400_naming_the_field(personas: Personas, endpoint: str) -> None:
-    """Refused when asked, not in the worker: the planner has no memory profile for vLLM 0.1.0."""
-    body: PlanArgs = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "engine_version": "0.1.0"}
+    """Refused when asked, not in the worker: the planner has no memory profile for vLLM 9.0 (newer than every
+    profile; an older release is planned with the oldest, issue 47: test_an_old_engine_release_is_planned_wide)."""
+    body: PlanArgs = {"model": "qwen3-30b-a3b", "precision": "fp8", "gpu": "h200", "engine_version": "9.0.0"}
     response = personas.client(personas.engineer).post(endpoint, body, format="json")
     assert response.status_code == 400, response.json()
     assert "engine_version" in response.json()["extra"]["fields"], response.json()
     assert not CapacityPlan.objects.exists()
+
+
+def test_an_old_engine_release_is_planned_wide(personas: Personas) -> None:
+    """vLLM 0.2.4, older than every profile: an answer with the oldest profile, a note and wide intervals."""
+    body: PlanArgs = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "engine_version": "0.2.4"}
+    response = personas.client(personas.engineer).post("/api/v1/planner/plan", body, format="json")
+    assert response.status_code == 200, response.json()
+    result = response.json()
+    assert result["engine"]["version"] == "0.2.4"
+    assert any("older than every memory profile" in note for note in result["notes"])
+    assert "older than every profile" in result["intervals"]["throughput.tpot_ms"]["basis"]
 
 
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])

@@ -35,3 +35,20 @@ def test_reset_passwords_refuses_without_debug(settings: Any) -> None:
     settings.DEBUG = False
     with pytest.raises(CommandError, match="DEBUG"):
         call_command("seed_demo", "--reset-passwords")
+
+
+@pytest.mark.django_db
+def test_bootstrap_keeps_new_passwords_for_the_start_up_notes_only(settings: Any, capsys: Any, tmp_path: Any) -> None:
+    """`make run` repeats the first start's passwords once its services are up: bootstrap writes them
+    to a file only this user reads; a later start writes none (the users exist, nothing is new)."""
+    import stat
+
+    settings.DEBUG = True
+    kept = tmp_path / "var" / "demo-passwords"
+    call_command("seed_demo", passwords_file=kept)
+    printed = dict(re.findall(r"^\s+(\w+)\s+\w+\s+(\S+)$", capsys.readouterr().out, re.MULTILINE))
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert dict(re.findall(r"^\s+(\w+)\s+\w+\s+(\S+)$", kept.read_text(), re.MULTILINE)) == printed
+    kept.unlink()  # what the notes do once they have shown it
+    call_command("seed_demo", passwords_file=kept)
+    assert not kept.exists()

@@ -13,14 +13,15 @@ from typing import Any
 
 import pytest
 
-from governance.artifacts.models import Derivation, ModelArtifact
+from governance.approvals.models import Authority
+from governance.artifacts.models import ArtifactSignature, Derivation, ModelArtifact
 from governance.artifacts.services import artifact_register
 from governance.deployments.models import DeploymentRequest
 from governance.evaluations.inspections import artifact_inspection_request
 from governance.evaluations.local import CHECKOUT
 from governance.evaluations.models import ArtifactInspection, ArtifactLocation, Cluster, ExecutorKind, JobRun
 from governance.licenses.models import LicenseText
-from planner.quantjob.manifest import manifest_lines
+from planner.manifest import digest_of_manifest, manifest_lines
 from tests.conftest import ROOT, Personas
 from tests.deployments.conftest import SERVING, Flow
 from tests.evaluations.conftest import drive, testcluster  # noqa: F401  (shared fixture)
@@ -64,9 +65,7 @@ def _checkpoint(
 
 
 def _digest(directory: Path) -> str:
-    import hashlib
-
-    return "sha256:" + hashlib.sha256("".join(manifest_lines(directory)).encode()).hexdigest()
+    return digest_of_manifest(manifest_lines(directory))
 
 
 def _register(personas: Personas, directory: Path, license_key: str, **extra: Any) -> ModelArtifact:
@@ -113,7 +112,7 @@ def _locate_and_inspect(
 
 
 def test_a_bf16_checkpoint_with_the_apache_text_matches_apache(
-    personas: Personas, catalog: None, models: Path, django_capture_on_commit_callbacks: Any
+    personas: Personas, catalog: None, models: Path, django_capture_on_commit_callbacks: Any, org_pki: Authority
 ) -> None:
     directory = _checkpoint(models, "tiny-apache", card=CARD.format(license="apache-2.0", relation="finetune"))
     artifact = _register(personas, directory, "apache-2.0")
@@ -122,6 +121,8 @@ def test_a_bf16_checkpoint_with_the_apache_text_matches_apache(
 
     assert inspection.status == "passed", inspection.reason
     assert inspection.weights_digest == artifact.weights_digest
+    # the files the node read are signed (OpenSSF model-signing; tests/artifacts/test_model_signing.py)
+    assert ArtifactSignature.objects.get(artifact=artifact).source == "inspection"
     assert (inspection.precision or {})["key"] == "bf16"
     body = personas.client(personas.requester).get(f"/api/v1/artifacts/{artifact.code}/inspections").json()
     assert body["weights"]["source"] == "inspection"

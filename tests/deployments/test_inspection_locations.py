@@ -92,7 +92,7 @@ def test_a_path_through_a_link_out_of_the_model_roots_is_refused(
     digest = (
         "sha256:"
         + hashlib.sha256(
-            "".join(__import__("planner.quantjob.manifest").quantjob.manifest.manifest_lines(outside / "ckpt")).encode()
+            "".join(__import__("planner.manifest").manifest.manifest_lines(outside / "ckpt")).encode()
         ).hexdigest()
     )
     artifact = _register(personas, "tiny-outside", digest)

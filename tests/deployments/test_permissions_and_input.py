@@ -10,6 +10,7 @@ from django.core.management.base import CommandError
 from governance.artifacts.manifest import weights_digest
 from governance.artifacts.models import ModelArtifact
 from governance.deployments.models import DeploymentRequest
+from planner.manifest import digest_of_manifest
 from tests.conftest import Personas
 from tests.deployments.conftest import FACTS, SERVING, Flow, digest_of
 
@@ -132,7 +133,7 @@ def test_weights_digest_streams_a_manifest(tmp_path: Path) -> None:
         f"{hashlib.sha256(b'a' * 3_000_000).hexdigest()} 3000000 model-00001.safetensors\n"
         f"{hashlib.sha256(b'{}').hexdigest()} 2 sub/config.json\n"
     )
-    assert weights_digest(tmp_path) == "sha256:" + hashlib.sha256(manifest.encode()).hexdigest()
+    assert weights_digest(tmp_path) == digest_of_manifest(manifest)
     before = weights_digest(tmp_path)
     (tmp_path / "sub" / "config.json").write_text("{ }")
     assert weights_digest(tmp_path) != before

@@ -113,6 +113,9 @@ def test_a_report_whose_precision_contradicts_its_own_tensors_is_refused(
         {"problems": "none"},
         {"manifest": "0" * 64 + " 1 config.json\n"},
         {"license_files": [{"path": "LICENSE", "kind": "license", "text": MIT, "sha256": "0" * 64}]},
+        {"structure": {"tensors": -1, "names_sha256": "a", "shapes_sha256": "b"}},
+        {"safetensors": [{"path": 3, "tensors": 1, "dtypes": {}}]},
+        {"config": {"architectures": [], "dimensions": {"hidden_size": "64"}}},
     ],
     ids=lambda change: f"{next(iter(change))}={str(next(iter(change.values())))[:20]}",
 )

@@ -172,7 +172,7 @@ def test_a_model_directory_that_is_a_link_out_of_the_roots_is_refused_before_it_
 ) -> None:
     """Issue 43: `<root>/link` -> a directory outside the roots passed the textual check and the
     service hashed the files it pointed at."""
-    import planner.quantjob.manifest as hashing
+    import planner.manifest as hashing
 
     cluster, root = linked
 
@@ -209,7 +209,7 @@ def test_a_location_at_another_team_s_files_never_reports_their_digest(
 ) -> None:
     """Issue 43: a location pointed at another team's directory answered "the files hash to
     sha256:<theirs>". It says only that the files do not match."""
-    from planner.quantjob.manifest import weights_digest
+    from planner.manifest import weights_digest
 
     cluster, root = linked
     theirs = weights_digest(root / "real")

@@ -3,6 +3,11 @@ docs/*.md run as written against it (the first-run walkthrough evaluates a licen
 artifact, creates and submits a request, computes a plan, completes an eval run on the local
 cluster, approves, exports and verifies the audit bundle). Then SIGTERM to make stops everything.
 
+Two recipes ride along, as a reader follows them: docs/access.md's single sign-on through
+scripts/oidc-provider (its commands run and its `.env` lines written before `make run`, which
+rewrites the file; then a sign-in as `lena` gets the mapped role), and the /metrics scrape that
+`make run` prints once its services are up (run as printed).
+
 The clone reuses this checkout's virtual environment through a symlink (a full pip install of
 torch would take minutes); everything else is the clone's own: its .env, var/, SQLite database,
 filesystem broker and local cluster.
@@ -18,10 +23,15 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
+import requests
+
+from tests.firstrun.test_local_env import sso_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
@@ -64,6 +74,59 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def sso_provider_commands() -> str:
+    """docs/access.md's commands that start the loopback provider for `make run`."""
+    blocks = re.findall(r"^```\n(.*?)^```", (ROOT / "docs" / "access.md").read_text(), re.S | re.M)
+    found = [b for b in blocks if "scripts/oidc-provider" in b]
+    assert len(found) == 1, "docs/access.md: one block starts the provider for make run"
+    return found[0]
+
+
+def start_sso_provider(clone: Path, port: int, provider_port: int) -> tuple[subprocess.Popen[bytes], str]:
+    """The recipe's commands in the clone, on free ports; its `.env` lines in the clone's .env."""
+    issuer = f"https://127.0.0.1:{provider_port}"
+    commands = sso_provider_commands().replace(DOC_URL, f"http://127.0.0.1:{port}").replace("8950", str(provider_port))
+    provider = subprocess.Popen(["bash", "-euo", "pipefail", "-c", commands], cwd=clone, start_new_session=True)
+    certificate = clone / "var" / "oidc" / "provider.pem"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if certificate.exists():
+                requests.get(f"{issuer}/.well-known/openid-configuration", verify=str(certificate), timeout=2)
+                break
+        except requests.RequestException:
+            pass
+        assert time.monotonic() < deadline, "the documented oidc-provider did not answer"
+        time.sleep(0.5)
+    lines = [line.replace("8950", str(provider_port)) for line in sso_recipe()]
+    (clone / ".env").write_text("\n".join(lines) + "\n")
+    return provider, issuer
+
+
+def sign_in_through_the_provider(base: str, issuer: str, certificate: Path) -> dict[str, object]:
+    """The browser's round trip, as docs/access.md's recipe user `lena`: what /api/v1/me then says."""
+    service, at_provider = requests.Session(), requests.Session()
+    start = service.get(f"{base}/oidc/authenticate/", allow_redirects=False, timeout=30)
+    assert start.status_code == 302, start.text[-2000:]
+    authorize = start.headers["Location"]
+    assert authorize.startswith(issuer), authorize
+    form = at_provider.get(authorize, verify=str(certificate), allow_redirects=False, timeout=30)
+    assert form.status_code == 200, form.text[-2000:]
+    signed_in = at_provider.post(
+        f"{issuer}/login",
+        data={"query": urlparse(authorize).query, "username": "lena", "password": "lena-pw"},
+        verify=str(certificate),
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert signed_in.status_code == 302, signed_in.text[-2000:]
+    callback = service.get(signed_in.headers["Location"], allow_redirects=False, timeout=60)
+    assert callback.status_code == 302, callback.text[-2000:]
+    me = service.get(f"{base}/api/v1/me", timeout=30)
+    assert me.status_code == 200, me.text[-2000:]
+    return dict(me.json())
+
+
 def _session_processes(sid: int) -> list[str]:
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -75,6 +138,25 @@ def _session_processes(sid: int) -> list[str]:
             command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ")[:200]
             found.append(f"{stat.parent.name}: {command!r}")
     return found
+
+
+def _start_up_notes(log_path: Path, make: subprocess.Popen[bytes]) -> str:
+    """The notes `make run` prints once the web server and the worker answer: after the worker's
+    `ready.` line, the last of the services' start-up."""
+    deadline = time.monotonic() + 300
+    while True:
+        text = log_path.read_text()
+        blocks = re.findall(r"^(=+\nServing .*?^=+)$", text, re.S | re.M)
+        if blocks:
+            break
+        assert make.poll() is None, text[-3000:]
+        assert time.monotonic() < deadline, text[-3000:]
+        time.sleep(1)
+    assert len(blocks) == 1, text[-3000:]
+    ready = re.search(r"celery@\S+ ready\.", text)
+    assert ready is not None, text[-3000:]
+    assert ready.start() < text.index(blocks[0]), "the notes came before the worker's start-up lines"
+    return str(blocks[0])
 
 
 @pytest.mark.slow
@@ -93,9 +175,12 @@ def test_fresh_clone_runs_every_documented_command(tmp_path: Path) -> None:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "DATABASE_", "CELERY_", "GOVERNANCE_", "DEBUG", "SECRET_KEY", "PYTEST"))
+        if not k.startswith(
+            ("DJANGO_", "DATABASE_", "CELERY_", "GOVERNANCE_", "DEBUG", "SECRET_KEY", "PYTEST", "OIDC_", "METRICS_")
+        )
     }
     env.update({"PORT": str(port), "HOST": "127.0.0.1"})
+    provider, issuer = start_sso_provider(clone, port, _free_port())
     log = (tmp_path / "make-run.log").open("w")
     started = time.monotonic()
     make = subprocess.Popen(
@@ -114,10 +199,28 @@ def test_fresh_clone_runs_every_documented_command(tmp_path: Path) -> None:
                 time.sleep(1)
         print(f"make run on a fresh clone: serving after {time.monotonic() - started:.1f} s")
         assert "SECRET_KEY=" in (clone / ".env").read_text()
-        # The reviewers sign with their passwords, which `make run` printed once: what a reader pastes.
-        printed = dict(re.findall(r"^  (legal|engineer)\s+\S+\s+(\S+)$", (tmp_path / "make-run.log").read_text(), re.M))
-        assert set(printed) == {"legal", "engineer"}, (tmp_path / "make-run.log").read_text()[-3000:]
+        notes = _start_up_notes(tmp_path / "make-run.log", make)
+        # The reviewers sign with their passwords, which `make run` printed at its first start, and
+        # again at the end of its start-up, below the services' own lines: what a reader pastes.
+        printed = dict(re.findall(r"^  (legal|engineer)\s+\S+\s+(\S+)$", notes, re.M))
+        assert set(printed) == {"legal", "engineer"}, notes
         env.update({"LEGAL_PASSWORD": printed["legal"], "ENGINEER_PASSWORD": printed["engineer"]})
+        assert not (clone / "var" / "demo-passwords").exists()  # shown: not kept on disk
+
+        # The metrics recipe: the scrape as printed answers; without the token, nothing.
+        scrape = re.search(r"^  (curl -H \"Authorization: Bearer \S+\" \S+/metrics)$", notes, re.M)
+        assert scrape is not None, notes
+        scraped = subprocess.run(["bash", "-c", f"{scrape.group(1)} -fsS"], capture_output=True, text=True, check=False)
+        assert scraped.returncode == 0, scraped.stderr
+        assert "governance_metrics_source_up" in scraped.stdout
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10)
+        assert refused.value.code in (401, 403)
+
+        # The SSO recipe: the service kept its JSON role map through make run's rewrite of .env.
+        me = sign_in_through_the_provider(f"http://127.0.0.1:{port}", issuer, clone / "var" / "oidc" / "provider.pem")
+        assert me["username"] == "lena"
+        assert me["roles"] == ["legal_reviewer"]
 
         for document in DOCUMENTS:
             blocks = shell_blocks(document)
@@ -153,6 +256,11 @@ def test_fresh_clone_runs_every_documented_command(tmp_path: Path) -> None:
             make.wait(timeout=60)
         finally:
             log.close()
+            os.killpg(provider.pid, signal.SIGTERM)  # the recipe's provider, started with `&`
+    run_log = (tmp_path / "make-run.log").read_text()
+    # The idle loops (every 15 s while the docs ran) wrote nothing at INFO.
+    assert "Sending due task" not in run_log, run_log[-3000:]
+    assert not re.search(r"INFO/\w+\] Task (core\.outbox_flush|jobs\.resume)\[", run_log), run_log[-3000:]
     time.sleep(2)
     left = _session_processes(make.pid)
     if left:

@@ -31,19 +31,27 @@ def test_launch_commands_state_the_step_budget_and_the_sequences_planned() -> No
     assert "--max-num-batched-tokens 4096" in asked["serving"]["vllm"]
 
 
-@pytest.mark.parametrize(("engine", "version"), [("vllm", "0.1.0"), ("vllm", "9.0"), ("sglang", "0.1.5")])
+@pytest.mark.parametrize(("engine", "version"), [("vllm", "9.0"), ("vllm", "0.18.0"), ("sglang", "0.6.0")])
 def test_an_unknown_engine_release_is_refused_naming_the_field(engine: str, version: str) -> None:
+    """Newer than every profile. An older release is planned with the oldest profile (issue 47:
+    tests/planner/test_team_evidence.py)."""
     with pytest.raises(ValueError, match=r"^engine_version: "):
         plan(plan_request(LLAMA_A100, engine=engine, engine_version=version))
 
 
 def test_known_releases_still_plan() -> None:
-    for engine, version in (("vllm", "0.6.4"), ("vllm", "0.10.1"), ("vllm", "0.17.0"), ("sglang", "0.4.9")):
+    for engine, version in (
+        ("vllm", "0.6.4"),
+        ("vllm", "0.10.1"),
+        ("vllm", "0.17.0"),
+        ("sglang", "0.4.9"),
+        ("vllm", "0.1.0"),
+    ):
         assert plan(plan_request(LLAMA_A100, engine=engine, engine_version=version)).chosen.fits
 
 
 def test_cli_refuses_an_unknown_engine_release() -> None:
-    done = planner_cli("plan", "--model", "llama-3.1-8b", "--gpu", "a100-80g", "--engine-version", "0.1.0")
+    done = planner_cli("plan", "--model", "llama-3.1-8b", "--gpu", "a100-80g", "--engine-version", "9.0.0")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "--engine-version" in done.stderr

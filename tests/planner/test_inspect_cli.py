@@ -18,7 +18,7 @@ from planner.cluster import base
 from planner.cluster.base import JobOutput, JobSpec, JobState, verify_result
 from planner.cluster.local import LocalExecutor
 from planner.inspectjob.run import main
-from planner.quantjob.manifest import manifest, weights_digest
+from planner.manifest import manifest, weights_digest
 from tests.planner import inspect_checkpoints as ckpt
 
 ROOT = Path(__file__).resolve().parents[2]

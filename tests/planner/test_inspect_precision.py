@@ -11,7 +11,7 @@ from safetensors import safe_open
 
 from planner.hf_config import describe_quantization
 from planner.inspectjob import inspect_checkpoint
-from planner.quantjob.manifest import weights_digest
+from planner.manifest import weights_digest
 from tests.planner import inspect_checkpoints as ckpt
 
 ROOT = Path(__file__).resolve().parents[2]

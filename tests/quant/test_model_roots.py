@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-import planner.quantjob.manifest as hashing
+import planner.manifest as hashing
 from planner.evaljob import served
+from planner.manifest import manifest_lines, resolve_inside_roots, weights_digest
 from planner.quantjob import recipes
 from planner.quantjob import run as quantjob
-from planner.quantjob.manifest import manifest_lines, resolve_inside_roots, weights_digest
 
 
 def _checkpoint(path: Path, weights: bytes) -> dict[str, Any]:

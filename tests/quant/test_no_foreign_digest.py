@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from planner.evaljob.manifest import ArtifactMismatch, verify_artifact
-from planner.quantjob.manifest import manifest_lines, weights_digest
+from planner.manifest import manifest_lines, weights_digest
 
 
 def _checkpoint(path: Path, weights: bytes) -> Path:

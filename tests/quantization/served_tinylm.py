@@ -17,7 +17,7 @@ from typing import Any
 
 from governance.artifacts.services import artifact_register
 from governance.evaluations.models import Cluster, EvalRun, ExecutorKind, JobRun
-from planner.quantjob.manifest import manifest_digest
+from planner.manifest import manifest_digest
 from planner.tinylm import derivatives
 from tests.conftest import ROOT, Personas
 from tests.deployments.conftest import Flow

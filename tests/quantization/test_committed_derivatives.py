@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from planner.manifest import manifest, manifest_digest
 from planner.quantjob import recipes
-from planner.quantjob.manifest import manifest, manifest_digest
 from planner.tinylm import derivatives
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from governance.licenses.services import license_catalog_load
 from governance.quantization.models import QuantizeStatus
 from governance.quantization.services import quantize_run_request
 from governance.quantization.tasks import quantize_runs_reconcile_task
-from planner.quantjob.manifest import manifest_digest
+from planner.manifest import manifest_digest
 from tests.conftest import Personas
 from tests.evaluations.conftest import drive
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,13 @@ import pytest
 
 from governance.artifacts.models import Derivation, ModelArtifact
 from governance.artifacts.services import artifact_register
-from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKind, JobRunState
+from governance.evaluations.models import ArtifactLocation, Cluster, ExecutorKind, JobRun, JobRunState
 from governance.licenses.services import license_catalog_load
 from governance.quantization.models import QuantizeRun, QuantizeStatus
 from governance.quantization.services import quantize_run_complete
 from planner.evaljob.manifest import ArtifactMismatch, verify_artifact
-from planner.quantjob.manifest import manifest as quantjob_manifest
-from planner.quantjob.manifest import manifest_digest
+from planner.manifest import manifest as quantjob_manifest
+from planner.manifest import manifest_digest
 from tests.conftest import Personas
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "planner" / "tinylm" / "checkpoint"
@@ -43,9 +44,9 @@ def parent(personas: Personas) -> ModelArtifact:
 
 
 @pytest.fixture
-def cluster(db: None) -> Cluster:
+def cluster(db: None, quantize_python: str) -> Cluster:
     return Cluster.objects.create(
-        name="local", executor=ExecutorKind.LOCAL, remote_root="/srv/jobs", model_roots=[ROOT], python="python3"
+        name="local", executor=ExecutorKind.LOCAL, remote_root="/srv/jobs", model_roots=[ROOT], python=quantize_python
     )
 
 
@@ -301,3 +302,68 @@ def test_a_derivative_whose_digest_another_team_holds_is_registered_for_its_own_
     assert rerun.status == QuantizeStatus.FAILED
     assert str(run.derivative.code) in rerun.reason
     assert str(theirs.code) not in rerun.reason
+
+
+def test_a_local_interpreter_without_llm_compressor_is_refused_at_submit(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster, settings: Any, quantize_python: str
+) -> None:
+    """It was accepted (202) and failed as `exit code 1 ()`: now a 400 naming the package and the setting."""
+    settings.QUANTIZE_PYTHON = ""
+    cluster.python = sys.executable  # the web tier's own environment: no llm-compressor in it
+    cluster.save()
+    answer = ask(personas, personas.requester, parent)
+    assert answer.status_code == 400, answer.content
+    message = answer.json()["extra"]["fields"]["cluster"][0]
+    assert "llm-compressor" in message
+    assert "QUANTIZE_PYTHON is not set" in message
+    assert not QuantizeRun.objects.exists()
+    assert not JobRun.objects.exists()
+    settings.QUANTIZE_PYTHON = str(Path(quantize_python).with_name("absent-python"))
+    missing = ask(personas, personas.requester, parent)
+    assert missing.status_code == 400
+    assert "(QUANTIZE_PYTHON) does not run" in missing.json()["extra"]["fields"]["cluster"][0]
+    settings.QUANTIZE_PYTHON = quantize_python  # the quantize environment: accepted
+    assert ask(personas, personas.requester, parent).status_code == 202
+
+
+def test_a_cluster_job_without_llm_compressor_fails_naming_the_package(
+    personas: Personas, parent: ModelArtifact
+) -> None:
+    """A Slurm cluster's python is on its nodes: not checked at submit; the failure says what is missing."""
+    Cluster.objects.create(
+        name="hpc", executor=ExecutorKind.SLURM, host="hpc.example.org", remote_root="/scratch/jobs",
+        model_roots=[ROOT], python="/opt/plain/bin/python3",
+    )  # fmt: skip
+    answer = ask(personas, personas.requester, parent, cluster="hpc")
+    assert answer.status_code == 202, answer.content
+    run = QuantizeRun.objects.get(code=answer.json()["code"])
+    assert run.job is not None
+    run.job.state, run.job.reason = JobRunState.FAILED, "exit code 1 ()"
+    run.job.log_tail = (
+        "Traceback (most recent call last):\n"
+        '  File "/scratch/jobs/x/planner/quantjob/run.py", line 94, in quantize\n'
+        "    from llmcompressor import oneshot\n"
+        "ModuleNotFoundError: No module named 'llmcompressor'\n"
+    )
+    run.job.save()
+    run = quantize_run_complete(run_id=run.pk)
+    assert run.status == QuantizeStatus.FAILED
+    assert run.reason.startswith("the cluster's python lacks the llm-compressor package"), run.reason
+    assert "QUANTIZE_PYTHON" in run.reason
+
+
+def test_the_requester_who_started_a_quantize_job_reads_its_log(
+    personas: Personas, parent: ModelArtifact, cluster: Cluster
+) -> None:
+    run = QuantizeRun.objects.get(code=ask(personas, personas.requester, parent).json()["code"])
+    assert run.job is not None
+    run.job.log_tail = "quantjob: calibrating on 128 samples\n"
+    run.job.save()
+    mine = personas.client(personas.requester).get(f"/api/v1/jobs/{run.job.code}")
+    assert mine.status_code == 200, mine.content
+    assert mine.json()["log_tail"] == "quantjob: calibrating on 128 samples\n"
+    # Another team's requester does not find it (404, nothing of the job in the answer).
+    theirs = personas.client(personas.other_requester).get(f"/api/v1/jobs/{run.job.code}")
+    assert theirs.status_code == 404
+    assert "calibrating" not in theirs.content.decode()
+    assert personas.client(personas.engineer).get(f"/api/v1/jobs/{run.job.code}").status_code == 200

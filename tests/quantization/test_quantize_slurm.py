@@ -23,7 +23,7 @@ from governance.licenses.services import license_catalog_load
 from governance.quantization.models import QuantizeStatus
 from governance.quantization.services import quantize_run_complete, quantize_run_request
 from planner.cluster.slurm import SlurmSSHExecutor
-from planner.quantjob.manifest import manifest_digest
+from planner.manifest import manifest_digest
 from tests.conftest import Personas
 from tests.evaluations.conftest import drive, testcluster  # noqa: F401  (the session fixture)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from planner.manifest import manifest, manifest_digest
 from planner.quantjob import recipes
-from planner.quantjob.manifest import manifest, manifest_digest
 from planner.quantjob.run import run
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "planner" / "tinylm" / "checkpoint"

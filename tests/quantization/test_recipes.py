@@ -10,11 +10,11 @@ import pytest
 
 from governance.artifacts import manifest as artifact_manifest
 from governance.artifacts.manifest import weights_digest
+from planner import manifest as quantjob_manifest
 from planner.evaljob import manifest as evaljob_manifest
-from planner.quantjob import manifest as quantjob_manifest
+from planner.manifest import manifest_digest
 from planner.quantjob import recipes
 from planner.quantjob.calibration import DEFAULT_CALIBRATION, load
-from planner.quantjob.manifest import manifest_digest
 from planner.tinylm.data import eval_exclusions
 
 
@@ -83,10 +83,12 @@ def test_the_service_digests_artifacts_with_the_planners_one_implementation(tmp_
     (tmp_path / "b.json").write_text("{}")
     lines = f"{hashlib.sha256(b'{}').hexdigest()} 2 b.json\n{hashlib.sha256(b'x' * 10).hexdigest()} 10 sub/a.bin\n"
     assert "".join(quantjob_manifest.manifest(tmp_path)) == lines
-    assert manifest_digest(tmp_path) == "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
+    # OpenSSF model-signing: SHA-256 over the files' raw SHA-256 digests, in path order
+    by_hand = hashlib.sha256(hashlib.sha256(b"{}").digest() + hashlib.sha256(b"x" * 10).digest()).hexdigest()
+    assert manifest_digest(tmp_path) == "sha256:" + by_hand
     evaljob_manifest.verify_artifact(tmp_path, manifest_digest(tmp_path), lines)  # the served job agrees
     (tmp_path / "b.json").write_text("{ }")  # a changed file changes the digest
-    assert manifest_digest(tmp_path) != "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
+    assert manifest_digest(tmp_path) != "sha256:" + by_hand
     (tmp_path / "sub" / "empty").mkdir()
     with pytest.raises(ValueError, match="no files"):
         manifest_digest(tmp_path / "sub" / "empty")

@@ -159,17 +159,33 @@ SUITE_GUNICORN_ARGS = ["--workers", "3", "--timeout", "120"]
 
 
 @pytest.fixture(scope="module")
+def stack_web_port() -> int:
+    """The port gunicorn will listen on, known before the stack starts: a module's `stack_env` can
+    name the service's own URLs in something it starts first (an OpenID provider's redirect URI)."""
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def stack_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    """A module's own settings for the stack: its STACK_ENV. A module whose settings need something
+    started first (tests/resilience/test_sso_races.py: an OpenID provider) overrides this fixture."""
+    return dict(getattr(request.module, "STACK_ENV", {}))
+
+
+@pytest.fixture(scope="module")
 def stack(
     request: pytest.FixtureRequest,
     django_db_setup: None,
     django_db_blocker: Any,
     tmp_path_factory: pytest.TempPathFactory,
+    stack_web_port: int,
+    stack_env: dict[str, str],
 ) -> Iterator[Stack]:
     if shutil.which("redis-server") is None or shutil.which("pgrep") is None:
         pytest.fail("the fault suite needs redis-server and pgrep (Debian's redis-server, procps)")
     directory = tmp_path_factory.mktemp("fault")
     (directory / "hold").mkdir()
-    redis_port, web_port = free_port(), free_port()
+    redis_port, web_port = free_port(), stack_web_port
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="governance.settings_tests",
@@ -192,7 +208,7 @@ def stack(
         API_MAX_BODY_BYTES="1048576",  # a configured maximum the hostile-input test crosses  # the tests checkpoint with their own key
         PYTHONUNBUFFERED="1",
     )
-    env.update(getattr(request.module, "STACK_ENV", {}))  # a module's own settings for the stack
+    env.update(stack_env)  # a module's own settings for the stack
     stack = Stack(base_url=f"http://127.0.0.1:{web_port}", redis_port=redis_port, dir=directory, env=env)
     from governance.audit.keys import generate_signing_key
 

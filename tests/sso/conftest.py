@@ -109,16 +109,18 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_provider(folder: Path, *extra: str) -> Provider:
+def start_provider(folder: Path, *extra: str, service: str = "http://testserver") -> Provider:
+    """The provider, with this service (at `service`: the test client's, or gunicorn's URL) as its client."""
     folder.mkdir(parents=True, exist_ok=True)
+    callback = CALLBACK.replace("http://testserver", service)
     clients = [
         {
             "client_id": CLIENT_ID,
             "client_secret": CLIENT_SECRET,
-            "redirect_uris": [CALLBACK],
-            "post_logout_redirect_uris": [AFTER_LOGOUT],
+            "redirect_uris": [callback],
+            "post_logout_redirect_uris": [AFTER_LOGOUT.replace("http://testserver", service)],
         },
-        {"client_id": OTHER_CLIENT_ID, "client_secret": CLIENT_SECRET, "redirect_uris": [CALLBACK]},
+        {"client_id": OTHER_CLIENT_ID, "client_secret": CLIENT_SECRET, "redirect_uris": [callback]},
     ]
     (folder / "clients.json").write_text(json.dumps(clients))
     users = folder / "users.json"

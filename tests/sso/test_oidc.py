@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import re
 import socket
 import threading
@@ -37,6 +36,7 @@ from governance.sso.backends import AuthorizationCodeRefused, IdTokenRefused, Oi
 from governance.sso.models import ExternalIdentity
 from tests.approvals.conftest import SignFlow
 from tests.sso.conftest import CALLBACK, CLIENT_ID, CLIENT_SECRET, OTHER_CLIENT_ID, Provider, configure, sign_in
+from tests.sso.forged import forger_pem, kidless_id_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -169,32 +169,6 @@ def test_an_id_token_from_another_issuer_is_refused(sso: Provider, settings: Any
         _backend(settings).verify_token(token, nonce="n-1")
 
 
-def _forger_pem() -> bytes:
-    forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return forger.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _kidless_shapes(claims: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """ID tokens without a usable `kid`, each with the words of the check that refuses it."""
-    none = ".".join(_b64(json.dumps(part).encode()) for part in ({"alg": "none", "typ": "JWT"}, claims)) + "."
-    forged = jwt.encode(claims, _forger_pem(), algorithm="RS256")  # no kid header
-    hmac = jwt.encode(claims, CLIENT_SECRET, algorithm="HS256")
-    odd_kid = jwt.encode(claims, _forger_pem(), algorithm="RS256", headers={"kid": "no-such-key"})
-    return {
-        "alg none": (none, "algorithm"),
-        "RS256 without kid": (forged, "Signature verification failed"),  # checked with the provider's one key
-        "HS256 without kid": (hmac, "algorithm"),
-        "unknown kid": (odd_kid, "key id"),
-        "not a JWT": ("not-a-jwt", "not a JWT"),
-    }
-
-
 RSA_KEY = {"kty": "RSA", "n": "x", "e": "AQAB"}
 
 
@@ -229,7 +203,7 @@ def test_id_tokens_without_a_usable_kid_answer_403_naming_the_check(
     """Found by an attacker's pass: a token without `kid` raised KeyError in the OIDC library (500)."""
     sso.set_user("kim", ["gov-legal"])
     claims = jwt.decode(sso.code_flow_id_token("kim"), options={"verify_signature": False})
-    for shape, (token, check) in _kidless_shapes(claims).items():
+    for shape, (token, check) in kidless_id_tokens(claims).items():
         monkeypatch.setattr(OidcBackend, "get_token", lambda self, payload, t=token: {"id_token": t})
         client = Client()
         start = client.get("/oidc/authenticate/")
@@ -252,7 +226,7 @@ def test_a_provider_with_one_key_and_no_kid_signs_people_in(
     assert signed_in_user(client) is not None
     # The one key still has to verify the token: one signed by another key, also without kid, is refused.
     claims = jwt.decode(token, options={"verify_signature": False})
-    forged = jwt.encode(claims, _forger_pem(), algorithm="RS256")
+    forged = jwt.encode(claims, forger_pem(), algorithm="RS256")
     with pytest.raises(IdTokenRefused, match=r"[Ss]ignature"):
         _backend(settings).verify_token(forged, nonce=claims["nonce"])
 

@@ -117,6 +117,12 @@ def test_the_checkpoints_and_the_usage_reasons_read_in_chinese_too() -> None:
     evidence = {
         "artifact": {
             "declared_license": "apache-2.0",
+            "parent_check": {
+                "status": "mismatch",
+                "parent_name": "Other-bf16",
+                "parent_digest": "sha256:" + "0" * 64,
+                "differences": ["config.json hidden_size 64 here, 96 in the parent"],
+            },
             "weights": {"quantized": True, "precision": "w4a16", "summary": "w4a16 (int4 weights)"},
             "inspection": inspection,
         },
@@ -133,6 +139,7 @@ def test_the_checkpoints_and_the_usage_reasons_read_in_chinese_too() -> None:
         "license.unidentified",
         "weights.precision_mismatch",
         "artifact.parent_missing",
+        "artifact.parent_mismatch",
     } <= codes
     with translation.override("zh-hans"):
         for reason in reasons:

@@ -87,3 +87,33 @@ def test_the_chart_obeys_the_pages_csp_and_labels_its_axes() -> None:
     assert ">GPU<" in svg
     assert ">0<" in svg  # the axis starts at 0 GiB …
     assert ">141<" in svg  # … and ends at the capacity
+
+
+def test_the_chart_draws_one_replica_and_says_so() -> None:
+    """Issue 46: 32 GPUs in two replicas of 16 drew 16 bars captioned "Memory per GPU": one replica
+    of 16 GPUs, of 32? The caption says what is drawn, in the reader's language."""
+    two = {**RESULT, "parallel": {"tp": 8, "pp": 2, "dp": 2, "gpus": 32}}
+    with translation.override("en"):
+        chart = memory_chart(two)
+        assert chart is not None
+        assert len(chart.bars) == 16
+        assert chart.caption.startswith(
+            "Memory of each GPU of one replica of 16 GPUs, of 32 GPUs in 2 identical replicas"
+        )
+        assert "capacity 141.0 GiB each" in chart.caption
+        # one replica of four GPUs in 4 replicas: four bars, not sixteen identical ones
+        small = memory_chart({**RESULT, "parallel": {"tp": 4, "pp": 1, "dp": 4, "gpus": 16}})
+        assert small is not None
+        assert len(small.bars) == 4
+        assert "one replica of 4 GPUs, of 16 GPUs in 4 identical replicas" in small.caption
+        # one replica larger than the chart: the first 16 drawn, and it says so
+        whole = memory_chart(RESULT)
+        assert whole is not None
+        assert "the deployment's 20 GPUs (the first 16 drawn" in whole.caption
+        single = memory_chart({**RESULT, "parallel": {"gpus": 1}})
+        assert single is not None
+        assert "the deployment's 1 GPU;" in single.caption
+    with translation.override("zh-hans"):
+        chart = memory_chart(two)
+        assert chart is not None
+        assert "副本" in chart.caption

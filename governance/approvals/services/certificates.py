@@ -21,6 +21,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ApplicationError, invalid_input
 from governance.core.roles import has_role
+from governance.core.services import write_service
 from governance.deployments.choices import ReviewRole
 
 Actor = User | str
@@ -93,6 +94,36 @@ def require_pki() -> Authority:
     if root is None:
         raise ApplicationError("the approvals PKI is not initialised; run `manage.py pki_init`", status=503)
     return root
+
+
+@write_service
+def model_signer(*, actor: Actor = "system:pki") -> tuple[pki.IssuedEc, str] | None:
+    """The organisation's model-signing key and certificate with the root CA's certificate (PEM), or
+    None while the PKI is not set up. Issued by the root CA the first time it is asked for, so a PKI
+    set up before model signing existed gets one too (the root's row lock: issued once)."""
+    kek = key_encryption_key()
+    row = Authority.objects.filter(kind=AuthorityKind.MODEL_SIGNER).first()
+    if row is None:
+        root = Authority.objects.select_for_update().filter(kind=AuthorityKind.ROOT_CA).first()
+        if root is None:
+            return None
+        row = Authority.objects.filter(kind=AuthorityKind.MODEL_SIGNER).first()  # issued while we waited?
+        if row is None:
+            issued = pki.make_model_signer(load_issued(root), settings.APPROVALS_ORGANISATION)
+            row = Authority.objects.create(
+                kind=AuthorityKind.MODEL_SIGNER,
+                certificate_pem=pki.cert_pem(issued.certificate),
+                encrypted_key_pem=pki.encrypt_key(issued.key, kek),
+                fingerprint_sha256=pki.fingerprint(issued.certificate),
+            )
+            audit_record(
+                actor=actor,
+                action=AuditAction.MODEL_SIGNER_ISSUED,
+                obj=("approvals.authority", str(row.code)),
+                data={"certificate_sha256": row.fingerprint_sha256, "root_ca_sha256": root.fingerprint_sha256},
+            )
+    root_pem = Authority.objects.values_list("certificate_pem", flat=True).get(kind=AuthorityKind.ROOT_CA)
+    return pki.IssuedEc(pki.load_cert(row.certificate_pem), pki.decrypt_ec_key(row.encrypted_key_pem, kek)), root_pem
 
 
 def _certificate_facts(certificate: SigningCertificate, **extra: Any) -> dict[str, Any]:

@@ -19,7 +19,9 @@ from governance.deployments.services.evidence import (
     on_eval_finished,
     on_license_text_classified,
     on_license_version_published,
+    on_startup_log_recorded,
     planner_inputs,
+    serving_plan_inputs,
     validate_facts,
 )
 from governance.deployments.services.lifecycle import (
@@ -30,6 +32,7 @@ from governance.deployments.services.lifecycle import (
     deployment_submit,
     deployment_update,
     deployment_withdraw,
+    require_servable_precision,
 )
 from governance.deployments.services.obligations import obligation_acknowledge, obligation_review
 from governance.deployments.services.transitions import (
@@ -67,7 +70,10 @@ __all__ = [
     "on_eval_finished",
     "on_license_text_classified",
     "on_license_version_published",
+    "on_startup_log_recorded",
     "planner_inputs",
+    "require_servable_precision",
+    "serving_plan_inputs",
     "usage_report_record",
     "validate_facts",
     "waiver_confirm",

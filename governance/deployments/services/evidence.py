@@ -7,13 +7,16 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from governance.artifacts.models import ModelArtifact
+from governance.artifacts.selectors import artifact_signature_facts
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
 from governance.audit.services import audit_record
+from governance.calibration.models import StartupLog
+from governance.calibration.selectors import startup_logs_of
 from governance.capacity.models import CapacityPlan
 from governance.capacity.services import capacity_plan_request
 from governance.core.canonical import canonical_sha256
@@ -26,12 +29,14 @@ from governance.deployments.selectors import active_waivers, latest_capacity_pla
 from governance.deployments.services.transitions import SYSTEM, Actor, deployment_lock, deployment_transition
 from governance.evaluations.evals import candidate_accuracy, eval_evidence, eval_evidence_item
 from governance.evaluations.models import EvalKind, EvalRun, EvalStatus
-from governance.evaluations.selectors import artifact_self_description
+from governance.evaluations.selectors import artifact_self_description, cluster_by_name
 from governance.licenses.engine import ENGINE_VERSION
 from governance.licenses.facts import FactsError, normalize_facts
 from governance.licenses.selectors import fx_table, license_evaluate
 from governance.licenses.services import license_evaluation_store
 from planner.engines.registry import serving_engine
+from planner.plan import engine_default_max_num_seqs
+from planner.specs import gpu_from_dict
 
 
 def validate_facts(facts: Any) -> None:
@@ -49,13 +54,26 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
     """The capacity planner's inputs for the request: its model, serving plan and engine (the plan
     must judge the engine the gate will compare, not the planner's default)."""
     artifact = deployment.artifact
-    plan = deployment.serving_plan
+    inputs = serving_plan_inputs(
+        artifact.architecture_key or artifact.config, artifact.source_repo, deployment.serving_plan
+    )
+    # A target cluster the service knows: the plan takes its own evidence (calibration profile, startup logs)
+    # ahead of the catalog's, as a plan naming that cluster does (issue 47).
+    target = cluster_by_name(deployment.target_cluster) if deployment.target_cluster else None
+    if target is not None:
+        inputs["cluster"] = str(target.code)
+    return inputs
+
+
+def serving_plan_inputs(model: Any, model_path: str, plan: dict[str, Any]) -> dict[str, Any]:
+    """The planner's inputs for a model (a catalog key or a config.json) served as a serving plan
+    says: a request's, or the wizard's before anything is stored."""
     # The memory profile the planner judges the engine by (TensorRT-LLM's is keyed `trtllm` there;
     # `transformers serve`, with none of its own, is planned under its stated stand-in's).
     engine = serving_engine(str(plan.get("engine") or SERVING_DEFAULTS["engine"]))
     inputs: dict[str, Any] = {
         "engine": engine.planner_key,
-        "model": artifact.architecture_key or artifact.config,
+        "model": model,
         "precision": plan["precision"],
         "gpu": plan["gpu"],
         "max_model_len": plan.get("max_model_len"),
@@ -63,7 +81,7 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
             name: plan.get(name, SERVING_DEFAULTS[name])
             for name in ("concurrency", "gpu_memory_utilization", "kv_dtype")
         },
-        "model_path": artifact.source_repo,
+        "model_path": model_path,
     }
     if plan.get("engine_version") and engine.profile_key is not None:  # a stand-in plans its own default
         inputs["engine_version"] = plan["engine_version"]
@@ -72,6 +90,12 @@ def planner_inputs(deployment: DeploymentRequest) -> dict[str, Any]:
     for name in ("tp", "pp", "ep", "dp"):
         if plan.get(name):
             inputs[name] = plan[name]
+    if plan.get("concurrency") is None:
+        # No concurrency stated: the engine is launched with its own default batch (vLLM's 1024 or 256
+        # sequences), not with --max-num-seqs 1, and the plan reserves memory for that batch; its fit
+        # still asks for one full-length sequence (the concurrency default).
+        gpu = gpu_from_dict(plan["gpu_spec"]) if plan.get("gpu_spec") else str(plan["gpu"])
+        inputs["max_num_seqs"] = engine_default_max_num_seqs(inputs["engine"], inputs.get("engine_version"), gpu)
     return inputs
 
 
@@ -135,13 +159,31 @@ def _capacity_evidence(deployment: DeploymentRequest) -> dict[str, Any] | None:
     stored = latest_capacity_plan(deployment)
     if stored is None:
         return None
-    return {
+    evidence: dict[str, Any] = {
         "plan": str(stored.code),
         "status": stored.status,
         "fits": stored.fits,
         "result": stored.result,
         "planner_version": stored.planner_version,
     }
+    measured = [
+        {
+            "log": str(log.code),
+            "cluster": log.cluster.name,
+            "engine": log.engine,
+            "engine_version": log.engine_version,
+            "tp": log.planned.get("tp") or 1,
+            "pp": log.planned.get("pp") or 1,
+            "kv_pool_bytes": log.figures.get("available_kv_cache_memory"),
+            "kv_capacity_tokens": log.figures.get("gpu_kv_cache_tokens"),
+        }
+        for log in startup_logs_of(subject_type=DeploymentRequest._meta.label_lower, subject_id=str(deployment.code))
+        .select_related("cluster")
+        .order_by("created_at")
+    ]
+    if measured:  # only then: the evidence of a request with no startup log is what it was (its digest too)
+        evidence["measured"] = measured
+    return evidence
 
 
 def _approvals(deployment: DeploymentRequest) -> list[tuple[Any, EvalRun | None]]:
@@ -228,6 +270,9 @@ def build_evidence(deployment: DeploymentRequest, evaluations: list[dict[str, An
             # What the checkpoint's own files say (its precision, card, license texts), not what was
             # typed: readiness checks the serving plan and the declared license against it.
             **artifact_self_description(artifact),
+            # The weights signed in the OpenSSF model-signing format (the key only once signed, so
+            # the digest of evidence that predates signing is unchanged).
+            **({"signature": signature} if (signature := artifact_signature_facts(artifact)) else {}),
         },
         "licenses": evaluations,
         "waivers": [
@@ -372,6 +417,18 @@ def on_capacity_plan_computed(sender: Any = None, *, plan: CapacityPlan, **kwarg
         deployment_evidence_refresh(deployment_lock(deployment), "system:capacity", f"capacity plan {plan.status}")
 
 
+def on_startup_log_recorded(sender: Any = None, *, log: StartupLog, **kwargs: Any) -> None:
+    """Receiver of calibration.signals.startup_log_recorded: a log of a request's deployment is evidence of it
+    (readiness holds it against the plan's intervals)."""
+    if log.subject_type != DeploymentRequest._meta.label_lower:
+        return
+    deployment = DeploymentRequest.objects.filter(code=log.subject_id).first()
+    if deployment is None or deployment.status in TERMINAL:
+        return
+    with transaction.atomic():
+        deployment_evidence_refresh(deployment_lock(deployment), "system:calibration", "startup log recorded")
+
+
 def on_eval_finished(sender: Any = None, *, evaluation: Any, **kwargs: Any) -> None:
     """Receiver of evaluations.signals.eval_finished: a finished eval run is evidence of its request."""
     deployment = evaluation.request
@@ -401,8 +458,11 @@ def on_license_version_published(sender: Any = None, *, license_key: str, **kwar
 
 def on_artifact_inspected(sender: Any = None, *, artifact: ModelArtifact, **kwargs: Any) -> None:
     """Receiver of evaluations.signals.artifact_inspected: what the files say is evidence of every
-    live request for the artifact (drafts read it when they are submitted)."""
-    ids = list(_live_requests().filter(artifact=artifact).values_list("pk", flat=True))
+    live request for the artifact, and for its derivatives (their parent check compares the two
+    readings); drafts read it when they are submitted."""
+    ids = list(
+        _live_requests().filter(Q(artifact=artifact) | Q(artifact__parent=artifact)).values_list("pk", flat=True)
+    )
     if ids:
         deployments_reevaluate(request_ids=ids)
 

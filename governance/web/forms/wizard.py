@@ -10,6 +10,7 @@ from django import forms
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy as _
 
+from governance.artifacts.models import Derivation
 from governance.core.names import validate_printed_name
 from governance.deployments.choices import DEFAULT_ENGINE, ENGINE_CHOICES
 from governance.licenses.facts import AUP_CATEGORIES, BOOLEAN_FACTS, DERIVATIVE_KINDS, DISTRIBUTIONS
@@ -46,6 +47,40 @@ class WizardForm(forms.Form):
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text=_("Paste the checkpoint's config.json when the architecture is not in the catalog."),
+    )
+    new_quantization_config = forms.CharField(
+        label=_("quantization_config"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text=_(
+            "The checkpoint's quantization_config, when its config.json is not pasted above. Reading the files "
+            "on a cluster (a location below) replaces it with what the tensors say."
+        ),
+    )
+    new_parent = forms.ChoiceField(
+        label=_("Made from (parent artifact)"),
+        required=False,
+        help_text=_("The checkpoint these weights were made from: a quantized checkpoint is evaluated against it."),
+    )
+    new_derivation = forms.ChoiceField(
+        label=_("How it was made from its parent"),
+        required=False,
+        choices=labels.choices("derivative", Derivation.values),
+        initial=Derivation.NONE,
+    )
+    new_cluster = forms.ChoiceField(
+        label=_("Cluster where the files lie"),
+        required=False,
+        help_text=_("Optional: the files are read there (precision, license texts) once the artifact is registered."),
+    )
+    new_path = forms.CharField(
+        label=_("Checkpoint directory"),
+        required=False,
+        max_length=400,
+        help_text=_(
+            "Inside one of the cluster's model roots. On the local cluster the weights digest is computed "
+            "from the files when left empty."
+        ),
     )
     # -- the deployment
     team = forms.ChoiceField(
@@ -135,7 +170,14 @@ class WizardForm(forms.Form):
     redistributes_original_weights = forms.BooleanField(label=_("Original weights redistributed"), required=False)
     # -- serving plan
     engine = forms.ChoiceField(label=_("Serving engine"), choices=ENGINE_CHOICES, initial=DEFAULT_ENGINE)
-    precision = forms.ChoiceField(label=_("Precision"), choices=[(p, p) for p in sorted(precisions())])
+    precision = forms.ChoiceField(
+        label=_("Precision"),
+        required=False,
+        help_text=_(
+            "Quantized weights are served at the precision they are stored in; BF16 weights may be quantized "
+            "by the engine at load (which needs an eval of its own)."
+        ),
+    )
     gpu = forms.ChoiceField(
         label=_("GPU"),
         choices=[("", _("— a GPU outside the catalog (describe it below) —"))] + [(g, g) for g in sorted(gpus())],
@@ -159,7 +201,24 @@ class WizardForm(forms.Form):
     )
     kv_dtype = forms.ChoiceField(label=_("KV cache type"), choices=[("bf16", "bf16"), ("fp8", "fp8")])
     max_model_len = forms.IntegerField(label=_("Context length (tokens)"), min_value=16, initial=131072)
-    concurrency = forms.IntegerField(label=_("Concurrent sequences"), min_value=1, initial=8)
+    concurrency = forms.IntegerField(
+        label=_("Concurrent sequences"),
+        min_value=1,
+        required=False,
+        help_text=_(
+            "Left empty: the engine's default batch (vLLM: 1,024 sequences per replica on an H100 or H200), "
+            "and the plan checks that one full-length sequence fits."
+        ),
+    )
+    max_gpus = forms.IntegerField(
+        label=_("GPU budget (at most this many GPUs)"),
+        min_value=1,
+        required=False,
+        help_text=_(
+            "How many GPUs of this kind the deployment may take, every replica included: a plan that fits "
+            "only on more does not fit your budget. Left empty: no budget."
+        ),
+    )
     tp = forms.IntegerField(label=_("Tensor parallel"), min_value=1, max_value=16, required=False)
     pp = forms.IntegerField(label=_("Pipeline parallel"), min_value=1, max_value=64, required=False)
     ep = forms.IntegerField(label=_("Expert parallel"), min_value=1, max_value=256, required=False)
@@ -170,10 +229,11 @@ class WizardForm(forms.Form):
         artifacts: list[tuple[Any, str, str]],
         licenses: list[tuple[str, str]],
         teams: list[str] | None = None,
+        clusters: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         """`artifacts`: (code, name, license key) of each artifact to offer (wizard_choices);
-        `teams`: the names of the user's teams (one of several must be chosen)."""
+        `teams`: the names of the user's teams (one of several must be chosen); `clusters`: names."""
         super().__init__(*args, **kwargs)
         self.teams = list(teams or [])
         team_choices: list[tuple[str, Any]] = [(name, name) for name in self.teams]
@@ -185,6 +245,13 @@ class WizardForm(forms.Form):
         ]
         cast(forms.ChoiceField, self.fields["new_license"]).choices = [("", "—")] + [
             (key, f"{name} ({key})") for key, name in licenses
+        ]
+        offered = [(str(code), f"{name} ({license_key})") for code, name, license_key in artifacts]
+        cast(forms.ChoiceField, self.fields["new_parent"]).choices = [("", _("— none: as published —")), *offered]
+        cast(forms.ChoiceField, self.fields["new_cluster"]).choices = [("", "—")] + [(c, c) for c in clusters or []]
+        cast(forms.ChoiceField, self.fields["precision"]).choices = [
+            ("", _("— as the weights are stored —")),
+            *((p, p) for p in sorted(precisions())),
         ]
 
     def clean_team(self) -> str:
@@ -207,6 +274,9 @@ class WizardForm(forms.Form):
 
     def clean_new_config(self) -> Any:
         return self._json_or_none("new_config")
+
+    def clean_new_quantization_config(self) -> Any:
+        return self._json_or_none("new_quantization_config")
 
     def clean_gpu_spec(self) -> Any:
         return self._json_or_none("gpu_spec")
@@ -241,11 +311,29 @@ class WizardForm(forms.Form):
         facts["intended_uses"] = list(data.get("intended_uses") or [])
         return facts
 
-    def serving_plan(self) -> dict[str, Any]:
+    def serving_plan(self, stored_precision: str = "") -> dict[str, Any]:
+        """The serving plan; left empty, the precision is the one the weights are stored in."""
         data = self.cleaned_data
-        plan = {name: data[name] for name in ("engine", "precision", "kv_dtype", "max_model_len", "concurrency")}
-        plan.update({name: data[name] for name in ("gpu", "tp", "pp", "ep") if data.get(name)})
+        plan = {name: data[name] for name in ("engine", "precision", "kv_dtype", "max_model_len")}
+        plan["precision"] = plan["precision"] or stored_precision
+        plan.update(
+            {name: data[name] for name in ("gpu", "concurrency", "tp", "pp", "ep", "max_gpus") if data.get(name)}
+        )
         if data.get("gpu_spec") is not None:  # the API checks it (serving_plan.gpu_spec), as --gpu-spec does
+            plan["gpu_spec"] = data["gpu_spec"]
+        return plan
+
+    def serving_plan_so_far(self, stored_precision: str = "") -> dict[str, Any]:
+        """The serving plan from the fields valid so far (the live preview runs while the user types;
+        the serializer refuses what is still missing); left empty, the precision is the stored one."""
+        data = self.cleaned_data
+        plan = {name: data[name] for name in ("engine", "precision", "kv_dtype", "max_model_len") if name in data}
+        if not plan.get("precision") and stored_precision:
+            plan["precision"] = stored_precision
+        plan.update(
+            {name: data[name] for name in ("gpu", "concurrency", "tp", "pp", "ep", "max_gpus") if data.get(name)}
+        )
+        if data.get("gpu_spec") is not None:
             plan["gpu_spec"] = data["gpu_spec"]
         return plan
 
@@ -266,4 +354,15 @@ class WizardForm(forms.Form):
             payload["architecture_key"] = data["new_architecture_key"]
         if data.get("new_config") is not None:
             payload["config"] = data["new_config"]
+        if data.get("new_quantization_config") is not None:
+            payload["quantization_config"] = data["new_quantization_config"]
+        if data.get("new_parent"):
+            payload["parent"] = data["new_parent"]
+        if data.get("new_derivation"):
+            payload["derivation"] = data["new_derivation"]
         return payload
+
+    def location(self) -> tuple[str, str] | None:
+        """(cluster name, directory) where a new artifact's files lie, when given."""
+        cluster, path = self.cleaned_data.get("new_cluster") or "", self.cleaned_data.get("new_path") or ""
+        return (cluster, path) if cluster or path else None

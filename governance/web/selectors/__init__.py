@@ -3,7 +3,9 @@
 Every function takes the user and returns plain data the templates only display; what a user may
 see is decided by the apps' selectors (an unauthorised request is not found)."""
 
+from governance.web.selectors.artifact import ArtifactPage, artifact_page, wizard_artifact_facts
 from governance.web.selectors.catalog import (
+    capacity_preview,
     license_catalog,
     license_detail,
     license_preview,
@@ -34,10 +36,13 @@ from governance.web.selectors.tools import (
 )
 
 __all__ = [
+    "ArtifactPage",
     "Dashboard",
     "DeploymentPage",
     "MemoryChart",
+    "artifact_page",
     "audit_page",
+    "capacity_preview",
     "ci_token",
     "ci_tokens",
     "clusters",
@@ -58,5 +63,6 @@ __all__ = [
     "verification_job",
     "verification_report",
     "wizard_artifact",
+    "wizard_artifact_facts",
     "wizard_choices",
 ]

@@ -9,6 +9,7 @@ from typing import Any
 from governance.artifacts.models import ModelArtifact
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.core.models import Team
+from governance.evaluations.models import Cluster
 from governance.licenses.models import License, LicenseTerm, LicenseVersion
 from governance.web import labels
 
@@ -31,6 +32,7 @@ def wizard_choices(user: Any) -> dict[str, Any]:
         "teams": list(Team.objects.filter(members=user).order_by("name").values_list("name", flat=True))
         if getattr(user, "is_authenticated", False)
         else [],
+        "clusters": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
     }
 
 
@@ -151,6 +153,39 @@ def license_version_diff(key: str, old: str, new: str) -> dict[str, Any]:
         "removed": [before[ref] for ref in sorted(before.keys() - after.keys())],
         "changed": changed,
         "text_diff": text_diff,
+    }
+
+
+def capacity_preview(model: Any, model_path: str, serving_plan: dict[str, Any]) -> dict[str, Any] | None:
+    """The capacity verdict the request would get, before anything is stored: the planner run here
+    (a plan takes well under a second), on the serving plan as the API would take it. None while the
+    model (a catalog key or a config.json) or a valid serving plan is still missing."""
+    from governance.capacity.serializers import config_errors
+    from governance.capacity.services import capacity_plan_run
+    from governance.core.errors import ApplicationError
+    from governance.deployments.serializers import ServingPlanSerializer
+    from governance.deployments.services import serving_plan_inputs
+
+    if not model or (isinstance(model, dict) and config_errors(model)):
+        return None
+    serializer = ServingPlanSerializer(data=serving_plan)
+    if not serializer.is_valid():
+        return None
+    plan = dict(serializer.validated_data)
+    try:
+        result = capacity_plan_run(serving_plan_inputs(model, model_path, plan))
+    except ApplicationError as exc:
+        return {"error": exc.message}
+    parallel = result.get("parallel") or {}
+    budget = plan.get("max_gpus")
+    gpus = int(parallel.get("gpus") or 0)
+    return {
+        "fits": bool(result.get("fits")),
+        "parallel": parallel,
+        "gpu": str((result.get("gpu") or {}).get("key") or plan.get("gpu") or ""),
+        "budget": budget,
+        # fits, but only on more GPUs than the budget: the readiness rule's capacity.over_budget
+        "over_budget": bool(result.get("fits")) and budget is not None and gpus > int(budget),
     }
 
 

@@ -11,10 +11,12 @@ from django.utils import timezone
 
 from governance.approvals.choices import PacketStatus, SignatureStatus
 from governance.approvals.models import ApprovalPacket
+from governance.approvals.packet_content import chart_caption, concurrency_text
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
 from governance.canary.models import CanaryAnalysis, FleetCheck
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
+from governance.capacity.selectors import IntervalRow, PlanVerdict, plan_interval_rows, plan_verdict
 from governance.core.errors import NotFoundError
 from governance.core.models import Team
 from governance.core.roles import Role, has_role
@@ -37,10 +39,12 @@ from governance.web import labels
 
 @dataclass
 class MemoryChart:
-    """A stacked bar per GPU: weights, KV cache, activations, reserve, free (SVG coordinates), with
-    an axis in GiB below the bars (`ticks`, `axis_y`) and the capacity marked (`capacity_x`)."""
+    """A stacked bar per GPU of one replica: weights, KV cache, activations, reserve, free (SVG
+    coordinates), with an axis in GiB below the bars (`ticks`, `axis_y`) and the capacity marked
+    (`capacity_x`); `caption` says what is drawn (one replica's GPUs, of how many in all)."""
 
     gpus: int
+    caption: str
     bars: list[dict[str, Any]]
     legend: list[dict[str, Any]]
     capacity_gib: float
@@ -69,13 +73,32 @@ ENGINE_LINE = re.compile(r"^engine (\S+) (\S+)\s*$", re.MULTILINE)
 SERVED_PHASES = ("baseline", "candidate")
 
 
+MAX_CHART_BARS = 16
+
+
+def plan_budget(serving_plan: dict[str, Any], plan: CapacityPlan | None) -> dict[str, Any]:
+    """The serving plan's GPU budget beside the computed plan: `over_budget` when the plan fits, but
+    only on more GPUs than the budget (the readiness rule's `capacity.over_budget`)."""
+    stated = serving_plan.get("max_gpus")
+    budget = int(stated) if stated else None
+    result = (plan.result if plan is not None else None) or {}
+    gpus = int((result.get("parallel") or {}).get("gpus") or 0)
+    kind = str((result.get("gpu") or {}).get("key") or serving_plan.get("gpu") or "")
+    over = budget is not None and plan is not None and bool(plan.fits) and gpus > budget
+    return {"budget": budget, "budget_gpu": kind, "over_budget": over}
+
+
 def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
     memory = result.get("memory_per_gpu") or {}
     capacity = int(memory.get("capacity") or 0)
     if capacity <= 0:
         return None
-    gpus = int((result.get("parallel") or {}).get("gpus") or 1)
-    shown = min(gpus, 16)
+    parallel = result.get("parallel") or {}
+    gpus = int(parallel.get("gpus") or 1)
+    # Every replica (dp) is a copy of the same GPUs: draw one replica's, and say so.
+    replicas = max(int(parallel.get("dp") or 1), 1)
+    replica_gpus = max(gpus // replicas, 1)
+    shown = min(replica_gpus, MAX_CHART_BARS)
     bar_height, gap, label_width, plot_width = 22, 6, 56, 480
     scale = plot_width / max(capacity, int(memory.get("total") or 0))
     # every GPU holds the same parts (memory_per_gpu): one set of segments, named once, for each bar
@@ -110,6 +133,7 @@ def memory_chart(result: dict[str, Any]) -> MemoryChart | None:
     bars_height = shown * (bar_height + gap)
     return MemoryChart(
         gpus=gpus,
+        caption=chart_caption(gpus, replicas, shown, capacity / GIB),
         bars=bars,
         legend=legend,
         capacity_gib=capacity / GIB,
@@ -206,8 +230,15 @@ class DeploymentPage:
     approval: ApprovalState | None = None
     approval_current: bool = False
     gate_decisions: list[dict[str, Any]] = field(default_factory=list)
+    budget: int | None = None  # the serving plan's max_gpus
+    budget_gpu: str = ""
+    over_budget: bool = False
+    plan_concurrency: str = ""
     blockers_shown: bool = True
     blockers_pending: bool = False
+    # The plan's intervals and fit verdict (issue 47): none for a plan stored before they existed.
+    intervals: list[IntervalRow] = field(default_factory=list)
+    verdict: PlanVerdict | None = None
     canary: list[dict[str, Any]] = field(default_factory=list)
     fleet: FleetCheck | None = None
 
@@ -322,6 +353,13 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     return {
         "plan": plan,
         "chart": memory_chart(plan.result) if plan is not None and plan.result else None,
+        "intervals": plan_interval_rows(plan.result) if plan is not None else [],
+        "verdict": plan_verdict(plan.result) if plan is not None else None,
+        **plan_budget(request.serving_plan or {}, plan),
+        # the sequences the launch commands run at once and where their batch comes from (as the packet says)
+        "plan_concurrency": concurrency_text(plan.result, request.serving_plan or {})
+        if plan is not None and plan.result
+        else "",
         "evals": [eval_progress(run) for run in request.eval_runs.all()],
         "canary": canary,
         # the newest fleet re-check (beat canary.fleet_check); no query for a request with no canary

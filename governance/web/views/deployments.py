@@ -19,16 +19,24 @@ from governance.approvals import services as approval_services
 from governance.approvals.attempts import signoff_attempt, signoff_budget_allows
 from governance.artifacts.api import ArtifactInputSerializer
 from governance.artifacts.services import artifact_register
-from governance.core.errors import ApplicationError, NotFoundError
+from governance.core.errors import ApplicationError, NotFoundError, invalid_input
 from governance.core.models import Team
 from governance.core.roles import Role
 from governance.deployments import services
 from governance.deployments.api import DeploymentInputSerializer, UsageInputSerializer
 from governance.deployments.choices import Status
 from governance.deployments.envelope import gate_check_command
+from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import deployment_get, deployment_get_for_usage, latest_capacity_plan
-from governance.evaluations.evals import eval_screening_of_deployment, eval_served_request
+from governance.evaluations.evals import (
+    artifact_location_register,
+    eval_screening_of_deployment,
+    eval_served_request,
+    local_checkpoint_config,
+    local_weights_digest,
+)
 from governance.evaluations.models import Cluster
+from governance.evaluations.selectors import artifact_weights_precision, cluster_by_name
 from governance.sso.selectors import step_up_of_session
 from governance.web import selectors
 from governance.web.forms import (
@@ -53,6 +61,12 @@ WIZARD_FIELDS = {
     "license": "new_license",
     "architecture_key": "new_architecture_key",
     "config": "new_config",
+    "quantization_config": "new_quantization_config",
+    "parent": "new_parent",
+    "derivation": "new_derivation",
+    "path": "new_path",
+    "manifest": "new_path",
+    "cluster": "new_cluster",
     "serving_plan.engine": "engine",
     "serving_plan.precision": "precision",
     "serving_plan.gpu": "gpu",
@@ -63,6 +77,7 @@ WIZARD_FIELDS = {
     "serving_plan.tp": "tp",
     "serving_plan.pp": "pp",
     "serving_plan.ep": "ep",
+    "serving_plan.max_gpus": "max_gpus",
     "facts.monthly_revenue.amount": "revenue_amount",
     "facts.monthly_revenue.currency": "revenue_currency",
     "facts.derivative.kind": "derivative_kind",
@@ -79,30 +94,64 @@ def _wizard_form(request: HttpRequest, data: Any = None) -> WizardForm:
     choices = selectors.wizard_choices(request.user)
     initial = {"artifact": request.GET.get("artifact", "")}
     return WizardForm(
-        data, artifacts=choices["artifacts"], licenses=choices["licenses"], teams=choices["teams"], initial=initial
+        data,
+        artifacts=choices["artifacts"],
+        licenses=choices["licenses"],
+        teams=choices["teams"],
+        clusters=choices["clusters"],
+        initial=initial,
     )
 
 
-def _preview(request: HttpRequest, form: WizardForm) -> dict[str, Any] | None:
+def _wizard_page(request: HttpRequest, form: WizardForm, **context: Any) -> dict[str, Any]:
+    """The wizard's context: the form, and what the picked artifact's own files say of it."""
+    code = str((form.data.get("artifact") if form.is_bound else form.initial.get("artifact")) or "")
+    return {"form": form, "described": selectors.wizard_artifact_facts(request.user, code), **context}
+
+
+def _preview(request: HttpRequest, form: WizardForm) -> dict[str, Any]:
+    """The license decision and the capacity verdict for what is typed so far (the template's
+    `preview` and `capacity`)."""
     form.is_valid()  # the preview uses whatever is valid so far
     artifact = selectors.wizard_artifact(request.user, form.selected_artifact_code())
-    return selectors.license_preview(artifact, form.cleaned_data.get("new_license") or "", form.facts())
+    data = form.cleaned_data
+    if artifact is not None:
+        model, path = artifact.architecture_key or artifact.config, artifact.source_repo
+    else:
+        model, path = data.get("new_architecture_key") or data.get("new_config"), data.get("new_source_repo") or ""
+    return {
+        "preview": selectors.license_preview(artifact, data.get("new_license") or "", form.facts()),
+        "capacity": selectors.capacity_preview(
+            model,
+            path,
+            form.serving_plan_so_far(artifact_weights_precision(artifact).precision if artifact is not None else ""),
+        ),
+    }
 
 
 @roles_required(Role.REQUESTER)
 def wizard(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
-        return render(request, "web/wizard.html", {"form": _wizard_form(request)})
+        form = _wizard_form(request)
+        return render(request, "web/wizard.html", _wizard_page(request, form))
     form = _wizard_form(request, request.POST)
     if "preview" in request.POST or not form.is_valid():  # the no-JavaScript preview, or errors to show
-        return render(request, "web/wizard.html", {"form": form, "preview": _preview(request, form)})
+        return render(request, "web/wizard.html", _wizard_page(request, form, **_preview(request, form)))
     try:
         with transaction.atomic():
             deployment = _create(request, form)
     except ApplicationError as exc:
         apply_error(form, exc, WIZARD_FIELDS)
-        return render(request, "web/wizard.html", {"form": form, "preview": _preview(request, form)}, status=400)
+        context = _wizard_page(request, form, **_preview(request, form))
+        return render(request, "web/wizard.html", context, status=400)
     return HttpResponseRedirect(reverse("web:deployment", args=[deployment.code]))
+
+
+@roles_required(Role.REQUESTER)
+def wizard_artifact(request: HttpRequest) -> HttpResponse:
+    """htmx: what the artifact picked in the wizard says of itself (precision, parent, license)."""
+    described = selectors.wizard_artifact_facts(request.user, str(request.GET.get("artifact", "")))
+    return render(request, "web/partials/artifact_facts.html", {"described": described})
 
 
 def _create(request: HttpRequest, form: WizardForm) -> Any:
@@ -112,26 +161,54 @@ def _create(request: HttpRequest, form: WizardForm) -> Any:
         raise ApplicationError(_("You are not a member of any team; ask an administrator."))
     artifact = selectors.wizard_artifact(user, form.selected_artifact_code())
     if artifact is None:
-        data = validated(ArtifactInputSerializer(data=form.artifact_payload(), context={"user": user, "team": team}))
-        artifact = artifact_register(actor=user, team=team, data=data)
+        artifact = _register(user, team, form)
     payload = {
         "artifact": str(artifact.code),
         "product_name": form.cleaned_data["product_name"],
         "environments": form.environment_list(),
         "facts": form.facts(),
-        "serving_plan": form.serving_plan(),
+        # left empty, the precision the weights are stored in (what the checkpoint says, not what is typed)
+        "serving_plan": form.serving_plan(stored_precision=artifact_weights_precision(artifact).precision),
     }
     data = validated(DeploymentInputSerializer(data=payload, context={"user": user}))
     data["team"] = team  # the team chosen; the service checks membership and that the artifact is usable by it
+    # The check submit makes, with its message, before anything is written: the wizard does not create
+    # a request that cannot be submitted (the API creates the draft and refuses at submit).
+    services.require_servable_precision(DeploymentRequest(artifact=artifact, serving_plan=data["serving_plan"]))
     return services.deployment_create(actor=user, data=data)
+
+
+def _register(user: User, team: Team, form: WizardForm) -> Any:
+    """A new artifact from the wizard's fields, and its location when given (its files are then read
+    there: the inspection is queued after commit)."""
+    payload = form.artifact_payload()
+    where = form.location()
+    cluster = None
+    if where is not None:
+        cluster = cluster_by_name(where[0])
+        if cluster is None:
+            raise invalid_input("cluster", "choose the cluster the files lie on")
+        if not where[1]:
+            raise invalid_input("path", "the checkpoint directory on the cluster")
+        if not payload["weights_digest"]:
+            payload["weights_digest"] = local_weights_digest(cluster=cluster, path=where[1])
+        if not payload.get("architecture_key") and payload.get("config") is None:
+            found = local_checkpoint_config(cluster=cluster, path=where[1])
+            if found is not None:
+                payload["config"] = found
+    data = validated(ArtifactInputSerializer(data=payload, context={"user": user, "team": team}))
+    artifact = artifact_register(actor=user, team=team, data=data)
+    if cluster is not None and where is not None:
+        artifact_location_register(artifact=artifact, cluster=cluster, path=where[1], actor=user)
+    return artifact
 
 
 @require_POST
 @roles_required(Role.REQUESTER)
 def wizard_preview(request: HttpRequest) -> HttpResponse:
-    """htmx: the license decision for the facts as typed so far."""
+    """htmx: the license decision and the capacity verdict for what is typed so far."""
     form = _wizard_form(request, request.POST)
-    return render(request, "web/partials/preview.html", {"preview": _preview(request, form), "form": form})
+    return render(request, "web/partials/preview.html", {**_preview(request, form), "form": form})
 
 
 # --- the request page -------------------------------------------------------------------------

@@ -4,7 +4,9 @@ once, and only in DEBUG."""
 
 from __future__ import annotations
 
+import os
 import secrets
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -42,6 +44,11 @@ class Command(BaseCommand):
             action="store_true",
             help="set and print new passwords for the demo users (the first ones are printed only once)",
         )
+        parser.add_argument(
+            "--passwords-file",
+            type=Path,
+            help="also write the new passwords there (0600), for `make run` to repeat once its services are up",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.DEBUG:
@@ -67,9 +74,20 @@ class Command(BaseCommand):
                     team.members.add(user)
         if created:
             self.stdout.write("Demo users (passwords shown only this once; seed_demo --reset-passwords sets new ones):")
-            for username, role_name, password in created:
-                self.stdout.write(f"  {username:<10} {role_name:<22} {password}")
+            lines = [f"  {username:<10} {role_name:<22} {password}" for username, role_name, password in created]
+            for line in lines:
+                self.stdout.write(line)
+            if options.get("passwords_file"):
+                _write_private(options["passwords_file"], "".join(f"{line}\n" for line in lines))
         else:
             self.stdout.write(
                 "Demo users already exist; passwords are not shown again (seed_demo --reset-passwords sets new ones)."
             )
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Readable by this user only from the start; the start-up notes remove it once shown."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)

@@ -1,4 +1,5 @@
-"""A readiness reason's message in the reader's language, for the pages.
+"""A readiness reason's message and what to do about it, in the reader's language: for the pages
+and the approval packet (which renders in the request's language).
 
 The reason's `message` is English and stays so in the API, the gate's answers and the decision log
 (their contract: DESIGN.md, docs/gate.md). The pages word it by its code instead, reading the
@@ -15,15 +16,25 @@ from collections.abc import Callable
 from typing import Any
 
 from django.utils import translation
-from django.utils.translation import gettext
-
-from governance.web.labels import label
+from django.utils.translation import gettext, gettext_lazy
 
 Words = Callable[[dict[str, str]], str]
 
+# The stored codes a message names, in the same words as the web UI's tables (one translation
+# serves both; deployments sits below web and cannot import them).
+_REVIEW_ROLES = {"legal": gettext_lazy("Legal"), "engineering": gettext_lazy("Engineering")}
+_OBLIGATION_STATUSES = {
+    "open": gettext_lazy("Open"),
+    "acknowledged": gettext_lazy("Acknowledged, waiting for legal"),
+    "accepted": gettext_lazy("Accepted by legal"),
+    "rejected": gettext_lazy("Not accepted: answer again"),
+    "superseded": gettext_lazy("No longer required"),
+}
+
 
 def _role(params: dict[str, str]) -> str:
-    return label("review_role", params["role"]).lower() if params.get("role") else ""
+    role = params.get("role") or ""
+    return str(_REVIEW_ROLES.get(role, role)).lower()
 
 
 def _weights(digest: str | None) -> str:
@@ -47,7 +58,7 @@ def _license_finding(p: dict[str, str]) -> str:
 
 
 def _obligation(p: dict[str, str]) -> str:
-    status = label("obligation_status", p["status"])
+    status = str(_OBLIGATION_STATUSES.get(p["status"], p["status"]))
     return gettext("%(license)s: obligation %(obligation)s (clause %(clause)s): %(status)s") % {**p, "status": status}
 
 
@@ -55,11 +66,29 @@ def _does_not_fit(p: dict[str, str]) -> str:
     return gettext("The serving plan does not fit the target GPUs.") + _planner(p.get("note") or "")
 
 
+def _over_budget(p: dict[str, str]) -> str:
+    return gettext("The serving plan fits only on %(gpus)s GPUs %(kind)s, more than its budget of %(budget)s.") % {
+        **p,
+        "kind": f"({p['kind']})" if p.get("kind") else "",
+    }
+
+
 def _tight(p: dict[str, str]) -> str:
     note = p.get("note") or ""
     return gettext(
         "The serving plan fits at its central figures only, not at the pessimistic end of its intervals."
     ) + _planner(note if note.startswith("Tight") else "")
+
+
+def _outside_interval(p: dict[str, str]) -> str:
+    # The figures stay as the rule words them (numbers and units), as a planner note does.
+    return (
+        gettext(
+            "A startup log of this deployment (%(engine)s on cluster %(cluster)s) falls outside the capacity plan's "
+            "interval: %(figures)s"
+        )
+        % p
+    )
 
 
 def _eval_missing(p: dict[str, str]) -> str:
@@ -137,6 +166,10 @@ def _parent_missing(p: dict[str, str]) -> str:
     )
 
 
+def _parent_mismatch(p: dict[str, str]) -> str:
+    return gettext("The parent %(parent)s is not the checkpoint these weights were made from: %(differences)s") % p
+
+
 def _usage(p: dict[str, str]) -> str:
     if p["text"] == "a usage report crossed license terms":
         return gettext("A usage report crossed license terms.")
@@ -173,7 +206,21 @@ _ENTRIES: dict[str, list[tuple[str, Words]]] = {
     ],
     "capacity.failed": [(r"the capacity plan failed", lambda _p: gettext("The capacity plan failed."))],
     "capacity.does_not_fit": [(r"the serving plan does not fit the target GPUs(?:: (?P<note>.*))?", _does_not_fit)],
+    "capacity.over_budget": [
+        (
+            r"the serving plan fits only on (?P<gpus>\d+) GPUs(?: \((?P<kind>[^)]*)\))?, more than its budget of "
+            r"(?P<budget>\d+)",
+            _over_budget,
+        )
+    ],
     "capacity.tight": [(r"(?P<note>.*)", _tight)],
+    "capacity.outside_interval": [
+        (
+            r"a startup log of this deployment \((?P<engine>.+?) on cluster (?P<cluster>.+?)\) falls outside the "
+            r"capacity plan's interval: (?P<figures>.*)",
+            _outside_interval,
+        )
+    ],
     "eval.missing": [
         (
             r"no (?P<precision>\S+) eval served (?P<digest>the weights|\S+) through an engine"
@@ -225,6 +272,12 @@ _ENTRIES: dict[str, list[tuple[str, Words]]] = {
             _parent_missing,
         )
     ],
+    "artifact.parent_mismatch": [
+        (
+            r"the parent (?P<parent>.+?) is not the checkpoint these weights were made from: (?P<differences>.*)",
+            _parent_mismatch,
+        )
+    ],
     "weights.precision_mismatch": [(r"the weights are (?P<summary>.+), not (?P<serving>\S+)", _precision_mismatch)],
 }
 PATTERNS: dict[str, list[tuple[re.Pattern[str], Words]]] = {
@@ -247,3 +300,48 @@ def reason_message(blocker: dict[str, Any]) -> str:
 
 def _english() -> bool:
     return (translation.get_language() or "en").split("-")[0] == "en"
+
+
+def reason_todo(code: str, role: str) -> str:
+    """What to do about one readiness reason, in the active language (the reason's own `fix` is
+    English, for the API and the gate): the request page's "What to do" and the packet's."""
+    if code == "obligation.not_accepted":
+        if role == "legal":
+            return gettext("Accept or reject how the requester meets this obligation.")
+        return gettext("Say how this obligation is met.")
+    if code == "capacity.pending":
+        return gettext("The capacity plan is computing; this page updates when it is done.")
+    if code == "capacity.over_budget":
+        return gettext(
+            "Change the serving plan (precision, context length, concurrency) so that it fits in the GPU budget, "
+            "or raise the budget if that many GPUs are available."
+        )
+    if code.startswith("capacity."):
+        return gettext("Change the serving plan (GPUs, precision, parallel layout) so that it fits.")
+    if code == "eval.pending":
+        return gettext("The eval run is in progress.")
+    if code == "eval.missing":
+        return gettext("Run the eval of the served precision on the cluster.")
+    if code.startswith("eval."):
+        return gettext("Run the eval again, or the requester changes the precision.")
+    if code == "license.unidentified":
+        return gettext("Open the license text, read it and classify it once as a license version.")
+    if code == "license.mismatch":
+        return gettext("Decide which terms apply; the requester registers the artifact under them.")
+    if code == "license.file_missing":
+        return gettext("Obtain the license the weights were published under and add it to the checkpoint.")
+    if code in ("weights.precision_mismatch", "artifact.parent_missing", "artifact.inspection_refused"):
+        return gettext("Serve the weights at the precision they are stored in, with their baseline registered.")
+    if code == "license.licensor_approval_required":
+        return gettext("Obtain the licensor's approval, then record it as a waiver with its reference.")
+    if code == "license.blocker":
+        # A blocker is waived only with the licensor's written permission and two legal reviewers
+        # (readiness.waiver_in_force): say both, not "legal records a waiver".
+        return gettext(
+            "Change the deployment so the term no longer applies. Otherwise only the licensor's written "
+            "permission lifts it: one legal reviewer records a waiver with the permission attached and a "
+            "second legal reviewer confirms it."
+        )
+    if code.startswith("usage."):
+        return gettext("Review the new findings; the request is approved again by signing.")
+    return gettext("Review the current evidence and sign the approval packet.")
