@@ -48,9 +48,12 @@ PYTEST_WORKERS ?= 2
 test: setup
 	PYTHON=$(BIN)/python PYTEST_WORKERS=$(PYTEST_WORKERS) scripts/test-suite $(PYTEST_ARGS)
 
+# scripts/check-conventions: the project's own rules (vendor branches, the web asking rather than
+# comparing statuses and roles, services' transactions, audit reads), each with its exemptions.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/check-conventions
 
 typecheck: setup
 	$(BIN)/mypy governance planner tests

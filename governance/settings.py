@@ -1,4 +1,4 @@
-"""Django settings, read from the environment (see the configuration table in README.md).
+"""Django settings, read from the environment (every variable: docs/configuration.md).
 
 Embedded defaults need no server: SQLite under var/ and kombu's filesystem broker.
 Production points DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at Redis.
@@ -405,7 +405,9 @@ OIDC_RP_CLIENT_SECRET = env_secret("OIDC_CLIENT_SECRET", "")
 OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_AUTHORIZATION_ENDPOINT", "")
 OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_TOKEN_ENDPOINT", "")
 OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_JWKS_ENDPOINT", "")
-OIDC_OP_USER_ENDPOINT = env_str("OIDC_USERINFO_ENDPOINT", "")  # unused: claims come from the ID token
+# Never called (sso.backends.OidcBackend.get_userinfo reads the ID token's claims), but
+# mozilla-django-oidc's backend refuses to start without the setting: it stays, empty.
+OIDC_OP_USER_ENDPOINT = ""
 OIDC_OP_LOGOUT_ENDPOINT = env_str("OIDC_END_SESSION_ENDPOINT", "")  # empty: sign-out ends only our session
 if SSO_ENABLED:
     _missing = [

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from planner.engines import ENGINES, release_numbers  # noqa: F401  (ENGINES: perf.py reads it here)
+from planner.engines import release_numbers
 from planner.specs import CATALOG_DIR, GpuSpec, PrecisionSpec
 
 if TYPE_CHECKING:

@@ -84,7 +84,7 @@ def _int(config: dict[str, Any], *names: str, default: Any = _MISSING) -> int:
     bound = next((CONFIG_BOUNDS[n] for n in names if n in CONFIG_BOUNDS), DEFAULT_BOUND)
     if value > bound:
         raise ValueError(f"config.{name}: at most {bound:,} is planned, got {value:,}")
-    return value
+    return int(value)
 
 
 def checkpoint_quantization(config: dict[str, Any]) -> dict[str, Any] | None:

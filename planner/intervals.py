@@ -460,11 +460,11 @@ def _interval(low: float, high: float, spread_: Spread, basis_: str, coverage: f
 
 
 def _down(value: float, places: int) -> float:
-    return math.floor(value * 10**places) / 10**places
+    return float(math.floor(value * 10**places) / 10**places)
 
 
 def _up(value: float, places: int) -> float:
-    return math.ceil(value * 10**places) / 10**places
+    return float(math.ceil(value * 10**places) / 10**places)
 
 
 def plan_class(result: PlanResult) -> str:

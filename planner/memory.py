@@ -484,7 +484,8 @@ def memory_breakdown(
         sequences = math.floor(pool / kv_sequence) if kv_sequence > 0 and pool > 0 else 0
         if best is None or sequences < best[0] or (sequences == best[0] and weights > best[1]):
             best = (sequences, weights, kv_token, kv_sequence, slack)
-    assert best is not None
+    if best is None:  # the loop runs once per stage, and a layout has at least one
+        raise ValueError("layout: no pipeline stage to plan")
     sequences, weights, kv_token, kv_sequence, slack = best
     pool = pool_for(weights, slack)
     block = engine.block_size_tokens

@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planner.efficiency import (
-    ENGINES,
     EngineSettings,
     Factors,
     Rates,
@@ -25,6 +25,7 @@ from planner.efficiency import (
     engine_settings,
     single_sources,
 )
+from planner.engines import ENGINES
 from planner.memory import Layout, kv_bytes_per_token_layer, layer_weight_bytes, stage_groups
 from planner.params import LayerParams, ParamBreakdown
 from planner.specs import LINEAR_STATE, GpuSpec, ModelSpec, PrecisionSpec
@@ -183,14 +184,14 @@ def experts_touched(local_experts: float, total_experts: int, top_k: int, batch:
     """Expected distinct local experts hit by `batch` tokens under uniform routing."""
     if total_experts == 0:
         return 0.0
-    return local_experts * (1 - (1 - top_k / total_experts) ** batch)
+    return float(local_experts * (1 - (1 - top_k / total_experts) ** batch))
 
 
 # GEMM calls of each part of a layer in a decode step (fused gate/up, fused QKV): a weight format with a
 # per-call floor pays it this many times. MLA projects queries through a low-rank pair when the model
 # has q_lora_rank (DeepSeek-V3: q_a, q_b, kv_a, o; V2-Lite: q, kv_a, o); its kv_b is absorbed into BF16
 # products at load.
-_GEMM_CALLS = {
+_GEMM_CALLS: dict[str, Callable[[ModelSpec], int]] = {
     "attention": lambda model: (4 if model.q_lora_rank else 3) if model.attention == "mla" else 2,
     "dense_mlp": lambda model: 2,
     "shared_experts": lambda model: 2,

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import difflib
 import functools
+import inspect
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -217,8 +219,11 @@ class PrecisionSpec:
         return self.weight_bits + (self.scale_bits + self.zero_bits) / self.group_size
 
 
-def _build(cls: type, key: str, data: dict[str, Any], kind: str) -> Any:
-    names = {f.name for f in fields(cls)} - {"key"}
+_Spec = TypeVar("_Spec")
+
+
+def _build(cls: Callable[..., _Spec], key: str, data: dict[str, Any], kind: str) -> _Spec:
+    names = set(inspect.signature(cls).parameters) - {"key"}  # a dataclass's fields, as __init__ takes them
     unknown = set(data) - names
     if unknown:
         raise ValueError(f"{kind} {key!r}: unknown fields {sorted(unknown)}")

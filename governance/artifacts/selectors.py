@@ -44,6 +44,14 @@ def artifact_usable_by(artifact: ModelArtifact, team: Team) -> bool:
     return artifact.team_id == team.pk or artifact.shared_with.filter(pk=team.pk).exists()
 
 
+def artifact_parent_settable_by(user: Any, artifact: ModelArtifact) -> bool:
+    """Whether `user` may name the artifact's parent (artifact_parent_set's own rule): a requester of
+    the artifact's team."""
+    from governance.core.roles import Role, has_role
+
+    return has_role(user, Role.REQUESTER) and artifact.team.members.filter(pk=user.pk).exists()
+
+
 def artifact_signature_facts(artifact: ModelArtifact) -> dict[str, str] | None:
     """What evidence.json and the packet say of the artifact's OpenSSF model-signing bundle (None:
     not signed yet). The bundle itself is served by the API; its SHA-256 names it."""

@@ -8,13 +8,12 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from governance.artifacts.models import Derivation, ModelArtifact
-from governance.artifacts.selectors import artifact_usable_by
+from governance.artifacts.selectors import artifact_parent_settable_by, artifact_usable_by
 from governance.artifacts.signals import artifact_changed
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import PermissionDeniedError, invalid_input
 from governance.core.models import Team
-from governance.core.roles import Role, has_role
 from governance.core.services import write_service
 from governance.licenses.selectors import license_current_version
 from planner.hf_config import checkpoint_quantization, parse_config
@@ -72,6 +71,7 @@ def artifact_register(*, actor: User, team: Team, data: dict[str, Any]) -> Model
         ) from None
 
 
+@write_service
 def _artifact_create(
     actor: User,
     team: Team,
@@ -121,7 +121,7 @@ def _artifact_create(
 @write_service
 def artifact_share(*, artifact: ModelArtifact, team: Team, actor: User) -> ModelArtifact:
     """Let `team` build on `artifact`. Only a requester of the owning team shares its artifacts."""
-    if not has_role(actor, Role.REQUESTER) or not artifact.team.members.filter(pk=actor.pk).exists():
+    if not artifact_parent_settable_by(actor, artifact):
         raise PermissionDeniedError("only a requester of the artifact's team shares it")
     if team.pk == artifact.team_id:
         raise invalid_input("team", "the artifact already belongs to this team")
@@ -146,7 +146,7 @@ def artifact_parent_set(
     requester of the artifact's team; the parent must be usable by the team and not the artifact or
     one made from it. Whether the parent's files are the derivative's baseline is checked against
     both inspections (readiness: artifact.parent_mismatch), not here."""
-    if not has_role(actor, Role.REQUESTER) or not artifact.team.members.filter(pk=actor.pk).exists():
+    if not artifact_parent_settable_by(actor, artifact):
         raise PermissionDeniedError("only a requester of the artifact's team names its parent")
     if derivation not in Derivation.values or derivation in (Derivation.NONE, Derivation.MERGE):
         raise invalid_input("derivation", "how the artifact was made from its parent: fine_tune, quantize or distill")

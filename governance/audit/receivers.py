@@ -102,13 +102,15 @@ def _audit_membership(
         return
     changes: list[tuple[Model, list[str]]]
     if not reverse:  # owner.members.add(...): the instance is the owner
-        assert isinstance(instance, relation.owner)
+        if not isinstance(instance, relation.owner):
+            raise TypeError(f"{relation.owner.__name__} membership signal from a {type(instance).__name__}")
         pks = _changed_pks(instance, action, pk_set, relation.members)
         members = relation.member._default_manager.filter(pk__in=pks)
         names = sorted(members.values_list(relation.member_name, flat=True))
         changes = [(instance, names)] if names else []
     else:  # member.owners.add(...): the instance is the member
-        assert isinstance(instance, relation.member)
+        if not isinstance(instance, relation.member):
+            raise TypeError(f"{relation.member.__name__} membership signal from a {type(instance).__name__}")
         pks = _changed_pks(instance, action, pk_set, relation.owners)
         name = getattr(instance, relation.member_name)
         changes = [(owner, [name]) for owner in relation.owner._default_manager.filter(pk__in=pks)]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from governance.audit.models import AuditCheckpoint, AuditEvent
 from governance.core.visibility import hidden_objects
@@ -46,9 +47,23 @@ def audit_events_visible_to(user: Any, events: QuerySet[AuditEvent]) -> QuerySet
     if has_role(user, Role.AUDITOR, Role.ADMIN):
         return events
     for object_type, object_ids in hidden_objects(user).items():
-        if object_ids:
+        if isinstance(object_ids, QuerySet) or object_ids:  # a query is a subquery: never run here
             events = events.exclude(object_type=object_type, object_id__in=object_ids)
     return events
+
+
+def audit_events_of_actions(actions: Sequence[int], since: datetime, until: datetime) -> QuerySet[AuditEvent]:
+    """The events of `actions` in [since, until), in chain order (the period report)."""
+    return AuditEvent.objects.filter(occurred_at__gte=since, occurred_at__lt=until, action__in=actions).order_by("seq")
+
+
+def audit_data_counts(action: int, *keys: str) -> list[tuple[Any, ...]]:
+    """How many events of `action` hold each combination of the values at `keys` of their data
+    (`/metrics`: sign-offs by role and decision, refusals by code), as (value, ..., count) rows."""
+    fields = [f"data__{key}" for key in keys]
+    return list(
+        AuditEvent.objects.filter(action=action).values_list(*fields).annotate(n=Count("pk")).values_list(*fields, "n")
+    )
 
 
 def audit_checkpoints() -> QuerySet[AuditCheckpoint]:

@@ -259,7 +259,8 @@ def _references(instance: models.Model, event: AuditEvent, unchanged: Unchanged)
     references = []
     for field in type(instance)._meta.concrete_fields:
         if field.is_relation and (pk := getattr(instance, field.attname)) is not None:
-            assert isinstance(field.related_model, type)  # a concrete model, not "self" unresolved
+            if not isinstance(field.related_model, type):  # a concrete model, not "self" unresolved
+                raise TypeError(f"audit: {field.name} of {type(instance).__name__} names no resolved model")
             references.append(_Reference(field.name, field.related_model, pk, unchanged.get(field.name, {})))
     if event.actor is not None:
         references.append(_Reference("actor", type(event.actor), event.actor.pk, {}))
@@ -355,7 +356,8 @@ def _append(
             row = fetch_one_prepared(statement, params)
         if row is None and references:
             raise ReferenceChangedError(_changed_reference(references))
-        assert row is not None
+        if row is None:  # the append's statement returns the row it wrote, or raised
+            raise RuntimeError("audit append: the statement returned no row")
         event.pk, event.seq, event.body, event.prev_hash, event.hash = (
             row["id"],
             row["seq"],

@@ -14,7 +14,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.calibration.models import CalibrationRun, CalibrationStatus, StartupLog
 from governance.calibration.signals import startup_log_recorded
-from governance.core.errors import invalid_input
+from governance.core.errors import ApplicationError, invalid_input
 from governance.core.services import write_service
 from governance.evaluations.models import Cluster, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create
@@ -82,6 +82,7 @@ def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
     _record(calibration, job)
 
 
+@write_service
 def _record(run: CalibrationRun, job: JobRun) -> None:
     error = ""
     if job.state != JobRunState.SUCCEEDED or not job.result:
@@ -168,7 +169,8 @@ def startup_log_record(
     except ValueError as exc:
         raise _planner_field_error(exc) from None
     residuals = log_residuals(log, result)
-    assert residuals.kv_pool_bytes is not None  # the log printed a pool (checked above)
+    if residuals.kv_pool_bytes is None:  # the log printed a pool (checked above): a planner change broke that
+        raise ApplicationError("the startup log's KV pool could not be compared with the plan", status=500)
     memory = result.chosen.memory
     release = result.engine.release
     stored = StartupLog.objects.create(

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
-from governance.canary.fleet import FLEET_METRICS, judge_fleet
+from governance.canary.fleet import FLEET_METRICS, FleetFigure, judge_fleet
 from governance.canary.models import (
     CANARY_OK,
     CanaryAnalysis,
@@ -194,6 +194,7 @@ def approved_reference(deployment: DeploymentRequest) -> tuple[EvalRun, list[dic
     return evaluation, [c for c in cases if c["id"] in answers], {str(k): str(v) for k, v in answers.items()}
 
 
+@write_service
 def _start(analysis_id: int) -> CanaryAnalysis | None:
     with transaction.atomic():
         analysis = CanaryAnalysis.objects.select_for_update().get(pk=analysis_id)
@@ -360,6 +361,7 @@ def _default_prometheus() -> PromClient | None:
     return PromClient(url, timeout_s=float(settings.CANARY_HTTP_TIMEOUT_S)) if url else None
 
 
+@write_service
 def _finish(
     analysis_id: int,
     checks: list[Check],
@@ -531,45 +533,51 @@ def fleet_check_one(analysis: CanaryAnalysis, client: PromClient | None, now: fl
     except (PrometheusError, ValueError) as exc:
         return FleetCheck.objects.create(deployment=deployment, analysis=analysis, status="no_data", error=str(exc))
     figures = judge_fleet(plan, samples, kv_saturated=KV_SATURATED, fraction=settings.FLEET_SUSTAINED_FRACTION)
-    alerts = [f for f in figures if f.alert]
     measured = plan_vs_measured(plan, samples, {}, tolerance=PLAN_TOLERANCE, kv_saturated=KV_SATURATED)
-    with transaction.atomic():
-        _record_plan_figures(analysis, measured, MeasurementSource.FLEET)
-        previous = FleetCheck.objects.filter(deployment=deployment).order_by("-created_at").first()
-        check = FleetCheck.objects.create(
-            deployment=deployment,
-            analysis=analysis,
-            status="alert" if alerts else "ok",
-            figures=[f.as_dict() for f in figures],
-            alerts=[f.metric for f in alerts],
-        )
-        if not alerts:
-            return check
-        newly = previous is None or set(previous.alerts) != set(check.alerts)
-        message = "; ".join(f.detail for f in alerts)
-        locked = deployment_lock(deployment)
-        send_back = bool(settings.FLEET_SEND_BACK_TO_REVIEW) and locked.status == Status.APPROVED
-        audit_record(
-            actor="system:fleet",
-            action=AuditAction.FLEET_ALERT,
-            obj=locked,
-            data={
-                "check": str(check.code),
-                "analysis": str(analysis.code),
-                "alerts": {f.metric: {"value": f.value, "limit": f.limit, "breaching": f.breaching} for f in alerts},
-                "sent_back": send_back,
-            },
-        )
-        if send_back:
-            reason = f"the fleet serves beyond its capacity plan: {message}"
-            locked.flagged, locked.flag_reason = True, reason[:2000]
-            locked.save(update_fields=["flagged", "flag_reason", "updated_at"])
-            locked.notified_by_caller = True  # type: ignore[attr-defined]  # one message: the alert's
-            deployment_transition(locked, Status.IN_REVIEW, "system:fleet", reason[:2000])
-            check.sent_back = True
-            check.save(update_fields=["sent_back", "updated_at"])
-        if newly or send_back:
-            transaction.on_commit(lambda: notify_serving_alert(locked, message))
+    return _fleet_record(analysis, figures, measured)
+
+
+@write_service
+def _fleet_record(analysis: CanaryAnalysis, figures: list[FleetFigure], measured: list[PlanFigure]) -> FleetCheck:
+    """The check's writes, in one transaction once Prometheus has answered."""
+    deployment = analysis.deployment
+    alerts = [f for f in figures if f.alert]
+    _record_plan_figures(analysis, measured, MeasurementSource.FLEET)
+    previous = FleetCheck.objects.filter(deployment=deployment).order_by("-created_at").first()
+    check = FleetCheck.objects.create(
+        deployment=deployment,
+        analysis=analysis,
+        status="alert" if alerts else "ok",
+        figures=[f.as_dict() for f in figures],
+        alerts=[f.metric for f in alerts],
+    )
+    if not alerts:
+        return check
+    newly = previous is None or set(previous.alerts) != set(check.alerts)
+    message = "; ".join(f.detail for f in alerts)
+    locked = deployment_lock(deployment)
+    send_back = bool(settings.FLEET_SEND_BACK_TO_REVIEW) and locked.status == Status.APPROVED
+    audit_record(
+        actor="system:fleet",
+        action=AuditAction.FLEET_ALERT,
+        obj=locked,
+        data={
+            "check": str(check.code),
+            "analysis": str(analysis.code),
+            "alerts": {f.metric: {"value": f.value, "limit": f.limit, "breaching": f.breaching} for f in alerts},
+            "sent_back": send_back,
+        },
+    )
+    if send_back:
+        reason = f"the fleet serves beyond its capacity plan: {message}"
+        locked.flagged, locked.flag_reason = True, reason[:2000]
+        locked.save(update_fields=["flagged", "flag_reason", "updated_at"])
+        locked.notified_by_caller = True  # type: ignore[attr-defined]  # one message: the alert's
+        deployment_transition(locked, Status.IN_REVIEW, "system:fleet", reason[:2000])
+        check.sent_back = True
+        check.save(update_fields=["sent_back", "updated_at"])
+    if newly or send_back:
+        transaction.on_commit(lambda: notify_serving_alert(locked, message))
     return check
 
 

@@ -15,8 +15,11 @@ class CapacityPlanStatus(models.TextChoices):
 
 
 class CapacityPlan(BaseModel):
-    subject_type = models.CharField(max_length=64, blank=True)  # e.g. deployments.deploymentrequest
-    subject_id = models.CharField(max_length=64, blank=True)
+    # The request the plan is evidence of (none: a what-if plan asked for through the API). A lazy
+    # reference: deployments sits above capacity, which never imports it.
+    deployment = models.ForeignKey(
+        "deployments.DeploymentRequest", null=True, blank=True, on_delete=models.CASCADE, related_name="capacity_plans"
+    )
     inputs = models.JSONField()
     status = models.CharField(max_length=10, choices=CapacityPlanStatus.choices, default=CapacityPlanStatus.PENDING)
     result = models.JSONField(null=True, blank=True)
@@ -34,7 +37,7 @@ class CapacityPlan(BaseModel):
         ordering = ["-created_at"]
         # serves "the latest plan of this deployment request"
         indexes = [
-            models.Index(fields=["subject_type", "subject_id", "-created_at"], name="capacity_subject_idx"),
+            models.Index(fields=["deployment", "-created_at"], name="capacity_deployment_idx"),
             models.Index(fields=["status", "created_at"], name="capacity_status_idx"),
         ]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.apps import apps
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy as _
 
@@ -33,15 +32,8 @@ def capacity_plans_visible_to(user: Any) -> QuerySet[CapacityPlan]:
     if has_role(user, Role.REQUESTER):
         condition |= Q(requested_by__teams__members=user)
     if has_role(user, Role.LEGAL_REVIEWER, Role.ENGINEERING_REVIEWER):
-        condition |= Q(subject_type=DEPLOYMENT_SUBJECT, subject_id__in=_submitted_subject_ids())
+        condition |= Q(deployment__isnull=False) & ~Q(deployment__status=_DRAFT)
     return plans.filter(condition).distinct()
-
-
-def _submitted_subject_ids() -> list[str]:
-    """Codes of deployment requests past draft. The plan refers to its subject by label (a generic
-    reference), so the model is resolved through the app registry rather than imported upwards."""
-    subject_model = apps.get_model(DEPLOYMENT_SUBJECT)
-    return [str(code) for code in subject_model.objects.exclude(status=_DRAFT).values_list("code", flat=True)]
 
 
 def capacity_plan_get(user: Any, code: Any) -> CapacityPlan:

@@ -16,6 +16,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.calibration.selectors import calibration_profile_for, cluster_get, team_evidence_for
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
+from governance.capacity.selectors import DEPLOYMENT_SUBJECT
 from governance.capacity.serializers import plan_request_from
 from governance.capacity.signals import plan_computed
 from governance.core.errors import ApplicationError, invalid_input
@@ -72,10 +73,13 @@ def capacity_plan_request(
 ) -> CapacityPlan:
     """Store a pending plan and queue its computation once the transaction commits."""
     with transaction.atomic():
+        if subject is not None and subject._meta.label_lower != DEPLOYMENT_SUBJECT:
+            raise ValueError(
+                f"subject: a capacity plan is evidence of a deployment request, not a {subject._meta.label}"
+            )
         stored = CapacityPlan.objects.create(
             inputs=inputs,
-            subject_type=subject._meta.label_lower if subject is not None else "",
-            subject_id=str(getattr(subject, "code", "")) if subject is not None else "",
+            deployment_id=subject.pk if subject is not None else None,
             requested_by=actor if isinstance(actor, User) else None,
         )
         transaction.on_commit(lambda: capacity_plan_send(stored.pk))
@@ -121,11 +125,12 @@ def capacity_plan_claim(plan_id: int) -> datetime | None:
     return now if claimed.update(claimed_at=now) else None
 
 
+@write_service
 def capacity_plan_finish(*, plan_id: int, claimed_at: datetime, result: dict[str, Any] | None, error: str) -> bool:
     """Store the outcome of this worker's claim (`claimed_at`). False, and nothing written, when
     the plan was finished or re-claimed meanwhile (this worker's lease lapsed)."""
     with transaction.atomic():
-        stored = CapacityPlan.objects.select_for_update().get(pk=plan_id)
+        stored = CapacityPlan.objects.select_for_update(of=("self",)).select_related("deployment").get(pk=plan_id)
         if stored.status != CapacityPlanStatus.PENDING or stored.claimed_at != claimed_at:
             return False
         stored.result = result
@@ -138,7 +143,7 @@ def capacity_plan_finish(*, plan_id: int, claimed_at: datetime, result: dict[str
         audit_record(
             actor="system:capacity",
             action=AuditAction.CAPACITY_PLAN_COMPUTED,
-            obj=(stored.subject_type, stored.subject_id) if stored.subject_type else stored,
+            obj=stored.deployment if stored.deployment is not None else stored,
             data={
                 "plan": str(stored.code),
                 "status": stored.status,

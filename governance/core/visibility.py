@@ -2,14 +2,35 @@
 (the audit trail). Each app that owns objects with object-level permissions registers ONE
 function at start-up (its AppConfig.ready): the same visibility selector its own API and pages
 use. A direct call, not a signal: a registered function that fails raises, and an answer that is
-not a collection of ids is an error — the read fails closed, never open."""
+not a collection of ids (or a query of them, run as a subquery of the read) is an error — the read
+fails closed, never open."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from typing import Any
 
-HiddenFrom = Callable[[Any], Collection[str]]
+from django.db.models import Func, QuerySet, TextField
+
+# The ids hidden from a user: a list, or a values_list query of text ids (no row leaves the database).
+HiddenIds = Collection[str] | QuerySet[Any, str]
+HiddenFrom = Callable[[Any], HiddenIds]
+
+
+class UUIDText(Func):
+    """A UUID column as the text str(uuid) gives (lower case, hyphenated), so that a query of codes
+    can stand in for the object ids other tables store as text: PostgreSQL's cast already reads so;
+    SQLite keeps UUIDs as 32 hex digits, hyphenated here."""
+
+    template = "CAST(%(expressions)s AS text)"
+    output_field = TextField()
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        parts = "||'-'||".join(f"substr(%(expressions)s, {start}, {length})" for start, length in _UUID_PARTS)
+        return self.as_sql(compiler, connection, template=f"lower({parts})", **extra)
+
+
+_UUID_PARTS = ((1, 8), (9, 4), (13, 4), (17, 4), (21, 12))
 
 _REGISTRY: dict[str, HiddenFrom] = {}
 
@@ -19,11 +40,15 @@ def register_hidden(object_type: str, hidden_from: HiddenFrom) -> None:
     _REGISTRY[object_type] = hidden_from
 
 
-def hidden_objects(user: Any) -> dict[str, list[str]]:
-    """{object_type: [ids hidden from user]} from every registered selector."""
-    hidden: dict[str, list[str]] = {}
+def hidden_objects(user: Any) -> dict[str, HiddenIds]:
+    """{object_type: ids hidden from user} from every registered selector: a list, or a query of
+    text ids that the caller uses as a subquery."""
+    hidden: dict[str, HiddenIds] = {}
     for object_type, hidden_from in _REGISTRY.items():
         ids = hidden_from(user)
+        if isinstance(ids, QuerySet):
+            hidden[object_type] = ids
+            continue
         if isinstance(ids, str | bytes) or not isinstance(ids, Collection):
             raise TypeError(f"the visibility selector for {object_type} answered {type(ids).__name__}, not ids")
         hidden[object_type] = [str(i) for i in ids]

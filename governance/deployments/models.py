@@ -44,6 +44,29 @@ class DeploymentRequest(BaseModel):
         return f"{self.product_name} ({self.status})"
 
 
+class Approval(BaseModel):
+    """One approval of a request, recorded when it happens (services.transitions): when, on which
+    evidence, and the passed served eval it relied on, so later evidence compares a fresh eval with
+    it without reading the audit trail back. A request approved again after a return to review has
+    one row per approval."""
+
+    deployment = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="approvals")
+    approved_at = models.DateTimeField()
+    evidence_digest = models.CharField(max_length=64)
+    # SET_NULL: the approval's own record outlives a run deleted by hand (its code stays in the audit event).
+    relied_on_eval = models.ForeignKey(
+        "evaluations.EvalRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["approved_at", "id"]
+        # serves the approvals of one request, oldest first (services.evidence)
+        indexes = [models.Index(fields=["deployment", "approved_at"], name="deployment_approval_idx")]
+
+    def __str__(self) -> str:
+        return f"approval of {self.deployment_id} at {self.approved_at:%Y-%m-%d %H:%M}"
+
+
 class SignOff(BaseModel):
     """A reviewer's decision on one evidence digest: who, as which role, what it means, how they
     re-authenticated. The one record of it: the approvals app keeps only the cryptographic facts of

@@ -6,12 +6,13 @@ page never offers what the service refuses (django-oscar's available_statuses)."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from governance.core.errors import PermissionDeniedError
 from governance.core.roles import Role, has_role
-from governance.deployments.choices import Status
+from governance.deployments.choices import TERMINAL, ReviewRole, Status
 from governance.deployments.models import DeploymentRequest
 
 
@@ -87,3 +88,54 @@ def require_move(deployment: DeploymentRequest, user: Any, move: Move) -> None:
     reason = refusal(move, deployment, user, member=member, lead=lead)
     if reason is not None:
         raise PermissionDeniedError(reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """What a page shows of a request for its status, so that pages ask rather than compare it."""
+
+    drafting: bool  # a draft: no reviewers and no blockers yet
+    in_review: bool  # sign-offs are taken (and may be signing in the background)
+    ended: bool  # a terminal status: nothing more happens to it
+    blockers_shown: bool  # what stands between it and approval: gone once approved unless flagged again
+
+
+def lifecycle_phase(deployment: DeploymentRequest) -> Phase:
+    ended = deployment.status in TERMINAL
+    return Phase(
+        drafting=deployment.status == Status.DRAFT,
+        in_review=deployment.status == Status.IN_REVIEW,
+        ended=ended,
+        blockers_shown=not ended and (deployment.status != Status.APPROVED or deployment.flagged),
+    )
+
+
+def available_actions(deployment: DeploymentRequest, user: Any, *, member: bool | None = None) -> dict[str, Any]:
+    """Every form a page may offer `user` on this request: the moves (available_transitions) and
+    the actions that do not move it. The services check again; this only hides what they refuse.
+    `review_roles`: the ReviewRole values the user may sign as; `eval_form`: an eval may be run now."""
+    if member is None:
+        member = _member(deployment, user)
+    requester = has_role(user, Role.REQUESTER) and member
+    own = user.pk == deployment.requester_id
+    moves = available_transitions(deployment, user, member=member)
+    phase = lifecycle_phase(deployment)
+    review_roles: list[str] = []
+    if not own and phase.in_review:
+        review_roles += [ReviewRole.LEGAL] if has_role(user, Role.LEGAL_REVIEWER) else []
+        review_roles += [ReviewRole.ENGINEERING] if has_role(user, Role.ENGINEERING_REVIEWER) else []
+    run_eval = has_role(user, Role.ENGINEERING_REVIEWER, Role.ADMIN)
+    legal = not own and has_role(user, Role.LEGAL_REVIEWER)
+    return {
+        "submit": Move.SUBMIT in moves,
+        "withdraw": Move.WITHDRAW in moves,
+        "acknowledge": requester and not phase.ended,
+        "usage": requester and not phase.drafting and not phase.ended,
+        "start_review": Move.START_REVIEW in moves,
+        "accept_obligations": legal,
+        "waive": legal,
+        "review_roles": review_roles,
+        "run_eval": run_eval,
+        "eval_form": run_eval and not phase.drafting,  # a draft's serving plan may still change
+        "revoke": Move.REVOKE in moves,
+    }

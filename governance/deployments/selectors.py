@@ -15,6 +15,7 @@ from governance.core.errors import NotFoundError
 from governance.core.models import ApiToken, Team
 from governance.core.roles import Role, has_role
 from governance.core.tokens import token_covers_deployment
+from governance.core.visibility import UUIDText
 from governance.deployments.choices import SignOffDecision, Status
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff, Waiver
 from governance.deployments.readiness import ReadinessState, Reason, Signature, readiness
@@ -82,17 +83,16 @@ _LATEST_PLAN = "_latest_capacity_plan"  # set on a request by deployments_attach
 def deployments_attach_capacity_plans(deployments: Iterable[DeploymentRequest]) -> None:
     """Load the latest capacity plan of each request in two queries; latest_capacity_plan reads it."""
     rows = list(deployments)
-    label = DeploymentRequest._meta.label_lower
-    latest: dict[str, int] = {}
-    for pk, subject_id in (
-        CapacityPlan.objects.filter(subject_type=label, subject_id__in=[str(d.code) for d in rows])
-        .order_by("subject_id", "-created_at")
-        .values_list("pk", "subject_id")
+    latest: dict[int, int] = {}
+    for pk, deployment_id in (
+        CapacityPlan.objects.filter(deployment__in=[d.pk for d in rows])
+        .order_by("deployment_id", "-created_at")
+        .values_list("pk", "deployment_id")
     ):
-        latest.setdefault(subject_id, pk)
+        latest.setdefault(deployment_id, pk)
     plans = CapacityPlan.objects.in_bulk(list(latest.values()))
     for deployment in rows:
-        plan_pk = latest.get(str(deployment.code))
+        plan_pk = latest.get(deployment.pk)
         setattr(deployment, _LATEST_PLAN, plans.get(plan_pk) if plan_pk is not None else None)
 
 
@@ -102,10 +102,11 @@ def _prefetched(deployment: DeploymentRequest, name: str) -> list[Any] | None:
     return list(cache[name]) if name in cache else None
 
 
-def deployments_hidden_from(user: Any) -> list[str]:
-    """The codes of the requests this user would get 404 for (core.visibility, for the audit trail)."""
+def deployments_hidden_from(user: Any) -> QuerySet[DeploymentRequest, str]:
+    """The codes, as text, of the requests this user would get 404 for (core.visibility, for the
+    audit trail): a query the audit read runs as its subquery, not a list of every hidden code."""
     hidden = DeploymentRequest.objects.exclude(deployments_visible_condition(user))
-    return [str(code) for code in hidden.values_list("code", flat=True)]
+    return hidden.annotate(code_text=UUIDText("code")).values_list("code_text", flat=True)
 
 
 def deployment_get(user: Any, code: Any) -> DeploymentRequest:
@@ -150,11 +151,7 @@ def latest_capacity_plan(deployment: DeploymentRequest) -> CapacityPlan | None:
     if _LATEST_PLAN in vars(deployment):
         attached: CapacityPlan | None = vars(deployment)[_LATEST_PLAN]
         return attached
-    return (
-        CapacityPlan.objects.filter(subject_type=deployment._meta.label_lower, subject_id=str(deployment.code))
-        .order_by("-created_at")
-        .first()
-    )
+    return CapacityPlan.objects.filter(deployment=deployment).order_by("-created_at").first()
 
 
 def active_waivers(deployment: DeploymentRequest, now: datetime | None = None) -> list[Waiver]:

@@ -23,6 +23,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ApplicationError, ConflictError
 from governance.core.outbox import outbox_enqueue
+from governance.core.services import write_service
 from governance.evaluations.models import ACTIVE_STATES, Cluster, ExecutorKind, JobKind, JobRun, JobRunState
 from governance.evaluations.signals import job_finished
 from planner.cluster.base import ClusterError, Executor, JobRef, JobSpec, JobState
@@ -91,6 +92,7 @@ def _set_state(run: JobRun, state: str, reason: str = "", **fields: Any) -> None
         )
 
 
+@write_service
 def jobrun_create(
     *,
     cluster: Cluster,
@@ -353,7 +355,8 @@ def cluster_test_connection(*, cluster: Cluster) -> Cluster:
         from planner.cluster.slurm import SlurmSSHExecutor
 
         executor = executor_for(cluster)
-        assert isinstance(executor, SlurmSSHExecutor)
+        if not isinstance(executor, SlurmSSHExecutor):
+            raise TypeError(f"cluster {cluster.name}: a Slurm cluster got a {type(executor).__name__}")
         try:
             code, out, err = executor.run(["sinfo", "--version"])
             ok, message = code == 0, (out or err).strip()[:500]

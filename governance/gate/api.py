@@ -1,4 +1,4 @@
-"""Gate API: the check CI calls (contract in README), the decision log, and team CI tokens."""
+"""Gate API: the check CI calls (its contract: docs/gate.md), the decision log, and team CI tokens."""
 
 from __future__ import annotations
 

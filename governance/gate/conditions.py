@@ -61,7 +61,6 @@ class GateState:
 
     status: str
     approval_expires_at: datetime | None
-    approved_at: datetime | None
     environments: list[str]
     readiness: ReadinessState
     # Per role: does the stored verification of the completed packet say its PAdES signature is

@@ -160,7 +160,6 @@ def gate_state(deployment: DeploymentRequest) -> tuple[GateState, dict[str, str 
     state = GateState(
         status=deployment.status,
         approval_expires_at=deployment.approval_expires_at,
-        approved_at=deployment.approved_at,
         environments=list(deployment.environments or []),
         readiness=ReadinessState(
             evidence=deployment.evidence or {},

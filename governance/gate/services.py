@@ -54,6 +54,7 @@ def _ci_service_user(team: Team) -> User:
     return user
 
 
+@write_service
 def ci_token_issue(
     *,
     actor: User,

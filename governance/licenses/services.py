@@ -130,6 +130,7 @@ def _load_document(document: LicenseDocument, report: CatalogReport) -> None:
         report.updated.append(label)
 
 
+@write_service
 def license_catalog_load(*, actor: Actor, directory: Path = CATALOG_DIR) -> CatalogReport:
     """Load the YAML catalog (idempotent): new versions are created, unused changed ones updated."""
     documents = load_documents(directory)
@@ -153,6 +154,7 @@ def license_catalog_load(*, actor: Actor, directory: Path = CATALOG_DIR) -> Cata
     return report
 
 
+@write_service
 def license_version_publish(*, version: LicenseVersion, actor: Actor) -> list[tuple[str, str]]:
     """Publish `version` (it becomes current). Returns the subjects evaluated under older versions
     of the same license, which must be re-evaluated (the deployments app queues that)."""
@@ -188,6 +190,7 @@ def license_version_publish(*, version: LicenseVersion, actor: Actor) -> list[tu
     return affected
 
 
+@write_service
 def license_term_saved(*, term: LicenseTerm, actor: Actor, deleted: bool = False) -> None:
     """After an admin edit of a (draft or unused) version's term: refresh the digest, audit it."""
     with transaction.atomic():
@@ -208,6 +211,7 @@ def license_term_saved(*, term: LicenseTerm, actor: Actor, deleted: bool = False
         )
 
 
+@write_service
 def fx_rate_set(*, currency: str, usd_per_unit: Decimal, as_of: date, source: str, actor: Actor) -> FxRate:
     with transaction.atomic():
         rate, _ = FxRate.objects.update_or_create(
@@ -222,6 +226,7 @@ def fx_rate_set(*, currency: str, usd_per_unit: Decimal, as_of: date, source: st
     return rate
 
 
+@write_service
 def license_evaluation_store(
     *, version: LicenseVersion, subject: models.Model, evaluation: Evaluation, actor: Actor
 ) -> LicenseEvaluation:

@@ -92,29 +92,18 @@ class DatabaseCollector(Collector):
     # --- sign-offs: from the audit trail, where every sign-off and refusal is recorded ---------
     def _signoffs(self) -> Iterator[Metric]:
         from governance.audit.actions import AuditAction
-        from governance.audit.models import AuditEvent
+        from governance.audit.selectors import audit_data_counts
 
         recorded = CounterMetricFamily(
             "governance_signoffs", "Sign-offs recorded, by role and decision.", labels=["role", "decision"]
         )
-        rows = (
-            AuditEvent.objects.filter(action=AuditAction.SIGNOFF_RECORDED)
-            .values_list("data__role", "data__verdict")
-            .annotate(n=Count("pk"))
-        )
-        for role, verdict, n in rows:
+        for role, verdict, n in audit_data_counts(AuditAction.SIGNOFF_RECORDED, "role", "verdict"):
             recorded.add_metric([str(role), str(verdict)], n)
         yield recorded
         refused = CounterMetricFamily(
             "governance_signoff_refusals", "Sign-off attempts refused, by refusal code.", labels=["code"]
         )
-        rows = (
-            AuditEvent.objects.filter(action=AuditAction.SIGNOFF_REFUSED)
-            .values_list("data__code")
-            .annotate(n=Count("pk"))
-            .values_list("data__code", "n")
-        )
-        for code, n in rows:
+        for code, n in audit_data_counts(AuditAction.SIGNOFF_REFUSED, "code"):
             refused.add_metric([str(code)], n)
         yield refused
 

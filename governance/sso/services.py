@@ -22,6 +22,7 @@ from governance.audit.services import audit_record
 from governance.core.context import acting_as
 from governance.core.models import Team
 from governance.core.roles import Role
+from governance.core.services import write_service
 from governance.sso.claims import claim_groups, map_groups
 from governance.sso.models import ExternalIdentity, StepUp
 
@@ -46,6 +47,7 @@ def _username(claims: Mapping[str, Any]) -> str:
     return f"{wanted}-{suffix}"
 
 
+@write_service
 def sso_user_create(*, issuer: str, claims: Mapping[str, Any]) -> User:
     """A user for a provider account seen for the first time, with the roles its groups map to.
     The user has no usable password: under SSO they sign in (and re-authenticate) at the provider."""
@@ -72,6 +74,7 @@ def _copy_profile(user: User, claims: Mapping[str, Any]) -> list[str]:
     return changed
 
 
+@write_service
 def sso_user_sync(*, user: User, claims: Mapping[str, Any], created: bool = False) -> User:
     """Roles and mapped teams follow the group claim at every sign-in: a group removed at the
     provider removes the role here at the next sign-in. Roles are the provider's to grant under
@@ -117,6 +120,7 @@ def sso_user_sync(*, user: User, claims: Mapping[str, Any], created: bool = Fals
     return user
 
 
+@write_service
 def step_up_record(*, user: User, auth_time: datetime) -> StepUp:
     """A step-up the sign-in callback accepted (the same user, a fresh `auth_time`): one signature's
     worth. The user's step-ups too old to sign anything any more are dropped with it."""

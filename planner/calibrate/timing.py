@@ -22,7 +22,7 @@ def sync() -> None:
 
 def median_s(events: list[tuple[Any, Any]]) -> float:
     sync()
-    return statistics.median(start.elapsed_time(end) for start, end in events) / 1e3
+    return float(statistics.median(start.elapsed_time(end) for start, end in events)) / 1e3
 
 
 def time_launches(launches: Sequence[Callable[[], Any]], reps: int = 10) -> tuple[float, str]:

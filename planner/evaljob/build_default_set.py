@@ -11,6 +11,7 @@ import hashlib
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 OUT = Path(__file__).resolve().parent / "data" / "default-v1.jsonl"
 NAMES = ["Alice", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Jun"]
@@ -21,7 +22,7 @@ VERBS = ["parse", "merge", "score", "filter", "render", "encode", "resolve", "va
 NOUNS = ["invoice", "ledger", "token", "record", "matrix", "payload", "schedule", "config"]
 
 
-def math_case(rng: random.Random, index: int) -> dict:
+def math_case(rng: random.Random, index: int) -> dict[str, Any]:
     a, b, c = rng.randint(100, 900), rng.randint(10, 300), rng.randint(10, 99)
     item, name = rng.choice(ITEMS), rng.choice(NAMES)
     answer = a + b - c
@@ -38,7 +39,7 @@ def math_case(rng: random.Random, index: int) -> dict:
     }
 
 
-def code_case(rng: random.Random, index: int) -> dict:
+def code_case(rng: random.Random, index: int) -> dict[str, Any]:
     verb, noun = rng.choice(VERBS), rng.choice(NOUNS)
     name, arg = f"{verb}_{noun}", f"{noun}_list"
     limit = rng.randint(2, 64)
@@ -55,7 +56,7 @@ def code_case(rng: random.Random, index: int) -> dict:
     }
 
 
-def zh_case(rng: random.Random, index: int) -> dict:
+def zh_case(rng: random.Random, index: int) -> dict[str, Any]:
     company, city = rng.choice(COMPANIES_ZH), rng.choice(CITIES_ZH)
     year, revenue, staff = rng.randint(2015, 2025), rng.randint(12, 980), rng.randint(120, 9000)
     growth = rng.randint(3, 45)
@@ -74,7 +75,7 @@ def zh_case(rng: random.Random, index: int) -> dict:
     }
 
 
-def multiturn_case(rng: random.Random, index: int) -> dict:
+def multiturn_case(rng: random.Random, index: int) -> dict[str, Any]:
     name, order = rng.choice(NAMES), rng.randint(10000, 99999)
     wrong = order + rng.choice([-7, 3, 11, 100])
     turns = [

@@ -39,8 +39,9 @@ def compare(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from planner.evaljob.cases import load_cases, prompt_text
     from planner.evaljob.metrics import case_verdict, token_agreement
-    from planner.evaljob.run import generate, load_cases, prompt_text, summarize
+    from planner.evaljob.run import generate, summarize
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     cases, set_sha = load_cases(None, limit)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ def case_table(results: list[CaseResult]) -> str:
     for result in results:
         for check in result.checks:
             tokens = check.name.endswith("tokens")
-            unit = (lambda v: f"{v:,.0f}") if tokens else (lambda v: f"{v / (1 << 30):.2f} GiB")
+            unit: Callable[[float], str] = (lambda v: f"{v:,.0f}") if tokens else (lambda v: f"{v / (1 << 30):.2f} GiB")
             error = f"{check.error:+.1%}" if check.error is not None else "-"
             lines.append(
                 f"| {result.case_id} | {check.name} | {unit(check.planned)} | {unit(check.logged)} | {error} |"

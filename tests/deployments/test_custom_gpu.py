@@ -92,7 +92,7 @@ def test_the_capacity_plan_uses_the_custom_gpu(flow: Flow, personas: Personas, a
     assert stored["gpu_spec"]["memory_mib"] == SPEC["memory_mib"]
     assert flow.post(personas.requester, code, "submit").status_code == 200
     deployment = DeploymentRequest.objects.get(code=code)
-    pending = CapacityPlan.objects.filter(subject_id=code).latest("created_at")
+    pending = CapacityPlan.objects.filter(deployment__code=code).latest("created_at")
     computed = capacity_plan_compute(plan_id=pending.pk)
     assert computed.status == "done", computed.error
     result = computed.result

@@ -71,7 +71,7 @@ def test_a_pasted_config_sizes_the_capacity_plan(flow: Flow, personas: Personas,
     artifact = ModelArtifact.objects.get(code=response.json()["code"])
     code = flow.create(artifact, serving_plan={**SERVING, "precision": "bf16"})["code"]
     assert flow.post(personas.requester, code, "submit").status_code == 200
-    pending = CapacityPlan.objects.filter(subject_id=code).latest("created_at")
+    pending = CapacityPlan.objects.filter(deployment__code=code).latest("created_at")
     assert pending.inputs["model"] == QWEN
     computed = capacity_plan_compute(plan_id=pending.pk)
     assert computed.status == "done", computed.error

@@ -47,7 +47,6 @@ def state(runs: list[dict[str, Any]], approved: str = CANDIDATE, **envelope: Any
     return GateState(
         status="approved",
         approval_expires_at=None,
-        approved_at=NOW,
         environments=["production"],
         readiness=ReadinessState(
             evidence=evidence,

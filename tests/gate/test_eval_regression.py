@@ -38,6 +38,7 @@ def test_the_gate_denies_a_regressed_engine_upgrade_and_allows_one_that_held_up(
     EvalRun.objects.filter(pk=approved.pk).update(summary={**approved.summary, "categories": categories(0.90, 0.80)})
     event = AuditEvent.objects.filter(action=AuditAction.DEPLOYMENT_TRANSITIONED, data__to="approved").latest("seq")
     assert event.data["approved_eval"] == str(approved.code)
+    assert [a.relied_on_eval for a in deployment.approvals.all()] == [approved]  # stored with the approval
     assert "last_approved_eval" not in str(deployment.evidence)  # nothing to compare: the digest is unchanged
 
     regressed = upgrade_eval(gate, code=0.80, math=0.80)

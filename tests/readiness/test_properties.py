@@ -235,7 +235,6 @@ def gate_state(readiness_state: ReadinessState, status: str) -> GateState:
     return GateState(
         status=status,
         approval_expires_at=NOW + timedelta(days=90),
-        approved_at=NOW - timedelta(hours=1),
         environments=["production"],
         readiness=readiness_state,
         packet_valid=dict.fromkeys(SIGNING_ROLES, True),

@@ -62,7 +62,7 @@ def request_eval(stack: Stack, data: Seed, code: str, model: Path) -> str:
 
 
 def plans_of(code: str) -> list[CapacityPlan]:
-    return list(CapacityPlan.objects.filter(subject_id=code))
+    return list(CapacityPlan.objects.filter(deployment__code=code))
 
 
 def wait_plans_done(codes: list[str], timeout_s: float) -> None:

@@ -234,7 +234,7 @@ def test_a_new_artifact_is_registered_from_its_location_and_read_there(
     import sys
 
     from governance.evaluations.models import ArtifactLocation
-    from planner.quantjob.manifest import weights_digest
+    from planner.manifest import weights_digest
     from tests.conftest import ROOT
 
     models = tmp_path / "models"

@@ -47,6 +47,7 @@ def _authority_row(kind: str, issued: pki.Issued, kek: bytes) -> Authority:
     )
 
 
+@write_service
 def pki_init(*, actor: Actor = "system:pki") -> tuple[Authority, bool]:
     """Create the root CA (RSA 3072), the timestamping authority and an empty CRL; idempotent.
     Returns the root CA and whether it was created now."""
@@ -136,6 +137,7 @@ def _certificate_facts(certificate: SigningCertificate, **extra: Any) -> dict[st
     }
 
 
+@write_service
 def certificate_issue(*, user: User, role: str, actor: Actor) -> SigningCertificate:
     """A personal signing certificate for `user` as `role`, from the root CA (key encrypted at rest)."""
     if role not in ReviewRole.values:
@@ -164,6 +166,7 @@ def certificate_issue(*, user: User, role: str, actor: Actor) -> SigningCertific
     return certificate
 
 
+@write_service
 def certificate_revoke(*, certificate: SigningCertificate, reason: str, actor: Actor) -> SigningCertificate:
     """Revoke and publish a new CRL in the same transaction (the verifier reads that CRL)."""
     with transaction.atomic():

@@ -28,6 +28,7 @@ from governance.approvals.services.packet_queue import packet_facts, packet_inpu
 from governance.approvals.services.verifications import verification_record, verify_bytes
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_checkpoint_create, audit_record
+from governance.core.services import write_service
 from governance.deployments.choices import ReviewRole, SignOffDecision, Status
 from governance.deployments.models import SignOff
 from governance.deployments.services import deployment_lock, deployment_transition
@@ -123,6 +124,7 @@ def packet_render_timed_out(*, packet_id: int, seconds: int) -> str:
     return str(packet.status)
 
 
+@write_service
 def packet_render_failed(*, packet_id: int, reason: str) -> None:
     """The render failed or ran past its limit: the packet is marked failed (no PDF), and the
     decisions waiting for it are voided with the reason, so the reviewers can decide again."""

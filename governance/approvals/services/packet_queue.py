@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 # and every management command loads this module through the URL configuration.
 
 from governance.approvals.services.certificates import Actor
+from governance.core.services import write_service
 
 
 def _checkpoint_dict(checkpoint: AuditCheckpoint | None) -> dict[str, Any] | None:
@@ -127,6 +128,7 @@ def packet_queue(*, deployment: DeploymentRequest, actor: Actor) -> tuple[Approv
 PACKET_TASK = "approvals.packet_complete"
 
 
+@write_service
 def packet_render_for_review(*, deployment: DeploymentRequest, actor: User) -> ApprovalPacket:
     """A reviewer asks for the packet before signing (the UI shows it with the meaning text); it is
     rendered by the heavy worker when the current evidence has none yet."""

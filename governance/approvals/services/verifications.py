@@ -30,6 +30,7 @@ from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ApplicationError, invalid_input
 from governance.core.outbox import outbox_enqueue
+from governance.core.services import write_service
 from governance.deployments.choices import ReviewRole
 from governance.deployments.models import DeploymentRequest
 
@@ -167,6 +168,7 @@ def _readable_deployment(code: str, actor: Actor) -> DeploymentRequest | None:
     return requests.filter(code=parsed).first()
 
 
+@write_service
 def packet_verify(*, data: bytes, actor: Actor) -> tuple[PacketReport, PacketVerification]:
     """Verify an uploaded (or local) PDF and store the result under its SHA-256."""
     with transaction.atomic():
@@ -176,6 +178,7 @@ def packet_verify(*, data: bytes, actor: Actor) -> tuple[PacketReport, PacketVer
 # --- uploads, verified by the heavy worker ----------------------------------------------------
 
 
+@write_service
 def verification_job_create(*, data: bytes, actor: User) -> VerificationJob:
     """Keep an uploaded file for the heavy worker and queue its verification. Only checks costing
     no parsing happen here (size, the PDF header, the PKI, the uploader's files still waiting):

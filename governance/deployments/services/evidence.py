@@ -13,7 +13,6 @@ from django.utils import timezone
 from governance.artifacts.models import ModelArtifact
 from governance.artifacts.selectors import artifact_signature_facts
 from governance.audit.actions import AuditAction
-from governance.audit.models import AuditEvent
 from governance.audit.services import audit_record
 from governance.calibration.models import StartupLog
 from governance.calibration.selectors import startup_logs_of
@@ -23,7 +22,7 @@ from governance.core.canonical import canonical_sha256
 from governance.core.errors import ApplicationError
 from governance.core.outbox import outbox_enqueue
 from governance.deployments.choices import SERVING_DEFAULTS, TERMINAL, ObligationStatus, Status
-from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff
+from governance.deployments.models import Approval, DeploymentRequest, ObligationItem, SignOff
 from governance.deployments.readiness import served_config_key
 from governance.deployments.selectors import active_waivers, latest_capacity_plan
 from governance.deployments.services.transitions import SYSTEM, Actor, deployment_lock, deployment_transition
@@ -187,30 +186,12 @@ def _capacity_evidence(deployment: DeploymentRequest) -> dict[str, Any] | None:
 
 
 def _approvals(deployment: DeploymentRequest) -> list[tuple[Any, EvalRun | None]]:
-    """Each approval of the request, oldest first: (when, the passed served eval it relied on). The
-    approval's audit event names that eval (readiness.approved_eval of the evidence approved); for
-    approvals recorded before they named it, the newest passed served eval of the approved weights
-    finished by then."""
-    events = AuditEvent.objects.filter(
-        action=AuditAction.DEPLOYMENT_TRANSITIONED,
-        object_type=DeploymentRequest._meta.label_lower,
-        object_id=str(deployment.code),
-        data__to=Status.APPROVED,
-    ).order_by("seq")
-    runs = EvalRun.objects.filter(request=deployment, kind=EvalKind.SERVED, status=EvalStatus.PASSED)
-    approvals: list[tuple[Any, EvalRun | None]] = []
-    for event in events:
-        code = event.data.get("approved_eval")
-        if code:
-            relied_on = runs.filter(code=code).first()
-        else:
-            relied_on = (
-                runs.filter(candidate_digest=deployment.artifact.weights_digest, updated_at__lte=event.occurred_at)
-                .order_by("-updated_at")
-                .first()
-            )
-        approvals.append((event.occurred_at, relied_on))
-    return approvals
+    """Each approval of the request, oldest first: (when, the passed served eval it relied on), as
+    recorded when it was given (models.Approval; the migration filled in earlier approvals)."""
+    return [
+        (approval.approved_at, approval.relied_on_eval)
+        for approval in Approval.objects.filter(deployment=deployment).select_related("relied_on_eval")
+    ]
 
 
 def _compare_with_last_approval(deployment: DeploymentRequest, eval_results: list[dict[str, Any]]) -> None:
@@ -408,9 +389,9 @@ def deployments_reevaluate(*, license_key: str | None = None, request_ids: list[
 
 def on_capacity_plan_computed(sender: Any = None, *, plan: CapacityPlan, **kwargs: Any) -> None:
     """Receiver of capacity.signals.plan_computed: a computed plan is evidence of its request."""
-    if plan.subject_type != DeploymentRequest._meta.label_lower:
+    if plan.deployment_id is None:
         return
-    deployment = DeploymentRequest.objects.filter(code=plan.subject_id).first()
+    deployment = DeploymentRequest.objects.filter(pk=plan.deployment_id).first()
     if deployment is None or deployment.status in TERMINAL:
         return
     with transaction.atomic():

@@ -14,9 +14,10 @@ from governance.audit.services import audit_record
 from governance.core.errors import ConflictError, PermissionDeniedError
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import TRANSITIONS, Status
-from governance.deployments.models import DeploymentRequest
+from governance.deployments.models import Approval, DeploymentRequest
 from governance.deployments.readiness import approved_eval
 from governance.deployments.services.notifications import notify_status_changed
+from governance.evaluations.models import EvalRun
 
 Actor = User | str
 SYSTEM = "system:deployments"
@@ -62,9 +63,18 @@ def deployment_transition(deployment: DeploymentRequest, to: str, actor: Actor, 
     data = {"from": previous, "to": to, "reason": reason, "evidence_digest": deployment.evidence_digest}
     relied_on = approved_eval(deployment.evidence or {}) if to == Status.APPROVED else None
     if relied_on is not None:
-        # The eval run this approval relies on: an engine upgrade's or a new layout's fresh eval is
-        # compared with it (deployments.services.evidence.last_approved_eval).
         data["approved_eval"] = str(relied_on.get("eval"))
+    if to == Status.APPROVED:
+        # The eval run this approval relies on, stored with it: an engine upgrade's or a new layout's
+        # fresh eval is compared with it (deployments.services.evidence, last_approved_eval).
+        Approval.objects.create(
+            deployment=deployment,
+            approved_at=now,
+            evidence_digest=deployment.evidence_digest,
+            relied_on_eval=EvalRun.objects.filter(code=str(relied_on.get("eval")), request=deployment).first()
+            if relied_on is not None
+            else None,
+        )
     audit_record(actor=actor, action=AuditAction.DEPLOYMENT_TRANSITIONED, obj=deployment, data=data)
     actor_pk = actor.pk if isinstance(actor, User) else None
     notified = deployment  # a caller that tells people itself sets `notified_by_caller` before commit

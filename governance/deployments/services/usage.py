@@ -13,6 +13,7 @@ from django.db import transaction
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.errors import ConflictError
+from governance.core.services import write_service
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest, UsageReport
 from governance.deployments.services.evidence import deployment_evidence_refresh, finding_keys, validate_facts
@@ -27,6 +28,7 @@ USAGE_STATUSES = (Status.SUBMITTED, Status.IN_REVIEW, Status.APPROVED)
 FLAGGED_SEVERITIES = (Severity.BLOCKER, Severity.APPROVAL, Severity.OBLIGATION)
 
 
+@write_service
 def usage_report_record(
     *,
     deployment: DeploymentRequest,

@@ -9,8 +9,7 @@ from typing import Any
 from django.db.models import Q
 
 from governance.artifacts.models import Derivation, ModelArtifact
-from governance.artifacts.selectors import artifact_get, artifacts_visible_to
-from governance.core.roles import Role, has_role
+from governance.artifacts.selectors import artifact_get, artifact_parent_settable_by, artifacts_visible_to
 from governance.evaluations.models import ArtifactInspection, InspectionStatus
 from governance.evaluations.selectors import artifact_inspections, artifact_self_description
 from governance.web.selectors.catalog import wizard_artifact
@@ -77,7 +76,7 @@ def artifact_page(user: Any, code: Any) -> ArtifactPage:
     inspections = artifact_inspections(artifact)
     latest = next((i for i in inspections if i.status == InspectionStatus.PASSED), None)
     visible = artifacts_visible_to(user)
-    may_name_parent = has_role(user, Role.REQUESTER) and artifact.team.members.filter(pk=user.pk).exists()
+    may_name_parent = artifact_parent_settable_by(user, artifact)
     choices: list[tuple[str, str]] = []
     if may_name_parent:
         # usable by the artifact's team (its own and shared ones), never itself or one made from it

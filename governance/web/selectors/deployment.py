@@ -19,10 +19,9 @@ from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.capacity.selectors import IntervalRow, PlanVerdict, plan_interval_rows, plan_verdict
 from governance.core.errors import NotFoundError
 from governance.core.models import Team
-from governance.core.roles import Role, has_role
-from governance.deployments.choices import TERMINAL, ObligationStatus, ReviewRole, Status
+from governance.deployments.choices import ObligationStatus
 from governance.deployments.models import DeploymentRequest, ObligationItem, SignOff, Waiver
-from governance.deployments.moves import Move, available_transitions
+from governance.deployments.moves import available_actions, lifecycle_phase
 from governance.deployments.readiness import finding_waived
 from governance.deployments.selectors import (
     deployment_attach_capacity_plan,
@@ -239,6 +238,7 @@ class DeploymentPage:
     # The plan's intervals and fit verdict (issue 47): none for a plan stored before they existed.
     intervals: list[IntervalRow] = field(default_factory=list)
     verdict: PlanVerdict | None = None
+    drafting: bool = False
     canary: list[dict[str, Any]] = field(default_factory=list)
     fleet: FleetCheck | None = None
 
@@ -248,11 +248,11 @@ def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_
     it by itself (the capacity plan computing, an eval running, the heavy worker rendering or
     signing the packet): htmx polls it only then. Gone once approved (what stood between is behind
     it) unless a usage report flagged it again, and once the request ended."""
-    shown = request.status not in TERMINAL and (request.status != Status.APPROVED or request.flagged)
-    if not shown:
+    phase = lifecycle_phase(request)
+    if not phase.blockers_shown:
         return {"blockers_shown": False, "blockers_pending": False}
     pending = (plan is not None and plan.status == CapacityPlanStatus.PENDING) or evals_active
-    if not pending and request.status == Status.IN_REVIEW:  # a sign-off the worker has still to sign
+    if not pending and phase.in_review:  # a sign-off the worker has still to sign
         pending = (
             SignOff.objects.filter(
                 deployment=request, voided_at__isnull=True, signature__status=SignatureStatus.PENDING
@@ -268,11 +268,16 @@ def deployment_blockers_part(user: Any, code: Any) -> dict[str, Any]:
     """The blocker list alone (polled while something it depends on is pending)."""
     request = deployment_get(user, code)
     deployment_attach_capacity_plan(request)
-    drafting = request.status == Status.DRAFT
+    drafting = lifecycle_phase(request).drafting
     active = EvalRun.objects.filter(request=request, job__state__in=ACTIVE_STATES).exists()
     state = blockers_state(request, latest_capacity_plan(request), active)
     blockers = [] if drafting or not state["blockers_shown"] else deployment_blockers(request)
-    return {"d": request, "blockers": [labels.blocker_guidance(b, request) for b in blockers], **state}
+    return {
+        "d": request,
+        "drafting": drafting,
+        "blockers": [labels.blocker_guidance(b, request) for b in blockers],
+        **state,
+    }
 
 
 def _deployment(user: Any, code: Any) -> DeploymentRequest:
@@ -331,8 +336,9 @@ def _review(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     packet = live_packet(request)
     # The stored verification exists only for a completely signed packet: no query otherwise.
     approval = approval_state(request) if packet is not None and packet.status == PacketStatus.COMPLETE else None
-    drafting = request.status == Status.DRAFT
+    drafting = lifecycle_phase(request).drafting
     return {
+        "drafting": drafting,
         "blockers": [] if drafting else [labels.blocker_guidance(b, request) for b in deployment_blockers(request)],
         "obligations": [item for item in request.obligations.all() if item.status != ObligationStatus.SUPERSEDED],
         "waivers": list(request.waivers.all()),
@@ -447,30 +453,12 @@ def deployment_evals(user: Any, code: Any) -> list[dict[str, Any]]:
 
 
 def deployment_actions(user: Any, request: DeploymentRequest) -> dict[str, Any]:
-    """Which forms to show. The services check again; this only hides what would be refused."""
+    """Which forms to show (deployments.moves.available_actions), the review roles labelled."""
     member = getattr(request, "viewer_is_member", None)  # annotated by the request page's query
     if member is None:
         member = any(team.pk == request.team_id for team in user.teams.all())
-    requester = has_role(user, Role.REQUESTER) and member
-    own = user.pk == request.requester_id
-    moves = available_transitions(request, user, member=member)
-    review_roles = []
-    if not own and request.status == Status.IN_REVIEW:
-        if has_role(user, Role.LEGAL_REVIEWER):
-            review_roles.append({"value": ReviewRole.LEGAL, "label": labels.label("review_role", ReviewRole.LEGAL)})
-        if has_role(user, Role.ENGINEERING_REVIEWER):
-            review_roles.append(
-                {"value": ReviewRole.ENGINEERING, "label": labels.label("review_role", ReviewRole.ENGINEERING)}
-            )
-    return {
-        "submit": Move.SUBMIT in moves,
-        "withdraw": Move.WITHDRAW in moves,
-        "acknowledge": requester and request.status not in TERMINAL,
-        "usage": requester and request.status not in (Status.DRAFT, *TERMINAL),
-        "start_review": Move.START_REVIEW in moves,
-        "accept_obligations": not own and has_role(user, Role.LEGAL_REVIEWER),
-        "waive": not own and has_role(user, Role.LEGAL_REVIEWER),
-        "review_roles": review_roles,
-        "run_eval": has_role(user, Role.ENGINEERING_REVIEWER, Role.ADMIN),
-        "revoke": Move.REVOKE in moves,
-    }
+    actions = available_actions(request, user, member=member)
+    actions["review_roles"] = [
+        {"value": role, "label": labels.label("review_role", role)} for role in actions["review_roles"]
+    ]
+    return actions

@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from governance.approvals.packet_content import DECISIONS, summary
 from governance.audit.actions import AuditAction
 from governance.audit.models import AuditEvent
+from governance.audit.selectors import audit_events_of_actions
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest, SignOff
 from governance.gate.models import GateDecision
@@ -47,9 +48,7 @@ def report_range(since: date, until: date) -> tuple[datetime, datetime]:
 def period_report(since: date, until: date) -> list[dict[str, str]]:
     start, end = report_range(since, until)
     actions = [AuditAction.DEPLOYMENT_TRANSITIONED, *_KINDS]
-    events = list(
-        AuditEvent.objects.filter(occurred_at__gte=start, occurred_at__lt=end, action__in=actions).order_by("seq")
-    )
+    events = list(audit_events_of_actions(actions, start, end))
     events = [
         e for e in events if e.action != AuditAction.DEPLOYMENT_TRANSITIONED or e.data.get("to") in _TRANSITION_KINDS
     ]

@@ -24,7 +24,6 @@ from governance.core.models import Team
 from governance.core.roles import Role
 from governance.deployments import services
 from governance.deployments.api import DeploymentInputSerializer, UsageInputSerializer
-from governance.deployments.choices import Status
 from governance.deployments.envelope import gate_check_command
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.selectors import deployment_get, deployment_get_for_usage, latest_capacity_plan
@@ -227,7 +226,7 @@ def deployment(request: HttpRequest, code: str) -> HttpResponse:
         )
     if page.actions["usage"]:
         context["usage_form"] = UsageForm()
-    if page.actions["run_eval"] and page.request.status != Status.DRAFT:  # the eval form is shown
+    if page.actions["eval_form"]:
         precision = str((page.request.serving_plan or {}).get("precision", ""))
         context["eval_form"] = EvalRunForm(
             clusters=list(Cluster.objects.order_by("name").values_list("name", flat=True)),
