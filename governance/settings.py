@@ -556,3 +556,13 @@ CANARY_ANALYSIS_SOFT_TIME_LIMIT_S = env_int("CANARY_ANALYSIS_SOFT_TIME_LIMIT_S",
 CANARY_PROMETHEUS_URL = env_str("CANARY_PROMETHEUS_URL", "")
 CANARY_METRICS_WINDOW_S = env_int("CANARY_METRICS_WINDOW_S", 600, minimum=60)
 CELERY_BEAT_SCHEDULE["canary-resume"] = {"task": "canary.resume", "schedule": 120.0}
+# The fleet after promotion (docs/canary.md): a beat task re-checks each promoted deployment's series
+# over the last FLEET_WINDOW_S (FLEET_STEP_S apart); a figure beyond the plan in at least
+# FLEET_SUSTAINED_FRACTION of them is sustained: an alert (/metrics + a notification). Sending the
+# request back to review on an alert is the organisation's choice: off unless set.
+FLEET_CHECK_INTERVAL_S = env_int("FLEET_CHECK_INTERVAL_S", 300, minimum=10)
+FLEET_WINDOW_S = env_int("FLEET_WINDOW_S", 900, minimum=10)
+FLEET_STEP_S = env_int("FLEET_STEP_S", 15, minimum=1)
+FLEET_SUSTAINED_FRACTION = env_int("FLEET_SUSTAINED_PERCENT", 80, minimum=1) / 100
+FLEET_SEND_BACK_TO_REVIEW = env_bool("FLEET_SEND_BACK_TO_REVIEW", False)
+CELERY_BEAT_SCHEDULE["canary-fleet-check"] = {"task": "canary.fleet_check", "schedule": float(FLEET_CHECK_INTERVAL_S)}

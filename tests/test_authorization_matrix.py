@@ -339,6 +339,8 @@ ROWS: list[Row] = [
         prepare=_canary),
     Row("canary-analysis-decide", "POST", "/api/v1/canary/analyses/{canary}/decide", frozenset({ENG}),
         {"decision": "promote", "reason": "matrix"}, prepare=_canary),
+    Row("canary-plan-measurements", "GET", "/api/v1/canary/plan-measurements", frozenset({ENG, AUDITOR, ADMIN}),
+        note="filtered to visible requests"),
 ]  # fmt: skip
 
 

@@ -71,6 +71,8 @@ class AuditAction(models.IntegerChoices):
     CANARY_STARTED = 811, "canary.started"
     CANARY_FINISHED = 812, "canary.finished"
     CANARY_DECIDED = 813, "canary.decided"  # an engineering reviewer promoted or rolled back an inconclusive one
+    CANARY_PLAN_EXCEEDED = 814, "canary.plan_exceeded"  # measured worse than the capacity plan: for engineering
+    FLEET_ALERT = 815, "fleet.alert"  # a promoted deployment's figures sustained beyond its plan
     # 900-999: the audit trail itself
     AUDIT_EXPORTED = 900, "audit.exported"
     AUDIT_CHECKPOINT = 901, "audit.checkpoint"

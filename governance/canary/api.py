@@ -4,9 +4,13 @@ analysis with its checks, and an engineering reviewer decides an inconclusive on
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from typing import Any, cast
 
 from django.contrib.auth.models import User
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import BasePermission
@@ -14,8 +18,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.canary.models import CanaryAnalysis
-from governance.canary.selectors import canary_analysis_get
+from governance.canary.models import CanaryAnalysis, MeasurementSource, PlanMeasurement
+from governance.canary.selectors import (
+    EXPORT_LIMIT,
+    calibration_groups,
+    canary_analysis_get,
+    plan_measurements_visible,
+)
 from governance.canary.services import canary_analysis_decide, canary_analysis_request
 from governance.core.errors import NotFoundError, PermissionDeniedError
 from governance.core.models import ApiToken
@@ -30,7 +39,8 @@ from governance.deployments.selectors import deployment_get
 class CanaryServingSerializer(StrictSerializer):
     """The serving envelope the canary runs: the gate check's `serving`, the same keys."""
 
-    engine = serializers.ChoiceField(choices=["vllm", "sglang"])
+    # transformers serve: the embedded default's CPU engine (its series read under vLLM's names)
+    engine = serializers.ChoiceField(choices=["vllm", "sglang", "transformers"])
     engine_version = serializers.RegexField(r"^[A-Za-z0-9_.+-]{1,40}$", required=False)
     precision = serializers.CharField(max_length=20)
     gpu = serializers.CharField(max_length=40)
@@ -54,6 +64,9 @@ class CanaryRequestSerializer(StrictSerializer):
     canary_selector = serializers.DictField(child=serializers.CharField(max_length=200), required=False)
     stable_selector = serializers.DictField(child=serializers.CharField(max_length=200), required=False)
     sample_size = serializers.IntegerField(required=False, default=100)
+    cluster = serializers.CharField(
+        max_length=120, required=False, allow_blank=True, default="", help_text="where the canary runs"
+    )
 
 
 class CanaryDecideSerializer(StrictSerializer):
@@ -77,6 +90,7 @@ class CanaryAnalysisOutputSerializer(serializers.ModelSerializer):
             "model_name",
             "credential_ref",
             "sample_size",
+            "cluster",
             "checks",
             "measurements",
             "reference_eval",
@@ -143,6 +157,7 @@ class CanaryAnalysisCreateApi(APIView):
             canary_selector=data.get("canary_selector"),
             stable_selector=data.get("stable_selector"),
             sample_size=data["sample_size"],
+            cluster=data["cluster"],
             actor=request.user if isinstance(request.user, User) else None,
         )
         return Response(CanaryAnalysisOutputSerializer(analysis).data, status=status.HTTP_202_ACCEPTED)
@@ -189,3 +204,79 @@ class CanaryAnalysisDecideApi(APIView):
             actor=cast(User, request.user),  # authenticated: PipelineOrRole let it in
         )
         return Response(CanaryAnalysisOutputSerializer(decided).data)
+
+
+class PlanMeasurementSerializer(serializers.ModelSerializer):
+    deployment = serializers.UUIDField(source="deployment.code")
+    analysis = serializers.UUIDField(source="analysis.code", allow_null=True, default=None)
+    measured_at = serializers.DateTimeField(source="created_at")
+
+    class Meta:
+        model = PlanMeasurement
+        fields = [
+            "deployment",
+            "analysis",
+            "source",
+            "cluster",
+            "engine",
+            "engine_version",
+            "gpu",
+            "precision",
+            "layout",
+            "figure",
+            "planned",
+            "low",
+            "high",
+            "measured",
+            "client",
+            "limit",
+            "ratio",
+            "position",
+            "verdict",
+            "measured_at",
+        ]
+
+
+class PlanMeasurementFilterSerializer(StrictSerializer):
+    cluster = serializers.CharField(max_length=120, required=False, default="")
+    engine = serializers.CharField(max_length=40, required=False, default="")
+    # named as the query parameter; DRF moves declared fields off the class (mypy sees Field.source)
+    source = serializers.ChoiceField(choices=MeasurementSource.choices, required=False, default="")  # type: ignore[assignment]
+    export = serializers.ChoiceField(choices=["json", "csv"], required=False, default="json")
+
+
+class PlanMeasurementExportApi(APIView):
+    """The canary's (and the fleet's) measured figures against the capacity plan, for the planner's
+    calibration per cluster and engine: JSON (the groups' median measured / planned ratios and the
+    rows) or CSV (`?export=csv`, the rows). Engineering reviewers, auditors and admins; only the rows
+    of requests the caller may see."""
+
+    permission_classes = [HasAnyRole]
+
+    @extend_schema(
+        parameters=[PlanMeasurementFilterSerializer],
+        responses={200: PlanMeasurementSerializer(many=True)},
+        summary="Measured vs planned TTFT / TPOT / KV usage per cluster and engine (calibration export)",
+    )
+    def get(self, request: Request) -> HttpResponse:
+        if not has_role(request.user, Role.ENGINEERING_REVIEWER, Role.AUDITOR, Role.ADMIN):
+            raise PermissionDeniedError("engineering reviewers, auditors and admins export the plan measurements")
+        query = PlanMeasurementFilterSerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        filters = query.validated_data
+        rows = list(
+            plan_measurements_visible(
+                request.user, cluster=filters["cluster"], engine=filters["engine"], source=filters["source"]
+            )[:EXPORT_LIMIT]
+        )
+        data = PlanMeasurementSerializer(rows, many=True).data
+        if filters["export"] == "csv":
+            buffer = io.StringIO()
+            writer = csv.DictWriter(buffer, fieldnames=PlanMeasurementSerializer.Meta.fields)
+            writer.writeheader()
+            for row in data:
+                writer.writerow({**row, "layout": json.dumps(row["layout"], sort_keys=True)})
+            response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+            response["Content-Disposition"] = 'attachment; filename="plan-measurements.csv"'
+            return response
+        return Response({"groups": calibration_groups(rows), "rows": data})

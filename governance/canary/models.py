@@ -41,6 +41,7 @@ class CanaryAnalysis(BaseModel):
     canary_selector = models.JSONField(default=dict, blank=True)
     stable_selector = models.JSONField(default=dict, blank=True)
     sample_size = models.PositiveIntegerField(default=50, help_text="eval cases sent to the canary (at most)")
+    cluster = models.CharField(max_length=120, blank=True, help_text="where the canary runs (the request's target)")
     # One row per check: kind, metric, canary, stable, threshold, p_value, verdict, detail.
     checks = models.JSONField(default=list, blank=True)
     # The service's own client-side figures of the live regression (TTFT, TPOT: medians, p95, n),
@@ -69,3 +70,70 @@ class CanaryAnalysis(BaseModel):
 
     def __str__(self) -> str:
         return f"canary {self.status} of {self.digest[:19]}…"
+
+
+class MeasurementSource(models.TextChoices):
+    CANARY = "canary"  # a canary analysis, before production
+    FLEET = "fleet"  # the fleet re-check of a promoted deployment
+
+
+class PlanMeasurement(BaseModel):
+    """One figure of a deployment measured against its capacity plan (governance/canary/plan_fit.py):
+    the rows the planner's calibration is fitted from, per cluster and engine (the export), and the
+    finding engineering sees where it measured worse than planned."""
+
+    deployment = models.ForeignKey(DeploymentRequest, on_delete=models.PROTECT, related_name="plan_measurements")
+    analysis = models.ForeignKey(
+        CanaryAnalysis, null=True, blank=True, on_delete=models.CASCADE, related_name="plan_measurements"
+    )
+    source = models.CharField(max_length=8, choices=MeasurementSource.choices)
+    cluster = models.CharField(max_length=120, blank=True, help_text="where it ran, as the pipeline names it")
+    engine = models.CharField(max_length=40)
+    engine_version = models.CharField(max_length=40, blank=True)
+    gpu = models.CharField(max_length=40, blank=True)
+    precision = models.CharField(max_length=20, blank=True)
+    layout = models.JSONField(default=dict, blank=True, help_text="tp, pp, ep")
+    figure = models.CharField(max_length=20)  # ttft_ms, tpot_ms, kv_cache_usage
+    planned = models.FloatField(null=True, blank=True)
+    low = models.FloatField(null=True, blank=True, help_text="the plan's interval, where it has one")
+    high = models.FloatField(null=True, blank=True)
+    measured = models.FloatField(null=True, blank=True, help_text="engine-side median")
+    client = models.FloatField(null=True, blank=True, help_text="the service's own client-side median")
+    limit = models.FloatField(null=True, blank=True)
+    ratio = models.FloatField(null=True, blank=True, help_text="measured / planned")
+    position = models.CharField(max_length=8, blank=True, help_text="against the interval")
+    verdict = models.CharField(max_length=12)  # as_planned, worse, no_data
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # the calibration export: per cluster and engine, newest first
+            models.Index(fields=["cluster", "engine", "-created_at"], name="plan_measure_export_idx"),
+            models.Index(fields=["deployment", "-created_at"], name="plan_measure_request_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.figure} {self.verdict} ({self.source})"
+
+
+class FleetCheck(BaseModel):
+    """One re-check of a promoted deployment's serving series against its plan (beat
+    `canary.fleet_check`): each figure sustained beyond its limit is an alert."""
+
+    deployment = models.ForeignKey(DeploymentRequest, on_delete=models.CASCADE, related_name="fleet_checks")
+    analysis = models.ForeignKey(CanaryAnalysis, on_delete=models.CASCADE, related_name="fleet_checks")
+    status = models.CharField(max_length=8)  # ok, alert, no_data (Prometheus did not answer: no verdict)
+    # One row per figure: metric, value (the window's median), limit, breaching (the share of the
+    # window's samples beyond the limit), samples, alert, detail.
+    figures = models.JSONField(default=list, blank=True)
+    alerts = models.JSONField(default=list, blank=True, help_text="the metrics alerting")
+    sent_back = models.BooleanField(default=False, help_text="the request went back to review on this check")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["deployment", "-created_at"], name="fleet_check_request_idx")]
+
+    def __str__(self) -> str:
+        return f"fleet check {self.status}"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from governance.canary.verdict import MetricRule
+from planner.engines.registry import serving_engine
 
 RATE_WINDOW = "1m"
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -98,12 +99,27 @@ ENGINE_QUERIES: dict[str, dict[str, Any]] = {
 }
 
 
+def metric_names_of(engine: str) -> str:
+    """The engine whose metric names `engine`'s series carry: its own, or for an engine that exports
+    none (`transformers serve`, the embedded default's CPU engine) the one it is planned as (vLLM):
+    the same stated stand-in as its capacity plan (planner/engines/transformers.py), so a canary it
+    serves is compared on series an exporter of vLLM's names provides."""
+    if engine in ENGINE_QUERIES:
+        return engine
+    try:
+        planned_as = serving_engine(engine).planned_as
+    except ValueError:
+        planned_as = None
+    if planned_as in ENGINE_QUERIES:
+        return str(planned_as)
+    raise ValueError(f"engine: no metric names known for {engine!r} (one of {', '.join(ENGINE_QUERIES)})")
+
+
 def engine_queries(engine: str, labels: Mapping[str, str]) -> dict[str, str]:
     """The PromQL of each compared metric for `engine` over the series `labels` select."""
-    if engine not in ENGINE_QUERIES:
-        raise ValueError(f"engine: no metric names known for {engine!r} (one of {', '.join(ENGINE_QUERIES)})")
+    names = metric_names_of(engine)
     sel = selector(labels)
-    return {metric: build(sel) for metric, build in ENGINE_QUERIES[engine].items()}
+    return {metric: build(sel) for metric, build in ENGINE_QUERIES[names].items()}
 
 
 class PromClient:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
 
-from governance.canary.models import CanaryAnalysis
+from governance.canary.models import CanaryAnalysis, PlanMeasurement
 from governance.canary.risk import CanaryRecord, canary_reasons, envelope_digest, needs_records
 from governance.core.errors import NotFoundError
 from governance.core.prepared import fetch_all_prepared
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import Reason
+from governance.deployments.selectors import deployments_visible_to
 
 # The gate's read (one statement, served by canary_request_idx and canary_promoted_idx): this
 # request's analyses, and the passed ones of the same weights and envelope for the team's other
@@ -69,3 +71,51 @@ def canary_analysis_get(code: Any) -> CanaryAnalysis:
         return CanaryAnalysis.objects.select_related("deployment").get(code=code)
     except (CanaryAnalysis.DoesNotExist, ValueError):
         raise NotFoundError("no such canary analysis") from None
+
+
+EXPORT_LIMIT = 5000  # rows per export: the newest; narrow by cluster and engine for older ones
+
+
+def plan_measurements_visible(
+    user: Any, *, cluster: str = "", engine: str = "", source: str = ""
+) -> QuerySet[PlanMeasurement]:
+    """The measured-vs-planned rows of the requests the user may see, newest first, optionally of one
+    cluster, engine and source (the calibration export's filters; served by plan_measure_export_idx)."""
+    rows = PlanMeasurement.objects.filter(deployment__in=deployments_visible_to(user).values("pk"))
+    if cluster:
+        rows = rows.filter(cluster=cluster)
+    if engine:
+        rows = rows.filter(engine=engine)
+    if source:
+        rows = rows.filter(source=source)
+    return rows.select_related("deployment", "analysis").order_by("-created_at")
+
+
+def calibration_groups(rows: Iterable[PlanMeasurement]) -> list[dict[str, Any]]:
+    """Per cluster, engine, GPU and figure: how many measurements, the median measured / planned
+    ratio (what a calibration scales the planner's figure by), and how many were worse than planned."""
+    groups: dict[tuple[str, str, str, str], list[PlanMeasurement]] = {}
+    for row in rows:
+        groups.setdefault((row.cluster, row.engine, row.gpu, row.figure), []).append(row)
+    out = []
+    for (cluster, engine, gpu, figure), members in sorted(groups.items()):
+        ratios = [m.ratio for m in members if m.ratio is not None]
+        out.append(
+            {
+                "cluster": cluster,
+                "engine": engine,
+                "gpu": gpu,
+                "figure": figure,
+                "n": len(ratios),
+                "median_ratio": round(statistics.median(ratios), 4) if ratios else None,
+                "worse": sum(1 for m in members if m.verdict == "worse"),
+            }
+        )
+    return out
+
+
+def plan_measurements_of(deployment: DeploymentRequest, limit: int = 30) -> list[PlanMeasurement]:
+    """The request page's rows: the newest measured-vs-planned figures of one request."""
+    return list(
+        PlanMeasurement.objects.filter(deployment=deployment).select_related("analysis").order_by("-created_at")[:limit]
+    )

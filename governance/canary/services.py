@@ -24,8 +24,24 @@ from django.utils import timezone
 
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
-from governance.canary.models import CanaryAnalysis, CanaryStatus
-from governance.canary.prometheus import LABEL_NAME, RULES, PromClient, PrometheusError, engine_queries
+from governance.canary.fleet import FLEET_METRICS, FleetFigure, judge_fleet
+from governance.canary.models import (
+    CANARY_OK,
+    CanaryAnalysis,
+    CanaryStatus,
+    FleetCheck,
+    MeasurementSource,
+    PlanMeasurement,
+)
+from governance.canary.plan_fit import PlanFigure, plan_vs_measured, worse_than_planned
+from governance.canary.prometheus import (
+    LABEL_NAME,
+    RULES,
+    PromClient,
+    PrometheusError,
+    engine_queries,
+    metric_names_of,
+)
 from governance.canary.regression import MIN_CASES, Answer, run_live_regression, sample_cases
 from governance.canary.risk import envelope_digest, serving_envelope
 from governance.canary.verdict import FAILED, Check, compare_with_plan, compare_with_stable, overall
@@ -36,6 +52,8 @@ from governance.core.services import write_service
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import approved_eval
+from governance.deployments.services.notifications import notify_serving_alert
+from governance.deployments.services.transitions import deployment_lock, deployment_transition
 from governance.evaluations.models import EvalRun
 from planner.evaljob.cases import load_cases
 
@@ -86,6 +104,7 @@ def canary_analysis_request(
     canary_selector: Mapping[str, Any] | None = None,
     stable_selector: Mapping[str, Any] | None = None,
     sample_size: int = 100,
+    cluster: str = "",
 ) -> CanaryAnalysis:
     """Record the canary the pipeline deployed and queue its analysis after commit."""
     if deployment.status != Status.APPROVED:
@@ -100,6 +119,9 @@ def canary_analysis_request(
         raise invalid_input("credential_ref", "the NAME of an environment variable (A-Z, 0-9, _), never the secret")
     if not MIN_CASES <= sample_size <= settings.CANARY_MAX_CASES:
         raise invalid_input("sample_size", f"between {MIN_CASES} and {settings.CANARY_MAX_CASES}")
+    cluster = (cluster or deployment.target_cluster).strip()
+    if len(cluster) > 120:
+        raise invalid_input("cluster", "at most 120 characters")
     analysis = CanaryAnalysis.objects.create(
         deployment=deployment,
         digest=approved.lower(),
@@ -111,6 +133,7 @@ def canary_analysis_request(
         canary_selector=_validate_selector("canary_selector", canary_selector),
         stable_selector=_validate_selector("stable_selector", stable_selector),
         sample_size=sample_size,
+        cluster=cluster,
         requested_by=actor,
     )
     audit_record(
@@ -245,25 +268,46 @@ def _client_figures(answers: list[Answer]) -> dict[str, Any]:
     }
 
 
-def _metrics(analysis: CanaryAnalysis, client: PromClient | None, now: float) -> tuple[list[Check], dict[str, Any]]:
-    """Canary vs stable per engine metric, and the canary against the capacity plan."""
+Samples = dict[str, list[float]]
+
+
+def _metrics(
+    analysis: CanaryAnalysis, client: PromClient | None, now: float
+) -> tuple[list[Check], dict[str, Any], Samples]:
+    """Canary vs stable per engine metric, and the canary against the capacity plan; the canary's
+    samples per metric (what the plan is held against)."""
     if client is None:
-        return [Check("stable", "prometheus", None, None, None, None, FAILED, "no data: no Prometheus configured")], {}
+        return (
+            [Check("stable", "prometheus", None, None, None, None, FAILED, "no data: no Prometheus configured")],
+            {},
+            {},
+        )
     if not analysis.canary_selector or not analysis.stable_selector:
-        return [
-            Check(
-                "stable", "prometheus", None, None, None, None, FAILED, "no data: no canary or stable series selector"
-            )
-        ], {}
+        return (
+            [
+                Check(
+                    "stable",
+                    "prometheus",
+                    None,
+                    None,
+                    None,
+                    None,
+                    FAILED,
+                    "no data: no canary or stable series selector",
+                )
+            ],
+            {},
+            {},
+        )
     engine = str(analysis.envelope.get("engine"))
     try:
         canary_q = engine_queries(engine, analysis.canary_selector)
         stable_q = engine_queries(engine, analysis.stable_selector)
     except ValueError as exc:
-        return [Check("stable", "prometheus", None, None, None, None, FAILED, f"no data: {exc}")], {}
+        return [Check("stable", "prometheus", None, None, None, None, FAILED, f"no data: {exc}")], {}, {}
     start = now - settings.CANARY_METRICS_WINDOW_S
     checks: list[Check] = []
-    samples: dict[str, list[float]] = {}
+    samples: Samples = {}
     timings: list[float] = []
     for metric, rule in RULES.items():
         try:
@@ -276,9 +320,7 @@ def _metrics(analysis: CanaryAnalysis, client: PromClient | None, now: float) ->
             continue
         samples[metric] = canary
         checks.append(compare_with_stable(rule, canary, stable))
-    plan = (((analysis.deployment.evidence or {}).get("capacity_plan") or {}).get("result") or {}).get(
-        "throughput"
-    ) or {}
+    plan = _plan_result(analysis.deployment).get("throughput") or {}
     for metric, key in (("ttft_seconds", "ttft_ms"), ("inter_token_latency_seconds", "tpot_ms")):
         planned = plan.get(key)
         checks.append(
@@ -287,7 +329,11 @@ def _metrics(analysis: CanaryAnalysis, client: PromClient | None, now: float) ->
             )
         )
     checks.append(compare_with_plan("kv_cache_usage", samples.get("kv_cache_usage", []), KV_SATURATED, 0.0))
-    return checks, {"prometheus_query_s": _summary(timings)}
+    return checks, {"prometheus_query_s": _summary(timings), "metric_names": metric_names_of(engine)}, samples
+
+
+def _plan_result(deployment: DeploymentRequest) -> dict[str, Any]:
+    return dict(((deployment.evidence or {}).get("capacity_plan") or {}).get("result") or {})
 
 
 def canary_analysis_run(
@@ -300,10 +346,14 @@ def canary_analysis_run(
         return CanaryAnalysis.objects.get(pk=analysis_id)
     checks, measured = _live_regression(started)
     client = (prometheus or _default_prometheus)()
-    metric_checks, metric_timing = _metrics(started, client, time.time() if now is None else now)
+    metric_checks, metric_timing, samples = _metrics(started, client, time.time() if now is None else now)
     checks += metric_checks
     measured.update(metric_timing)
-    return _finish(analysis_id, checks, measured)
+    figures = plan_vs_measured(
+        _plan_result(started.deployment), samples, measured, tolerance=PLAN_TOLERANCE, kv_saturated=KV_SATURATED
+    )
+    measured["plan"] = [figure.as_dict() for figure in figures]  # the request page shows them
+    return _finish(analysis_id, checks, measured, figures=figures)
 
 
 def _default_prometheus() -> PromClient | None:
@@ -312,7 +362,13 @@ def _default_prometheus() -> PromClient | None:
 
 
 @write_service
-def _finish(analysis_id: int, checks: list[Check], measured: dict[str, Any], error: str = "") -> CanaryAnalysis:
+def _finish(
+    analysis_id: int,
+    checks: list[Check],
+    measured: dict[str, Any],
+    error: str = "",
+    figures: list[PlanFigure] | None = None,
+) -> CanaryAnalysis:
     verdict = overall(checks)
     with transaction.atomic():
         analysis = CanaryAnalysis.objects.select_for_update().select_related("deployment").get(pk=analysis_id)
@@ -336,7 +392,56 @@ def _finish(analysis_id: int, checks: list[Check], measured: dict[str, Any], err
                 "inconclusive": [c.metric for c in checks if c.verdict == "inconclusive"],
             },
         )
+        if figures:
+            _record_plan_figures(analysis, figures, MeasurementSource.CANARY)
+            _plan_exceeded(analysis, figures)
     return analysis
+
+
+def _record_plan_figures(analysis: CanaryAnalysis, figures: list[PlanFigure], source: str) -> None:
+    """Figures against the plan as calibration rows (the canary's, or the fleet's after promotion)."""
+    envelope = analysis.envelope or {}
+    PlanMeasurement.objects.bulk_create(
+        PlanMeasurement(
+            deployment=analysis.deployment,
+            analysis=analysis,
+            source=source,
+            cluster=analysis.cluster,
+            engine=str(envelope.get("engine", ""))[:40],
+            engine_version=str(envelope.get("engine_version") or "")[:40],
+            gpu=str(envelope.get("gpu") or "")[:40],
+            precision=str(envelope.get("precision") or "")[:20],
+            layout={name: envelope.get(name) for name in ("tp", "pp", "ep") if envelope.get(name) is not None},
+            figure=f.figure,
+            planned=f.planned,
+            low=f.low,
+            high=f.high,
+            measured=f.measured,
+            client=f.client,
+            limit=f.limit,
+            ratio=f.ratio,
+            position=f.position,
+            verdict=f.verdict,
+            detail=f.detail,
+        )
+        for f in figures
+    )
+
+
+def _plan_exceeded(analysis: CanaryAnalysis, figures: list[PlanFigure]) -> None:
+    """Worse than planned by more than the tolerance: a finding for engineering (audited)."""
+    worse = worse_than_planned(figures)
+    if worse:
+        audit_record(
+            actor="system:canary",
+            action=AuditAction.CANARY_PLAN_EXCEEDED,
+            obj=analysis.deployment,
+            data={
+                "analysis": str(analysis.code),
+                "cluster": analysis.cluster,
+                "figures": {f.figure: {"planned": f.planned, "measured": f.measured, "limit": f.limit} for f in worse},
+            },
+        )
 
 
 def canary_analysis_timed_out(*, analysis_id: int, seconds: int) -> CanaryAnalysis:
@@ -383,3 +488,103 @@ def canary_analyses_resume(*, older_than_s: int = 60) -> list[int]:
     for analysis_id in ids:
         canary_analysis_send(analysis_id)
     return ids
+
+
+# --- the fleet after promotion ------------------------------------------------------------------------
+
+
+def promoted_deployments() -> list[CanaryAnalysis]:
+    """Per approved request, its newest passed or promoted canary analysis that names the series of
+    the deployment it became (`stable_selector`: after promotion the stable deployment runs the
+    canary's weights, as Argo Rollouts and Flagger promote)."""
+    analyses = (
+        CanaryAnalysis.objects.filter(status__in=CANARY_OK, deployment__status=Status.APPROVED)
+        .exclude(stable_selector={})
+        .select_related("deployment")
+        .order_by("deployment_id", "-created_at")
+    )
+    newest: dict[int, CanaryAnalysis] = {}
+    for analysis in analyses:
+        newest.setdefault(analysis.deployment_id, analysis)
+    return list(newest.values())
+
+
+def _fleet_samples(analysis: CanaryAnalysis, client: PromClient, now: float) -> Samples:
+    queries = engine_queries(str(analysis.envelope.get("engine")), analysis.stable_selector)
+    start = now - settings.FLEET_WINDOW_S
+    # the alerting figures, and the latencies the calibration rows hold against the plan
+    wanted = (*FLEET_METRICS, "ttft_seconds", "inter_token_latency_seconds")
+    return {
+        metric: client.samples(queries[metric], start=start, end=now, step=float(settings.FLEET_STEP_S))
+        for metric in wanted
+    }
+
+
+def fleet_check_one(analysis: CanaryAnalysis, client: PromClient | None, now: float) -> FleetCheck:
+    """Re-check one promoted deployment: its series over the window against the plan. Sustained
+    beyond it: an alert (audited `fleet.alert`, a notification when newly alerting, /metrics) and,
+    where FLEET_SEND_BACK_TO_REVIEW is set, the request back to review (audited as the transition)."""
+    deployment = analysis.deployment
+    plan = _plan_result(deployment)
+    try:
+        if client is None:
+            raise PrometheusError("no Prometheus configured (CANARY_PROMETHEUS_URL)")
+        samples = _fleet_samples(analysis, client, now)
+    except (PrometheusError, ValueError) as exc:
+        return FleetCheck.objects.create(deployment=deployment, analysis=analysis, status="no_data", error=str(exc))
+    figures = judge_fleet(plan, samples, kv_saturated=KV_SATURATED, fraction=settings.FLEET_SUSTAINED_FRACTION)
+    measured = plan_vs_measured(plan, samples, {}, tolerance=PLAN_TOLERANCE, kv_saturated=KV_SATURATED)
+    return _fleet_record(analysis, figures, measured)
+
+
+@write_service
+def _fleet_record(analysis: CanaryAnalysis, figures: list[FleetFigure], measured: list[PlanFigure]) -> FleetCheck:
+    """The check's writes, in one transaction once Prometheus has answered."""
+    deployment = analysis.deployment
+    alerts = [f for f in figures if f.alert]
+    _record_plan_figures(analysis, measured, MeasurementSource.FLEET)
+    previous = FleetCheck.objects.filter(deployment=deployment).order_by("-created_at").first()
+    check = FleetCheck.objects.create(
+        deployment=deployment,
+        analysis=analysis,
+        status="alert" if alerts else "ok",
+        figures=[f.as_dict() for f in figures],
+        alerts=[f.metric for f in alerts],
+    )
+    if not alerts:
+        return check
+    newly = previous is None or set(previous.alerts) != set(check.alerts)
+    message = "; ".join(f.detail for f in alerts)
+    locked = deployment_lock(deployment)
+    send_back = bool(settings.FLEET_SEND_BACK_TO_REVIEW) and locked.status == Status.APPROVED
+    audit_record(
+        actor="system:fleet",
+        action=AuditAction.FLEET_ALERT,
+        obj=locked,
+        data={
+            "check": str(check.code),
+            "analysis": str(analysis.code),
+            "alerts": {f.metric: {"value": f.value, "limit": f.limit, "breaching": f.breaching} for f in alerts},
+            "sent_back": send_back,
+        },
+    )
+    if send_back:
+        reason = f"the fleet serves beyond its capacity plan: {message}"
+        locked.flagged, locked.flag_reason = True, reason[:2000]
+        locked.save(update_fields=["flagged", "flag_reason", "updated_at"])
+        locked.notified_by_caller = True  # type: ignore[attr-defined]  # one message: the alert's
+        deployment_transition(locked, Status.IN_REVIEW, "system:fleet", reason[:2000])
+        check.sent_back = True
+        check.save(update_fields=["sent_back", "updated_at"])
+    if newly or send_back:
+        transaction.on_commit(lambda: notify_serving_alert(locked, message))
+    return check
+
+
+def fleet_check_run(
+    *, prometheus: Callable[[], PromClient | None] | None = None, now: float | None = None
+) -> list[FleetCheck]:
+    """Beat: re-check every promoted deployment."""
+    client = (prometheus or _default_prometheus)()
+    moment = time.time() if now is None else now
+    return [fleet_check_one(analysis, client, moment) for analysis in promoted_deployments()]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet, Sum
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -77,6 +77,7 @@ class DatabaseCollector(Collector):
             ("outbox", self._outbox),
             ("audit", self._audit),
             ("celery", self._celery_queues),
+            ("fleet", self._fleet),
         ):
             try:
                 families = list(produce())
@@ -105,6 +106,25 @@ class DatabaseCollector(Collector):
         for code, n in audit_data_counts(AuditAction.SIGNOFF_REFUSED, "code"):
             refused.add_metric([str(code)], n)
         yield refused
+
+    # --- the fleet after promotion: each promoted deployment's newest re-check (canary.fleet_check) ---
+    def _fleet(self) -> Iterator[Metric]:
+        from governance.canary.models import FleetCheck
+        from governance.deployments.choices import Status
+
+        alerting = GaugeMetricFamily(
+            "governance_fleet_alert",
+            "1 while a promoted deployment's newest fleet check finds a figure sustained beyond its plan.",
+            labels=["deployment", "metric"],
+        )
+        latest = FleetCheck.objects.filter(deployment=OuterRef("deployment")).order_by("-created_at").values("pk")[:1]
+        newest = FleetCheck.objects.filter(
+            pk=Subquery(latest), deployment__status__in=[Status.APPROVED, Status.IN_REVIEW]
+        ).values_list("deployment__code", "alerts")
+        for code, alerts in newest:
+            for metric in alerts or []:
+                alerting.add_metric([str(code), str(metric)], 1)
+        yield alerting
 
     # --- background jobs: states now, durations of the finished ones -----------------------------
     def _jobs(self) -> Iterator[Metric]:

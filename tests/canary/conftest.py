@@ -34,12 +34,15 @@ W4A16_CONFIG: dict[str, Any] = {
 class Rollout:
     """An approved request and its team's CI token; `check` asks the gate as the pipeline would."""
 
-    def __init__(self, code: str, token: str) -> None:
+    def __init__(self, code: str, token: str, serving: dict[str, Any] | None = None) -> None:
         self.code, self.token = code, token
         self.deployment = DeploymentRequest.objects.get(code=code)
         self.evidence: dict[str, Any] = self.deployment.evidence or {}
+        self.base_serving = serving  # the pipeline's `serving`, where not the vLLM one below
 
     def serving(self, **changes: Any) -> dict[str, Any]:
+        if self.base_serving is not None:
+            return {**self.base_serving, **changes}
         layout = self.evidence["capacity_plan"]["result"]["parallel"]
         return {
             "engine": "vllm",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from governance.canary.prometheus import PrometheusError, engine_queries, parse_matrix, selector
+from governance.canary.prometheus import PrometheusError, engine_queries, metric_names_of, parse_matrix, selector
 
 
 def test_selectors_escape_values_and_refuse_bad_label_names() -> None:
@@ -55,3 +55,12 @@ def test_a_matrix_answer_is_parsed_and_non_finite_values_dropped() -> None:
 def test_an_error_or_another_shape_is_a_prometheus_error(body: object) -> None:
     with pytest.raises(PrometheusError):
         parse_matrix(body)
+
+
+def test_an_engine_without_metrics_of_its_own_is_read_under_the_names_it_is_planned_as() -> None:
+    # transformers serve exports no serving metrics; it is planned as vLLM (a stated stand-in)
+    assert metric_names_of("transformers") == "vllm"
+    assert engine_queries("transformers", {"deployment": "c"}) == engine_queries("vllm", {"deployment": "c"})
+    assert metric_names_of("sglang") == "sglang"
+    with pytest.raises(ValueError, match="no metric names known for 'tensorrt_llm'"):
+        engine_queries("tensorrt_llm", {"deployment": "c"})

@@ -4,10 +4,6 @@ scripts/prometheus-loopback) scraping two test exporters on loopback that serve 
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,55 +13,17 @@ import pytest
 from governance.canary.prometheus import RULES, PromClient, PrometheusError, engine_queries
 from governance.canary.verdict import FAILED, PASSED, compare_with_stable
 from tests.canary.exporter import VllmExporter
+from tests.canary.promserver import loopback_prometheus, needs_prometheus, wait_for_samples
 
-ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("prometheus") is None, reason="no prometheus binary (scripts/system-deps)"),
-]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+pytestmark = [pytest.mark.slow, needs_prometheus]
 
 
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[tuple[PromClient, VllmExporter, VllmExporter]]:
     with VllmExporter(0.28, 0.02, 0.5) as canary, VllmExporter(0.20, 0.02, 0.5) as stable:
-        port = free_port()
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "scripts" / "prometheus-loopback"),
-                f"--port={port}",
-                f"--dir={tmp_path / 'prom'}",
-                f"--target=deployment=canary@{canary.address}",
-                f"--target=deployment=stable@{stable.address}",
-                "--interval=1s",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            yield PromClient(f"http://127.0.0.1:{port}", timeout_s=5), canary, stable
-        finally:
-            process.terminate()
-            process.wait(timeout=20)
-
-
-def wait_for_samples(client: PromClient, query: str, at_least: int, timeout_s: float = 40) -> None:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        now = time.time()
-        try:
-            if len(client.samples(query, start=now - 60, end=now, step=1)) >= at_least:
-                return
-        except PrometheusError:
-            pass  # not listening yet
-        time.sleep(0.5)
-    raise AssertionError(f"no {at_least} samples of {query} within {timeout_s} s")
+        targets = {"deployment=canary": canary.address, "deployment=stable": stable.address}
+        with loopback_prometheus(tmp_path / "prom", targets) as client:
+            yield client, canary, stable
 
 
 def test_a_canary_ttft_40_percent_above_stable_fails_through_a_real_prometheus(
@@ -93,8 +51,9 @@ def test_a_canary_ttft_40_percent_above_stable_fails_through_a_real_prometheus(
         client.samples(stable_q["inter_token_latency_seconds"], start=now - 60, end=now, step=1),
     )
     assert itl.verdict == PASSED, itl.detail
-    # a metric the exporter does not serve: no series, no sample
-    assert client.samples(canary_q["queue_time_seconds"], start=now - 60, end=now, step=1) == []
+    # names the exporter does not serve (SGLang's): no series, no sample
+    sglang_q = engine_queries("sglang", {"deployment": "canary"})
+    assert client.samples(sglang_q["queue_time_seconds"], start=now - 60, end=now, step=1) == []
 
 
 def test_a_bad_query_is_an_error_naming_prometheus_answer(

@@ -20,12 +20,6 @@ have a chance of about 0.43^15 = 3e-6 (answers are greedy: the outcome is the sa
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import os
-import shutil
-import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -33,84 +27,14 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from governance.artifacts.services import artifact_register
 from governance.deployments.models import DeploymentRequest
-from governance.evaluations.models import Cluster, EvalRun, ExecutorKind, JobRun
 from governance.gate.choices import ReasonCode
 from governance.gate.services import ci_token_issue
-from planner.manifest import manifest_digest
-from planner.tinylm import derivatives
-from tests.conftest import ROOT, Personas
+from tests.conftest import Personas
 from tests.deployments.conftest import Flow, artifacts, catalog, flow  # noqa: F401  (shared fixtures)
-from tests.evaluations.conftest import drive
 from tests.gate.conftest import bearer, compute_capacity
 from tests.quant.conftest import no_engine_left  # noqa: F401  (shared fixture)
-
-CASES_PER_CATEGORY = 15
-THRESHOLD = 0.2  # the lowest a perfect derivative passes on 15 cases per category (see above)
-
-
-def _serving(precision: str) -> dict[str, Any]:
-    return {"engine": "transformers", "precision": precision, "gpu": "h200", "max_model_len": 512, "concurrency": 4}
-
-
-def _register_pair(personas: Personas, models: Path) -> tuple[Any, dict[str, Any]]:
-    parent_dir = models / "tiny-llama"
-    parent = artifact_register(
-        actor=personas.requester,
-        team=personas.team,
-        data={
-            "name": "tiny-llama",
-            "source_repo": "planner/tinylm/checkpoint",
-            "revision": "local",
-            "weights_digest": manifest_digest(parent_dir),
-            "license": "apache-2.0",
-            "config": json.loads((parent_dir / "config.json").read_text()),
-        },
-    )
-    registered = {}
-    for recipe in derivatives.RECIPES:
-        made = derivatives.record(recipe)
-        path = models / "derivatives" / recipe
-        # the committed files are what the quantize job made: the same digest, the same parent
-        assert manifest_digest(path) == made["manifest_digest"], f"{recipe}: committed files changed"
-        assert made["parent_digest"] == parent.weights_digest
-        registered[recipe] = artifact_register(
-            actor=personas.requester,
-            team=personas.team,
-            data={
-                "name": made["name"],
-                "source_repo": f"planner/tinylm/derivatives/{recipe}",
-                "revision": "local",
-                "weights_digest": made["manifest_digest"],
-                "license": "apache-2.0",
-                "derivation": "quantize",
-                "parent": parent,
-                "config": json.loads((path / "config.json").read_text()),
-                "quantization_config": {"recipe": made["recipe"], "checkpoint": made["quantization_config"]},
-            },
-        )
-    return parent, registered
-
-
-def _served_eval(flow: Flow, personas: Personas, cluster: Cluster, code: str, capture: Any) -> EvalRun:  # noqa: F811
-    body = {
-        "cluster": cluster.name,
-        "max_cases_per_category": CASES_PER_CATEGORY,
-        "max_new_tokens": 64,
-        "threshold": THRESHOLD,
-    }
-    response = flow.client(personas.engineer).post(f"/api/v1/deployments/{code}/evals", body, format="json")
-    assert response.status_code == 202, response.json()
-    assert response.json()["kind"] == "served"
-    run = JobRun.objects.get(code=response.json()["job"]["code"])
-    started = time.monotonic()
-    with capture(execute=True):
-        run = drive(run, timeout_s=900)
-    assert run.state == "succeeded", run.reason + run.log_tail
-    evaluation = EvalRun.objects.get(code=response.json()["code"])
-    print(f"served eval of {evaluation.candidate_digest[:19]}…: {time.monotonic() - started:.1f} s")
-    return evaluation
+from tests.quantization.served_tinylm import THRESHOLD, served_eval, serving, tinylm_on_local_cluster
 
 
 @pytest.mark.slow
@@ -122,37 +46,8 @@ def test_the_careless_derivative_is_blocked_and_denied_the_good_one_passes_and_i
     settings: Any,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    # transformers serve reads a compressed-tensors checkpoint only with the package (the eval extra pins it)
-    assert importlib.util.find_spec("compressed_tensors"), "compressed-tensors is missing: make setup (eval extra)"
-    settings.JOB_POLL_INITIAL_S = 0.5
-    settings.JOB_POLL_MAX_S = 1.0
-    models = tmp_path / "models"
-    shutil.copytree(derivatives.CHECKPOINT, models / "tiny-llama")
-    for recipe in derivatives.RECIPES:
-        shutil.copytree(derivatives.DERIVATIVES / recipe, models / "derivatives" / recipe)
-    # A PYTHONPATH the test runs with (packages beside the venv) reaches the engine too; no quantize job
-    # runs here, whose own interpreter it could shadow.
-    inherited = os.environ.get("PYTHONPATH")
-    cluster = Cluster.objects.create(
-        name="local",
-        executor=ExecutorKind.LOCAL,
-        remote_root=str(tmp_path / "runs"),
-        model_roots=[str(models)],
-        default_time_limit_s=900,
-        setup_lines=f"export PATH={Path(sys.executable).parent}:$PATH "
-        f"PYTHONPATH={ROOT}{':' + inherited if inherited else ''} OMP_NUM_THREADS=1",
-    )
-    parent, registered = _register_pair(personas, models)
-    engineer = flow.client(personas.engineer)
-    for artifact, path in [(parent, models / "tiny-llama")] + [
-        (registered[r], models / "derivatives" / r) for r in derivatives.RECIPES
-    ]:
-        located = engineer.post(
-            f"/api/v1/clusters/{cluster.code}/locations",
-            {"artifact": str(artifact.code), "path": str(path)},
-            format="json",
-        )
-        assert located.status_code == 201, located.json()
+    tiny = tinylm_on_local_cluster(flow, personas, tmp_path, settings)
+    cluster, registered = tiny.cluster, tiny.registered
     personas.team.leads.add(personas.requester)
     _, token = ci_token_issue(
         actor=personas.requester, team=personas.team, name="deploy", expires_at=timezone.now() + timedelta(days=1)
@@ -160,11 +55,11 @@ def test_the_careless_derivative_is_blocked_and_denied_the_good_one_passes_and_i
 
     # The careless derivative: its served eval fails, the request is blocked by eval.failed, the gate denies.
     careless = registered["w2a16-rtn"]
-    code = flow.create(careless, serving_plan=_serving("w2a16"))["code"]
+    code = flow.create(careless, serving_plan=serving("w2a16"))["code"]
     assert flow.post(personas.requester, code, "submit").status_code == 200
     assert flow.post(personas.legal, code, "start-review").status_code == 200
     compute_capacity(flow, code)  # refused: no engine has a 2-bit kernel (a blocker of its own)
-    evaluation = _served_eval(flow, personas, cluster, code, django_capture_on_commit_callbacks)
+    evaluation = served_eval(flow, personas, cluster, code, django_capture_on_commit_callbacks)
     assert evaluation.summary is not None
     overall, code_cases = evaluation.summary["overall"], evaluation.summary["categories"]["code"]
     print(f"w2a16-rtn: {overall['failures']}/{overall['n']} failures, bound {overall['upper_bound_95']:.3f}, "
@@ -180,7 +75,7 @@ def test_the_careless_derivative_is_blocked_and_denied_the_good_one_passes_and_i
         "deployment": code,
         "environment": "production",
         "artifact_digest": careless.weights_digest,
-        "serving": {**{k: _serving("w2a16")[k] for k in ("engine", "precision", "gpu", "max_model_len")},
+        "serving": {**{k: serving("w2a16")[k] for k in ("engine", "precision", "gpu", "max_model_len")},
                     "tp": 1, "pp": 1, "ep": 1},
     }  # fmt: skip
     denied = bearer(token).post("/api/v1/gate/check", check, format="json").json()
@@ -189,11 +84,11 @@ def test_the_careless_derivative_is_blocked_and_denied_the_good_one_passes_and_i
 
     # The good derivative of the same parent: its served eval passes, the request is approved, the gate allows.
     good = registered["w4a16-rtn"]
-    code = flow.create(good, serving_plan=_serving("w4a16"), environments=["staging", "production"])["code"]
+    code = flow.create(good, serving_plan=serving("w4a16"), environments=["staging", "production"])["code"]
     assert flow.post(personas.requester, code, "submit").status_code == 200
     assert flow.post(personas.legal, code, "start-review").status_code == 200
     compute_capacity(flow, code)
-    evaluation = _served_eval(flow, personas, cluster, code, django_capture_on_commit_callbacks)
+    evaluation = served_eval(flow, personas, cluster, code, django_capture_on_commit_callbacks)
     assert evaluation.summary is not None
     assert evaluation.status == "passed", evaluation.summary
     assert evaluation.summary["overall"]["failures"] == 0
@@ -204,7 +99,7 @@ def test_the_careless_derivative_is_blocked_and_denied_the_good_one_passes_and_i
         "deployment": code,
         "environment": "staging",  # quantized weights reach production through a canary (issue 45)
         "artifact_digest": good.weights_digest,
-        "serving": {**{k: _serving("w4a16")[k] for k in ("engine", "precision", "gpu", "max_model_len")},
+        "serving": {**{k: serving("w4a16")[k] for k in ("engine", "precision", "gpu", "max_model_len")},
                     **{k: layout[k] for k in ("tp", "pp", "ep")},
                     "engine_version": evaluation.engine_version},  # the version the approval is bound to
     }  # fmt: skip

@@ -96,6 +96,15 @@ def notify_threshold_crossed(deployment: DeploymentRequest, message: str) -> int
     return _send(subject, f"{message}\n\n{_about(deployment)}", recipients, deployment)
 
 
+def notify_serving_alert(deployment: DeploymentRequest, message: str) -> int:
+    """A promoted deployment serving beyond its plan (the canary app's fleet check): the engineering
+    reviewers, who re-plan or roll back, and the team's requesters."""
+    deployment = DeploymentRequest.objects.select_related("team", "requester").get(pk=deployment.pk)
+    recipients = _addresses([*reviewers(Role.ENGINEERING_REVIEWER), *concerned_requesters(deployment)])
+    subject = f"{deployment.product_name} serves beyond its capacity plan"
+    return _send(subject, f"{message}\n\n{_about(deployment)}", recipients, deployment)
+
+
 def notify_waiver_proposed(waiver: Waiver) -> int:
     """The other legal reviewers: a waiver of a blocker waits for their confirmation."""
     waiver = Waiver.objects.select_related("request__team", "request__requester", "granted_by").get(pk=waiver.pk)

@@ -14,6 +14,7 @@ from governance.approvals.models import ApprovalPacket
 from governance.approvals.packet_content import chart_caption, concurrency_text
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
+from governance.canary.models import CanaryAnalysis, FleetCheck
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.capacity.selectors import IntervalRow, PlanVerdict, plan_interval_rows, plan_verdict
 from governance.core.errors import NotFoundError
@@ -238,6 +239,8 @@ class DeploymentPage:
     intervals: list[IntervalRow] = field(default_factory=list)
     verdict: PlanVerdict | None = None
     drafting: bool = False
+    canary: list[dict[str, Any]] = field(default_factory=list)
+    fleet: FleetCheck | None = None
 
 
 def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_active: bool) -> dict[str, bool]:
@@ -294,6 +297,8 @@ def _deployment(user: Any, code: Any) -> DeploymentRequest:
             Prefetch("obligations", queryset=ObligationItem.objects.all()),
             Prefetch("signoffs", queryset=SignOff.objects.select_related("signer").order_by("-created_at")),
             Prefetch("eval_runs", queryset=EvalRun.objects.select_related("job", "cluster").order_by("-created_at")),
+            # the newest canary analyses, with their figures against the plan (one query)
+            Prefetch("canary_analyses", queryset=CanaryAnalysis.objects.order_by("-created_at")),
         )
     )
     try:
@@ -350,6 +355,7 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     """The capacity plan and its chart, eval runs, usage reports, gate decisions and the audit timeline."""
     plan = latest_capacity_plan(request)
     timeline = audit_events_filter(object_type=DeploymentRequest._meta.label_lower, object_id=str(request.code))
+    canary = [canary_view(analysis) for analysis in request.canary_analyses.all()[:CANARY_SHOWN]]
     return {
         "plan": plan,
         "chart": memory_chart(plan.result) if plan is not None and plan.result else None,
@@ -361,9 +367,38 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
         if plan is not None and plan.result
         else "",
         "evals": [eval_progress(run) for run in request.eval_runs.all()],
+        "canary": canary,
+        # the newest fleet re-check (beat canary.fleet_check); no query for a request with no canary
+        "fleet": FleetCheck.objects.filter(deployment=request).order_by("-created_at").first() if canary else None,
         "usage_reports": list(request.usage_reports.order_by("-month", "-created_at")[:12]),
         "gate_decisions": gate_decisions(user, request),
         "timeline": _timeline(timeline.order_by("-seq").values("seq", "occurred_at", "actor_name", "action")[:50]),
+    }
+
+
+CANARY_SHOWN = 5
+
+
+def canary_view(analysis: CanaryAnalysis) -> dict[str, Any]:
+    """One canary analysis as the page shows it: its checks, its figures against the capacity plan
+    (governance/canary/plan_fit.py) and the finding for engineering where it measured worse."""
+    plan = [
+        {
+            **figure,
+            "label": labels.label("plan_figure", figure["figure"]),
+            "verdict_label": labels.label("plan_verdict", figure["verdict"]),
+            "position_label": labels.label("plan_position", figure["position"]) if figure["position"] else "",
+        }
+        for figure in (analysis.measurements or {}).get("plan") or []
+    ]
+    return {
+        "analysis": analysis,
+        "status_label": labels.label("canary_status", analysis.status),
+        "checks": [
+            {**check, "verdict_label": labels.label("canary_verdict", check["verdict"])} for check in analysis.checks
+        ],
+        "plan": plan,
+        "worse": [figure for figure in plan if figure["verdict"] == "worse"],
     }
 
 
