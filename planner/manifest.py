@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -37,6 +38,14 @@ CHUNK = 1 << 20
 GIT_PATHS = frozenset({".git", ".gitattributes", ".github", ".gitignore"})
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://model_signing/signature/v1.0"
+# A manifest line's fields, spelled one way only: a second spelling of the same bytes (upper-case hex,
+# a Unicode digit) would be a second manifest of the same digest that a string comparison rejects.
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SIZE = re.compile(r"[0-9]{1,20}")
+# What a file name in a manifest may not hold: every line break str.splitlines knows (\r, \v, \f,
+# \x1c-\x1e, \x85, \u2028, \u2029: a parser splitting there would read one line as two, with a file
+# the node never hashed) and the other control characters.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
 def resolve_inside_roots(path: str, roots: Sequence[str], field: str) -> Path:
@@ -75,11 +84,21 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def path_problem(relative: str) -> str | None:
+    """Why `relative` cannot be a manifest path, or None. A path is what the node found under the
+    checkpoint root: relative, no empty, '.' or '..' component, no line break or control character."""
+    if _CONTROL.search(relative):  # a line break in a name would forge a second manifest line
+        return "file names with line breaks or control characters are not allowed"
+    if relative.startswith("/") or any(part in ("", ".", "..") for part in relative.split("/")):
+        return "not a path relative to the checkpoint directory"
+    return None
+
+
 def manifest_line(root: Path, path: Path) -> str:
     """One file's manifest line (the node's inspection hashes file by file, naming the one it is on)."""
     relative = path.relative_to(root).as_posix()
-    if "\n" in relative:  # a newline in a name would forge a second manifest line
-        raise ValueError(f"{relative!r}: file names with newlines are not allowed")
+    if problem := path_problem(relative):
+        raise ValueError(f"{relative!r}: {problem}")
     try:
         relative.encode("utf-8")  # the manifest is UTF-8 text; pathlib keeps undecodable bytes as surrogates
     except UnicodeEncodeError:
@@ -102,14 +121,33 @@ def manifest(root: Path) -> list[str]:
     return lines
 
 
+def manifest_text_lines(text: str) -> list[str]:
+    """A manifest text's lines, split at newlines only, as manifest_line writes them (str.splitlines
+    also splits at CR, NEL, U+2028 ...: two parsers splitting differently would read two manifests)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line + "\n" for line in lines]
+
+
 def manifest_entries(lines: Iterable[str]) -> list[tuple[str, int, str]]:
-    """(sha256 hex, size, relative path) of each manifest line; ValueError on a malformed one."""
+    """(sha256 hex, size, relative path) of each manifest line; ValueError on a malformed one. The one
+    parser of a manifest (the service, the signing, every node's check): a manifest from a node or a
+    requester is read the same way everywhere. A path listed twice is refused: the digest would count
+    both files, a check by name only one, so one directory would match the digest of another."""
     entries = []
-    for line in lines:
-        sha, size, relative = line.rstrip("\n").split(" ", 2)
-        if len(sha) != 64 or not size.isdigit():
-            raise ValueError(f"{relative!r}: not a manifest line")
-        bytes.fromhex(sha)
+    seen: set[str] = set()
+    for number, line in enumerate(lines, start=1):
+        text = line.removesuffix("\n")
+        parts = text.split(" ", 2)
+        if "\n" in text or len(parts) != 3 or not _SHA256.fullmatch(parts[0]) or not _SIZE.fullmatch(parts[1]):
+            raise ValueError(f"manifest line {number}: not '<sha256 hex> <size> <relative path>'")
+        sha, size, relative = parts
+        if problem := path_problem(relative):
+            raise ValueError(f"manifest line {number}: {relative[:200]!r}: {problem}")
+        if relative in seen:
+            raise ValueError(f"manifest line {number}: {relative[:200]!r} is listed twice")
+        seen.add(relative)
         entries.append((sha, int(size), relative))
     return entries
 
@@ -121,7 +159,7 @@ def _path_order(entry: tuple[str, int, str]) -> list[str]:
 def digest_of_manifest(lines: str | Iterable[str]) -> str:
     """The OpenSSF model-signing root digest of the files a manifest lists."""
     if isinstance(lines, str):
-        lines = lines.splitlines(keepends=True)
+        lines = manifest_text_lines(lines)
     digest = hashlib.sha256()
     for sha, _size, _relative in sorted(manifest_entries(lines), key=_path_order):
         digest.update(bytes.fromhex(sha))
@@ -145,7 +183,7 @@ def in_toto_statement(lines: str | Iterable[str], model_name: str) -> dict[str, 
     """The in-toto statement model-signing signs for these files (the "files" serialization, SHA-256,
     no links, git files ignored): the subject is the root digest, the resources each file's."""
     if isinstance(lines, str):
-        lines = lines.splitlines(keepends=True)
+        lines = manifest_text_lines(lines)
     entries = sorted(manifest_entries(lines), key=_path_order)
     root = digest_of_manifest([f"{sha} {size} {relative}\n" for sha, size, relative in entries])
     return {

@@ -32,7 +32,7 @@ from governance.artifacts.models import SIGNATURE_FORMAT, ArtifactSignature, Mod
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.core.services import write_service
-from planner.manifest import GIT_PATHS, digest_of_manifest, manifest_entries
+from planner.manifest import GIT_PATHS, digest_of_manifest, manifest_entries, manifest_text_lines
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def library_manifest(manifest_text: str, model_name: str) -> Any:
     )
     items = [
         serialization.new_item(relative, Digest("sha256", bytes.fromhex(sha)))
-        for sha, _size, relative in manifest_entries(manifest_text.splitlines(keepends=True))
+        for sha, _size, relative in manifest_entries(manifest_text_lines(manifest_text))
     ]
     return ms_manifest.Manifest(model_name, items, serialization)
 

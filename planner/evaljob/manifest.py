@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner.manifest import GIT_PATHS, digest_matches, file_sha256
+from planner.manifest import GIT_PATHS, digest_matches, file_sha256, manifest_text_lines
+from planner.manifest import manifest_entries as parse_manifest
 
 
 class ArtifactMismatch(ValueError):
@@ -20,13 +21,13 @@ class ArtifactMismatch(ValueError):
 
 
 def manifest_entries(text: str) -> dict[str, tuple[str, int]]:
-    entries = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        parts = line.split(" ", 2)
-        if len(parts) != 3 or len(parts[0]) != 64 or not parts[1].isdigit():
-            raise ArtifactMismatch(f"registered manifest line {number} is malformed")
-        entries[parts[2]] = (parts[0], int(parts[1]))
-    return entries
+    """{path: (sha256, size)}, read by planner.manifest's one parser: the digest was computed over the
+    same lines this check goes by (a path listed twice, or a line split where the digest's parser does
+    not split, would let files the digest never counted pass)."""
+    try:
+        return {relative: (sha, size) for sha, size, relative in parse_manifest(manifest_text_lines(text))}
+    except ValueError as exc:
+        raise ArtifactMismatch(f"registered {exc}") from None
 
 
 def _files(root: Path) -> list[str]:

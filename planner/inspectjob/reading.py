@@ -13,6 +13,7 @@ from typing import Any
 
 from planner.cluster.base import unstorable_in_json
 from planner.inspectjob.report import InspectionRefused, InspectionTimeout, InspectLimits
+from planner.manifest import GIT_PATHS, path_problem
 
 
 @contextmanager
@@ -34,8 +35,8 @@ def reading(relative: str) -> Iterator[None]:
 
 def walk(root: Path, limits: InspectLimits) -> list[tuple[str, int]]:
     """Every regular file under root as (relative POSIX path, size), sorted; refuses a symbolic link, a
-    FIFO, socket or device (opening a FIFO would block), a name with a newline (it would forge a
-    manifest line) and one that is not UTF-8 (the manifest and result.json are). Directories are not followed through links: each entry is lstat-ed."""
+    FIFO, socket or device (opening a FIFO would block), a name with a line break or control character
+    (it would forge a manifest line) and one that is not UTF-8 (the manifest and result.json are). Directories are not followed through links: each entry is lstat-ed."""
     if root.is_symlink():
         raise InspectionRefused(".", f"the checkpoint root {root} is a symbolic link; give the resolved path")
     if not root.is_dir():
@@ -46,10 +47,12 @@ def walk(root: Path, limits: InspectLimits) -> list[tuple[str, int]]:
         directory = pending.pop()
         with reading(directory.relative_to(root).as_posix()), os.scandir(directory) as entries:
             for entry in entries:
+                if directory == root and entry.name in GIT_PATHS:
+                    continue  # git's own files are in no manifest (planner.manifest): not hashed, not walked
                 path = Path(entry.path)
                 relative = path.relative_to(root).as_posix()
-                if "\n" in relative or "\r" in relative:
-                    raise InspectionRefused(repr(relative), "a file name with a line break")
+                if problem := path_problem(relative):  # a line break would forge a manifest line
+                    raise InspectionRefused(repr(relative), problem)
                 try:
                     relative.encode("utf-8")  # os.scandir keeps undecodable bytes as lone surrogates
                 except UnicodeEncodeError:

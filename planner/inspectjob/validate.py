@@ -14,7 +14,7 @@ from typing import Any
 
 from planner.inspectjob.precision import UNQUANTIZED_KINDS
 from planner.inspectjob.report import DEFAULT_LIMITS, FORMAT, InspectLimits
-from planner.manifest import digest_of_manifest
+from planner.manifest import digest_of_manifest, manifest_entries, manifest_text_lines
 from planner.specs import precisions
 
 LICENSE_FILE_KINDS = frozenset({"license", "use_policy", "notice"})
@@ -157,10 +157,7 @@ def report_fault(report: Any, limits: InspectLimits = DEFAULT_LIMITS) -> str | N
 
 def _license_files_hashed(files: list[dict[str, Any]], manifest: str) -> str | None:
     """Each license text's bytes are the bytes the manifest (so the approved digest) hashed."""
-    hashed = {}
-    for line in manifest.splitlines():
-        sha256, _, rest = line.partition(" ")
-        hashed[rest.partition(" ")[2]] = sha256
+    hashed = {relative: sha256 for sha256, _size, relative in manifest_entries(manifest_text_lines(manifest))}
     for number, item in enumerate(files):
         if hashed.get(item["path"]) != item["sha256"]:
             return f"license_files[{number}]: its sha256 is not the manifest's for {item['path'][:200]}"
