@@ -7,6 +7,7 @@ figure, in the engine's own names. Figures are bytes (memory) or tokens.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,10 @@ class FigureCheck:
 
 
 def _gib(text: str) -> float:
-    return float(text) * GIB
+    value = float(text) * GIB
+    if not math.isfinite(value):  # 400 digits read as inf: no JSON (nor PostgreSQL's jsonb) holds it
+        raise ValueError(f"{text[:40]!r} is not a finite size")
+    return value
 
 
 def _number(text: str) -> int:
@@ -107,7 +111,10 @@ def parse_log(text: str) -> EngineLog:
     for pattern, name, convert in _PATTERNS:
         first = re.search(pattern, text)  # the first rank's line
         if first and name not in values:
-            values[name] = convert(first.group(1))
+            try:
+                values[name] = convert(first.group(1))
+            except (ValueError, OverflowError):  # '1.2.3', '.', 5,000 digits: not what an engine prints
+                raise ValueError(f"text: {name} {first.group(1)[:40]!r} is not a number") from None
     settings = {name: value for name, value in values.items() if name in _SETTINGS}
     figures: dict[str, float] = {name: value for name, value in values.items() if name not in _SETTINGS}
     version = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -23,6 +24,7 @@ from governance.calibration.selectors import (
 from governance.calibration.services import MAX_GPUS, MAX_LOG_CHARS, calibration_run_request, startup_log_record
 from governance.core.errors import NotFoundError
 from governance.core.serializers import KeyOrObjectField, StrictSerializer
+from governance.core.visibility import hidden_objects
 from governance.evaluations.api import CanRead, Engineering, JobRunOutputSerializer
 from governance.evaluations.models import Cluster
 from planner.specs import gpus
@@ -169,7 +171,20 @@ class StartupLogOutputSerializer(serializers.ModelSerializer):
         ]
 
     def get_deployment(self, obj: StartupLog) -> str | None:
-        return obj.subject_id if obj.subject_type == DEPLOYMENT_SUBJECT else None
+        if obj.subject_type != DEPLOYMENT_SUBJECT or obj.subject_id in self.context.get("hidden_deployments", ()):
+            return None
+        return obj.subject_id
+
+
+def _deployments_hidden_in(user: Any, logs: QuerySet[StartupLog]) -> set[str]:
+    """The request codes `logs` name that `user` would get 404 for (core.visibility: the deployments
+    app's own rule, as the audit trail applies it): any reader lists a cluster's logs, but which
+    request of another team printed one is that team's. Fails closed: no rule registered, all hidden."""
+    named = logs.filter(subject_type=DEPLOYMENT_SUBJECT).values_list("subject_id", flat=True)
+    hidden = hidden_objects(user).get(DEPLOYMENT_SUBJECT)
+    if hidden is None:
+        return set(named)
+    return set(named.filter(subject_id__in=hidden))
 
 
 class ClusterStartupLogsApi(APIView):
@@ -178,7 +193,9 @@ class ClusterStartupLogsApi(APIView):
 
     @extend_schema(responses=StartupLogOutputSerializer(many=True), summary="A cluster's startup logs")
     def get(self, request: Request, code: str) -> Response:
-        return Response(StartupLogOutputSerializer(startup_logs(cluster=_cluster(code)), many=True).data)
+        logs = startup_logs(cluster=_cluster(code))
+        context = {"hidden_deployments": _deployments_hidden_in(request.user, logs)}
+        return Response(StartupLogOutputSerializer(logs, many=True, context=context).data)
 
     @extend_schema(
         request=StartupLogInputSerializer,

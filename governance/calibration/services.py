@@ -153,7 +153,10 @@ def startup_log_record(
         raise invalid_input("gpu", f"unknown {gpu!r}; one of {', '.join(sorted(gpus()))}")
     if not text.strip() or len(text) > MAX_LOG_CHARS:
         raise invalid_input("text", f"must be a startup log of 1 to {MAX_LOG_CHARS:,} characters")
-    log = parse_log(text)
+    try:
+        log = parse_log(text)
+    except ValueError as exc:  # a figure that is not a number: the log is refused, naming it
+        raise _planner_field_error(exc) from None
     if "available_kv_cache_memory" not in log.figures:
         raise invalid_input(
             "text",

@@ -1,0 +1,63 @@
+"""Startup logs as an attacker sends them: a log's figures are text the service converts (a 400 naming
+`text` when they are not numbers, never a 500), and a cluster's log list, which any reader gets, does
+not tell a requester of another team which request's deployment printed it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from governance.calibration.models import StartupLog
+from governance.evaluations.models import Cluster, ExecutorKind
+from tests.calibration.test_startup_logs import vllm_log
+from tests.deployments.conftest import Flow
+
+BODY = {"gpu": "h100-80g", "model": "llama-3.1-8b", "precision": "bf16"}
+
+
+@pytest.fixture
+def gpu_a(db: None) -> Cluster:
+    return Cluster.objects.create(name="gpu-a", executor=ExecutorKind.LOCAL, remote_root="/tmp/gpu-a")
+
+
+@pytest.mark.parametrize(
+    ("find", "replace"),
+    [
+        ("Available KV cache memory: 60.00 GiB", "Available KV cache memory: 1.2.3 GiB"),
+        ("Available KV cache memory: 60.00 GiB", "Available KV cache memory: . GiB"),
+        ("Model loading took 14.9900 GiB", "Model loading took " + "9" * 400 + " GiB"),  # inf
+        ("gpu_memory_utilization=0.9", "gpu_memory_utilization=0.9.9"),
+        ("max_seq_len=8192", "max_seq_len=" + "9" * 5000),  # beyond int()'s 4,300 digits
+        ("tensor_parallel_size=1", "tensor_parallel_size=0"),
+    ],
+)
+def test_a_log_with_figures_that_are_not_numbers_is_a_400(gpu_a: Cluster, flow: Flow, find: str, replace: str) -> None:
+    text = vllm_log(60.0)
+    assert find in text
+    answer = flow.client(flow.p.engineer).post(
+        f"/api/v1/clusters/{gpu_a.code}/startup-logs", {**BODY, "text": text.replace(find, replace)}, format="json"
+    )
+    assert answer.status_code == 400, answer.content[:300]
+    assert StartupLog.objects.count() == 0
+
+
+def test_another_team_s_requester_does_not_learn_which_request_printed_a_log(
+    gpu_a: Cluster, flow: Flow, artifacts: dict[str, Any]
+) -> None:
+    code = flow.create(artifacts["apache"])["code"]
+    assert flow.post(flow.p.requester, code, "submit").status_code == 200  # reviewers see it from now
+    answer = flow.client(flow.p.engineer).post(
+        f"/api/v1/clusters/{gpu_a.code}/startup-logs",
+        {**BODY, "text": vllm_log(60.0), "deployment": code},
+        format="json",
+    )
+    assert answer.status_code == 201, answer.json()
+    path = f"/api/v1/clusters/{gpu_a.code}/startup-logs"
+    [theirs] = flow.client(flow.p.other_requester).get(path).json()
+    assert theirs["deployment"] is None
+    assert code not in str(theirs)
+    [own] = flow.client(flow.p.requester).get(path).json()
+    assert own["deployment"] == code
+    [reviewer] = flow.client(flow.p.legal).get(path).json()
+    assert reviewer["deployment"] == code
