@@ -152,6 +152,17 @@ def manifest_entries(lines: Iterable[str]) -> list[tuple[str, int, str]]:
     return entries
 
 
+def same_files(manifest_text: str, other: str) -> bool:
+    """Whether two manifests list the same files: each path with the same hash and size. The digest
+    alone does not say so (it counts the hashes in path order, not the names)."""
+    try:
+        return sorted(manifest_entries(manifest_text_lines(manifest_text))) == sorted(
+            manifest_entries(manifest_text_lines(other))
+        )
+    except ValueError:
+        return False
+
+
 def _path_order(entry: tuple[str, int, str]) -> list[str]:
     return entry[2].split("/")
 

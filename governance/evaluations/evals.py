@@ -28,7 +28,7 @@ from governance.evaluations.models import (
     JobRun,
     JobRunState,
 )
-from governance.evaluations.selectors import artifact_latest_inspection, artifact_parent_check
+from governance.evaluations.selectors import artifact_known_manifest, artifact_latest_inspection, artifact_parent_check
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import eval_finished
 from planner.engines.registry import DEFAULT_ENGINE
@@ -41,7 +41,7 @@ from planner.evaljob.engines import (
     transformers_launch,
 )
 from planner.evaljob.standard import check_tasks
-from planner.manifest import digest_matches, digest_of_manifest, resolve_inside_roots
+from planner.manifest import digest_matches, digest_of_manifest, resolve_inside_roots, same_files
 from planner.quant.names import SCHEME_NAMES
 
 EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
@@ -174,6 +174,14 @@ def artifact_location_register(
             "manifest",
             f"the files do not match the artifact's weights digest {artifact.weights_digest}",
         )
+    # The digest does not bind the names: the files are the ones the service holds a manifest of, by name.
+    known = artifact_known_manifest(artifact, besides=cluster)
+    if manifest and known and not same_files(manifest, known):
+        raise invalid_input(
+            "manifest",
+            "lists the artifact's files under other names than its registered manifest (same bytes, other paths)",
+        )
+    manifest = manifest or known
     with transaction.atomic():
         location, _ = ArtifactLocation.objects.update_or_create(
             artifact=artifact,
@@ -204,7 +212,8 @@ def _location(artifact: ModelArtifact, cluster: Cluster, role: str) -> dict[str,
             "cluster",
             f"the {role} {artifact.name} ({artifact.weights_digest}) has no location on cluster {cluster.name}",
         )
-    return {"path": location.path, "digest": artifact.weights_digest, "manifest": location.manifest}
+    manifest = location.manifest or artifact_known_manifest(artifact)  # names a later reading learnt
+    return {"path": location.path, "digest": artifact.weights_digest, "manifest": manifest}
 
 
 def serving_config(deployment: Any, plan_result: dict[str, Any] | None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from governance.evaluations.models import (
     JobRun,
     JobRunState,
 )
+from governance.evaluations.selectors import artifact_known_manifest
 from governance.evaluations.services import jobrun_create
 from governance.evaluations.signals import artifact_inspected
 from governance.licenses.services import license_text_keep
@@ -50,7 +51,9 @@ def _time_limit(location: ArtifactLocation) -> int:
 def artifact_inspection_request(*, location: ArtifactLocation, actor: User | None) -> ArtifactInspection:
     """Queue a reading of the files at `location` (its path was resolved inside a model root when
     the location was registered; the node resolves it again before reading anything)."""
-    files = {"manifest.txt": location.manifest} if location.manifest else {}
+    # a location without a manifest is read against the names the service already holds, if any
+    manifest = location.manifest or artifact_known_manifest(location.artifact)
+    files = {"manifest.txt": manifest} if manifest else {}
     command = [location.cluster.python, "-m", "planner.inspectjob", location.path, "--out", "result.json", "--job"]
     command += ["--max-memory-mb", str(INSPECTION_MEMORY_MB), "--max-seconds", str(_time_limit(location))]
     for root in location.cluster.model_roots or []:  # the path was checked as written; the node sees links

@@ -11,7 +11,14 @@ from governance.artifacts.models import ModelArtifact
 from governance.artifacts.weights import WeightsPrecision, weights_precision_of
 from governance.core.errors import NotFoundError
 from governance.core.roles import Role, has_role
-from governance.evaluations.models import ArtifactInspection, Cluster, EvalRun, InspectionStatus, JobRun
+from governance.evaluations.models import (
+    ArtifactInspection,
+    ArtifactLocation,
+    Cluster,
+    EvalRun,
+    InspectionStatus,
+    JobRun,
+)
 from governance.licenses.selectors import license_text_match
 from planner.inspectjob.compare import compare_with_parent
 
@@ -93,6 +100,26 @@ def artifact_latest_inspection(artifact: ModelArtifact) -> ArtifactInspection | 
         .order_by("-created_at")
         .first()
     )
+
+
+def artifact_known_manifest(artifact: ModelArtifact, *, besides: Cluster | None = None) -> str:
+    """The manifest naming the artifact's files ("" while none is held): the first the service took,
+    a location's (besides `besides`'s, which is being registered again), else the first passed
+    inspection's reading. The OpenSSF digest counts the files' hashes in path order, not their names:
+    the same bytes under other names (an unused file loaded as the weights) have the same digest, so
+    every location goes by these names (artifact_location_register, the eval and inspection jobs)."""
+    locations = ArtifactLocation.objects.filter(artifact=artifact).exclude(manifest="")
+    if besides is not None:
+        locations = locations.exclude(cluster=besides)
+    found = locations.order_by("created_at", "pk").values_list("manifest", flat=True).first()
+    if found:
+        return found
+    passed = ArtifactInspection.objects.filter(artifact=artifact, status=InspectionStatus.PASSED)
+    for report in passed.order_by("created_at", "pk").values_list("report", flat=True):
+        read = (report or {}).get("manifest")
+        if isinstance(read, str) and read:
+            return read
+    return ""
 
 
 _UNREAD = object()  # the caller has not read the latest inspection yet
