@@ -41,7 +41,14 @@ from planner.evaljob.engines import (
     transformers_launch,
 )
 from planner.evaljob.standard import check_tasks
-from planner.manifest import digest_matches, digest_of_manifest, resolve_inside_roots, same_files
+from planner.manifest import (
+    digest_matches,
+    digest_of_manifest,
+    manifest_entries,
+    manifest_text_lines,
+    resolve_inside_roots,
+    same_files,
+)
 from planner.quant.names import SCHEME_NAMES
 
 EVAL_ARGS = ["-m", "planner.evaljob", "run", "--spec", "spec.json", "--out", "."]  # after the cluster's python
@@ -168,6 +175,11 @@ def artifact_location_register(
             manifest = "".join(manifest_lines(local))
         except (OSError, ValueError) as exc:
             raise invalid_input("path", str(exc)) from None
+    if manifest:
+        try:  # a requester's text: the line that is not a manifest line is named
+            manifest_entries(manifest_text_lines(manifest))
+        except ValueError as exc:
+            raise invalid_input("manifest", str(exc)) from None
     # never what they hash to: the files may be another team's
     if manifest and not digest_matches(manifest, artifact.weights_digest):
         raise invalid_input(
