@@ -75,7 +75,8 @@ _PATTERNS: tuple[tuple[str, str, Any], ...] = (
     (r"peak_torch_memory=([\d.]+)GiB", "peak_torch_memory", _gib),
     (r"# (?:GPU|cuda|CUDA) blocks: ([\d,]+)", "gpu_blocks", _number),
     (r"KV Cache is allocated\.(?: dtype: [\w.]+,)? #tokens: ([\d,]+)", "gpu_kv_cache_tokens", _number),
-    (r"Load weight end\..*?mem usage=([\d.]+) GB", "model_loading", _gib),
+    # bounded: ".*?" rescanned the rest of the line from every "Load weight end." (a 2 MB log: hours)
+    (r"Load weight end\.[^\n]{0,300}?mem usage=([\d.]+) GB", "model_loading", _gib),
     (r"tensor_parallel_size[=:'\" ]+(\d+)", "tp", int),
     (r"pipeline_parallel_size[=:'\" ]+(\d+)", "pp", int),
     (r"\btp_size=(\d+)", "tp", int),

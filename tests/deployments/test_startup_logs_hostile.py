@@ -4,12 +4,14 @@ not tell a requester of another team which request's deployment printed it."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from governance.calibration.models import StartupLog
 from governance.evaluations.models import Cluster, ExecutorKind
+from planner.checklog import parse_log
 from tests.calibration.test_startup_logs import vllm_log
 from tests.deployments.conftest import Flow
 
@@ -61,3 +63,14 @@ def test_another_team_s_requester_does_not_learn_which_request_printed_a_log(
     assert own["deployment"] == code
     [reviewer] = flow.client(flow.p.legal).get(path).json()
     assert reviewer["deployment"] == code
+
+
+def test_a_log_of_one_phrase_repeated_is_read_in_linear_time() -> None:
+    """SGLang's "Load weight end. ... mem usage=" was matched with ".*?" from every occurrence to the
+    end of the line: 120,000 characters took ~20 s, the 2,000,000 the API takes, hours of a worker."""
+    text = "Load weight end." * 7_500
+    started = time.perf_counter()
+    assert "model_loading" not in parse_log(text).figures
+    assert time.perf_counter() - started < 3
+    sglang = "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.74 GB, mem usage=14.99 GB."
+    assert parse_log(sglang).figures["model_loading"] == 14.99 * (1 << 30)
