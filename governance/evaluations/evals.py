@@ -187,7 +187,7 @@ def artifact_location_register(
             f"the files do not match the artifact's weights digest {artifact.weights_digest}",
         )
     # The digest does not bind the names: the files are the ones the service holds a manifest of, by name.
-    known = artifact_known_manifest(artifact, besides=cluster)
+    known = artifact_known_manifest(artifact)
     if manifest and known and not same_files(manifest, known):
         raise invalid_input(
             "manifest",

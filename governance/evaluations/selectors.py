@@ -102,15 +102,13 @@ def artifact_latest_inspection(artifact: ModelArtifact) -> ArtifactInspection | 
     )
 
 
-def artifact_known_manifest(artifact: ModelArtifact, *, besides: Cluster | None = None) -> str:
+def artifact_known_manifest(artifact: ModelArtifact) -> str:
     """The manifest naming the artifact's files ("" while none is held): the first the service took,
-    a location's (besides `besides`'s, which is being registered again), else the first passed
-    inspection's reading. The OpenSSF digest counts the files' hashes in path order, not their names:
-    the same bytes under other names (an unused file loaded as the weights) have the same digest, so
-    every location goes by these names (artifact_location_register, the eval and inspection jobs)."""
+    a location's, else the first passed inspection's reading. The OpenSSF digest counts the files'
+    hashes in path order, not their names: the same bytes under other names (an unused file loaded as
+    the weights) have the same digest, so every location goes by these names, a location registered
+    again on the same cluster included (artifact_location_register, the eval and inspection jobs)."""
     locations = ArtifactLocation.objects.filter(artifact=artifact).exclude(manifest="")
-    if besides is not None:
-        locations = locations.exclude(cluster=besides)
     found = locations.order_by("created_at", "pk").values_list("manifest", flat=True).first()
     if found:
         return found

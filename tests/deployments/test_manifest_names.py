@@ -96,3 +96,23 @@ def test_a_location_without_a_manifest_is_checked_against_the_artifact_s_names(
     assert answer.status_code == 201, answer.json()
     # the eval job and the inspection on cluster two verify the files by the names read on cluster one
     assert _location(artifact, two, "candidate")["manifest"] == "".join(manifest_lines(checkpoint))
+
+
+def test_the_same_location_registered_again_may_not_rename_the_files(
+    registered: tuple[ModelArtifact, Path], personas: Personas
+) -> None:
+    """Before its first inspection passed, too: the location's own manifest already names the files."""
+    artifact, checkpoint = registered
+    one = Cluster.objects.get(name="one")
+    extra, weights = file_sha256(checkpoint / "extra.bin"), file_sha256(checkpoint / "weights.bin")
+    answer = personas.client(personas.requester).post(
+        f"/api/v1/clusters/{one.code}/locations",
+        {
+            "artifact": str(artifact.code),
+            "path": str(checkpoint),
+            "manifest": f"{extra} 22 a.bin\n{weights} 21 weights.bin\n",
+        },
+        format="json",
+    )
+    assert answer.status_code == 400, answer.json()
+    assert ArtifactLocation.objects.get(cluster=one).manifest == "".join(manifest_lines(checkpoint))
