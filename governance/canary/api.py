@@ -237,6 +237,25 @@ class PlanMeasurementSerializer(serializers.ModelSerializer):
         ]
 
 
+class CalibrationGroupSerializer(serializers.Serializer):
+    """One group of calibration_groups(): per cluster, engine, GPU and figure."""
+
+    cluster = serializers.CharField()
+    engine = serializers.CharField()
+    gpu = serializers.CharField()
+    figure = serializers.CharField()
+    n = serializers.IntegerField()
+    median_ratio = serializers.FloatField(allow_null=True)
+    worse = serializers.IntegerField()
+
+
+class PlanMeasurementExportSerializer(serializers.Serializer):
+    """The JSON export: the groups' median measured / planned ratios and the rows."""
+
+    groups = CalibrationGroupSerializer(many=True)
+    rows = PlanMeasurementSerializer(many=True)
+
+
 class PlanMeasurementFilterSerializer(StrictSerializer):
     cluster = serializers.CharField(max_length=120, required=False, default="")
     engine = serializers.CharField(max_length=40, required=False, default="")
@@ -255,7 +274,7 @@ class PlanMeasurementExportApi(APIView):
 
     @extend_schema(
         parameters=[PlanMeasurementFilterSerializer],
-        responses={200: PlanMeasurementSerializer(many=True)},
+        responses={200: PlanMeasurementExportSerializer},
         summary="Measured vs planned TTFT / TPOT / KV usage per cluster and engine (calibration export)",
     )
     def get(self, request: Request) -> HttpResponse:
