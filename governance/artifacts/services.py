@@ -152,9 +152,14 @@ def artifact_parent_set(
         raise invalid_input("derivation", "how the artifact was made from its parent: fine_tune, quantize or distill")
     if not artifact_usable_by(parent, artifact.team):
         raise invalid_input("parent", "belongs to another team and is not shared with yours")
-    if any(ancestor.pk == artifact.pk for ancestor in parent.lineage()):
-        raise invalid_input("parent", f"{parent.name} is {artifact.name} or was made from it")
     with transaction.atomic():
+        # Parent changes of the teams involved go one at a time (their rows locked in one order), so the
+        # cycle check below reads every parent named before it: A -> B and B -> A asked at once cannot
+        # both pass a check made before either was written.
+        list(Team.objects.select_for_update().filter(pk__in={artifact.team_id, parent.team_id}).order_by("pk"))
+        current = ModelArtifact.objects.get(pk=parent.pk)  # as now committed, not as the caller read it
+        if any(ancestor.pk == artifact.pk for ancestor in current.lineage()):
+            raise invalid_input("parent", f"{parent.name} is {artifact.name} or was made from it")
         locked = ModelArtifact.objects.select_for_update(of=("self",)).get(pk=artifact.pk)
         before = str(locked.parent.code) if locked.parent_id else None  # type: ignore[union-attr]
         locked.parent, locked.derivation = parent, derivation
