@@ -163,6 +163,27 @@ TABLES: dict[str, dict[str, Any]] = {
         "distill": _("Distill"),
         "merge": _("Merge"),
     },
+    # What an inspection of a checkpoint's files stored (planner.inspectjob, governance.artifacts.weights):
+    # the evidence keeps the codes (the API's and the packet's contract), the pages name them.
+    "weights_source": {
+        "inspection": _("the files read on the cluster"),
+        "config.json": "config.json",
+        "quantization_config": "quantization_config",
+        "catalog": _("the model catalog"),
+        "assumed": _("nothing (assumed)"),
+    },
+    "inspection_status": {"running": _("Running"), "passed": _("Passed"), "refused": _("Refused"), "error": _("Error")},
+    "checkpoint_file": {
+        "model_card": _("Model card"),
+        "license": _("License"),
+        "use_policy": _("Use policy"),
+        "notice": _("Notice"),
+        "weights": _("Weights"),
+        "config": _("Configuration"),
+        "tokenizer": _("Tokenizer"),
+        "other": _("Other"),
+    },
+    "license_match": {"catalog": _("the catalog's standard text"), "classified": _("classified by legal")},
     "distribution": {"none": _("Not distributed"), "internal": _("Inside the company"), "public": _("Published")},
     "aup": {
         "military": _("Military"),
