@@ -228,6 +228,40 @@ def choices(kind: str, codes: Iterable[str] | None = None) -> list[tuple[str, An
     return [(code, table[code]) for code in (table if codes is None else codes)]
 
 
+# A fact left out (the engine's `facts.assumed` finding, params `field` and `value`): its conservative
+# value in the reader's words. The engine's English `message` stays the API's and the evidence's.
+_ASSUMED_WORDS: dict[str, Any] = {
+    "monthly_active_users": _("not stated: every user threshold counts as crossed"),
+    "monthly_active_users_at_model_release": _("not stated: the current monthly active users count"),
+    "monthly_revenue": _("not stated: every revenue threshold counts as crossed"),
+    "org_country": _("not stated: every territorial restriction counts as applying"),
+    "derivative": _("a fine-tune, distributed publicly"),
+    "intended_uses": _("none"),
+    "use_case": TABLES["use_case"]["external_commercial"],
+}
+
+
+def finding_words(finding: dict[str, Any]) -> dict[str, Any]:
+    """A license finding's `message` and `how_to_comply` for a page, in the reader's language where the
+    service itself wrote them (`facts.assumed`); a catalog term's own words (the license's) as they are."""
+    params = finding.get("params") or {}
+    name = params.get("field")
+    if finding.get("code") != "facts.assumed" or not isinstance(name, str):
+        return {}
+    value = params.get("value")
+    if name in _ASSUMED_WORDS:
+        assumed = str(_ASSUMED_WORDS[name])
+    elif isinstance(value, bool):
+        assumed = gettext("yes") if value else gettext("no")
+    else:
+        assumed = str(value)
+    return {
+        "message": gettext("%(field)s was not given; assumed the most conservative value: %(value)s.")
+        % {"field": name, "value": assumed},
+        "how_to_comply": gettext("Provide facts.%(field)s for a precise evaluation.") % {"field": name},
+    }
+
+
 def _anchor(code: str) -> str:
     """The anchor of the form on the request page that acts on a readiness reason."""
     if code == "obligation.not_accepted":

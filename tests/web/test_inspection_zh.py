@@ -1,4 +1,4 @@
-"""What the inspection found, read in Chinese: a reviewer in zh-hans read the stored codes of the
+"""What the inspection found and a fact left out, read in Chinese: a reviewer in zh-hans read the stored codes of the
 checkpoint section raw ("读取自 inspection", "在 local 上读取的文件\uff1apassed", file kinds `license`,
 `weights`, a match "(catalog)", the derivation "(quantize)"), found trying the first run as a new user.
 The pages name each code in the reader's language; the API keeps the codes."""
@@ -15,7 +15,7 @@ from django.test import Client
 from governance.approvals.models import Authority
 from governance.artifacts.models import Derivation
 from tests.conftest import Personas
-from tests.deployments.conftest import SERVING, Flow
+from tests.deployments.conftest import FACTS, SERVING, Flow
 from tests.deployments.test_inspection import (  # the inspection's own fixtures, run as that module runs them
     W4A16,
     _checkpoint,
@@ -70,3 +70,39 @@ def test_the_checkpoint_section_and_the_artifact_page_name_the_codes_in_chinese(
     body = personas.client(personas.requester).get(f"/api/v1/artifacts/{artifact.code}/inspections").json()
     assert body["weights"]["source"] == "inspection"
     assert body["results"][0]["license_files"][0]["kind"] == "license"
+
+
+def test_a_fact_left_out_reads_in_chinese_on_the_request_page_and_in_the_wizard_preview(
+    flow: Flow, artifacts: dict[str, Any]
+) -> None:
+    """The engine's `facts.assumed` finding ("monthly_revenue was not given; assumed the most
+    conservative value: …", "Provide facts.monthly_revenue for a precise evaluation.") is worded by
+    its field on the pages, as the blockers are; the API keeps the engine's English message."""
+    facts = {key: value for key, value in FACTS.items() if key != "monthly_revenue"}
+    code = flow.create(artifacts["apache"], facts=facts)["code"]
+    client = Client()
+    client.force_login(flow.p.requester)
+    page = client.get(f"/requests/{code}/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    row = page[page.index('data-code="facts.assumed"') :]
+    row = row[: row.index("</tr>")]
+    assert "monthly_revenue" in row
+    assert "未提供" in row, row
+    assert "facts.monthly_revenue" in row
+    for english in ("was not given", "most conservative", "not stated", "for a precise evaluation"):
+        assert english not in row, (english, row)
+
+    preview = client.post(
+        "/requests/new/preview",
+        {"artifact": str(artifacts["apache"].code), "use_case": "internal", "monthly_active_users": "500"},
+        HTTP_ACCEPT_LANGUAGE="zh-hans",
+    ).content.decode()
+    assumed = re.findall(r'data-code="facts.assumed">(.*?)</li>', preview, re.S)
+    assert assumed, preview
+    for item in assumed:
+        assert "未提供" in item, item
+        assert "was not given" not in item, item
+        assert "for a precise evaluation" not in item, item
+
+    english = flow.client(flow.p.requester).get(f"/api/v1/deployments/{code}").json()
+    [finding] = [f for f in english["licenses"][0]["findings"] if f["code"] == "facts.assumed"]
+    assert finding["message"].startswith("monthly_revenue was not given")
