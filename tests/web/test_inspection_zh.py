@@ -102,6 +102,7 @@ def test_a_fact_left_out_reads_in_chinese_on_the_request_page_and_in_the_wizard_
         assert "未提供" in item, item
         assert "was not given" not in item, item
         assert "for a precise evaluation" not in item, item
+        assert "条款  ·" not in item, item  # no clause: no empty "Clause" label before the confidence
 
     english = flow.client(flow.p.requester).get(f"/api/v1/deployments/{code}").json()
     [finding] = [f for f in english["licenses"][0]["findings"] if f["code"] == "facts.assumed"]
