@@ -183,6 +183,13 @@ TABLES: dict[str, dict[str, Any]] = {
         "tokenizer": _("Tokenizer"),
         "other": _("Other"),
     },
+    # The default eval set's categories (planner/evaljob/data); another set's keep their keys.
+    "eval_category": {
+        "math": _("Math"),
+        "code": _("Code"),
+        "zh_summary": _("Chinese summaries"),
+        "multi_turn": _("Multi-turn"),
+    },
     "license_match": {"catalog": _("the catalog's standard text"), "classified": _("classified by legal")},
     "distribution": {"none": _("Not distributed"), "internal": _("Inside the company"), "public": _("Published")},
     "aup": {
