@@ -9,6 +9,7 @@ from governance.approvals.api import DeploymentReviewApi
 from governance.artifacts.api import ArtifactDetailApi, ArtifactListCreateApi, ArtifactShareApi, ArtifactSignatureApi
 from governance.capacity.api import CapacityPlanCreateApi, CapacityPlanDetailApi, PlannerPlanApi
 from governance.core.api import MeApi
+from governance.core.exceptions import not_found
 from governance.core.health import healthz
 from governance.observability.views import metrics
 from governance.sso import views as sso_views
@@ -58,3 +59,6 @@ urlpatterns = [
     ),
     path("", include("governance.web.urls")),
 ]
+
+# An unrouted path under /api/ answers the API's JSON error shape, not the HTML page.
+handler404 = not_found

@@ -136,7 +136,12 @@ class StartupLogInputSerializer(StrictSerializer):
     gpu = serializers.ChoiceField(choices=sorted(gpus()), help_text="planner catalog key of the GPUs it ran on")
     model = KeyOrObjectField(help_text="catalog key, or a config.json object, of the model it served")
     precision = serializers.CharField(default="auto", max_length=20, help_text="as served; auto: the checkpoint's")
-    engine_version = serializers.RegexField(r"^v?\d+\.\d+(\.\d+)?", required=False, max_length=40)
+    engine_version = serializers.RegexField(
+        r"^v?\d+\.\d+(\.\d+)?",
+        required=False,
+        max_length=40,
+        error_messages={"invalid": "an engine release such as 0.11.0 (major.minor, optionally .patch)"},
+    )
     deployment = serializers.UUIDField(required=False, help_text="the deployment request whose deployment it is")
 
     def validate_model(self, value: Any) -> Any:

@@ -12,7 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import page_not_found
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -84,3 +85,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         },
         status=status.HTTP_500_INTERNAL_SERVER_ERROR,
     )
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The 404 of a path no route matches (`handler404`): under /api/ the API's JSON error shape, as
+    the API's own 404s answer (a client reads `message`, not an HTML page); elsewhere the page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"message": f"no such API endpoint: {request.path}", "extra": {}}, status=404)
+    return page_not_found(request, exception)

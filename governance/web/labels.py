@@ -186,6 +186,34 @@ TABLES: dict[str, dict[str, Any]] = {
         "distill": _("Distill"),
         "merge": _("Merge"),
     },
+    # What an inspection of a checkpoint's files stored (planner.inspectjob, governance.artifacts.weights):
+    # the evidence keeps the codes (the API's and the packet's contract), the pages name them.
+    "weights_source": {
+        "inspection": _("the files read on the cluster"),
+        "config.json": "config.json",
+        "quantization_config": "quantization_config",
+        "catalog": _("the model catalog"),
+        "assumed": _("nothing (assumed)"),
+    },
+    "inspection_status": {"running": _("Running"), "passed": _("Passed"), "refused": _("Refused"), "error": _("Error")},
+    "checkpoint_file": {
+        "model_card": _("Model card"),
+        "license": _("License"),
+        "use_policy": _("Use policy"),
+        "notice": _("Notice"),
+        "weights": _("Weights"),
+        "config": _("Configuration"),
+        "tokenizer": _("Tokenizer"),
+        "other": _("Other"),
+    },
+    # The default eval set's categories (planner/evaljob/data); another set's keep their keys.
+    "eval_category": {
+        "math": _("Math"),
+        "code": _("Code"),
+        "zh_summary": _("Chinese summaries"),
+        "multi_turn": _("Multi-turn"),
+    },
+    "license_match": {"catalog": _("the catalog's standard text"), "classified": _("classified by legal")},
     "distribution": {"none": _("Not distributed"), "internal": _("Inside the company"), "public": _("Published")},
     "aup": {
         "military": _("Military"),
@@ -228,6 +256,40 @@ def choices(kind: str, codes: Iterable[str] | None = None) -> list[tuple[str, An
     """(code, lazy name) pairs for a form field, in the order of `codes` (else the table's)."""
     table = TABLES[kind]
     return [(code, table[code]) for code in (table if codes is None else codes)]
+
+
+# A fact left out (the engine's `facts.assumed` finding, params `field` and `value`): its conservative
+# value in the reader's words. The engine's English `message` stays the API's and the evidence's.
+_ASSUMED_WORDS: dict[str, Any] = {
+    "monthly_active_users": _("not stated: every user threshold counts as crossed"),
+    "monthly_active_users_at_model_release": _("not stated: the current monthly active users count"),
+    "monthly_revenue": _("not stated: every revenue threshold counts as crossed"),
+    "org_country": _("not stated: every territorial restriction counts as applying"),
+    "derivative": _("a fine-tune, distributed publicly"),
+    "intended_uses": _("none"),
+    "use_case": TABLES["use_case"]["external_commercial"],
+}
+
+
+def finding_words(finding: dict[str, Any]) -> dict[str, Any]:
+    """A license finding's `message` and `how_to_comply` for a page, in the reader's language where the
+    service itself wrote them (`facts.assumed`); a catalog term's own words (the license's) as they are."""
+    params = finding.get("params") or {}
+    name = params.get("field")
+    if finding.get("code") != "facts.assumed" or not isinstance(name, str):
+        return {}
+    value = params.get("value")
+    if name in _ASSUMED_WORDS:
+        assumed = str(_ASSUMED_WORDS[name])
+    elif isinstance(value, bool):
+        assumed = gettext("yes") if value else gettext("no")
+    else:
+        assumed = str(value)
+    return {
+        "message": gettext("%(field)s was not given; assumed the most conservative value: %(value)s.")
+        % {"field": name, "value": assumed},
+        "how_to_comply": gettext("Provide facts.%(field)s for a precise evaluation.") % {"field": name},
+    }
 
 
 def _anchor(code: str) -> str:

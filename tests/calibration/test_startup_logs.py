@@ -101,6 +101,11 @@ def test_recording_is_engineering_s_and_a_log_without_a_pool_or_version_is_refus
     no_version = _record(engineer, gpu_a, text.replace("vLLM API server version 0.11.0", "started"))
     assert no_version.status_code == 400
     assert "engine_version" in no_version.json()["extra"]["fields"]
+    # a version that is not a release is refused saying what one looks like (not "does not match the pattern")
+    not_a_release = _record(engineer, gpu_a, text, engine_version="latest")
+    assert not_a_release.status_code == 400
+    [message] = not_a_release.json()["extra"]["fields"]["engine_version"]
+    assert "0.11.0" in message, message
     unknown = _record(engineer, gpu_a, text, model="no-such-model")
     assert unknown.status_code == 400
     assert StartupLog.objects.count() == 0

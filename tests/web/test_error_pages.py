@@ -36,3 +36,19 @@ def test_verdicts_are_words_in_both_languages() -> None:
         assert labels.label("verdict", "approve") == "Approves"
     with translation.override("zh-hans"):
         assert labels.label("verdict", "reject") == "拒绝"
+
+
+def test_an_api_path_that_names_nothing_answers_the_api_s_json_404(personas: Any) -> None:
+    """`/api/v1/artifacts/nope/signature` (a code that is not a UUID, so no route) answered the HTML
+    page to an API client; the API's error shape is JSON, as every other 404 of the API is."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(personas.requester)
+    answer = client.get("/api/v1/artifacts/nope/signature")
+    assert answer.status_code == 404
+    assert answer["Content-Type"].startswith("application/json"), answer["Content-Type"]
+    assert answer.json() == {"message": "no such API endpoint: /api/v1/artifacts/nope/signature", "extra": {}}
+    page = Client().get("/no-such-page/")  # a page's 404 stays the page
+    assert page.status_code == 404
+    assert page["Content-Type"].startswith("text/html")

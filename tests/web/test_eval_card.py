@@ -5,6 +5,7 @@ with the difference, and /requests/<code>/evals opened directly is a whole page.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.template.loader import render_to_string
@@ -72,6 +73,31 @@ def test_each_category_shows_baseline_and_candidate_accuracy_and_the_difference(
     assert "0.900" in html
     assert "0.850" in html
     assert "-0.050" in html
+
+
+def test_the_default_sets_categories_are_named_in_the_readers_language(db: None) -> None:
+    """The zh card listed the categories by their keys (math, code, zh_summary, multi_turn), found
+    walking the first run through the pages in Chinese; a category outside the table keeps its key."""
+    block = {"n": 5, "failures": 0, "upper_bound_95": 0.45, "pass": True}
+    names = ("math", "code", "zh_summary", "multi_turn", "lm_eval:gsm8k")
+    summary = summarise({"pass": True, "overall": block, "categories": {name: block for name in names}})
+    run = EvalRun(
+        scheme="w4a16",
+        kind=EvalKind.SERVED,
+        status=EvalStatus.PASSED,
+        job=JobRun(state=JobRunState.SUCCEEDED, log_tail=""),
+        summary=summary,
+    )
+    with translation.override("zh-hans"):
+        html = render_to_string("web/partials/evals.html", {"evals": [eval_progress(run)], "code": "x"})
+    cells = re.findall(r'<tr data-category="([^"]+)"><td>([^<]+)</td>', html)
+    assert dict(cells) == {
+        "math": "数学",
+        "code": "代码",
+        "zh_summary": "中文摘要",
+        "multi_turn": "多轮对话",
+        "lm_eval:gsm8k": "lm_eval:gsm8k",
+    }, cells
 
 
 def test_the_eval_panel_opened_directly_is_a_whole_page(flow: Any, artifacts: Any) -> None:

@@ -211,6 +211,7 @@ def license_preview(artifact: Any, license_key: str, facts: dict[str, Any]) -> d
                     "findings": [
                         {
                             **f.as_dict(),
+                            **labels.finding_words(f.as_dict()),
                             "severity_label": labels.label("severity", f.severity),
                             "confidence_label": labels.label("confidence", f.confidence),
                         }

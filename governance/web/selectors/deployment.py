@@ -319,6 +319,7 @@ def _findings(request: DeploymentRequest) -> dict[str, Any]:
             findings.append(
                 {
                     **finding,
+                    **labels.finding_words(finding),
                     "waived": waived,
                     "severity_label": labels.label("severity", finding["severity"]),
                     "confidence_label": labels.label("confidence", finding.get("confidence", "")),
