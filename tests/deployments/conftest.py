@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -112,8 +113,16 @@ def artifacts(personas: Personas, catalog: None) -> dict[str, ModelArtifact]:
 class Flow:
     """Drives one request through the API as the personas would."""
 
-    def __init__(self, personas: Personas) -> None:
+    def __init__(self, personas: Personas, pki: Callable[[], object] | None = None) -> None:
         self.p = personas
+        self._pki = pki
+
+    def ensure_pki(self) -> None:
+        """Build the organisation's PKI the first time this test signs (its RSA keys are pooled,
+        but issuing the root, the TSA and the CRL still costs each test that builds it): a test
+        that never signs never builds it."""
+        if self._pki is not None:
+            self._pki()
 
     def client(self, user: User | None) -> APIClient:
         return self.p.client(user)
@@ -132,6 +141,8 @@ class Flow:
         return response.json()
 
     def post(self, user: User, code: str, action: str, body: dict[str, Any] | None = None) -> Any:
+        if action == "review":  # a review is a signature
+            self.ensure_pki()
         return self.client(user).post(f"/api/v1/deployments/{code}/{action}", body or {}, format="json")
 
     def get(self, user: User, code: str) -> dict[str, Any]:
@@ -186,6 +197,8 @@ class Flow:
 
 
 @pytest.fixture
-def flow(personas: Personas, artifacts: dict[str, ModelArtifact], org_pki: Any) -> Flow:
-    """Reviews are signatures: the organisation's PKI must exist."""
-    return Flow(personas)
+def flow(personas: Personas, artifacts: dict[str, ModelArtifact], request: pytest.FixtureRequest) -> Flow:
+    """Reviews are signatures: the organisation's PKI (`org_pki`) is built when the test first
+    signs through the flow (`approve`, a `review`, SignFlow.sign). A test that signs another way
+    (a browser form, a bare client) takes `org_pki` itself."""
+    return Flow(personas, pki=lambda: request.getfixturevalue("org_pki"))
