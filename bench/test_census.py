@@ -4,7 +4,7 @@
 
 Collects the suite (nothing runs, no database) and reads each test's fixture closure as pytest
 resolves it: a test builds the PKI when the closure holds `org_pki`, or when it holds `flow` and
-signs or posts a `"review"` through it (`flow` builds the PKI lazily, on the first signature). It
+signs or calls `flow.ensure_pki()` (`flow` builds the PKI lazily, on the first signature). It
 signs when the source of the test, of a
 fixture in its closure, or of a helper either calls by name (one level, in tests/) signs: a call
 of `.approve(`, `.approve_signed(`, `.sign(`, `approved_request(`, `sign_off(` or a POST to
@@ -27,8 +27,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNS = re.compile(r"\.approve(?:_signed)?\(|\.sign\(|\bapproved_request\(|\bsign_off\(|/signoffs")
-# What makes `flow` build the PKI on demand (tests.deployments.conftest.Flow.ensure_pki): a review.
-REVIEWS = re.compile(r'"review"')
+# What makes `flow` build the PKI on demand besides a signature: tests.deployments.conftest.Flow.ensure_pki
+# (`approve` calls it; a test that posts a review to be recorded calls it first).
+REVIEWS = re.compile(r"\.ensure_pki\(")
 
 
 def _source(function: Callable[..., Any]) -> str:
@@ -44,7 +45,7 @@ def _called_helpers(source: str, namespace: dict[str, Any]) -> list[Callable[...
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    helpers = []
+    helpers: list[Callable[..., Any]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             target = namespace.get(node.func.id)
@@ -113,7 +114,7 @@ def main(argv: list[str]) -> int:
     unsigned_flow = sum(
         1 for name, (pki, signed) in functions.items() if pki and not signed and name in census.through_flow
     )
-    print(f"build the PKI without signing anything, through `flow` (a review posted): {unsigned_flow} functions")
+    print(f"build the PKI without signing anything, through `flow.ensure_pki()`: {unsigned_flow} functions")
     if "--list" in argv:
         by_file = Counter(name.split("::")[0] for name, (_, signed) in functions.items() if signed)
         for path, count in by_file.most_common():

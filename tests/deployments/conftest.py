@@ -120,7 +120,8 @@ class Flow:
     def ensure_pki(self) -> None:
         """Build the organisation's PKI the first time this test signs (its RSA keys are pooled,
         but issuing the root, the TSA and the CRL still costs each test that builds it): a test
-        that never signs never builds it."""
+        that never signs never builds it. `approve` calls it; a test that posts a review that is
+        to be recorded (not refused first) calls it before."""
         if self._pki is not None:
             self._pki()
 
@@ -141,8 +142,6 @@ class Flow:
         return response.json()
 
     def post(self, user: User, code: str, action: str, body: dict[str, Any] | None = None) -> Any:
-        if action == "review":  # a review is a signature
-            self.ensure_pki()
         return self.client(user).post(f"/api/v1/deployments/{code}/{action}", body or {}, format="json")
 
     def get(self, user: User, code: str) -> dict[str, Any]:
@@ -182,6 +181,7 @@ class Flow:
     def approve(self, code: str) -> dict[str, Any]:
         """Drive the request to approved, with the brief packet layout (tests.approvals.conftest.
         run_packet_jobs): a test that reads the packet uses SignFlow.approve_signed instead."""
+        self.ensure_pki()
         self.compute_capacity(code)
         ensure_passed_eval(code)
         self.meet_obligations(code)
@@ -199,6 +199,6 @@ class Flow:
 @pytest.fixture
 def flow(personas: Personas, artifacts: dict[str, ModelArtifact], request: pytest.FixtureRequest) -> Flow:
     """Reviews are signatures: the organisation's PKI (`org_pki`) is built when the test first
-    signs through the flow (`approve`, a `review`, SignFlow.sign). A test that signs another way
-    (a browser form, a bare client) takes `org_pki` itself."""
+    signs through the flow (`approve`, or `ensure_pki` before a review it posts). A test that signs
+    another way (a browser form, a bare client) takes `org_pki` itself."""
     return Flow(personas, pki=lambda: request.getfixturevalue("org_pki"))
