@@ -3,8 +3,9 @@
     DJANGO_SETTINGS_MODULE=governance.settings_tests .venv/bin/python bench/test_census.py [--list]
 
 Collects the suite (nothing runs, no database) and reads each test's fixture closure as pytest
-resolves it: a test builds the PKI when the closure holds `org_pki` (the `flow` fixture takes it,
-so every test driving requests through the API does). It signs when the source of the test, of a
+resolves it: a test builds the PKI when the closure holds `org_pki`, or when it holds `flow` and
+signs or calls `flow.ensure_pki()` (`flow` builds the PKI lazily, on the first signature). It
+signs when the source of the test, of a
 fixture in its closure, or of a helper either calls by name (one level, in tests/) signs: a call
 of `.approve(`, `.approve_signed(`, `.sign(`, `approved_request(`, `sign_off(` or a POST to
 `/signoffs`. Counts test functions (a parametrized test once) and collected items.
@@ -26,6 +27,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNS = re.compile(r"\.approve(?:_signed)?\(|\.sign\(|\bapproved_request\(|\bsign_off\(|/signoffs")
+# What makes `flow` build the PKI on demand besides a signature: tests.deployments.conftest.Flow.ensure_pki
+# (`approve` calls it; a test that posts a review to be recorded calls it first).
+REVIEWS = re.compile(r"\.ensure_pki\(")
 
 
 def _source(function: Callable[..., Any]) -> str:
@@ -41,7 +45,7 @@ def _called_helpers(source: str, namespace: dict[str, Any]) -> list[Callable[...
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    helpers = []
+    helpers: list[Callable[..., Any]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             target = namespace.get(node.func.id)
@@ -50,11 +54,15 @@ def _called_helpers(source: str, namespace: dict[str, Any]) -> list[Callable[...
     return helpers
 
 
-def _signs(function: Callable[..., Any]) -> bool:
+def _matches(pattern: re.Pattern[str], function: Callable[..., Any]) -> bool:
     source = _source(function)
-    if SIGNS.search(source):
+    if pattern.search(source):
         return True
-    return any(SIGNS.search(_source(helper)) for helper in _called_helpers(source, function.__globals__))
+    return any(pattern.search(_source(helper)) for helper in _called_helpers(source, function.__globals__))
+
+
+def _signs(function: Callable[..., Any]) -> bool:
+    return _matches(SIGNS, function)
 
 
 class Census:
@@ -75,8 +83,10 @@ class Census:
                 if definition.func.__module__.startswith("tests.")
             ]
             signs = _signs(item.function) or any(_signs(fixture) for fixture in fixtures)
+            reviews = _matches(REVIEWS, item.function) or any(_matches(REVIEWS, fixture) for fixture in fixtures)
+            pki = "org_pki" in closure or ("flow" in closure and (signs or reviews))
             name = f"{item.path.relative_to(ROOT)}::{item.originalname}"
-            self.items.append((name, "org_pki" in closure, "org_pki" in closure and signs))
+            self.items.append((name, pki, pki and signs))
             if "flow" in closure and "org_pki" not in item.function.__code__.co_varnames:
                 self.through_flow.add(name)
 
@@ -104,7 +114,7 @@ def main(argv: list[str]) -> int:
     unsigned_flow = sum(
         1 for name, (pki, signed) in functions.items() if pki and not signed and name in census.through_flow
     )
-    print(f"build the PKI without signing anything, only because `flow` takes org_pki: {unsigned_flow} functions")
+    print(f"build the PKI without signing anything, through `flow.ensure_pki()`: {unsigned_flow} functions")
     if "--list" in argv:
         by_file = Counter(name.split("::")[0] for name, (_, signed) in functions.items() if signed)
         for path, count in by_file.most_common():

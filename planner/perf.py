@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -371,6 +371,212 @@ def step_s(
     return sum(parts.values()), parts
 
 
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """One replica's share of a closed-loop workload, in tokens: what every step below is sized from."""
+
+    clients: int  # sequences per replica, those queued beyond the engine's running cap included
+    batch: int  # sequences running
+    prompt: int  # the mean prompt
+    output: int  # the mean output
+    new: int  # a prompt's tokens not in the cached prefix: what is prefilled
+    cached: int
+    budget: int  # prefill tokens a step holds beside the other sequences' decode tokens
+    chunk: float  # one prompt's share of a step that prefills it
+    context: float  # the mean context a decode token attends to
+    micro: float  # sequences per pipeline stage (each stage holds a micro-batch)
+    prefill_per_step: float  # the other sequences' prompt tokens arriving per decode step
+    prefill_context: float  # what a prefill token attends to, on average
+
+
+def _shape(workload: Workload, layout: Layout, engine: EngineSettings) -> _Shape:
+    clients = max(1, -(-workload.concurrency // layout.dp))
+    batch = min(clients, workload.max_num_seqs) if workload.max_num_seqs else clients
+    # Lengths drawn from a range: the mean request stands for them (prefill work, KV read and output
+    # tokens are linear in the lengths).
+    prompt = max(1, round(mean_length(workload.input_len, workload.range_ratio, least=1)))
+    output = max(1, round(mean_length(workload.output_len, workload.range_ratio)))
+    # A cached prefix is not prefilled again (an engine recomputes at least the prompt's last token); with
+    # lengths drawn from a range, the new tokens are the mean over the drawn prompts, not the mean prompt's.
+    new = max(1, round(mean_new_tokens(workload.input_len, workload.range_ratio, workload.cached_prefix_len)))
+    new = min(new, prompt)
+    cached = prompt - new
+    # The other sequences' decode tokens share each step's token budget (a lone one is not decoding
+    # while its own prompt is prefilled).
+    budget = max(engine.max_num_batched_tokens - (batch - 1), 16)
+    return _Shape(
+        clients=clients,
+        batch=batch,
+        prompt=prompt,
+        output=output,
+        new=new,
+        cached=cached,
+        budget=budget,
+        chunk=float(min(new, budget)),
+        context=prompt + output / 2,
+        # Pipeline stages each hold a micro-batch: a token still crosses every stage.
+        micro=max(1.0, batch / layout.pp),
+        # The other sequences' prompts arrive as they finish: (batch - 1) x the uncached prompt tokens per
+        # output_len steps, scheduled as whole chunks mixed into decode steps. A prefill token attends to
+        # the cached prefix and to the new tokens before it.
+        prefill_per_step=min((batch - 1) * new / output, budget),
+        prefill_context=cached + new / 2,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Steps:
+    """The engine steps of one replica for a workload: `step_s` with the model, layout and rates
+    bound (`common`), the host time of each step, and an eager engine's floor on a step that prefills."""
+
+    common: Mapping[str, Any]
+    shape: _Shape
+    host_s: float
+    # An engine that runs its prefill steps eagerly (SGLang before its piecewise CUDA graphs) launches
+    # every kernel of the forward from Python: a step that prefills takes at least that host time,
+    # however few tokens it holds. Each pipeline stage launches its own layers, one after another for a
+    # prompt: the whole forward's host time.
+    eager_s: float
+    pp: int
+
+    def with_prefill(self, step: float) -> float:
+        return max(step, self.eager_s)
+
+    def mixed_s(self, prefill_tokens: float) -> float:
+        """A decode step of the whole batch that also prefills `prefill_tokens`."""
+        shape = self.shape
+        step, _ = step_s(
+            **self.common,
+            decode_tokens=shape.micro,
+            decode_context=shape.context,
+            prefill_tokens=prefill_tokens / self.pp,
+            prefill_context=shape.prefill_context,
+        )
+        return self.with_prefill(step)
+
+    def prefill_s(self, tokens: float) -> float:
+        """Steps prefilling `tokens` in chunks of the step budget, the decode batch sharing them."""
+        shape = self.shape
+        total = 0.0
+        for index in range(math.ceil(tokens / shape.budget)):
+            size = min(shape.budget, tokens - index * shape.budget)
+            step, _ = step_s(
+                **self.common,
+                decode_tokens=max(shape.micro - 1, 0.0) / 2,
+                decode_context=shape.context,
+                prefill_tokens=size / self.pp,
+                prefill_context=shape.prefill_context,
+            )
+            total += self.with_prefill(step) + self.host_s
+        return total
+
+    def prefill_step_s(self, tokens: float) -> float:
+        """A step that only prefills `tokens` (the GPU's time, without the eager floor)."""
+        shape = self.shape
+        return step_s(
+            **self.common, decode_tokens=0.0, decode_context=shape.context, prefill_tokens=tokens / self.pp,
+            prefill_context=shape.prefill_context,
+        )[0]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Latency:
+    """A request's latency in the steady state of a closed loop (seconds), and what set it."""
+
+    ttft_s: float  # the mean over a finite run's first wave and the rest, when it has num_prompts
+    cycle_s: float  # a request's whole time in a running slot: TTFT (without the queue) and its decode
+    queue_s: float  # the wait in the engine's queue beyond its running cap
+    first_s: float  # a finite run's first wave's TTFT (0 without num_prompts)
+    own_s: float  # the prompt's own prefill
+    host_bound: bool  # the host time, not the GPU's, sets a prefill step of this workload's chunk
+    batched_prefill_s: float  # a prompt's GPU share of a full prefill step (open_loop only)
+
+
+def _latency(
+    steps: _Steps, workload: Workload, layout: Layout, engine: EngineSettings, tpot_s: float, open_loop: bool
+) -> _Latency:
+    shape = steps.shape
+    batch, new, budget = shape.batch, shape.new, shape.budget
+    # TTFT. At a fixed concurrency (a closed loop: each finished request is replaced at once), the
+    # prompts that share one prefill step also finish together and come back together: they arrive
+    # in groups of as many prompts as one step's budget holds (all of them when the whole batch
+    # fits). Prompts that do not fit spread the group's completions by a step or more, so the next
+    # prompts arrive apart. A prompt queues behind, on average, half of the rest of its group, and
+    # behind the other groups' prefills still waiting when it arrives.
+    # Outputs of unequal length finish apart, so a closed loop whose lengths are drawn from a range
+    # sends its requests one at a time after the first wave, whatever the client's start.
+    aligned = (
+        workload.arrival == "burst"
+        and shortest_length(workload.output_len, workload.range_ratio) >= workload.output_len
+    )
+    group = max(1, min(batch, int(budget // new))) if aligned else 1
+    own_s = steps.prefill_s((group - 1) / 2 * new + new)
+    # Whether the host time, not the GPU's, sets a prefill step of this workload's chunk; and the GPU time
+    # a prompt's prefill takes when prompts share full steps (an open loop's waiting prompts are prefilled
+    # together, a step's budget at a time), which bounds the rate a replica can take in.
+    host_bound = bool(steps.eager_s) and steps.eager_s > steps.prefill_step_s(shape.chunk)
+    batched_prefill_s = steps.prefill_step_s(budget) * new / budget if open_loop else 0.0
+    # A request waits for the step in flight only when other sequences are decoding: at one
+    # sequence per replica (closed loop) it arrives at an idle engine. An engine that takes in new
+    # requests once every N decode steps (SGLang --scheduler-recv-interval) makes it wait N/2 steps.
+    in_flight_s = engine.scheduler_recv_interval * tpot_s / 2 if batch > 1 else 0.0
+    overhead_s = engine.request_overhead_ms / 1e3
+    decoding_s = in_flight_s + (shape.output - 1) * tpot_s + 2 * overhead_s
+    group_s = steps.prefill_s(group * new) if group > 1 else own_s  # a group of one is the prompt itself
+    if host_bound:
+        # Host-bound prefill steps take the same time for one prompt or several: the prompts that
+        # arrive while one runs are prefilled together in the next, so a prompt waits for the rest of
+        # the step in flight, not for each prompt ahead of it.
+        wait_s = _batched_wait_s(batch, group_s, decoding_s)
+    else:
+        wait_s = _closed_loop_wait_s(math.ceil(batch / group), group_s, decoding_s)
+    ttft_s = in_flight_s + own_s + wait_s + overhead_s
+    cycle_s = ttft_s + (shape.output - 1) * tpot_s + overhead_s
+    # Clients beyond the engine's running cap wait in its queue: the slots stay full, so a request's
+    # whole latency is clients / batch service cycles (Little's law) and the wait is the excess, which
+    # a client sees in its time to first token. TPOT and tokens/s are the running batch's.
+    queue_s = (shape.clients / batch - 1) * cycle_s
+    ttft_s += queue_s
+    # A finite run: its first `batch` requests per replica reach an idle engine together (no step in
+    # flight) and queue behind one another's prefill, each behind half of the rest on average; the
+    # later ones arrive as earlier ones finish, at the steady state above. Its mean TTFT weighs the
+    # two by their counts (TPOT and tokens/s stay the steady state's).
+    first_s = 0.0
+    if workload.num_prompts:
+        runs = max(1, -(-workload.num_prompts // layout.dp))
+        wave = min(batch, runs)
+        first_s = steps.prefill_s((wave - 1) / 2 * new + new) + overhead_s
+        ttft_s = (wave * first_s + (runs - wave) * ttft_s) / runs
+    return _Latency(
+        ttft_s=ttft_s,
+        cycle_s=cycle_s,
+        queue_s=queue_s,
+        first_s=first_s,
+        own_s=own_s,
+        host_bound=host_bound,
+        batched_prefill_s=batched_prefill_s,
+    )
+
+
+def _batch1_bound_s(
+    model: ModelSpec,
+    params: ParamBreakdown,
+    precision: PrecisionSpec,
+    gpu: GpuSpec,
+    layout: Layout,
+    keep: frozenset[str],
+) -> float:
+    """A true upper bound's step: one sequence, this GPU's share of the weights streamed at the HBM peak."""
+    weights = sum(
+        layer_weight_bytes(layer, model, precision, layout, keep) * count
+        for groups in stage_groups(params, model, layout.pp)
+        for layer, _w, count in groups
+    )
+    if model.is_moe:
+        weights = weights * params.active_per_token / max(params.total, 1)
+    return max(weights / (gpu.hbm_bandwidth_gb_per_s * 1e9), 1e-9)
+
+
 def estimate(
     *,
     model: ModelSpec,
@@ -388,7 +594,9 @@ def estimate(
 ) -> Throughput:
     """Steady state of `workload.concurrency` requests (spread over DP replicas), each a prompt of
     input_len tokens and output_len generated tokens, on an engine with chunked prefill. `open_loop`:
-    also a prompt's GPU share of a full prefill step (`batched_prefill_ms`, what bounds a Poisson rate)."""
+    also a prompt's GPU share of a full prefill step (`batched_prefill_ms`, what bounds a Poisson rate).
+    The steps: the workload's shape per replica (_shape), the decode step, the steps that mix in the
+    other sequences' prompts (TPOT), a request's latency (_latency), and the batch-1 bound."""
     engine = engine or engine_settings("vllm")
     if workload.arrival == "poisson" and not quick:
         return _open_loop(
@@ -405,22 +613,8 @@ def estimate(
         )
     marlin = precision.key == "w4a16" and gpu.key not in NON_MARLIN_GPUS
     rates = Rates(gpu, precision, profile, gemm_floor_us=engine.w4a16_gemm_floor_us if marlin else 0.0)
-    clients = max(1, -(-workload.concurrency // layout.dp))
-    batch = min(clients, workload.max_num_seqs) if workload.max_num_seqs else clients
-    # Lengths drawn from a range: the mean request stands for them (prefill work, KV read and output
-    # tokens are linear in the lengths).
-    prompt = max(1, round(mean_length(workload.input_len, workload.range_ratio, least=1)))
-    output = max(1, round(mean_length(workload.output_len, workload.range_ratio)))
-    # A cached prefix is not prefilled again (an engine recomputes at least the prompt's last token); with
-    # lengths drawn from a range, the new tokens are the mean over the drawn prompts, not the mean prompt's.
-    new = max(1, round(mean_new_tokens(workload.input_len, workload.range_ratio, workload.cached_prefix_len)))
-    new = min(new, prompt)
-    cached = prompt - new
-    # The other sequences' decode tokens share each step's token budget (a lone one is not decoding
-    # while its own prompt is prefilled).
-    budget = max(engine.max_num_batched_tokens - (batch - 1), 16)
-    chunk = float(min(new, budget))
-    context = prompt + output / 2
+    shape = _shape(workload, layout, engine)
+    batch = shape.batch
     common: dict[str, Any] = {
         "model": model,
         "params": params,
@@ -430,9 +624,7 @@ def estimate(
         "keep": keep,
         "kv_dtype": kv_dtype,
     }
-    # Pipeline stages each hold a micro-batch: a token still crosses every stage.
-    micro = max(1.0, batch / layout.pp)
-    decode_s, parts = step_s(**common, decode_tokens=micro, decode_context=context)
+    decode_s, parts = step_s(**common, decode_tokens=shape.micro, decode_context=shape.context)
     floor_bound = rates.floor_bound  # in the decode step (the prefill steps below may not reach it)
     host_s = engine.step_overhead_ms / 1e3
     parts["host"] = host_s
@@ -446,125 +638,27 @@ def estimate(
             batch1_tokens_per_s_upper_bound=0.0,
             decode_step_ms=decode_s * 1e3,
         )
-    # The other sequences' prompts arrive as they finish: (batch - 1) x the uncached prompt tokens per
-    # output_len steps, scheduled as whole chunks mixed into decode steps. A prefill token attends to
-    # the cached prefix and to the new tokens before it.
-    prefill_per_step = min((batch - 1) * new / output, budget)
-    prefill_context = cached + new / 2
-    # An engine that runs its prefill steps eagerly (SGLang before its piecewise CUDA graphs) launches
-    # every kernel of the forward from Python: a step that prefills takes at least that host time,
-    # however few tokens it holds. Each pipeline stage launches its own layers, one after another for a
-    # prompt: the whole forward's host time.
     eager_s = 0.0
     if engine.eager_prefill_kernel_us:
         kernels = eager_prefill_kernels(model, params, layout, precision, keep)
         eager_s = engine.eager_prefill_kernel_us * 1e-6 * kernels
-
-    def with_prefill(step: float) -> float:
-        return max(step, eager_s)
-
+    steps = _Steps(common=common, shape=shape, host_s=host_s, eager_s=eager_s, pp=layout.pp)
     # A step that prefills carries one prompt's chunk, or, when more prompt tokens arrive a step than one
     # chunk (many sequences, short outputs), all of them: every step then prefills.
-    mixed_tokens = max(chunk, prefill_per_step)
-    mixed_s = with_prefill(
-        step_s(
-            **common,
-            decode_tokens=micro,
-            decode_context=context,
-            prefill_tokens=mixed_tokens / layout.pp,
-            prefill_context=prefill_context,
-        )[0]
-    )
+    prefill_per_step = shape.prefill_per_step
+    mixed_tokens = max(shape.chunk, prefill_per_step)
+    mixed_s = steps.mixed_s(mixed_tokens)
     share = min(1.0, prefill_per_step / mixed_tokens) if mixed_tokens else 0.0
     tpot_s = (1 - share) * decode_s + share * (mixed_s + host_s)
-    # TTFT. At a fixed concurrency (a closed loop: each finished request is replaced at once), the
-    # prompts that share one prefill step also finish together and come back together: they arrive
-    # in groups of as many prompts as one step's budget holds (all of them when the whole batch
-    # fits). Prompts that do not fit spread the group's completions by a step or more, so the next
-    # prompts arrive apart. A prompt queues behind, on average, half of the rest of its group, and
-    # behind the other groups' prefills still waiting when it arrives.
-    # Outputs of unequal length finish apart, so a closed loop whose lengths are drawn from a range
-    # sends its requests one at a time after the first wave, whatever the client's start.
-    aligned = (
-        workload.arrival == "burst"
-        and shortest_length(workload.output_len, workload.range_ratio) >= workload.output_len
-    )
-    group = max(1, min(batch, int(budget // new))) if aligned else 1
-
-    def prefill_s(tokens: float) -> float:
-        """Steps prefilling `tokens` in chunks of the step budget, the decode batch sharing them."""
-        total = 0.0
-        for index in range(math.ceil(tokens / budget)):
-            size = min(budget, tokens - index * budget)
-            step, _ = step_s(
-                **common,
-                decode_tokens=max(micro - 1, 0.0) / 2,
-                decode_context=context,
-                prefill_tokens=size / layout.pp,
-                prefill_context=prefill_context,
-            )
-            total += with_prefill(step) + host_s
-        return total
-
-    own_s = prefill_s((group - 1) / 2 * new + new)
-
-    # Whether the host time, not the GPU's, sets a prefill step of this workload's chunk; and the GPU time
-    # a prompt's prefill takes when prompts share full steps (an open loop's waiting prompts are prefilled
-    # together, a step's budget at a time), which bounds the rate a replica can take in.
-    def prefill_step_s(tokens: float) -> float:
-        return step_s(
-            **common, decode_tokens=0.0, decode_context=context, prefill_tokens=tokens / layout.pp,
-            prefill_context=prefill_context,
-        )[0]  # fmt: skip
-
-    host_bound = bool(eager_s) and eager_s > prefill_step_s(chunk)
-    batched_prefill_s = prefill_step_s(budget) * new / budget if open_loop else 0.0
-    # A request waits for the step in flight only when other sequences are decoding: at one
-    # sequence per replica (closed loop) it arrives at an idle engine. An engine that takes in new
-    # requests once every N decode steps (SGLang --scheduler-recv-interval) makes it wait N/2 steps.
-    in_flight_s = engine.scheduler_recv_interval * tpot_s / 2 if batch > 1 else 0.0
-    overhead_s = engine.request_overhead_ms / 1e3
-    decoding_s = in_flight_s + (output - 1) * tpot_s + 2 * overhead_s
-    group_s = prefill_s(group * new) if group > 1 else own_s  # a group of one is the prompt itself
-    if host_bound:
-        # Host-bound prefill steps take the same time for one prompt or several: the prompts that
-        # arrive while one runs are prefilled together in the next, so a prompt waits for the rest of
-        # the step in flight, not for each prompt ahead of it.
-        wait_s = _batched_wait_s(batch, group_s, decoding_s)
-    else:
-        wait_s = _closed_loop_wait_s(math.ceil(batch / group), group_s, decoding_s)
-    ttft_s = in_flight_s + own_s + wait_s + overhead_s
-    cycle_s = ttft_s + (output - 1) * tpot_s + overhead_s
-    tokens_per_s = batch * layout.dp * output / cycle_s
-    # Clients beyond the engine's running cap wait in its queue: the slots stay full, so a request's
-    # whole latency is clients / batch service cycles (Little's law) and the wait is the excess, which
-    # a client sees in its time to first token. TPOT and tokens/s are the running batch's.
-    queue_s = (clients / batch - 1) * cycle_s
-    ttft_s += queue_s
-    # A finite run: its first `batch` requests per replica reach an idle engine together (no step in
-    # flight) and queue behind one another's prefill, each behind half of the rest on average; the
-    # later ones arrive as earlier ones finish, at the steady state above. Its mean TTFT weighs the
-    # two by their counts (TPOT and tokens/s stay the steady state's).
-    first_s = 0.0
-    if workload.num_prompts:
-        runs = max(1, -(-workload.num_prompts // layout.dp))
-        wave = min(batch, runs)
-        first_s = prefill_s((wave - 1) / 2 * new + new) + overhead_s
-        ttft_s = (wave * first_s + (runs - wave) * ttft_s) / runs
-    delivered = output * tpot_s / (cycle_s + queue_s)
-    # A true upper bound: one sequence, this GPU's share of the weights streamed at the HBM peak.
-    weights = sum(
-        layer_weight_bytes(layer, model, precision, layout, keep) * count
-        for groups in stage_groups(params, model, layout.pp)
-        for layer, _w, count in groups
-    )
-    if model.is_moe:
-        weights = weights * params.active_per_token / max(params.total, 1)
-    bound_s = max(weights / (gpu.hbm_bandwidth_gb_per_s * 1e9), 1e-9)
+    latency = _latency(steps, workload, layout, engine, tpot_s, open_loop)
+    output = shape.output
+    tokens_per_s = batch * layout.dp * output / latency.cycle_s
+    delivered = output * tpot_s / (latency.cycle_s + latency.queue_s)
+    bound_s = _batch1_bound_s(model, params, precision, gpu, layout, keep)
     return Throughput(
         decode_tokens_per_s=tokens_per_s,
         tpot_ms=tpot_s * 1e3,
-        ttft_ms=ttft_s * 1e3,
+        ttft_ms=latency.ttft_s * 1e3,
         batch=batch,
         batch1_tokens_per_s_upper_bound=1 / bound_s,
         decode_step_ms=decode_s * 1e3,
@@ -572,16 +666,16 @@ def estimate(
         delivered_fraction=delivered,
         input_len=max(1, workload.input_len),
         output_len=max(1, workload.output_len),
-        cached_prefix_len=cached,
+        cached_prefix_len=shape.cached,
         engine=engine.name,
         max_num_batched_tokens=engine.max_num_batched_tokens,
         scheduler_recv_interval=engine.scheduler_recv_interval,
-        queued=clients - batch,
+        queued=shape.clients - batch,
         arrival=workload.arrival,
         range_ratio=workload.range_ratio,
         num_prompts=workload.num_prompts,
-        first_wave_ttft_ms=first_s * 1e3,
-        prefill_ms=own_s * 1e3,
+        first_wave_ttft_ms=latency.first_s * 1e3,
+        prefill_ms=latency.own_s * 1e3,
         calibration=profile.label() if profile is not None else None,
         fallbacks=tuple(sorted(rates.fallbacks)),
         measured=tuple(sorted(rates.measured)),
@@ -595,8 +689,8 @@ def estimate(
         ),
         keep_bf16=tuple(sorted(keep)),
         w4a16_gemm_floor_us=rates.gemm_floor_us if floor_bound else 0.0,
-        eager_prefill_ms=eager_s * 1e3 if host_bound else 0.0,
-        batched_prefill_ms=batched_prefill_s * 1e3,
+        eager_prefill_ms=eager_s * 1e3 if latency.host_bound else 0.0,
+        batched_prefill_ms=latency.batched_prefill_s * 1e3,
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},
     )
 

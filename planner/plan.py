@@ -430,18 +430,56 @@ def _resolve_precision(request: PlanRequest, spec: ModelSpec) -> tuple[Precision
 
 
 def plan(request: PlanRequest) -> PlanResult:
+    """The serving plan of `request`: every candidate layout evaluated by growing GPU count, the
+    fewest GPUs that fit chosen on decode speed (or, when none fits, the one closest to fitting), its
+    full throughput estimate, the notes that explain both, and the launch command."""
     request.validate()
     setup = PlanSetup.resolve(request)
     _check_served(setup)
     _check_fits_context(request, setup.max_model_len)
-    spec, scheme, device, engine = setup.model, setup.precision, setup.gpu, setup.engine
-    max_len, keep = setup.max_model_len, setup.keep_bf16
+    candidates = _candidates(request, setup)
+    choice = _choose(request, setup, candidates)
+    chosen = choice.chosen
+    # Candidates were ranked on the decode step alone; the chosen one gets the full estimate.
+    throughput = _throughput(setup, chosen)
+    notes = [
+        *_setup_notes(setup),
+        choice.note,
+        *_chosen_notes(setup, chosen, candidates),
+        _throughput_note(throughput),
+    ]
+    launch = Launch(
+        _serving_path(request, setup.model),
+        setup.model,
+        setup.precision,
+        chosen.layout,
+        max_model_len=setup.max_model_len,
+        gpu_memory_utilization=request.gpu_memory_utilization,
+        kv_dtype=request.kv_dtype,
+        # What the memory model reserved for: the asked --max-num-seqs, else the concurrency.
+        max_num_seqs=chosen.memory.max_num_seqs,
+        scheduler_recv_interval=request.scheduler_recv_interval or 1,
+        max_num_batched_tokens=chosen.memory.max_num_batched_tokens,
+    )
+    setup_fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(PlanSetup)}
+    return PlanResult(
+        **setup_fields,
+        chosen=chosen,
+        throughput=throughput,
+        serving=serving_commands(launch),
+        notes=tuple(notes),
+        serving_argv=serving_argv(launch),
+    )
+
+
+def _candidates(request: PlanRequest, setup: PlanSetup) -> list[Candidate]:
+    """The layouts evaluated: by growing GPU count, stopping at the first count where something fits
+    (the objective is fewest GPUs first, so larger layouts cannot win), and, where the request leaves
+    dp open, the fitting ones with fewer replicas."""
     evaluate = functools.partial(_evaluate, setup)
-    layouts = candidate_layouts(request, spec)
+    layouts = candidate_layouts(request, setup.model)
     if not layouts:
-        raise ValueError(no_layout(request, spec))
-    # Evaluate by growing GPU count and stop at the first count where something fits: the
-    # objective is fewest GPUs first, so larger layouts cannot win.
+        raise ValueError(no_layout(request, setup.model))
     by_count: dict[int, list[Layout]] = {}
     for layout in layouts:
         by_count.setdefault(layout.gpus, []).append(layout)
@@ -452,7 +490,40 @@ def plan(request: PlanRequest) -> PlanResult:
             break
     if request.dp is None:
         candidates += _fewer_replicas(evaluate, candidates, request.concurrency)
+    return candidates
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    chosen: Candidate
+    note: str  # why it was chosen (or, when nothing fits, why nothing does)
+
+
+def _choose(request: PlanRequest, setup: PlanSetup, candidates: list[Candidate]) -> _Choice:
+    """The fewest GPUs that fit, the fastest of those on the decode step; when none fits, the layout
+    with the largest KV pool (fewest GPUs on a tie), to say how far it is from fitting."""
     fitting = [c for c in candidates if c.fits]
+    if not fitting:
+        chosen = max(candidates, key=lambda c: (c.memory.kv_pool_bytes, -c.layout.gpus))
+        return _Choice(chosen, _no_fit_note(request, candidates, chosen))
+    fewest = min(c.layout.gpus for c in fitting)  # only the fewest GPUs can win: rank those on speed
+    ranked = [
+        dataclasses.replace(c, throughput=_throughput(setup, c, quick=True)) for c in fitting if c.layout.gpus == fewest
+    ]
+    chosen = min(ranked, key=_fewest_gpus_then_fastest)
+    return _Choice(
+        chosen,
+        f"Chosen: tp={chosen.layout.tp} pp={chosen.layout.pp} ep={chosen.layout.ep} dp={chosen.layout.dp} "
+        f"({chosen.layout.gpus} GPUs): objective = fewest GPUs that fit, then highest decode throughput; "
+        f"{len(fitting)} of the {len(candidates)} layouts evaluated fit.",
+    )
+
+
+def _setup_notes(setup: PlanSetup) -> list[str]:
+    """What the plan rests on whatever the layout: the engine's memory profile, the weights' precision,
+    the profile's weaker reserves, and the model's context and attention."""
+    spec, scheme, device, engine = setup.model, setup.precision, setup.gpu, setup.engine
+    max_len, keep = setup.max_model_len, setup.keep_bf16
     notes = [
         *spec.notes,
         f"Memory follows {engine.name} {engine.version}: {engine.note}. GPU total is what CUDA reports "
@@ -482,34 +553,27 @@ def plan(request: PlanRequest) -> PlanResult:
         )
     if spec.attention == "mla":
         notes.append("MLA: every TP rank holds the whole latent KV cache (it is not divided by TP).")
-    if fitting:
-        fewest = min(c.layout.gpus for c in fitting)  # only the fewest GPUs can win: rank those on speed
-        ranked = [
-            dataclasses.replace(c, throughput=_throughput(setup, c, quick=True))
-            for c in fitting
-            if c.layout.gpus == fewest
-        ]
-        chosen = min(ranked, key=_fewest_gpus_then_fastest)
-        notes.append(
-            f"Chosen: tp={chosen.layout.tp} pp={chosen.layout.pp} ep={chosen.layout.ep} dp={chosen.layout.dp} "
-            f"({chosen.layout.gpus} GPUs): objective = fewest GPUs that fit, then highest decode throughput; "
-            f"{len(fitting)} of the {len(candidates)} layouts evaluated fit."
-        )
-    else:
-        chosen = max(candidates, key=lambda c: (c.memory.kv_pool_bytes, -c.layout.gpus))
-        notes.append(_no_fit_note(request, candidates, chosen))
-    notes.append(_loaded_note(chosen.memory, spec))
+    return notes
+
+
+def _chosen_notes(setup: PlanSetup, chosen: Candidate, candidates: list[Candidate]) -> list[str]:
+    """The chosen layout's memory (loaded, CUDA graphs, what replicas share) and the first rejected ones."""
+    notes = [_loaded_note(chosen.memory, setup.model)]
     if chosen.cuda_graph_sets:
         notes.append(_cuda_graph_note(chosen))
-    shared = _replicas_share_note(engine, spec, chosen.layout)
+    shared = _replicas_share_note(setup.engine, setup.model, chosen.layout)
     if shared:
         notes.append(shared)
     rejected = sorted((c for c in candidates if not c.fits), key=lambda c: c.layout.gpus)[:5]
     for candidate in rejected:
         shape = candidate.layout
         notes.append(f"Rejected tp={shape.tp} pp={shape.pp} ep={shape.ep} dp={shape.dp}: {candidate.reason}")
-    # Candidates were ranked on the decode step alone; the chosen one gets the full estimate.
-    throughput = _throughput(setup, chosen)
+    return notes
+
+
+def _throughput_note(throughput: Throughput) -> str:
+    """The chosen layout's throughput estimate: the workload, the model and its basis (calibration or
+    defaults, single sources), and the floors that bound it where they do."""
     basis = (
         f"calibration profile {throughput.calibration}"
         + (f"; measured there: {', '.join(throughput.measured)}" if throughput.measured else "")
@@ -521,7 +585,7 @@ def plan(request: PlanRequest) -> PlanResult:
         if throughput.single_source
         else ""
     )
-    notes.append(
+    return (
         f"Throughput (estimate): {throughput.batch} sequences per replica of {throughput.input_len}-token prompts"
         + (
             f" (their first {throughput.cached_prefix_len} tokens in the prefix cache)"
@@ -555,28 +619,6 @@ def plan(request: PlanRequest) -> PlanResult:
             if throughput.num_prompts
             else ""
         )
-    )
-    launch = Launch(
-        _serving_path(request, spec),
-        spec,
-        scheme,
-        chosen.layout,
-        max_model_len=max_len,
-        gpu_memory_utilization=request.gpu_memory_utilization,
-        kv_dtype=request.kv_dtype,
-        # What the memory model reserved for: the asked --max-num-seqs, else the concurrency.
-        max_num_seqs=chosen.memory.max_num_seqs,
-        scheduler_recv_interval=request.scheduler_recv_interval or 1,
-        max_num_batched_tokens=chosen.memory.max_num_batched_tokens,
-    )
-    setup_fields = {f.name: getattr(setup, f.name) for f in dataclasses.fields(PlanSetup)}
-    return PlanResult(
-        **setup_fields,
-        chosen=chosen,
-        throughput=throughput,
-        serving=serving_commands(launch),
-        notes=tuple(notes),
-        serving_argv=serving_argv(launch),
     )
 
 

@@ -345,7 +345,10 @@ ROWS: list[Row] = [
 
 
 @pytest.fixture
-def world(personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: Any, quantize_python: str) -> World:
+def world(
+    personas: Personas, flow: Flow, artifacts: dict[str, Any], tmp_path: Any, quantize_python: str, org_pki: Any
+) -> World:
+    """`org_pki`: the review and sign-off rows sign with a bare client, not through the flow."""
     world = World(personas, flow)
     apache = artifacts["llama"]  # a license with obligations (for the obligation rows)
     world.ids["own_artifact"] = str(apache.code)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,5 +67,7 @@ def load_cases(path: str | None, limit: int | None) -> tuple[list[dict[str, Any]
     return cases, hashlib.sha256(raw).hexdigest()
 
 
-def prompt_text(case: dict[str, Any]) -> str:
-    return "\n".join(f"User: {turn}" for turn in case["turns"]) + "\nAssistant:"
+def prompt_text(turns: Sequence[str]) -> str:
+    """A case's turns as the prompt every payload writes (the eval jobs, the tiny model's training
+    and the calibration set): the one home of the "User: …\nAssistant:" layout."""
+    return "\n".join(f"User: {turn}" for turn in turns) + "\nAssistant:"

@@ -115,7 +115,7 @@ def run(spec: dict[str, Any], out: Path) -> dict[str, Any]:
         if cached_record(cache, case, key) is not None:
             print(f"progress {done}/{len(cases)} (cached {case['id']})", flush=True)
             continue
-        text = prompt_text(case)
+        text = prompt_text(case["turns"])
         t0 = time.perf_counter()
         base_text, base_tokens = generate(baseline, tokenizer, text, max_new, device)
         t1 = time.perf_counter()

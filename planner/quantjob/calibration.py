@@ -1,5 +1,5 @@
 """The calibration set: texts of the eval families, generated from their own seed and never an eval
-case (planner.tinylm.data leaves those out). Rebuild: python -m planner.quantjob.calibration
+case (planner.evaljob.families leaves those out). Rebuild: python -m planner.quantjob.calibration
 
 A real run names a cluster-local JSONL file instead (one {"text": …} per line); either way the
 job records the SHA-256 of the exact bytes it calibrated on.
@@ -17,7 +17,8 @@ SAMPLES = 256
 
 
 def build(out: Path = DEFAULT_CALIBRATION, count: int = SAMPLES) -> str:
-    from planner.tinylm.data import examples, prompt_text
+    from planner.evaljob.cases import prompt_text
+    from planner.evaljob.families import examples
 
     lines = [
         json.dumps({"family": e.family, "text": prompt_text(e.turns) + e.answer}, ensure_ascii=False)

@@ -60,7 +60,7 @@ def compare(
     base, cand = base.to(device).eval(), cand.to(device).eval()
     with torch.no_grad():
         for case in cases:
-            text = prompt_text(case)
+            text = prompt_text(case["turns"])
             base_text, base_tokens = generate(base, tokenizer, text, max_new_tokens, device)
             cand_text, _ = generate(cand, tokenizer, text, max_new_tokens, device)
             ids = torch.tensor([base_tokens], device=device)

@@ -2,7 +2,7 @@
 
 A 6-layer Llama (about 4.4M parameters, bf16 on disk) and a byte-level BPE tokenizer (digits
 split one per token, so arithmetic is done digit by digit), both built here from generated data
-(planner.tinylm.data): no download. Seeded; the loss is taken on the answer tokens only. Writes a
+(planner.evaljob.families): no download. Seeded; the loss is taken on the answer tokens only. Writes a
 Hugging Face checkpoint directory plus training-log.json (loss curve, held-out exact match, the
 eval set's accuracy per category, versions, digest of every file).
 """
@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from planner.tinylm.data import DEFAULT_SET, Example, examples, prompt_text
+from planner.evaljob.cases import DEFAULT_SET, prompt_text
+from planner.evaljob.families import Example, examples
 
 SEED = 20261201
 VOCAB_SIZE = 1024
@@ -215,7 +216,7 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS, pad_token=PAD)
     # An engine's chat API (`transformers serve` in a served eval) renders the eval's turns with it: the
-    # same "User: …\nAssistant:" text the model was trained on (data.prompt_text).
+    # same "User: …\nAssistant:" text the model was trained on (cases.prompt_text).
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(out))
     model.generation_config.eos_token_id = tokenizer.token_to_id(EOS)

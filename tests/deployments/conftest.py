@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -112,8 +113,17 @@ def artifacts(personas: Personas, catalog: None) -> dict[str, ModelArtifact]:
 class Flow:
     """Drives one request through the API as the personas would."""
 
-    def __init__(self, personas: Personas) -> None:
+    def __init__(self, personas: Personas, pki: Callable[[], object] | None = None) -> None:
         self.p = personas
+        self._pki = pki
+
+    def ensure_pki(self) -> None:
+        """Build the organisation's PKI the first time this test signs (its RSA keys are pooled,
+        but issuing the root, the TSA and the CRL still costs each test that builds it): a test
+        that never signs never builds it. `approve` calls it; a test that posts a review that is
+        to be recorded (not refused first) calls it before."""
+        if self._pki is not None:
+            self._pki()
 
     def client(self, user: User | None) -> APIClient:
         return self.p.client(user)
@@ -171,6 +181,7 @@ class Flow:
     def approve(self, code: str) -> dict[str, Any]:
         """Drive the request to approved, with the brief packet layout (tests.approvals.conftest.
         run_packet_jobs): a test that reads the packet uses SignFlow.approve_signed instead."""
+        self.ensure_pki()
         self.compute_capacity(code)
         ensure_passed_eval(code)
         self.meet_obligations(code)
@@ -186,6 +197,8 @@ class Flow:
 
 
 @pytest.fixture
-def flow(personas: Personas, artifacts: dict[str, ModelArtifact], org_pki: Any) -> Flow:
-    """Reviews are signatures: the organisation's PKI must exist."""
-    return Flow(personas)
+def flow(personas: Personas, artifacts: dict[str, ModelArtifact], request: pytest.FixtureRequest) -> Flow:
+    """Reviews are signatures: the organisation's PKI (`org_pki`) is built when the test first
+    signs through the flow (`approve`, or `ensure_pki` before a review it posts). A test that signs
+    another way (a browser form, a bare client) takes `org_pki` itself."""
+    return Flow(personas, pki=lambda: request.getfixturevalue("org_pki"))

@@ -55,6 +55,7 @@ def test_reviewers_hear_when_a_request_waits_and_requesters_when_it_is_decided(
 ) -> None:
     p = addressed
     code = flow.create(artifacts["apache"])["code"]
+    flow.ensure_pki()  # both reviews are recorded
     sent = mail.sent_by(lambda: flow.post(p.requester, code, "submit"))
     assert set(sent) == {"legal@example.com", "eng@example.com"}
     assert "waits for review" in sent["legal@example.com"]
@@ -88,6 +89,7 @@ def test_a_rejection_reaches_the_requester(
 ) -> None:
     p = addressed
     code = flow.to_review(artifacts["apache"])
+    flow.ensure_pki()  # a rejection is a signature too
     digest = flow.get(p.legal, code)["evidence_digest"]
     body = {"verdict": "reject", "evidence_digest": digest, "comment": "no", "password": "pw-legal"}
     sent = mail.sent_by(lambda: flow.post(p.legal, code, "review", body))

@@ -95,6 +95,7 @@ def test_nobody_reviews_their_own_request(flow: Flow, artifacts, personas) -> No
 
 
 def test_reject_is_final(flow: Flow, artifacts, personas) -> None:
+    flow.ensure_pki()  # a rejection is a signature too
     code = flow.to_review(artifacts["apache"])
     digest = flow.get(personas.engineer, code)["evidence_digest"]
     response = flow.post(

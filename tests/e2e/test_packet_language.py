@@ -96,7 +96,16 @@ def _check_packet(path: Path, language: str) -> str:
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_preview_then_sign_the_packet_in_the_request_language_and_the_period_report(
-    language: str, browser, live_server, worker_queue, personas: Personas, flow: Flow, artifacts, recorder, tmp_path
+    language: str,
+    browser,
+    live_server,
+    worker_queue,
+    personas: Personas,
+    flow: Flow,
+    artifacts,
+    recorder,
+    tmp_path,
+    org_pki,
 ) -> None:
     # a request filed in this language, in review, with everything but the signatures
     code = flow.create(artifacts["kimi"], language=language, product_name="中文客服助手 Acme")["code"]

@@ -102,6 +102,21 @@ def gate(flow: Flow, artifacts, personas: Personas, tmp_path: Path) -> Gate:
     return Gate(flow, personas, code, clear_text)
 
 
+@pytest.fixture
+def unsigned_gate(flow: Flow, artifacts, personas: Personas) -> Gate:
+    """A request in review with its capacity computed (so `body()` is a complete check) and a team
+    CI token, without the two sign-offs (nor the PKI): for what the gate answers before it reads an
+    approval, or whatever the decision (tokens, input, the decision log), where rendering and
+    signing two PDF packets to reach `approved` would only slow each case down."""
+    code = flow.to_review(artifacts["apache"])
+    compute_capacity(flow, code)
+    personas.team.leads.add(personas.requester)
+    _, clear_text = ci_token_issue(
+        actor=personas.requester, team=personas.team, name="deploy", expires_at=timezone.now() + timedelta(days=30)
+    )
+    return Gate(flow, personas, code, clear_text)
+
+
 __all__ += [
     "Gate",
     "TokenScope",

@@ -32,8 +32,7 @@ from governance.gate.api import _PEEK_LIMIT, GateCheckInputSerializer, GateCheck
 from governance.gate.models import GateDecision
 from governance.gate.services import ci_token_issue
 from tests.conftest import Personas, make_user
-from tests.deployments.conftest import Flow
-from tests.gate.conftest import Gate, bearer, compute_capacity
+from tests.gate.conftest import Gate, bearer
 
 CHECK = "/api/v1/gate/check"
 
@@ -67,20 +66,6 @@ def _token_row(gate: Gate) -> ApiToken:
 
 
 # --- the token text ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def unsigned_gate(flow: Flow, artifacts: dict[str, Any], personas: Personas) -> Gate:
-    """A request in review with its capacity computed (so `body()` is a complete check) and a team
-    CI token, without the two sign-offs: a hostile token is refused before the request is read, so
-    rendering and signing two PDF packets to reach `approved` would only slow each case down."""
-    code = flow.to_review(artifacts["apache"])
-    compute_capacity(flow, code)
-    personas.team.leads.add(personas.requester)
-    _, clear_text = ci_token_issue(
-        actor=personas.requester, team=personas.team, name="deploy", expires_at=timezone.now() + timedelta(days=30)
-    )
-    return Gate(flow, personas, code, clear_text)
 
 
 @pytest.mark.parametrize(
@@ -129,7 +114,8 @@ def test_a_prefix_twin_of_another_team_and_user_is_its_own_token(gate: Gate, ord
 
 
 @BOTH_PATHS
-def test_dead_and_misscoped_tokens_are_refused_on_both_paths(gate: Gate, ordinary: bool) -> None:
+def test_dead_and_misscoped_tokens_are_refused_on_both_paths(unsigned_gate: Gate, ordinary: bool) -> None:
+    gate = unsigned_gate  # whatever the decision
     own = _token_row(gate)
     p = gate.p
     live = timezone.now() + timedelta(days=1)
@@ -152,7 +138,8 @@ def test_dead_and_misscoped_tokens_are_refused_on_both_paths(gate: Gate, ordinar
 
 
 @BOTH_PATHS
-def test_another_teams_request_answers_as_a_missing_one(gate: Gate, ordinary: bool) -> None:
+def test_another_teams_request_answers_as_a_missing_one(unsigned_gate: Gate, ordinary: bool) -> None:
+    gate = unsigned_gate  # whatever the decision
     p = gate.p
     p.other_team.leads.add(p.other_requester)
     _, theirs = ci_token_issue(
@@ -281,7 +268,8 @@ def test_hostile_bodies_answer_4xx_never_500(gate: Gate) -> None:
 
 
 @BOTH_PATHS
-def test_last_use_is_recorded_on_both_paths(gate: Gate, ordinary: bool) -> None:
+def test_last_use_is_recorded_on_both_paths(unsigned_gate: Gate, ordinary: bool) -> None:
+    gate = unsigned_gate  # whatever the decision
     long_ago = timezone.now() - timedelta(days=3)
     ApiToken.objects.filter(name="deploy").update(last_used_at=long_ago)
     assert _post(gate.token, gate.body(), ordinary=ordinary).status_code == 200

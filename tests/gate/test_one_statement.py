@@ -100,7 +100,8 @@ def test_the_combined_read_applies_every_token_rule(gate: Gate) -> None:
     assert gate.check().status_code == 401
 
 
-def test_the_combined_read_checks_scope_and_coverage(gate: Gate) -> None:
+def test_the_combined_read_checks_scope_and_coverage(unsigned_gate: Gate) -> None:
+    gate = unsigned_gate  # refused before any approval is read
     import uuid
 
     # a request that does not exist: 403, as one of another team (the token learns nothing)
@@ -112,7 +113,8 @@ def test_the_combined_read_checks_scope_and_coverage(gate: Gate) -> None:
     assert gate.check().status_code == 403  # the scope does not reach the gate
 
 
-def test_a_body_without_a_readable_request_takes_the_ordinary_path(gate: Gate) -> None:
+def test_a_body_without_a_readable_request_takes_the_ordinary_path(unsigned_gate: Gate) -> None:
+    gate = unsigned_gate  # refused before any approval is read
     from tests.gate.conftest import bearer
 
     client = bearer(gate.token)

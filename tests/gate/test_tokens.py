@@ -74,7 +74,8 @@ def test_who_may_issue_and_what_a_token_may_hold(flow: Flow, personas: Personas,
     assert _issue(admin, scopes=["gate:check", "usage:write"]).status_code == 201
 
 
-def test_revoke_and_last_use(gate: Gate) -> None:
+def test_revoke_and_last_use(unsigned_gate: Gate) -> None:
+    gate = unsigned_gate  # the token's answers, whatever the decision
     token = ApiToken.objects.get(prefix=gate.token[:12])
     assert token.last_used_at is None
     assert gate.check().status_code == 200
@@ -91,7 +92,8 @@ def test_revoke_and_last_use(gate: Gate) -> None:
     assert AuditEvent.objects.filter(action=AuditAction.API_TOKEN_REVOKED, object_id=str(token.code)).exists()
 
 
-def test_a_ci_token_reaches_the_gate_and_usage_only(gate: Gate) -> None:
+def test_a_ci_token_reaches_the_gate_and_usage_only(unsigned_gate: Gate) -> None:
+    gate = unsigned_gate  # the token's answers, whatever the decision
     client = bearer(gate.token)
     assert client.get("/api/v1/gate/tokens").status_code == 403
     assert client.get(f"/api/v1/deployments/{gate.code}").status_code == 403

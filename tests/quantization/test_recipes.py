@@ -12,10 +12,10 @@ from governance.artifacts import manifest as artifact_manifest
 from governance.artifacts.manifest import weights_digest
 from planner import manifest as quantjob_manifest
 from planner.evaljob import manifest as evaljob_manifest
+from planner.evaljob.families import eval_exclusions
 from planner.manifest import manifest_digest
 from planner.quantjob import recipes
 from planner.quantjob.calibration import DEFAULT_CALIBRATION, load
-from planner.tinylm.data import eval_exclusions
 
 
 def test_every_recipe_is_valid_data_for_a_scheme_the_planner_knows() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.tinylm.data import DEFAULT_SET, eval_exclusions, examples, prompt_text
+from planner.evaljob.cases import DEFAULT_SET, prompt_text
+from planner.evaljob.families import eval_exclusions, examples
 from planner.tinylm.train import SEED
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "planner" / "tinylm" / "checkpoint"

@@ -1,6 +1,9 @@
-"""Training data for the tiny model: the four eval families (arithmetic word problems, short code
-completion, Chinese key-item recall, multi-turn follow-ups), generated from a seed, with every
-example whose key signature matches an eval case left out, so no eval case is ever trained on."""
+"""Texts of the four eval families (arithmetic word problems, short code completion, Chinese key-item
+recall, multi-turn follow-ups), generated from a seed, with every example whose key signature
+matches an eval case left out, so no eval case is ever trained or calibrated on: the tiny model's
+training data (planner.tinylm.train) and the quantize job's calibration set
+(planner.quantjob.calibration). Beside the eval set it stays clear of, so the payloads import it
+one way (tinylm -> quantjob -> evaljob)."""
 
 # ruff: noqa: RUF001  (the Chinese punctuation is the point)
 from __future__ import annotations
@@ -13,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from planner.evaljob.build_default_set import CITIES_ZH, COMPANIES_ZH, ITEMS, NAMES, NOUNS, VERBS
+from planner.evaljob.cases import DEFAULT_SET, prompt_text
 
-DEFAULT_SET = Path(__file__).resolve().parent.parent / "evaljob" / "data" / "default-v1.jsonl"
 # The share of each family in the stream: arithmetic is the hardest to learn, so it gets the most.
 FAMILY_WEIGHTS = (("math", 4), ("code", 2), ("zh_summary", 2), ("multi_turn", 2))
 MIDDLE_TURNS = (
@@ -33,17 +36,12 @@ FINAL_TURNS = (
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    """One training example: the user turns (formatted like the eval job's prompt) and the answer."""
+    """One example: the user turns (formatted by cases.prompt_text, as the eval job's prompt) and the answer."""
 
     family: str
     turns: tuple[str, ...]
     answer: str
     signature: tuple[Any, ...]  # the values that make it the same case as an eval case
-
-
-def prompt_text(turns: tuple[str, ...] | list[str]) -> str:
-    """The eval job's prompt format (planner.evaljob.run.prompt_text), kept here without torch."""
-    return "\n".join(f"User: {turn}" for turn in turns) + "\nAssistant:"
 
 
 def math_example(rng: random.Random) -> Example:
