@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, TypedDict, Unpack
 
 from planner.calibrate.profile import CalibrationProfile
+from planner.intervals import TeamEvidence
 from planner.plan import PlanRequest
 from planner.specs import GpuSpec
 
@@ -39,6 +40,7 @@ class PlanArgs(TypedDict, total=False):
     request_rate: float | None
     range_ratio: float
     num_prompts: int | None
+    evidence: TeamEvidence | None
 
 
 def plan_request(*parts: PlanArgs, **overrides: Unpack[PlanArgs]) -> PlanRequest:
