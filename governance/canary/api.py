@@ -257,10 +257,10 @@ class PlanMeasurementExportSerializer(serializers.Serializer):
 
 
 class PlanMeasurementFilterSerializer(StrictSerializer):
-    cluster = serializers.CharField(max_length=120, required=False, default="")
-    engine = serializers.CharField(max_length=40, required=False, default="")
+    cluster = serializers.CharField(max_length=120, required=False, allow_blank=True, default="")
+    engine = serializers.CharField(max_length=40, required=False, allow_blank=True, default="")
     # named as the query parameter; DRF moves declared fields off the class (mypy sees Field.source)
-    source = serializers.ChoiceField(choices=MeasurementSource.choices, required=False, default="")  # type: ignore[assignment]
+    source = serializers.ChoiceField(choices=MeasurementSource.choices, required=False, allow_blank=True, default="")  # type: ignore[assignment]
     export = serializers.ChoiceField(choices=["json", "csv"], required=False, default="json")
 
 

@@ -156,6 +156,7 @@ TABLES: dict[str, dict[str, Any]] = {
         "canary.plan_exceeded": _("Measured worse than the capacity plan"),
         "fleet.alert": _("The fleet serves beyond its capacity plan"),
         "calibration.completed": _("Calibration completed"),
+        "calibration.startup_log_recorded": _("Engine startup log recorded for calibration"),
         "approval.signoff_recorded": _("Sign-off recorded"),
         "approval.signoff_voided": _("Sign-off voided"),
         "approval.signoff_refused": _("Sign-off refused"),
