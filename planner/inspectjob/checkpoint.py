@@ -158,7 +158,7 @@ def require_within(root: Path, within: tuple[Path, ...]) -> None:
     """Refuse a root whose real path lies outside every one of `within` (the cluster's model roots).
     The service checks the path as written; only the node can see a link on the way
     (models/shared -> /home/someone), and a model root that is itself a link resolves the same way.
-    The check is the eval and quantize payloads' own (quantjob.manifest.resolve_inside_roots); the
+    The check is the eval and quantize payloads' own (planner.manifest.resolve_inside_roots); the
     refusal never says where the link leads."""
     try:
         resolve_inside_roots(str(root), [str(path) for path in within], "directory")
