@@ -9,7 +9,10 @@ planner was not fitted to: the published-benchmark corpus (`planner.corpus`) and
 replica); a class with fewer than MIN_SOURCES sources or MIN_RUNS runs falls back to the figure's
 residuals pooled over every class, taken at a wider coverage (85% for 80%) and widened again to the class's
 own runs:
-wider, never narrower.
+wider, never narrower. The quantiles are split-conformal ranks of the signed residuals, one tail each; a
+sample too small to hold both ranks (fewer than 9 runs at 80%, 13 at 85%) takes the rank of the residuals'
+distance from the neutral one instead, which needs about half the runs for the same coverage
+(`conformal_bounds`): the interval is then symmetric about the figure.
 
 Residuals come in two kinds:
 - `ratio` (weights, TPOT, TTFT, tokens/s): measured / planned; the interval is the figure times the
@@ -150,6 +153,7 @@ class Spread:
     fallback: bool  # the class had too few: pooled residuals, widened
     class_runs: int = 0  # the class's own runs (with a fallback)
     class_sources: int = 0
+    symmetric: bool = False  # too few runs for a rank in each tail: the distance rank, either side
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +253,34 @@ def quantile_bounds(values: Sequence[float], coverage: float) -> tuple[float, fl
     return ordered[max(low_rank, 1) - 1], ordered[min(high_rank, n) - 1]
 
 
+def signed_ranks_held(runs: int, coverage: float) -> bool:
+    """Whether `runs` residuals hold both of quantile_bounds's ranks at `coverage` unclamped (9 runs at 80%,
+    13 at 85%): each tail spends (1 - coverage) / 2 of the n + 1 places, so it needs n >= (1 + c) / (1 - c)."""
+    return (
+        math.floor((runs + 1) * (1 - coverage) / 2 + 1e-9) >= 1
+        and math.ceil((runs + 1) * (1 + coverage) / 2 - 1e-9) <= runs
+    )
+
+
+def conformal_bounds(values: Sequence[float], coverage: float, kind: str) -> tuple[float, float, bool]:
+    """The interval's residual bounds at `coverage`, and whether they are symmetric. With enough runs
+    (signed_ranks_held), quantile_bounds's signed ranks, one tail each. With fewer, those ranks fall beyond the
+    sample and clamping them to its extremes covers a new run with probability (n - 1) / (n + 1) at best (75%
+    for 7 runs, where 85% was asked); the split-conformal rank of the residuals' distance from the neutral one
+    (|residual| for capacity, |log| for ratio), the ceil((n + 1) c)-th smallest, holds `coverage` from
+    c / (1 - c) runs (4 at 80%, 6 at 85%), and is taken either side: in that range of n it is the largest
+    distance. Never narrower than the signed bounds."""
+    low, high = quantile_bounds(values, coverage)
+    if signed_ranks_held(len(values), coverage):
+        return low, high, False
+    ratio = kind == "ratio"
+    distances = sorted(abs(math.log(v)) if ratio else abs(v - neutral(kind)) for v in values)
+    rank = math.ceil((len(distances) + 1) * coverage - 1e-9)
+    far = distances[min(rank, len(distances)) - 1]
+    either = (math.exp(-far), math.exp(far)) if ratio else (-far, far)
+    return min(low, either[0]), max(high, either[1]), True
+
+
 def spread(residuals: Sequence[Residual], kind: str, name: str, coverage: float = COVERAGE) -> Spread:
     """The interval of residuals for class `name` at `coverage`: the class's own when it has MIN_SOURCES
     sources and MIN_RUNS runs; else the residuals pooled over every class at a wider coverage (widened: 0.8 -> 0.85), widened to the class's own runs' range too. Both hold the neutral residual."""
@@ -256,9 +288,11 @@ def spread(residuals: Sequence[Residual], kind: str, name: str, coverage: float 
     own = [r for r in residuals if r.case_class == name]
     own_sources = len({r.source for r in own})
     if len(own) >= MIN_RUNS and own_sources >= MIN_SOURCES:
-        low, high = quantile_bounds([r.value for r in own], coverage)
-        return Spread(min(low, centre), max(high, centre), len(own), own_sources, False, len(own), own_sources)
-    low, high = quantile_bounds([r.value for r in residuals], widened(coverage))
+        low, high, symmetric = conformal_bounds([r.value for r in own], coverage, kind)
+        return Spread(
+            min(low, centre), max(high, centre), len(own), own_sources, False, len(own), own_sources, symmetric
+        )
+    low, high, symmetric = conformal_bounds([r.value for r in residuals], widened(coverage), kind)
     for r in own:
         low, high = min(low, r.value), max(high, r.value)
     return Spread(
@@ -269,6 +303,7 @@ def spread(residuals: Sequence[Residual], kind: str, name: str, coverage: float 
         True,
         len(own),
         own_sources,
+        symmetric,
     )
 
 
@@ -282,6 +317,7 @@ def union(first: Spread, second: Spread) -> Spread:
         first.fallback or second.fallback,
         first.class_runs + second.class_runs,
         max(first.class_sources, second.class_sources),
+        first.symmetric or second.symmetric,
     )
 
 
@@ -290,10 +326,16 @@ def _count(n: int, noun: str) -> str:
 
 
 def basis(spread_: Spread, name: str, coverage: float) -> str:
+    symmetric = (
+        "; symmetric about the figure: too few runs for a rank in each tail, so the largest held-out error, "
+        "taken either side"
+        if spread_.symmetric
+        else ""
+    )
     if not spread_.fallback:
         return (
             f"{spread_.runs} held-out runs from {spread_.sources} sources of its class ({describe_class(name)}), "
-            "each planned with what was fitted without its source"
+            "each planned with what was fitted without its source" + symmetric
         )
     own = (
         f"{_count(spread_.class_runs, 'run')} from {_count(spread_.class_sources, 'source')}"
@@ -305,6 +347,7 @@ def basis(spread_: Spread, name: str, coverage: float) -> str:
         f"the residuals of {spread_.runs} held-out runs from {spread_.sources} sources of every class, taken at "
         f"{widened(coverage):.0%} rather than {coverage:.0%}"
         + (" and widened to the class's own runs" if spread_.class_runs else "")
+        + symmetric
     )
 
 
@@ -364,6 +407,7 @@ def build_table(residuals: dict[str, list[Residual]], coverage: float = COVERAGE
                 "fallback": band.fallback,
                 "class_runs": band.class_runs,
                 "class_sources": band.class_sources,
+                "symmetric": band.symmetric,
             }
         figures[path] = {
             "kind": kind,
@@ -420,8 +464,9 @@ def validate_table(table: Any) -> dict[str, Any]:
             for key in ("runs", "sources"):
                 if not isinstance(band.get(key), int) or band[key] < 1:
                     raise ValueError(f"{field}: {key} must be an integer >= 1")
-            if not isinstance(band.get("fallback"), bool):
-                raise ValueError(f"{field}: fallback must be true or false")
+            for key in ("fallback", "symmetric"):
+                if not isinstance(band.get(key), bool):
+                    raise ValueError(f"{field}: {key} must be true or false")
         if not isinstance(entry.get("residuals"), list) or not entry["residuals"]:
             raise ValueError(f"{where}: figures.{path}.residuals must be a non-empty list")
     return table
@@ -442,6 +487,7 @@ def stored_spread(path: str, name: str) -> Spread:
         band["fallback"],
         band.get("class_runs", 0),
         band.get("class_sources", 0),
+        band["symmetric"],
     )
 
 
