@@ -29,8 +29,9 @@ release line): with MIN_TEAM_LOGS logs or more, the plan's engine reserve is cor
 KV-pool residuals (logged - planned pool, bytes per GPU), and the intervals of the figures a startup log
 measures (weights, KV pool, KV tokens, max concurrency) become the spread of those residuals around that median
 (the weights': of their logged / planned ratios), never narrower than MEASUREMENT_NOISE_BYTES either side. With
-fewer logs the catalog's reserve and intervals stand and a note says why. Throughput intervals stay the
-catalog's: a startup log measures no TPOT.
+fewer logs the catalog's reserve and intervals stand and a note says why. A startup log measures no TPOT: the
+throughput figures and intervals are corrected by the team's canary and fleet measurements instead
+(`planner.measured.MeasuredEvidence`, the same minimum), or stay the catalog's.
 
 An engine release older than every profile (EngineProfile.predates_profiles) is planned with the oldest profile;
 every interval is then the range of every held-out run of every class, doubled (in log terms for ratios).
@@ -668,11 +669,27 @@ def judge(result: PlanResult) -> Judged:
         )
 
     throughput = result.throughput
+    # The team's canary measurements (planner.measured), where enough: the figure is already theirs (plan()
+    # corrected it), and so is its interval.
+    from planner.measured import corrections
+
+    measured = corrections(result.request.measured, result.engine, result.gpu.key, layout.tp * layout.pp)
     for path, value, places in (
         ("throughput.tpot_ms", throughput.tpot_ms, 2),
         ("throughput.ttft_ms", throughput.ttft_ms, 1),
         ("throughput.decode_tokens_per_s", throughput.decode_tokens_per_s, 1),
     ):
+        own = measured.interval(path)
+        if own is not None:
+            low, high, n, basis_ = own
+            intervals[path] = {
+                "low": _down(value * low, places),
+                "high": _up(value * high, places),
+                "coverage": coverage,
+                "n": n,
+                "basis": basis_,
+            }
+            continue
         band = stored(path)
         intervals[path] = _interval(
             _down(value * band.low, places),

@@ -138,6 +138,9 @@ class Throughput:
     eager_prefill_ms: float = 0.0  # the host time of an eager prefill step, where it bounds one
     batched_prefill_ms: float = 0.0  # GPU time of a prompt's prefill when prompts share full steps
     breakdown_ms: dict[str, float] = field(default_factory=dict)
+    # The factors the team's canary measurements put on the estimate's figures (planner.measured): (figure,
+    # factor) for tpot_ms and ttft_ms where enough were measured; tokens/s is divided by TPOT's.
+    team_correction: tuple[tuple[str, float], ...] = ()
 
     def as_estimate(self) -> dict[str, Any]:
         """The figures with the inputs and basis they came from (the plan's `throughput_estimate`)."""
@@ -177,6 +180,7 @@ class Throughput:
             "fallbacks": list(self.fallbacks),
             **({"measured": list(self.measured)} if self.measured else {}),
             **({"single_source": list(self.single_source)} if self.single_source else {}),
+            **({"team_correction": dict(self.team_correction)} if self.team_correction else {}),
         }
 
 

@@ -19,6 +19,7 @@ from planner.engines import CUDA_GRAPH_KIB_PER_KERNEL, ENGINES, EngineProfile, e
 from planner.hf_config import parse_config
 from planner.intervals import TeamEvidence, corrected_profile
 from planner.layouts import MAX_DP, MAX_GPUS, candidate_layouts, no_layout
+from planner.measured import MeasuredEvidence, corrections
 from planner.memory import (
     KV_BYTES,
     PCIE_CLASS_GB_PER_S,
@@ -74,6 +75,9 @@ class PlanRequest:
     # The team's own startup logs of the cluster planned for (planner.intervals.TeamEvidence): with enough of
     # them, of this GPU, engine and release line, they set the reserve and the memory figures' intervals.
     evidence: TeamEvidence | None = None
+    # The team's canary and fleet measurements of TPOT and TTFT on that cluster (planner.measured): with enough of
+    # them, of this GPU, engine, release line and replica shape, they correct those figures and their intervals.
+    measured: MeasuredEvidence | None = None
 
     def validate(self) -> None:
         if self.kv_dtype not in KV_BYTES:
@@ -442,12 +446,17 @@ def plan(request: PlanRequest) -> PlanResult:
     chosen = choice.chosen
     # Candidates were ranked on the decode step alone; the chosen one gets the full estimate.
     throughput = _throughput(setup, chosen)
+    # The team's canary measurements correct the chosen layout's estimate (its replica shape picks them); the
+    # note above states the estimate itself, theirs what they made of it.
+    measured = corrections(request.measured, setup.engine, setup.gpu.key, chosen.layout.tp * chosen.layout.pp)
     notes = [
         *_setup_notes(setup),
         choice.note,
         *_chosen_notes(setup, chosen, candidates),
         _throughput_note(throughput),
+        *measured.notes,
     ]
+    throughput = measured.apply(throughput)
     launch = Launch(
         _serving_path(request, setup.model),
         setup.model,

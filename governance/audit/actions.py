@@ -73,6 +73,8 @@ class AuditAction(models.IntegerChoices):
     CANARY_DECIDED = 813, "canary.decided"  # an engineering reviewer promoted or rolled back an inconclusive one
     CANARY_PLAN_EXCEEDED = 814, "canary.plan_exceeded"  # measured worse than the capacity plan: for engineering
     FLEET_ALERT = 815, "fleet.alert"  # a promoted deployment's figures sustained beyond its plan
+    # a canary's or the fleet's TTFT/TPOT outside the capacity plan's interval: for engineering
+    CANARY_OUTSIDE_INTERVAL = 816, "canary.outside_interval"
     # 900-999: the audit trail itself
     AUDIT_EXPORTED = 900, "audit.exported"
     AUDIT_CHECKPOINT = 901, "audit.checkpoint"

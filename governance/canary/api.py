@@ -231,6 +231,7 @@ class PlanMeasurementSerializer(serializers.ModelSerializer):
             "client",
             "limit",
             "ratio",
+            "catalog_ratio",
             "position",
             "verdict",
             "measured_at",

@@ -101,6 +101,9 @@ class PlanMeasurement(BaseModel):
     client = models.FloatField(null=True, blank=True, help_text="the service's own client-side median")
     limit = models.FloatField(null=True, blank=True)
     ratio = models.FloatField(null=True, blank=True, help_text="measured / planned")
+    # What the team's later plans are calibrated from (canary.selectors.measured_evidence_for): measured / the
+    # catalog's figure, i.e. the ratio over the correction the plan itself took from earlier measurements.
+    catalog_ratio = models.FloatField(null=True, blank=True, help_text="measured / the catalog's planned figure")
     position = models.CharField(max_length=8, blank=True, help_text="against the interval")
     verdict = models.CharField(max_length=12)  # as_planned, worse, no_data
     detail = models.TextField(blank=True)
@@ -128,6 +131,9 @@ class FleetCheck(BaseModel):
     # window's samples beyond the limit), samples, alert, detail.
     figures = models.JSONField(default=list, blank=True)
     alerts = models.JSONField(default=list, blank=True, help_text="the metrics alerting")
+    # Its TTFT, TPOT and KV usage against the plan (plan_fit.PlanFigure rows, as its PlanMeasurement rows hold
+    # them): the page flags those outside the plan's interval.
+    plan = models.JSONField(default=list, blank=True)
     sent_back = models.BooleanField(default=False, help_text="the request went back to review on this check")
     error = models.TextField(blank=True)
 

@@ -7,7 +7,11 @@ the planner's calibration can be fitted per cluster and engine from the exported
 
 A figure measured worse than planned by more than the tolerance (`limit` = planned x (1 +
 tolerance); for KV-cache usage the saturated pool) is `worse`: a finding for engineering (the plan,
-or the calibration it used, is wrong for this cluster). No measurement is `no_data`, never a pass."""
+or the calibration it used, is wrong for this cluster). A latency outside the plan's interval, either
+way (`position` below or above), is flagged to engineering too (`outside_interval`). No measurement is
+`no_data`, never a pass. Each latency also keeps its ratio to the catalog's figure (`catalog_ratio`):
+a plan the team's earlier measurements corrected states its factor, and the next plans are calibrated
+from ratios to the catalog, not to a corrected figure (planner/measured.py)."""
 
 from __future__ import annotations
 
@@ -40,6 +44,9 @@ class PlanFigure:
     position: str  # against the interval: below, inside, above; "" without one
     verdict: str  # as_planned, worse, no_data
     detail: str
+    # measured / the catalog's figure: the ratio over the team's correction the plan applied (its
+    # throughput_estimate.team_correction, planner/measured.py), what the next plans are calibrated from
+    catalog_ratio: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,8 +81,10 @@ def latency_figure(
     engine_samples_s: Sequence[float],
     client_median_s: float | None,
     tolerance: float,
+    correction: float = 1.0,
 ) -> PlanFigure:
-    """One latency figure in milliseconds: the engine-side median against planned x (1 + tolerance)."""
+    """One latency figure in milliseconds: the engine-side median against planned x (1 + tolerance).
+    `correction`: the factor the team's measurements put on the catalog's figure to give `planned`."""
     low, high = interval
     measured = _median(engine_samples_s)
     measured_ms = None if measured is None else measured * 1000
@@ -98,8 +107,9 @@ def latency_figure(
     detail += f"; limit {limit:.4g} ms (+{tolerance:.0%})"
     if client_ms is not None:
         detail += f"; the service's own requests measured {client_ms:.4g} ms"
+    catalog_ratio = None if ratio is None else ratio * correction
     return PlanFigure(figure, planned, low, high, _round(measured_ms), _round(client_ms), _round(limit),
-                      _round(ratio), position, WORSE if worse else AS_PLANNED, detail)  # fmt: skip
+                      _round(ratio), position, WORSE if worse else AS_PLANNED, detail, _round(catalog_ratio))  # fmt: skip
 
 
 def kv_figure(samples: Sequence[float], saturated: float) -> PlanFigure:
@@ -124,8 +134,10 @@ def plan_vs_measured(
 ) -> list[PlanFigure]:
     """TTFT, TPOT and KV-cache usage held against the plan (see the module docstring)."""
     figures = []
+    corrected = _dig(plan_result, "throughput_estimate.team_correction") or {}
     for figure, metric, client_key, path in LATENCY_FIGURES:
         planned = _dig(plan_result, path)
+        factor = corrected.get(figure) if isinstance(corrected, Mapping) else None
         figures.append(
             latency_figure(
                 figure,
@@ -134,6 +146,7 @@ def plan_vs_measured(
                 engine_samples.get(metric, []),
                 (client.get(client_key) or {}).get("median"),
                 tolerance,
+                float(factor) if isinstance(factor, int | float) and factor > 0 else 1.0,
             )
         )
     figures.append(kv_figure(engine_samples.get("kv_cache_usage", []), kv_saturated))
@@ -142,3 +155,21 @@ def plan_vs_measured(
 
 def worse_than_planned(figures: Sequence[PlanFigure]) -> list[PlanFigure]:
     return [f for f in figures if f.verdict == WORSE]
+
+
+OUTSIDE = ("below", "above")
+
+
+def outside_interval(figures: Sequence[PlanFigure]) -> list[PlanFigure]:
+    """The figures measured outside the plan's interval, either way: the plan, or the calibration it took, is
+    off for this cluster (faster than planned too: the next plans would be sized on a wrong figure)."""
+    return [f for f in figures if f.position in OUTSIDE]
+
+
+def outside_text(figures: Sequence[PlanFigure]) -> str:
+    """ "tpot_ms 30 ms measured, interval 18.5-21.5 ms (above)", for the audit event and the message."""
+    return "; ".join(
+        f"{f.figure} {f.measured:.4g} ms measured, interval {f.low:.4g}\u2013{f.high:.4g} ms ({f.position})"
+        for f in figures
+        if f.measured is not None and f.low is not None and f.high is not None
+    )

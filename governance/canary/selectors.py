@@ -7,15 +7,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Avg, Max, QuerySet
 
-from governance.canary.models import CanaryAnalysis, PlanMeasurement
+from governance.canary.models import CanaryAnalysis, MeasurementSource, PlanMeasurement
 from governance.canary.risk import CanaryRecord, canary_reasons, envelope_digest, needs_records
 from governance.core.errors import NotFoundError
 from governance.core.prepared import fetch_all_prepared
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import Reason
 from governance.deployments.selectors import deployments_visible_to
+from planner.engines.profile import release_numbers
+from planner.engines.registry import SERVING_ENGINES
+from planner.measured import MEASURED_FIGURES, LatencyRatio, MeasuredEvidence
 
 # The gate's read (one statement, served by canary_request_idx and canary_promoted_idx): this
 # request's analyses, and the passed ones of the same weights and envelope for the team's other
@@ -118,4 +121,61 @@ def plan_measurements_of(deployment: DeploymentRequest, limit: int = 30) -> list
     """The request page's rows: the newest measured-vs-planned figures of one request."""
     return list(
         PlanMeasurement.objects.filter(deployment=deployment).select_related("analysis").order_by("-created_at")[:limit]
+    )
+
+
+# The newest canary analyses a plan is calibrated from (each a measurement: planner.measured): enough for any
+# median, and a bound on the read however many deployments a team has run on a cluster.
+MEASURED_ANALYSES = 200
+
+
+def measured_evidence_for(
+    *, team_id: int, cluster: str, gpu: str, engine: str, release_line: str
+) -> MeasuredEvidence | None:
+    """The team's canary and fleet measurements of TPOT and TTFT on `cluster` (its name, as the rows hold it), of
+    this GPU, engine (the planner's profile name: vllm, sglang, trtllm) and release line, as the planner takes
+    them (planner.measured; None when there is none). One measurement per canary analysis: the mean of its rows'
+    catalog ratios (its own window and the fleet re-checks of the deployment it became, averaged in the database
+    however long that fleet has run). Only the team's own requests count: a row's cluster is the name its
+    pipeline gave the canary, which no other team's plan may take on trust, and the rows are the team's as the
+    calibration export scopes them."""
+    spellings = [
+        spelling
+        for served in SERVING_ENGINES
+        if served.profile_key == engine
+        for spelling in (served.name, *served.aliases)
+    ]
+    grouped = list(
+        PlanMeasurement.objects.filter(
+            deployment__team_id=team_id,
+            cluster=cluster,
+            gpu=gpu,
+            engine__in=spellings,
+            figure__in=list(MEASURED_FIGURES),
+            source__in=[MeasurementSource.CANARY, MeasurementSource.FLEET],
+            analysis__isnull=False,
+            catalog_ratio__gt=0,
+        )
+        .values("analysis_id", "figure", "engine_version")
+        .annotate(ratio=Avg("catalog_ratio"), newest=Max("created_at"))
+        .order_by("-newest")[: MEASURED_ANALYSES * len(MEASURED_FIGURES)]
+    )
+    shapes = dict(
+        CanaryAnalysis.objects.filter(pk__in={row["analysis_id"] for row in grouped}).values_list("pk", "envelope")
+    )
+    ratios = []
+    for row in grouped:
+        try:
+            release = release_numbers(str(row["engine_version"] or ""))
+        except ValueError:  # no version recorded (or none the planner reads): its release line is unknown
+            continue
+        envelope = shapes.get(row["analysis_id"]) or {}
+        tp, pp = envelope.get("tp"), envelope.get("pp") or 1
+        if f"{release[0]}.{release[1]}" != release_line or not isinstance(tp, int) or not isinstance(pp, int):
+            continue  # another release line; or a layout not stated, so no replica shape to compare
+        ratios.append(LatencyRatio(row["figure"], float(row["ratio"]), max(tp, 1) * max(pp, 1)))
+    if not ratios:
+        return None
+    return MeasuredEvidence(
+        where=f"cluster {cluster}", gpu=gpu, engine=engine, release_line=release_line, ratios=tuple(ratios)
     )

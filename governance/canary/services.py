@@ -33,7 +33,14 @@ from governance.canary.models import (
     MeasurementSource,
     PlanMeasurement,
 )
-from governance.canary.plan_fit import PlanFigure, plan_vs_measured, worse_than_planned
+from governance.canary.plan_fit import (
+    OUTSIDE,
+    PlanFigure,
+    outside_interval,
+    outside_text,
+    plan_vs_measured,
+    worse_than_planned,
+)
 from governance.canary.prometheus import (
     LABEL_NAME,
     RULES,
@@ -52,7 +59,7 @@ from governance.core.services import write_service
 from governance.deployments.choices import Status
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import approved_eval
-from governance.deployments.services.notifications import notify_serving_alert
+from governance.deployments.services.notifications import notify_outside_interval, notify_serving_alert
 from governance.deployments.services.transitions import deployment_lock, deployment_transition
 from governance.evaluations.models import EvalRun
 from planner.evaljob.cases import load_cases
@@ -395,6 +402,7 @@ def _finish(
         if figures:
             _record_plan_figures(analysis, figures, MeasurementSource.CANARY)
             _plan_exceeded(analysis, figures)
+            _flag_outside_interval(analysis, figures, MeasurementSource.CANARY)
     return analysis
 
 
@@ -420,6 +428,7 @@ def _record_plan_figures(analysis: CanaryAnalysis, figures: list[PlanFigure], so
             client=f.client,
             limit=f.limit,
             ratio=f.ratio,
+            catalog_ratio=f.catalog_ratio,
             position=f.position,
             verdict=f.verdict,
             detail=f.detail,
@@ -442,6 +451,46 @@ def _plan_exceeded(analysis: CanaryAnalysis, figures: list[PlanFigure]) -> None:
                 "figures": {f.figure: {"planned": f.planned, "measured": f.measured, "limit": f.limit} for f in worse},
             },
         )
+
+
+def _flag_outside_interval(
+    analysis: CanaryAnalysis, figures: list[PlanFigure], source: str, already: frozenset[str] = frozenset()
+) -> None:
+    """A latency measured outside the plan's interval, either way: flagged to engineering (audited
+    `canary.outside_interval`, a message to the engineering reviewers after commit; the request page shows
+    it). `already`: the figures the fleet's previous check found outside, not flagged again while they stay."""
+    outside = outside_interval(figures)
+    if not outside or {f.figure for f in outside} == already:
+        return
+    audit_record(
+        actor=f"system:{source}",
+        action=AuditAction.CANARY_OUTSIDE_INTERVAL,
+        obj=analysis.deployment,
+        data={
+            "analysis": str(analysis.code),
+            "source": source,
+            "cluster": analysis.cluster,
+            "figures": {
+                f.figure: {
+                    "planned": f.planned,
+                    "low": f.low,
+                    "high": f.high,
+                    "measured": f.measured,
+                    "position": f.position,
+                }
+                for f in outside
+            },
+        },
+    )
+    where = f" on cluster {analysis.cluster}" if analysis.cluster else ""
+    message = (
+        f"The {'canary' if source == MeasurementSource.CANARY else 'fleet'} of this request measured outside its "
+        f"capacity plan's 80% interval{where}: {outside_text(outside)}. The plan, or the calibration it took, is off "
+        "for this cluster and engine; the team's next plans there are calibrated from these measurements once "
+        "there are three."
+    )
+    deployment = analysis.deployment
+    transaction.on_commit(lambda: notify_outside_interval(deployment, message))
 
 
 def canary_analysis_timed_out(*, analysis_id: int, seconds: int) -> CanaryAnalysis:
@@ -550,7 +599,13 @@ def _fleet_record(analysis: CanaryAnalysis, figures: list[FleetFigure], measured
         status="alert" if alerts else "ok",
         figures=[f.as_dict() for f in figures],
         alerts=[f.metric for f in alerts],
+        plan=[f.as_dict() for f in measured],
     )
+    # outside the plan's interval: flagged when the figures outside change, not at every re-check
+    before = frozenset(
+        str(f.get("figure")) for f in (previous.plan if previous is not None else []) if f.get("position") in OUTSIDE
+    )
+    _flag_outside_interval(analysis, measured, MeasurementSource.FLEET, already=before)
     if not alerts:
         return check
     newly = previous is None or set(previous.alerts) != set(check.alerts)

@@ -55,9 +55,10 @@ class IntervalRow:
     unit: str  # "GiB", "ms", "tokens/s" or "" (a count)
     places: int  # decimals shown
     coverage: float  # 0.8
-    n: int  # held-out runs, or the team's startup logs (team)
+    n: int  # held-out runs, the team's startup logs (team) or canary measurements (canary)
     team: bool  # from the cluster's own startup logs, not the catalog's held-out runs
     basis: str  # the planner's own words (English, as the packet's quoted texts)
+    canary: bool = False  # from the team's canary and fleet measurements on the cluster (planner.measured)
 
     def _text(self, value: float, unit: bool = True) -> str:
         return f"{value:,.{self.places}f}" + (f" {self.unit}" if unit and self.unit else "")
@@ -112,6 +113,7 @@ def plan_interval_rows(result: dict[str, Any] | None) -> list[IntervalRow]:
                 n=int(entry.get("n") or 0),
                 team="of your startup logs" in basis,
                 basis=basis,
+                canary="of your canary measurements" in basis,
             )
         )
     return rows

@@ -15,6 +15,7 @@ from django.utils import timezone
 from governance.audit.actions import AuditAction
 from governance.audit.services import audit_record
 from governance.calibration.selectors import calibration_profile_for, cluster_get, team_evidence_for
+from governance.capacity.evidence import measured_for
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.capacity.selectors import DEPLOYMENT_SUBJECT
 from governance.capacity.serializers import plan_request_from
@@ -25,6 +26,7 @@ from planner import __version__ as planner_version
 from planner.calibrate.profile import CalibrationProfile
 from planner.engines import engine_profile
 from planner.intervals import TeamEvidence
+from planner.measured import MeasuredEvidence
 from planner.plan import plan
 
 logger = logging.getLogger(__name__)
@@ -38,12 +40,15 @@ def planner_error(exc: ValueError) -> ApplicationError:
     return ApplicationError(f"Invalid input. {text}", extra={"fields": {name: [message or text]}})
 
 
-def capacity_plan_run(inputs: dict[str, Any]) -> dict[str, Any]:
+def capacity_plan_run(inputs: dict[str, Any], *, team_id: int | None = None) -> dict[str, Any]:
     """Run the planner on validated inputs; returns the contract of docs/contracts.md. With a `cluster`, the
-    throughput uses that cluster's latest calibration profile for the GPU (defaults when it has none), and the
-    memory figures its startup logs of this GPU, engine and release line (planner.intervals.TeamEvidence)."""
+    throughput uses that cluster's latest calibration profile for the GPU (defaults when it has none), the
+    memory figures its startup logs of this GPU, engine and release line (planner.intervals.TeamEvidence), and,
+    for a team's plan (`team_id`: a request's), TPOT and TTFT the team's own canary and fleet measurements there
+    (planner.measured.MeasuredEvidence, answered by the canary app: capacity.evidence)."""
     calibration: CalibrationProfile | None = None
     evidence: TeamEvidence | None = None
+    measured: MeasuredEvidence | None = None
     if inputs.get("cluster"):
         # A direct call, not a signal: the plan's numbers depend on the answer (the calibration
         # app sits below this one for that reason: tests/test_layers.py).
@@ -61,8 +66,17 @@ def capacity_plan_run(inputs: dict[str, Any]) -> dict[str, Any]:
             engine=inputs.get("engine", "vllm"),
             release_line=f"{release[0]}.{release[1]}",
         )
+        if team_id is not None:  # a plan that is no team's (a what-if) takes no team's measurements
+            measured = measured_for(
+                team_id=team_id,
+                cluster=cluster.name,
+                gpu=inputs["gpu"],
+                engine=inputs.get("engine", "vllm"),
+                release_line=f"{release[0]}.{release[1]}",
+            )
     try:
-        return plan(dataclasses.replace(plan_request_from(inputs, calibration), evidence=evidence)).as_contract()
+        request = dataclasses.replace(plan_request_from(inputs, calibration), evidence=evidence, measured=measured)
+        return plan(request).as_contract()
     except ValueError as exc:
         raise planner_error(exc) from None
 
@@ -173,8 +187,10 @@ def capacity_plan_compute(*, plan_id: int) -> CapacityPlan:
     stored = CapacityPlan.objects.get(pk=plan_id)
     if claimed_at is None:
         return stored
+    # The request's team (none for a what-if plan): its canary measurements are the plan's to take.
+    team_id = CapacityPlan.objects.filter(pk=plan_id).values_list("deployment__team_id", flat=True).first()
     try:
-        result: dict[str, Any] | None = capacity_plan_run(stored.inputs)
+        result: dict[str, Any] | None = capacity_plan_run(stored.inputs, team_id=team_id)
         error = ""
     except ApplicationError as exc:
         result, error = None, exc.message

@@ -155,6 +155,7 @@ TABLES: dict[str, dict[str, Any]] = {
         "canary.decided": _("Canary analysis decided by engineering"),
         "canary.plan_exceeded": _("Measured worse than the capacity plan"),
         "fleet.alert": _("The fleet serves beyond its capacity plan"),
+        "canary.outside_interval": _("Measured outside the capacity plan's interval"),
         "calibration.completed": _("Calibration completed"),
         "calibration.startup_log_recorded": _("Engine startup log recorded for calibration"),
         "approval.signoff_recorded": _("Sign-off recorded"),

@@ -98,6 +98,14 @@ def test_sustained_saturation_queueing_and_preemption_alert_and_optionally_send_
         }  # fmt: skip
         assert alert_lines(settings) == []
         assert not AuditEvent.objects.filter(action=815).exists()
+        # no alert, yet its latencies, half the plan's, are below the plan's interval: engineering is told
+        # (tests/canary/test_outside_interval.py), once
+        assert {f["figure"]: f["position"] for f in check.plan if f["position"]} == {
+            "ttft_ms": "below", "tpot_ms": "below",
+        }  # fmt: skip
+        assert AuditEvent.objects.filter(action=816, data__source="fleet").count() == 1
+        outside = [m for m in mail.outbox if "outside its capacity plan's interval" in m.subject]
+        assert len(outside) == 1
 
         # the same request's production now saturated: an alert, the request stays approved
         analysis.stable_selector = {"deployment": "prod-hot"}
@@ -113,7 +121,7 @@ def test_sustained_saturation_queueing_and_preemption_alert_and_optionally_send_
         assert event.data["sent_back"] is False
         assert set(event.data["alerts"]) == set(check.alerts)
         assert DeploymentRequest.objects.get(pk=rollout.deployment.pk).status == "approved"
-        [message] = mail.outbox
+        [message] = [m for m in mail.outbox if m not in outside]
         assert "serves beyond its capacity plan" in message.subject
         assert "kv_cache_usage" in message.body
         assert "engineering@example.com" in message.to
@@ -131,7 +139,7 @@ def test_sustained_saturation_queueing_and_preemption_alert_and_optionally_send_
         # still alerting: no second message about the same alerts
         with django_capture_on_commit_callbacks(execute=True):
             fleet_check_run(prometheus=lambda: client, now=time.time())
-        assert len(mail.outbox) == 1
+        assert len(mail.outbox) == 2  # the alert's, and the calm check's outside-interval message
 
         # where the organisation sends such a request back to review: audited as a transition
         settings.FLEET_SEND_BACK_TO_REVIEW = True
@@ -149,7 +157,7 @@ def test_sustained_saturation_queueing_and_preemption_alert_and_optionally_send_
     assert transition is not None
     assert transition.actor_name == "system:fleet"
     assert AuditEvent.objects.filter(action=815, data__sent_back=True).count() == 1
-    assert len(mail.outbox) == 2  # the alert, sent once more with the return to review
+    assert len([m for m in mail.outbox if m not in outside]) == 2  # the alert, once more with the return to review
     assert rollout.check("production")["decision"] == "deny"  # no longer approved
     # a request back in review is no longer a promoted deployment: the next beat leaves it alone
     assert fleet_check_run(prometheus=lambda: None) == []

@@ -7,6 +7,7 @@ from typing import Any, TypedDict, Unpack
 
 from planner.calibrate.profile import CalibrationProfile
 from planner.intervals import TeamEvidence
+from planner.measured import MeasuredEvidence
 from planner.plan import PlanRequest
 from planner.specs import GpuSpec
 
@@ -41,6 +42,7 @@ class PlanArgs(TypedDict, total=False):
     range_ratio: float
     num_prompts: int | None
     evidence: TeamEvidence | None
+    measured: MeasuredEvidence | None
 
 
 def plan_request(*parts: PlanArgs, **overrides: Unpack[PlanArgs]) -> PlanRequest:

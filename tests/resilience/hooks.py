@@ -34,9 +34,9 @@ def _hold_after_claim() -> None:
     if getattr(original, "fault_hook", False):
         return
 
-    def held(inputs: Any) -> Any:
+    def held(inputs: Any, **kwargs: Any) -> Any:
         _hold_here("capacity.compute_plan")
-        return original(inputs)
+        return original(inputs, **kwargs)
 
     held.fault_hook = True  # type: ignore[attr-defined]
     services.capacity_plan_run = held

@@ -32,12 +32,19 @@ INTERVALS = {
         "n": 3,
         "basis": "3 of your startup logs on cluster gpu-a (vllm 0.11, h200): …",
     },
+    "throughput.ttft_ms": {
+        "low": 180.0,
+        "high": 220.0,
+        "coverage": 0.8,
+        "n": 4,
+        "basis": "4 of your canary measurements on cluster gpu-a (vllm 0.11, h200, one GPU per replica): …",
+    },
 }
 
 
 def _result() -> dict[str, Any]:
     return {
-        "throughput": {"tpot_ms": 9.9},
+        "throughput": {"tpot_ms": 9.9, "ttft_ms": 200.0},
         "memory_per_gpu": {"kv_cache": int(60.5 * GIB)},
         "intervals": INTERVALS,
         "verdict": "tight",
@@ -52,6 +59,8 @@ def test_the_rows_state_each_figure_its_interval_and_its_basis() -> None:
     assert (tpot.figure_text, tpot.range_text, tpot.n, tpot.team) == ("9.9 ms", f"8.6{DASH}19.5 ms", 41, False)
     pool = rows["memory_per_gpu.kv_cache"]
     assert (pool.figure_text, pool.range_text, pool.team) == ("60.50 GiB", f"60.00{DASH}61.00 GiB", True)
+    ttft = rows["throughput.ttft_ms"]
+    assert (ttft.canary, ttft.team, ttft.n, tpot.canary, pool.canary) == (True, False, 4, False, False)
     verdict = plan_verdict(_result())
     assert verdict is not None
     assert (verdict.verdict, round(verdict.margin_gib, 2)) == ("tight", 0.25)
@@ -104,8 +113,10 @@ def test_the_packet_shows_the_intervals_and_the_verdict(compiled: None) -> None:
     english = html("en")
     assert f"TPOT 9.9 ms, 80% interval 8.6{DASH}19.5 ms, from 41 held-out runs" in english
     assert f"60.50 GiB, 80% interval 60.00{DASH}61.00 GiB, from 3 of your startup logs" in english
+    assert f"TTFT 200.0 ms, 80% interval 180.0{DASH}220.0 ms, from 4 of your canary measurements" in english
     assert "tight: fits at the central figures only (0.25 GiB per GPU of margin)" in english
     chinese = html("zh-hans")
     assert "依据 41 次留出运行" in chinese
     assert "依据您的 3 份启动日志" in chinese
+    assert "依据您的 4 次金丝雀实测" in chinese
     assert "偏紧" in chinese

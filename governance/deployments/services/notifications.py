@@ -105,6 +105,15 @@ def notify_serving_alert(deployment: DeploymentRequest, message: str) -> int:
     return _send(subject, f"{message}\n\n{_about(deployment)}", recipients, deployment)
 
 
+def notify_outside_interval(deployment: DeploymentRequest, message: str) -> int:
+    """A canary's or the fleet's latency measured outside the capacity plan's interval (the canary app): the
+    engineering reviewers, whose call it is whether the plan or its calibration is off for the cluster."""
+    deployment = DeploymentRequest.objects.select_related("team", "requester").get(pk=deployment.pk)
+    recipients = _addresses(reviewers(Role.ENGINEERING_REVIEWER))
+    subject = f"{deployment.product_name} measured outside its capacity plan's interval"
+    return _send(subject, f"{message}\n\n{_about(deployment)}", recipients, deployment)
+
+
 def notify_waiver_proposed(waiver: Waiver) -> int:
     """The other legal reviewers: a waiver of a blocker waits for their confirmation."""
     waiver = Waiver.objects.select_related("request__team", "request__requester", "granted_by").get(pk=waiver.pk)

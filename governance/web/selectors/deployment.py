@@ -15,6 +15,7 @@ from governance.approvals.packet_content import chart_caption, concurrency_text
 from governance.approvals.selectors import ApprovalState, approval_state, live_packet, packet_url
 from governance.audit.selectors import audit_events_filter
 from governance.canary.models import CanaryAnalysis, FleetCheck
+from governance.canary.plan_fit import OUTSIDE
 from governance.capacity.models import CapacityPlan, CapacityPlanStatus
 from governance.capacity.selectors import IntervalRow, PlanVerdict, plan_interval_rows, plan_verdict
 from governance.core.errors import NotFoundError
@@ -241,6 +242,7 @@ class DeploymentPage:
     drafting: bool = False
     canary: list[dict[str, Any]] = field(default_factory=list)
     fleet: FleetCheck | None = None
+    fleet_outside: list[dict[str, Any]] = field(default_factory=list)
 
 
 def blockers_state(request: DeploymentRequest, plan: CapacityPlan | None, evals_active: bool) -> dict[str, bool]:
@@ -357,6 +359,8 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
     plan = latest_capacity_plan(request)
     timeline = audit_events_filter(object_type=DeploymentRequest._meta.label_lower, object_id=str(request.code))
     canary = [canary_view(analysis) for analysis in request.canary_analyses.all()[:CANARY_SHOWN]]
+    # the newest fleet re-check (beat canary.fleet_check); no query for a request with no canary
+    fleet = FleetCheck.objects.filter(deployment=request).order_by("-created_at").first() if canary else None
     return {
         "plan": plan,
         "chart": memory_chart(plan.result) if plan is not None and plan.result else None,
@@ -369,8 +373,8 @@ def _operations(user: Any, request: DeploymentRequest) -> dict[str, Any]:
         else "",
         "evals": [eval_progress(run) for run in request.eval_runs.all()],
         "canary": canary,
-        # the newest fleet re-check (beat canary.fleet_check); no query for a request with no canary
-        "fleet": FleetCheck.objects.filter(deployment=request).order_by("-created_at").first() if canary else None,
+        "fleet": fleet,
+        "fleet_outside": fleet_outside(fleet),
         "usage_reports": list(request.usage_reports.order_by("-month", "-created_at")[:12]),
         "gate_decisions": gate_decisions(user, request),
         "timeline": _timeline(timeline.order_by("-seq").values("seq", "occurred_at", "actor_name", "action")[:50]),
@@ -400,7 +404,22 @@ def canary_view(analysis: CanaryAnalysis) -> dict[str, Any]:
         ],
         "plan": plan,
         "worse": [figure for figure in plan if figure["verdict"] == "worse"],
+        # measured outside the plan's interval, either way: flagged to engineering (canary.outside_interval)
+        "outside": [figure for figure in plan if figure["position"] in OUTSIDE],
     }
+
+
+def fleet_outside(check: FleetCheck | None) -> list[dict[str, Any]]:
+    """The newest fleet re-check's latencies outside the plan's interval, labelled as the canary's are."""
+    return [
+        {
+            **figure,
+            "label": labels.label("plan_figure", figure["figure"]),
+            "position_label": labels.label("plan_position", figure["position"]),
+        }
+        for figure in (check.plan if check is not None else [])
+        if figure.get("position") in OUTSIDE
+    ]
 
 
 def _timeline(events: Any) -> list[dict[str, Any]]:
