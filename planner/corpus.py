@@ -9,6 +9,7 @@ listed with its cause (`outside` in the YAML), never dropped.
 from __future__ import annotations
 
 import functools
+import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,6 +119,9 @@ def run_case(case: dict[str, Any], calibration: Any = None) -> CaseResult:
                 # or more is a steady-state request's.
                 num_prompts=case.get("num_prompts") if case["statistic"] == "mean" else None,
                 engine=case["engine"],
+                # The release the source ran, where it says: the engine's release-dependent figures (its memory
+                # profile, the release's kernel paths) are that release's, not the planner's default release's.
+                engine_version=stated_release(case),
                 calibration=calibration,
                 **(case.get("engine_args") or {}),
             )
@@ -130,6 +134,12 @@ def run_case(case: dict[str, Any], calibration: Any = None) -> CaseResult:
     planned = {metric: float(getattr(figures, attribute)) for metric, attribute in METRICS.items()}
     errors = {metric: planned[metric] / float(value) - 1 for metric, value in case["measured"].items()}
     return CaseResult(case, planned=planned, errors=errors)
+
+
+def stated_release(case: dict[str, Any]) -> str | None:
+    """The engine release the case's source states (`engine_version`), None where it gives none ("unstated")."""
+    version = str(case.get("engine_version") or "")
+    return version if re.match(r"^v?[0-9]+\.[0-9]+", version) else None
 
 
 def outside(case: dict[str, Any], metric: str) -> str | None:
@@ -197,7 +207,17 @@ REFIT_GRID = (1.0, 0.7, 0.85, 1.15, 1.3)  # multipliers of the committed value (
 # out) kept the committed value fitted with the left-out source, or drifted on noise.
 UNCONSTRAINED = 0.005
 # The engines' fitted figures (the budget is a default); the W4A16 floor is read by W4A16 cases only.
-ENGINE_FITTED = ("request_overhead_ms", "step_overhead_ms", "w4a16_gemm_floor_us", "eager_prefill_kernel_us")
+ENGINE_FITTED = (
+    "request_overhead_ms",
+    "step_overhead_ms",
+    "w4a16_gemm_floor_us",
+    "eager_prefill_kernel_us",
+    "fp8_gemm_floor_us",
+    "fp8_moe_memory_scale",
+)
+# A release line's block-FP8 decode path (engines.<name>.fp8_path_until): read by that engine's FP8 cases of an
+# earlier release the source states.
+FP8_PATH_FITTED = ("fp8_gemm_floor_us", "fp8_moe_memory_scale")
 FactorPath = tuple[str, ...]  # a factor's place in efficiency.yaml: ("default", "memory"), ("h200", "memory"), …
 
 
@@ -260,6 +280,10 @@ def reads(catalog: dict[str, Any], path: FactorPath, case: dict[str, Any]) -> bo
     if path[0] == "gpu_precisions":
         return bool(case["gpu"] == path[1] and case["precision"] == path[2])
     if path[0] == "engines":
+        if path[-1] in FP8_PATH_FITTED:
+            return reads_fp8_path(
+                catalog["engines"].get(path[1], {}), path[1], case, experts=path[-1] == "fp8_moe_memory_scale"
+            )
         if path[-1] == "w4a16_gemm_floor_us":
             from planner.perf import NON_MARLIN_GPUS
 
@@ -268,6 +292,21 @@ def reads(catalog: dict[str, Any], path: FactorPath, case: dict[str, Any]) -> bo
             )
         return bool(case["engine"] == path[1])
     return bool(case["gpu"] == path[0])
+
+
+def reads_fp8_path(entry: dict[str, Any], engine: str, case: dict[str, Any], *, experts: bool = False) -> bool:
+    """Whether `case` is planned on `engine`'s release line with its own block-FP8 decode path (`entry`: the engine's
+    efficiency.yaml entry; `experts`: its grouped-expert figure, read by mixture-of-experts models only)."""
+    from planner.efficiency import fp8_path
+    from planner.engines import release_numbers
+
+    stated = stated_release(case)
+    if case["engine"] != engine or case["precision"] != "fp8" or stated is None:
+        return False
+    if experts and not _is_moe(case):
+        return False
+    floor_us, scale = fp8_path(entry, release_numbers(stated))
+    return bool(floor_us or scale != 1)
 
 
 def _objective(cases_: list[dict[str, Any]], catalog: dict[str, Any]) -> float:

@@ -65,6 +65,12 @@ class EngineSettings:
     # takes at least the forward's kernels times this, the GPU waiting on Python and launches; 0: the
     # engine's prefill steps are graphed or compiled (their host time hides behind the GPU's).
     eager_prefill_kernel_us: float = 0.0
+    # The engine's block-FP8 decode path where a release line's kernels differ from the catalog's default
+    # path (engines.<name>.fp8_path_until: the releases before it): the shortest time one FP8 GEMM call takes,
+    # however few bytes it reads, and the multiplier of the grouped experts' streaming efficiency. 0 and 1:
+    # the default path (fp8_path).
+    fp8_gemm_floor_us: float = 0.0
+    fp8_moe_memory_scale: float = 1.0
 
 
 # Factors standing in for the catalog's while a leave-one-source-out score refits them without one
@@ -153,7 +159,25 @@ def engine_settings(
         interval,
         float(entry.get("w4a16_gemm_floor_us", 0.0)),
         _eager_prefill_kernel_us(entry, None if eager_prefill else release),
+        *fp8_path(entry, release),
     )
+
+
+def fp8_path_until(name: str) -> str | None:
+    """The first release of the engine whose block-FP8 decode path is the catalog's default one (None: every
+    release's is)."""
+    until = efficiency_catalog()["engines"].get(name, {}).get("fp8_path_until")
+    return None if until is None else str(until)
+
+
+def fp8_path(entry: dict[str, Any], release: tuple[int, ...] | None) -> tuple[float, float]:
+    """The engine's block-FP8 decode figures for `release` (`entry`: its efficiency.yaml entry): the per-call GEMM
+    floor (us) and the grouped-expert streaming multiplier of releases before `fp8_path_until`; (0, 1), the
+    default path, for later ones and for the planner's default release (None)."""
+    until = entry.get("fp8_path_until")
+    if not until or release is None or tuple(release) >= release_numbers(str(until)):
+        return 0.0, 1.0
+    return float(entry.get("fp8_gemm_floor_us", 0.0)), float(entry.get("fp8_moe_memory_scale", 1.0))
 
 
 def eager_prefill_until(name: str) -> str | None:
@@ -180,12 +204,15 @@ def single_sources(
     precision_key: str = "bf16",
     quantized_experts: bool = False,
     fallbacks: frozenset[str] | set[str] = frozenset(),
+    fp8_release_path: bool = False,
 ) -> tuple[str, ...]:
     """The fitted figures this plan reads that stand on one corpus source (catalog `gpu_fitted_on`,
     `gpu_precisions_fitted_on` and the engines' `fitted_on`): the GPU's own factors and the weight format's
     kernel path on it unless a calibration profile measures them (a path's grouped-expert figures only when
     the plan has experts in that format; with a profile, when its GEMMs of that format fell back to the
-    catalog, `fallbacks`), and the engine's overheads, which no profile measures."""
+    catalog, `fallbacks`), the engine's overheads, which no profile measures, and, with `fp8_release_path`,
+    the engine release line's block-FP8 decode path (`fp8_path_fitted_on`), which no profile measures either
+    (it is the engine's kernels, not the GPU's)."""
     catalog = efficiency_catalog()
     found = []
     gpu_sources: list[str] = (catalog.get("gpu_fitted_on") or {}).get(gpu_key) or []
@@ -204,6 +231,10 @@ def single_sources(
     engine_sources: list[str] = catalog["engines"].get(engine, {}).get("fitted_on") or []
     if len(engine_sources) == 1:
         found.append(f"{engine} overheads: {engine_sources[0]}")
+    entry = catalog["engines"].get(engine, {})
+    fp8_sources: list[str] = entry.get("fp8_path_fitted_on") or []
+    if fp8_release_path and len(fp8_sources) == 1:
+        found.append(f"{engine} block-FP8 path before {entry.get('fp8_path_until')}: {fp8_sources[0]}")
     return tuple(found)
 
 
@@ -218,11 +249,18 @@ class Rates:
         profile: CalibrationProfile | None,
         *,
         gemm_floor_us: float = 0.0,
+        expert_memory_scale: float = 1.0,
     ) -> None:
         self.gpu, self.precision, self.profile = gpu, precision, profile
-        # A weight format's per-call floor on this engine (W4A16 through Marlin): no GEMM call of the
-        # format's weights takes less, however few bytes it reads (see EngineSettings).
+        # A weight format's per-call floor on this engine (W4A16 through Marlin, block FP8 on a release line
+        # whose kernels have one): no GEMM call of the format's weights takes less, however few bytes it reads
+        # (see EngineSettings).
         self.gemm_floor_us = gemm_floor_us
+        # The engine's own grouped-expert kernel for the format, where a release line's streams its weights
+        # slower than the catalog's path (EngineSettings.fp8_moe_memory_scale): it multiplies the efficiency
+        # of the quantized experts whichever figure, the catalog's or a profile's, the plan reads (a
+        # calibration profile times planner.calibrate's kernel, not the engine's).
+        self.expert_memory_scale = expert_memory_scale
         self.gemm_floor_s = gemm_floor_us * 1e-6
         self.floor_bound = False  # whether some GEMM call took the floor rather than its roofline
         self.factors = default_factors(gpu.key, precision.key)
@@ -289,6 +327,8 @@ class Rates:
             if efficiency is None and grouped:
                 efficiency = self.profile.gemm_efficiency(key, rows_per_expert, n, k, self.gpu, experts=True)
             if efficiency:
+                if experts and not bf16:
+                    efficiency *= self.expert_memory_scale
                 return max(flops / peak, (weight_bytes + act) / self.bandwidth) / efficiency
             self._note(f"{'expert' if experts else 'dense'} GEMM {key}")
         factors = self.bf16_factors if bf16 else self.factors
@@ -297,6 +337,8 @@ class Rates:
             # A grouped GEMM over few experts leaves SMs idle: 8 experts reached 0.7 of the
             # bandwidth of 32 or more on the H200 (planner.calibrate's grouped points).
             memory = factors.moe_memory * min(1.0, 0.6 + 0.4 * touched / 32)
+            if not bf16:
+                memory *= self.expert_memory_scale
         compute = factors.moe_compute if experts else factors.compute
         compute_s, memory_s = flops / (peak * compute), (weight_bytes + act) / (self.bandwidth * memory)
         if not experts and compute_s > 0:

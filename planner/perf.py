@@ -23,6 +23,7 @@ from planner.efficiency import (
     Rates,
     default_factors,
     engine_settings,
+    fp8_path_until,
     single_sources,
 )
 from planner.engines import ENGINES
@@ -135,6 +136,8 @@ class Throughput:
     single_source: tuple[str, ...] = ()  # fitted figures read here that stand on one corpus source
     keep_bf16: tuple[str, ...] = ()  # parts whose weights were read and multiplied as BF16
     w4a16_gemm_floor_us: float = 0.0  # the engine's per-call floor on INT4 GEMMs, where it applied
+    fp8_gemm_floor_us: float = 0.0  # the release line's per-call floor on block-FP8 GEMMs, where its path was read
+    fp8_release_path: str | None = None  # the release line whose block-FP8 decode path was read ("vllm before 0.8")
     eager_prefill_ms: float = 0.0  # the host time of an eager prefill step, where it bounds one
     batched_prefill_ms: float = 0.0  # GPU time of a prompt's prefill when prompts share full steps
     breakdown_ms: dict[str, float] = field(default_factory=dict)
@@ -155,6 +158,8 @@ class Throughput:
                 "max_num_batched_tokens": self.max_num_batched_tokens,
                 "keep_bf16": list(self.keep_bf16),
                 **({"w4a16_gemm_floor_us": self.w4a16_gemm_floor_us} if self.w4a16_gemm_floor_us else {}),
+                **({"fp8_release_path": self.fp8_release_path} if self.fp8_release_path else {}),
+                **({"fp8_gemm_floor_us": self.fp8_gemm_floor_us} if self.fp8_gemm_floor_us else {}),
                 **({"eager_prefill_ms": round(self.eager_prefill_ms, 3)} if self.eager_prefill_ms else {}),
                 "arrival": self.arrival,
                 **({"request_rate": self.request_rate} if self.request_rate is not None else {}),
@@ -616,7 +621,17 @@ def estimate(
             profile=profile,
         )
     marlin = precision.key == "w4a16" and gpu.key not in NON_MARLIN_GPUS
-    rates = Rates(gpu, precision, profile, gemm_floor_us=engine.w4a16_gemm_floor_us if marlin else 0.0)
+    # A release line whose block-FP8 kernels differ from the catalog's path (efficiency.fp8_path): its GEMM
+    # calls' floor and its grouped experts' streaming efficiency (vLLM before 0.8 on DeepSeek-V3's layers).
+    fp8_release = precision.key == "fp8" and (engine.fp8_gemm_floor_us > 0 or engine.fp8_moe_memory_scale != 1)
+    floor_us = engine.w4a16_gemm_floor_us if marlin else engine.fp8_gemm_floor_us if fp8_release else 0.0
+    rates = Rates(
+        gpu,
+        precision,
+        profile,
+        gemm_floor_us=floor_us,
+        expert_memory_scale=engine.fp8_moe_memory_scale if fp8_release else 1.0,
+    )
     shape = _shape(workload, layout, engine)
     batch = shape.batch
     common: dict[str, Any] = {
@@ -690,9 +705,12 @@ def estimate(
             precision_key=precision.key,
             quantized_experts=model.is_moe and "experts" not in keep,
             fallbacks=rates.fallbacks,
+            fp8_release_path=fp8_release,
         ),
         keep_bf16=tuple(sorted(keep)),
-        w4a16_gemm_floor_us=rates.gemm_floor_us if floor_bound else 0.0,
+        w4a16_gemm_floor_us=rates.gemm_floor_us if floor_bound and marlin else 0.0,
+        fp8_gemm_floor_us=rates.gemm_floor_us if fp8_release else 0.0,
+        fp8_release_path=f"{engine.name} before {fp8_path_until(engine.name)}" if fp8_release else None,
         eager_prefill_ms=eager_s * 1e3 if latency.host_bound else 0.0,
         batched_prefill_ms=latency.batched_prefill_s * 1e3,
         breakdown_ms={k: v * 1e3 for k, v in parts.items()},

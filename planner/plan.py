@@ -613,6 +613,14 @@ def _throughput_note(throughput: Throughput) -> str:
             else ""
         )
         + (
+            f" Block-FP8 on {throughput.fp8_release_path}: that release line's kernels (Triton's block-FP8 GEMM and "
+            "fused MoE) are planned, slower than later releases' at small batch: a GEMM call takes at least "
+            f"{throughput.fp8_gemm_floor_us:g} us however few bytes it reads, and the experts stream their weights at a fraction of the later "
+            "kernels' rate (set against one published run; a later release decodes faster)."
+            if throughput.fp8_release_path
+            else ""
+        )
+        + (
             f" {throughput.engine} runs prefill steps eagerly here (before {eager_prefill_until(throughput.engine)}, "
             "and later on ROCm, with DP attention or an MoE model on SM100; CUDA graphs for decode only): "
             f"launching the forward's kernels from Python takes {throughput.eager_prefill_ms:.0f} ms, and a step "
