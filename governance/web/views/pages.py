@@ -18,6 +18,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from governance.core.csvcells import csv_safe_row
 from governance.core.roles import Role, has_role
 from governance.deployments.choices import Status
 from governance.deployments.selectors import deployments_visible_to
@@ -195,7 +196,7 @@ def audit_report_csv(request: HttpRequest) -> HttpResponse:
     writer = csv.DictWriter(buffer, fieldnames=REPORT_COLUMNS)
     writer.writeheader()
     for row in rows:
-        writer.writerow({key: _csv_safe(value) for key, value in row.items()})
+        writer.writerow(csv_safe_row(row))
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="period-report-{dates[0]}-{dates[1]}.csv"'
     return response
@@ -218,8 +219,3 @@ def audit_report_pdf(request: HttpRequest) -> HttpResponse:
     response = HttpResponse(pdf, content_type="application/pdf")
     response["Content-Disposition"] = f'attachment; filename="period-report-{dates[0]}-{dates[1]}.pdf"'
     return response
-
-
-def _csv_safe(value: str) -> str:
-    # Spreadsheets execute cells starting with these characters (CSV injection).
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
