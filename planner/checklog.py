@@ -137,6 +137,25 @@ def parse_log(text: str) -> EngineLog:
     return EngineLog(engine=engine, version=version, settings=settings, figures=figures)
 
 
+# A memory figure a log of one GPU prints is at most that GPU's memory (CUDA's total; 2% for the printing and
+# a driver that reports a little more than the catalog's). A larger one is not a startup log of that GPU: a
+# typo or a forged line, which as a team's evidence would move the cluster's reserves and intervals.
+GPU_MEMORY_SLACK = 1.02
+
+
+def implausible_figure(log: EngineLog, gpu: GpuSpec) -> str | None:
+    """Why the log cannot be of `gpu` (a memory figure beyond the GPU's memory, either sign), or None."""
+    limit = gpu.memory_bytes * GPU_MEMORY_SLACK
+    for name, value in log.figures.items():
+        if name.endswith("tokens") or abs(value) <= limit:
+            continue
+        return (
+            f"{name} {value / GIB:,.2f} GiB is more than a {gpu.key} holds ({gpu.memory_bytes / GIB:.2f} GiB): "
+            "not a startup log of one of these GPUs"
+        )
+    return None
+
+
 def compare(log: EngineLog, result: PlanResult) -> list[FigureCheck]:
     """Each figure the log printed next to the plan's figure of the same name."""
     memory = result.chosen.memory

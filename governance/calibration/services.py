@@ -19,7 +19,7 @@ from governance.core.services import write_service
 from governance.evaluations.models import Cluster, JobKind, JobRun, JobRunState
 from governance.evaluations.services import jobrun_create
 from planner.calibrate.profile import validate
-from planner.checklog import log_request, log_residuals, parse_log
+from planner.checklog import implausible_figure, log_request, log_residuals, parse_log
 from planner.hf_config import parse_config
 from planner.plan import AUTO_PRECISION, plan
 from planner.specs import gpus
@@ -163,6 +163,9 @@ def startup_log_record(
             "the log prints no KV pool (vLLM's 'Available KV cache memory', SGLang's 'KV Cache is allocated'): "
             "nothing to hold a plan against",
         )
+    implausible = implausible_figure(log, gpus()[gpu])
+    if implausible:
+        raise invalid_input("text", implausible)
     version = engine_version or log.version
     if not version:
         raise invalid_input("engine_version", "the log names no engine version: give the one it ran")

@@ -44,6 +44,33 @@ def test_a_log_with_figures_that_are_not_numbers_is_a_400(gpu_a: Cluster, flow: 
     assert StartupLog.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    ("find", "replace"),
+    [
+        # beyond a bigint: the row was refused by PostgreSQL (a 500)
+        ("Available KV cache memory: 60.00 GiB", "Available KV cache memory: 99999999999.00 GiB"),
+        ("Available KV cache memory: 60.00 GiB", "Available KV cache memory: -99999999999.00 GiB"),
+        # more than the GPU holds: stored, and three of them moved the cluster's plans (a weights interval
+        # of 10^20 bytes, a reserve of nothing)
+        ("Available KV cache memory: 60.00 GiB", "Available KV cache memory: 500.00 GiB"),
+        ("Model loading took 14.9900 GiB", "Model loading took 99999999999.0 GiB"),
+    ],
+)
+def test_a_log_with_figures_no_gpu_of_its_kind_holds_is_a_400_naming_text(
+    gpu_a: Cluster, flow: Flow, find: str, replace: str
+) -> None:
+    text = vllm_log(60.0)
+    assert find in text
+    answer = flow.client(flow.p.engineer).post(
+        f"/api/v1/clusters/{gpu_a.code}/startup-logs", {**BODY, "text": text.replace(find, replace)}, format="json"
+    )
+    assert answer.status_code == 400, answer.content[:300]
+    [message] = answer.json()["extra"]["fields"]["text"]
+    assert "h100-80g" in message, message
+    assert "GiB" in message, message
+    assert StartupLog.objects.count() == 0
+
+
 def test_another_team_s_requester_does_not_learn_which_request_printed_a_log(
     gpu_a: Cluster, flow: Flow, artifacts: dict[str, Any]
 ) -> None:
