@@ -23,7 +23,7 @@ from governance.calibration.selectors import (
 )
 from governance.calibration.services import MAX_GPUS, MAX_LOG_CHARS, calibration_run_request, startup_log_record
 from governance.core.errors import NotFoundError
-from governance.core.serializers import KeyOrObjectField, StrictSerializer
+from governance.core.serializers import EngineVersionField, KeyOrObjectField, StrictSerializer
 from governance.core.visibility import hidden_objects
 from governance.evaluations.api import CanRead, Engineering, JobRunOutputSerializer
 from governance.evaluations.models import Cluster
@@ -136,12 +136,7 @@ class StartupLogInputSerializer(StrictSerializer):
     gpu = serializers.ChoiceField(choices=sorted(gpus()), help_text="planner catalog key of the GPUs it ran on")
     model = KeyOrObjectField(help_text="catalog key, or a config.json object, of the model it served")
     precision = serializers.CharField(default="auto", max_length=20, help_text="as served; auto: the checkpoint's")
-    engine_version = serializers.RegexField(
-        r"^v?\d+\.\d+(\.\d+)?",
-        required=False,
-        max_length=40,
-        error_messages={"invalid": "an engine release such as 0.11.0 (major.minor, optionally .patch)"},
-    )
+    engine_version = EngineVersionField(required=False)
     deployment = serializers.UUIDField(required=False, help_text="the deployment request whose deployment it is")
 
     def validate_model(self, value: Any) -> Any:

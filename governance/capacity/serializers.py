@@ -8,7 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from governance.core.serializers import JsonObjectField, KeyOrObjectField, StrictSerializer
+from governance.core.serializers import EngineVersionField, JsonObjectField, KeyOrObjectField, StrictSerializer
 from planner.calibrate.profile import CalibrationProfile
 from planner.engines import ENGINES, engine_profile
 from planner.hf_config import parse_config
@@ -98,7 +98,7 @@ class PlanInputSerializer(StrictSerializer):
     keep_bf16 = serializers.ListField(child=serializers.ChoiceField(choices=KEEP_BF16_PARTS), required=False)
     model_path = serializers.CharField(required=False, max_length=300)
     engine = serializers.ChoiceField(choices=ENGINES, default="vllm")
-    engine_version = serializers.RegexField(r"^v?\d+\.\d+(\.\d+)?", required=False, allow_null=True, max_length=40)
+    engine_version = EngineVersionField(required=False, allow_null=True)
     max_num_batched_tokens = serializers.IntegerField(
         required=False, allow_null=True, min_value=1, max_value=MAX_MODEL_LEN
     )

@@ -91,3 +91,20 @@ class PrebuiltFieldsSerializer(StrictSerializer):
             prototype.__dict__["fields"] = bound
             cls._prototype = prototype
         return cast(BindingDict, prototype.__dict__["fields"])
+
+
+# An engine release as the planner reads it (planner.engines.profile.release_numbers: ASCII major.minor,
+# optionally .patch) and, anchored, nothing after it but a pre-, post- or local part ("rc1", ".post1",
+# "+cu128"): the version is echoed in plan notes, pages and packets, so no spaces, quotes or lines. One
+# flat character class after the numbers (no nested repetition: a 40-character value cannot backtrack).
+ENGINE_RELEASE_PATTERN = r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?[A-Za-z0-9.+_-]*$"
+ENGINE_RELEASE_MESSAGE = "an engine release such as 0.11.0 (major.minor, optionally .patch, rc1, .post1 or +cu128)"
+
+
+class EngineVersionField(serializers.RegexField):
+    """An engine release (ENGINE_RELEASE_PATTERN), at most 40 characters; a 400 says what one looks like."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 40)
+        kwargs.setdefault("error_messages", {"invalid": ENGINE_RELEASE_MESSAGE})
+        super().__init__(ENGINE_RELEASE_PATTERN, **kwargs)

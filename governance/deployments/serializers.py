@@ -12,7 +12,7 @@ from rest_framework import serializers
 from governance.artifacts.selectors import artifacts_visible_to
 from governance.capacity.serializers import GPU_SPEC_HELP, MAX_MODEL_LEN, gpu_spec_validate
 from governance.core.names import validate_printed_name
-from governance.core.serializers import JsonObjectField, StrictSerializer
+from governance.core.serializers import EngineVersionField, JsonObjectField, StrictSerializer
 from governance.deployments.choices import ENGINE_CHOICES, SERVING_DEFAULTS, SERVING_PRECISIONS, Status
 from governance.deployments.models import DeploymentRequest
 from governance.deployments.readiness import finding_waived
@@ -34,10 +34,8 @@ MAX_GPUS = 65_536
 
 class ServingPlanSerializer(StrictSerializer):
     engine = serializers.ChoiceField(choices=ENGINE_CHOICES, default=SERVING_DEFAULTS["engine"])
-    engine_version = serializers.RegexField(
-        r"^v?\d+\.\d+(\.\d+)?$",
+    engine_version = EngineVersionField(
         required=False,
-        max_length=40,
         help_text="the release the capacity plan is computed for (default: the planner's for the engine); "
         "one the planner has a memory profile for",
     )

@@ -207,6 +207,29 @@ def test_an_old_engine_release_is_planned_wide(personas: Personas) -> None:
 
 
 @pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
+@pytest.mark.parametrize("version", ["latest", "vllm 0.11.0", "0.11.0 ; rm -rf /", "0.11.0\nINFO forged"])
+def test_an_engine_version_that_is_not_a_release_is_400_saying_what_one_is(
+    personas: Personas, endpoint: str, version: str
+) -> None:
+    """The pattern matched a release's start only: "0.11.0 ; rm -rf /" was planned, and echoed in the
+    plan's notes and `engine.version`; "latest" got "does not match the required pattern"."""
+    body: PlanArgs = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "engine_version": version}
+    response = personas.client(personas.engineer).post(endpoint, body, format="json")
+    assert response.status_code == 400, response.json()
+    [message] = response.json()["extra"]["fields"]["engine_version"]
+    assert "0.11.0" in message, message  # what a release looks like
+    assert not CapacityPlan.objects.exists()
+
+
+@pytest.mark.parametrize("version", ["v0.8.0rc1", "0.6.3.post1", "0.11.0+cu128"])
+def test_a_release_with_a_pre_post_or_local_part_is_planned(personas: Personas, version: str) -> None:
+    body: PlanArgs = {"model": "llama-3.1-8b", "precision": "bf16", "gpu": "h100-80g", "engine_version": version}
+    response = personas.client(personas.engineer).post("/api/v1/planner/plan", body, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["engine"]["version"] == version
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/planner/plan", "/api/v1/capacity/plans"])
 def test_plan_apis_take_the_arrival_pattern(personas: Personas, endpoint: str) -> None:
     body: PlanArgs = {
         "model": "llama-3.1-8b",
