@@ -22,9 +22,9 @@ from governance.calibration.selectors import (
     startup_logs,
 )
 from governance.calibration.services import MAX_GPUS, MAX_LOG_CHARS, calibration_run_request, startup_log_record
-from governance.core.errors import NotFoundError
+from governance.core.errors import NotFoundError, invalid_input
 from governance.core.serializers import EngineVersionField, KeyOrObjectField, StrictSerializer
-from governance.core.visibility import hidden_objects
+from governance.core.visibility import hidden_objects, object_visible
 from governance.evaluations.api import CanRead, Engineering, JobRunOutputSerializer
 from governance.evaluations.models import Cluster
 from planner.specs import gpus
@@ -207,6 +207,9 @@ class ClusterStartupLogsApi(APIView):
         inputs = StartupLogInputSerializer(data=request.data)
         inputs.is_valid(raise_exception=True)
         data = inputs.validated_data
+        if data.get("deployment") and not object_visible(request.user, DEPLOYMENT_SUBJECT, str(data["deployment"])):
+            # a mistyped code would be stored as the evidence of no request: nothing held against any plan
+            raise invalid_input("deployment", "no such deployment request (or not one you may see)")
         actor = request.user if isinstance(request.user, User) else None
         stored = startup_log_record(
             cluster=cluster,

@@ -53,3 +53,20 @@ def hidden_objects(user: Any) -> dict[str, HiddenIds]:
             raise TypeError(f"the visibility selector for {object_type} answered {type(ids).__name__}, not ids")
         hidden[object_type] = [str(i) for i in ids]
     return hidden
+
+
+# One object by its id, for a write that names it (a startup log naming the request whose deployment printed
+# it): whether the writer may see it, by the owning app's own rule. Registered like register_hidden.
+VisibleTo = Callable[[Any, str], bool]
+_VISIBLE: dict[str, VisibleTo] = {}
+
+
+def register_visible(object_type: str, visible_to: VisibleTo) -> None:
+    """`visible_to(user, object_id)`: whether the object exists and `user` may see it."""
+    _VISIBLE[object_type] = visible_to
+
+
+def object_visible(user: Any, object_type: str, object_id: str) -> bool:
+    """Whether `user` sees that object; False when no app registered the type (fails closed)."""
+    visible_to = _VISIBLE.get(object_type)
+    return bool(visible_to(user, object_id)) if visible_to is not None else False

@@ -32,8 +32,9 @@ class DeploymentsConfig(AppConfig):
         text_classified.connect(on_license_text_classified, dispatch_uid="deployments.text_classified")
         startup_log_recorded.connect(on_startup_log_recorded, dispatch_uid="deployments.startup_log_recorded")
 
-        from governance.core.visibility import register_hidden
+        from governance.core.visibility import register_hidden, register_visible
         from governance.deployments.models import DeploymentRequest
-        from governance.deployments.selectors import deployments_hidden_from
+        from governance.deployments.selectors import deployment_visible, deployments_hidden_from
 
         register_hidden(DeploymentRequest._meta.label_lower, deployments_hidden_from)
+        register_visible(DeploymentRequest._meta.label_lower, deployment_visible)

@@ -109,6 +109,11 @@ def deployments_hidden_from(user: Any) -> QuerySet[DeploymentRequest, str]:
     return hidden.annotate(code_text=UUIDText("code")).values_list("code_text", flat=True)
 
 
+def deployment_visible(user: Any, code: str) -> bool:
+    """Whether the request exists and the user may see it (core.visibility, for writes that name one)."""
+    return deployments_visible_to(user).filter(code=code).exists()
+
+
 def deployment_get(user: Any, code: Any) -> DeploymentRequest:
     found = deployments_visible_to(user).filter(code=code).first()
     if found is None:

@@ -101,3 +101,16 @@ def test_a_log_of_one_phrase_repeated_is_read_in_linear_time() -> None:
     assert time.perf_counter() - started < 3
     sglang = "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.74 GB, mem usage=14.99 GB."
     assert parse_log(sglang).figures["model_loading"] == 14.99 * (1 << 30)
+
+
+def test_a_log_naming_no_request_is_a_400_naming_deployment(gpu_a: Cluster, flow: Flow) -> None:
+    """A mistyped `deployment` was stored as the evidence of no request: nothing flagged, nothing said."""
+    answer = flow.client(flow.p.engineer).post(
+        f"/api/v1/clusters/{gpu_a.code}/startup-logs",
+        {**BODY, "text": vllm_log(60.0), "deployment": "00000000-0000-4000-8000-000000000000"},
+        format="json",
+    )
+    assert answer.status_code == 400, answer.content[:300]
+    [message] = answer.json()["extra"]["fields"]["deployment"]
+    assert "no such deployment request" in message, message
+    assert StartupLog.objects.count() == 0
