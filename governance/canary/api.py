@@ -27,7 +27,7 @@ from governance.canary.selectors import (
 )
 from governance.canary.services import canary_analysis_decide, canary_analysis_request
 from governance.core.csvcells import csv_safe_row
-from governance.core.errors import NotFoundError, PermissionDeniedError
+from governance.core.errors import NotFoundError, PermissionDeniedError, invalid_input
 from governance.core.models import ApiToken
 from governance.core.permissions import HasAnyRole
 from governance.core.roles import Role, has_role
@@ -256,6 +256,8 @@ class PlanMeasurementExportSerializer(serializers.Serializer):
 
     groups = CalibrationGroupSerializer(many=True)
     rows = PlanMeasurementSerializer(many=True)
+    truncated = serializers.BooleanField(help_text="older rows are left: the groups stand on this page's rows only")
+    next_before = serializers.UUIDField(allow_null=True, help_text="`before` for the next page; null on the last")
 
 
 class PlanMeasurementFilterSerializer(StrictSerializer):
@@ -264,6 +266,9 @@ class PlanMeasurementFilterSerializer(StrictSerializer):
     # named as the query parameter; DRF moves declared fields off the class (mypy sees Field.source)
     source = serializers.ChoiceField(choices=MeasurementSource.choices, required=False, allow_blank=True, default="")  # type: ignore[assignment]
     export = serializers.ChoiceField(choices=["json", "csv"], required=False, default="json")
+    before = serializers.UUIDField(
+        required=False, allow_null=True, default=None, help_text="the previous page's next_before: older rows"
+    )
 
 
 class PlanMeasurementExportApi(APIView):
@@ -285,11 +290,20 @@ class PlanMeasurementExportApi(APIView):
         query = PlanMeasurementFilterSerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         filters = query.validated_data
-        rows = list(
-            plan_measurements_visible(
-                request.user, cluster=filters["cluster"], engine=filters["engine"], source=filters["source"]
-            )[:EXPORT_LIMIT]
-        )
+        try:
+            found = plan_measurements_visible(
+                request.user,
+                cluster=filters["cluster"],
+                engine=filters["engine"],
+                source=filters["source"],
+                before=filters["before"],
+            )
+        except NotFoundError:
+            raise invalid_input("before", "no such row of this export: give a next_before it answered") from None
+        rows = list(found[: EXPORT_LIMIT + 1])  # one more: whether older rows are left
+        truncated = len(rows) > EXPORT_LIMIT
+        rows = rows[:EXPORT_LIMIT]
+        next_before = str(rows[-1].code) if truncated else None
         data = PlanMeasurementSerializer(rows, many=True).data
         if filters["export"] == "csv":
             buffer = io.StringIO()
@@ -299,5 +313,11 @@ class PlanMeasurementExportApi(APIView):
                 writer.writerow(csv_safe_row({**row, "layout": json.dumps(row["layout"], sort_keys=True)}))
             response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = 'attachment; filename="plan-measurements.csv"'
+            response["X-Export-Truncated"] = "true" if truncated else "false"
+            if next_before:
+                response["X-Export-Next-Before"] = next_before
             return response
-        return Response({"groups": calibration_groups(rows), "rows": data})
+        # A truncated page's groups stand on its rows only: `truncated` says so, `next_before` pages on.
+        return Response(
+            {"groups": calibration_groups(rows), "rows": data, "truncated": truncated, "next_before": next_before}
+        )

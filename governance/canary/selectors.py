@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Avg, Max, QuerySet
+from django.db.models import Avg, Max, Q, QuerySet
 
 from governance.canary.models import CanaryAnalysis, MeasurementSource, PlanMeasurement
 from governance.canary.risk import CanaryRecord, canary_reasons, envelope_digest, needs_records
@@ -76,14 +76,16 @@ def canary_analysis_get(code: Any) -> CanaryAnalysis:
         raise NotFoundError("no such canary analysis") from None
 
 
-EXPORT_LIMIT = 5000  # rows per export: the newest; narrow by cluster and engine for older ones
+EXPORT_LIMIT = 5000  # rows per export page: the newest; `before` pages on to older ones
 
 
 def plan_measurements_visible(
-    user: Any, *, cluster: str = "", engine: str = "", source: str = ""
+    user: Any, *, cluster: str = "", engine: str = "", source: str = "", before: Any = None
 ) -> QuerySet[PlanMeasurement]:
-    """The measured-vs-planned rows of the requests the user may see, newest first, optionally of one
-    cluster, engine and source (the calibration export's filters; served by plan_measure_export_idx)."""
+    """The measured-vs-planned rows of the requests the user may see, newest first (ties by id), optionally of
+    one cluster, engine and source (the calibration export's filters; served by plan_measure_export_idx), and
+    older than the row whose code is `before` (the previous page's last: NotFoundError when the user sees no
+    such row)."""
     rows = PlanMeasurement.objects.filter(deployment__in=deployments_visible_to(user).values("pk"))
     if cluster:
         rows = rows.filter(cluster=cluster)
@@ -91,7 +93,14 @@ def plan_measurements_visible(
         rows = rows.filter(engine=engine)
     if source:
         rows = rows.filter(source=source)
-    return rows.select_related("deployment", "analysis").order_by("-created_at")
+    if before is not None:
+        cursor = rows.filter(code=before).values("created_at", "pk").first()
+        if cursor is None:
+            raise NotFoundError("no such row of this export")
+        rows = rows.filter(
+            Q(created_at__lt=cursor["created_at"]) | Q(created_at=cursor["created_at"], pk__lt=cursor["pk"])
+        )
+    return rows.select_related("deployment", "analysis").order_by("-created_at", "-pk")
 
 
 def calibration_groups(rows: Iterable[PlanMeasurement]) -> list[dict[str, Any]]:

@@ -184,3 +184,36 @@ def test_the_csv_export_does_not_hand_a_spreadsheet_a_formula(
     assert float(table[0]["planned"]) > 0  # figures stay numbers
     body = engineer.get("/api/v1/canary/plan-measurements").json()
     assert {row["cluster"] for row in body["rows"]} == {formula}  # the JSON is data, as sent
+
+
+@pytest.mark.django_db
+def test_an_export_past_its_limit_says_so_and_pages_on(
+    rollout: Rollout,
+    personas: Personas,
+    reference: EvalRun,  # noqa: F811
+    engine_like_approved: FakeEngine,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The export held the newest EXPORT_LIMIT rows and said nothing of the rest: a group's median then
+    stood on part of the cluster's measurements, and older rows could not be had at all."""
+    analyse(rollout, personas, engine_like_approved, metrics(rollout), cluster="gpu-east")
+    analyse(rollout, personas, engine_like_approved, metrics(rollout), cluster="gpu-east")
+    monkeypatch.setattr("governance.canary.api.EXPORT_LIMIT", 4)
+    engineer = Client()
+    engineer.force_login(personas.engineer)
+
+    first = engineer.get("/api/v1/canary/plan-measurements").json()
+    assert len(first["rows"]) == 4
+    assert first["truncated"] is True
+    rest = engineer.get("/api/v1/canary/plan-measurements", {"before": first["next_before"]}).json()
+    assert len(rest["rows"]) == 2
+    assert rest["truncated"] is False
+    assert rest["next_before"] is None
+    codes = {(r["analysis"], r["figure"]) for r in first["rows"]} | {(r["analysis"], r["figure"]) for r in rest["rows"]}
+    assert len(codes) == 6  # every row once
+    csv_page = engineer.get("/api/v1/canary/plan-measurements", {"export": "csv"})
+    assert csv_page["X-Export-Truncated"] == "true"
+    assert csv_page["X-Export-Next-Before"] == first["next_before"]
+    refused = engineer.get("/api/v1/canary/plan-measurements", {"before": "yesterday"})
+    assert refused.status_code == 400
+    assert "before" in refused.json()["extra"]["fields"]
