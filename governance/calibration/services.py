@@ -123,6 +123,15 @@ def _record(run: CalibrationRun, job: JobRun) -> None:
         )
 
 
+# Settings read from a log that name where the model lives (a host's path, a private repository): not kept, as
+# the text is not, since every reader of the cluster lists its logs. The plan was made without them.
+PRIVATE_SETTINGS = frozenset({"model_path"})
+
+
+def kept_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in settings.items() if name not in PRIVATE_SETTINGS}
+
+
 MAX_LOG_CHARS = 2_000_000  # a startup log is a few hundred KiB at most; the figures are near its start
 
 
@@ -188,7 +197,7 @@ def startup_log_record(
         model=result.model.key if isinstance(model, str) else "custom",
         precision=result.precision.key,
         text_sha256=hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest(),
-        log_settings=dict(log.settings),
+        log_settings=kept_settings(log.settings),
         figures={name: value for name, value in log.figures.items()},
         planned={
             "kv_pool_bytes": memory.kv_pool_bytes,

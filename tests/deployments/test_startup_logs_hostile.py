@@ -114,3 +114,20 @@ def test_a_log_naming_no_request_is_a_400_naming_deployment(gpu_a: Cluster, flow
     [message] = answer.json()["extra"]["fields"]["deployment"]
     assert "no such deployment request" in message, message
     assert StartupLog.objects.count() == 0
+
+
+def test_the_log_s_model_path_is_not_kept_nor_shown_to_any_reader(gpu_a: Cluster, flow: Flow) -> None:
+    """The text is not kept because it names hosts and paths, but the path the engine loaded the model
+    from was kept in log_settings, and every reader of the cluster (another team's requester too) got it."""
+    path = "/mnt/team-b/checkpoints/secret-finetune-v2"
+    text = vllm_log(60.0).replace("model='meta-llama/Llama-3.1-8B-Instruct'", f"model='{path}'")
+    assert path in text
+    answer = flow.client(flow.p.engineer).post(
+        f"/api/v1/clusters/{gpu_a.code}/startup-logs", {**BODY, "text": text}, format="json"
+    )
+    assert answer.status_code == 201, answer.json()
+    assert path not in str(answer.json())
+    [listed] = flow.client(flow.p.other_requester).get(f"/api/v1/clusters/{gpu_a.code}/startup-logs").json()
+    assert path not in str(listed)
+    assert listed["log_settings"]["max_model_len"] == 8192  # the settings the plan was made with stay
+    assert path not in str(StartupLog.objects.get().log_settings)
