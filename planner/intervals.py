@@ -43,6 +43,7 @@ The fit verdict (`verdict`): `fits` when the plan fits at the pessimistic end of
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -168,6 +169,12 @@ class TeamEvidence:
     release_line: str  # "0.10": the major.minor the logs' engine ran
     kv_pool_residuals_bytes: tuple[int, ...]  # logged - planned KV pool per GPU, one per log
     weights_ratios: tuple[float, ...] = ()  # logged model loading / planned loaded bytes, one per log that gave it
+    # GPUs per replica (tp x pp) each log ran, aligned with kv_pool_residuals_bytes and weights_ratios: a log of
+    # one-GPU replicas corrects only one-GPU layouts, and a multi-GPU one only multi-GPU layouts, as the catalog's
+    # residuals are classed. A multi-GPU replica keeps NCCL and all-reduce buffers outside its pool (2 GiB on
+    # vLLM) that a one-GPU log never measured: its residual taken off them could call a plan `fits` that is short.
+    replica_gpus: tuple[int, ...] = ()
+    weights_replica_gpus: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         parts = self.release_line.split(".")
@@ -177,6 +184,35 @@ class TeamEvidence:
             raise ValueError("kv_pool_residuals_bytes: must be whole bytes")
         if any(not (isinstance(r, int | float) and math.isfinite(r) and r > 0) for r in self.weights_ratios):
             raise ValueError("weights_ratios: must be finite numbers > 0")
+        if len(self.replica_gpus) != len(self.kv_pool_residuals_bytes):
+            raise ValueError("replica_gpus: one per KV pool residual (the GPUs per replica each log ran)")
+        if len(self.weights_replica_gpus) != len(self.weights_ratios):
+            raise ValueError("weights_replica_gpus: one per weights ratio (the GPUs per replica each log ran)")
+        if any(not isinstance(g, int) or g < 1 for g in (*self.replica_gpus, *self.weights_replica_gpus)):
+            raise ValueError("replica_gpus: whole GPUs, at least 1")
+
+    def of_shape(self, gpus_per_replica: int) -> TeamEvidence:
+        """The logs of replicas shaped like `gpus_per_replica` (one GPU, or several)."""
+        multi = gpus_per_replica > 1
+        pools = [
+            (r, g) for r, g in zip(self.kv_pool_residuals_bytes, self.replica_gpus, strict=True) if (g > 1) == multi
+        ]
+        weights = [
+            (w, g) for w, g in zip(self.weights_ratios, self.weights_replica_gpus, strict=True) if (g > 1) == multi
+        ]
+        return dataclasses.replace(
+            self,
+            kv_pool_residuals_bytes=tuple(r for r, _ in pools),
+            replica_gpus=tuple(g for _, g in pools),
+            weights_ratios=tuple(w for w, _ in weights),
+            weights_replica_gpus=tuple(g for _, g in weights),
+        )
+
+    @property
+    def shape(self) -> str:
+        """The replica shape of these logs, as notes say it ("" when they are of both or none)."""
+        shapes = {replica_shape(g) for g in self.replica_gpus}
+        return shapes.pop() if len(shapes) == 1 else ""
 
     @property
     def logs(self) -> int:
@@ -202,14 +238,15 @@ class TeamEvidence:
 
     def note(self) -> str:
         head = f"{self.logs} of your startup logs"
+        what = f"{self.engine} {self.release_line}, {self.gpu}" + (f", {self.shape}" if self.shape else "")
         if not self.enough:
             return (
-                f"Your startup logs: {head} on {self.where} ({self.engine} {self.release_line}, {self.gpu}), fewer "
+                f"Your startup logs: {head} on {self.where} ({what}), fewer "
                 f"than {MIN_TEAM_LOGS}: the catalog's reserve and intervals stand until there are {MIN_TEAM_LOGS}."
             )
         low, high = min(self.kv_pool_residuals_bytes), max(self.kv_pool_residuals_bytes)
         return (
-            f"KV reserve from {head} on {self.where} ({self.engine} {self.release_line}, {self.gpu}): their KV pools "
+            f"KV reserve from {head} on {self.where} ({what}): their KV pools "
             f"ran {self.reserve_correction_bytes / GIB:+.2f} GiB per GPU against the catalog's plan (median; "
             f"{low / GIB:+.2f} to {high / GIB:+.2f} GiB), so this plan's reserve is that much "
             f"{'smaller' if self.reserve_correction_bytes >= 0 else 'larger'}, and the intervals of weights, KV "
@@ -219,12 +256,20 @@ class TeamEvidence:
 
 
 @functools.lru_cache(maxsize=256)
-def corrected_profile(engine: EngineProfile, correction_bytes: int) -> EngineProfile:
-    """The profile carrying the team's reserve correction (planner.memory.corrected_reserves applies it).
-    Cached: profiles key the memory caches by identity."""
-    import dataclasses
+def corrected_profile(engine: EngineProfile, evidence: TeamEvidence) -> EngineProfile:
+    """The profile carrying the team's reserve corrections, one per replica shape with enough logs of it
+    (planner.memory.corrected_reserves applies the one of each layout's shape). Cached: profiles key the memory
+    caches by identity."""
+    single, multi = evidence.of_shape(1), evidence.of_shape(2)
+    return dataclasses.replace(
+        engine,
+        reserve_correction_bytes=single.reserve_correction_bytes if single.enough else 0,
+        reserve_correction_multi_gpu_bytes=multi.reserve_correction_bytes if multi.enough else 0,
+    )
 
-    return dataclasses.replace(engine, reserve_correction_bytes=correction_bytes)
+
+def replica_shape(gpus_per_replica: int) -> str:
+    return "several GPUs per replica" if gpus_per_replica > 1 else "one GPU per replica"
 
 
 def neutral(kind: str) -> float:
@@ -543,11 +588,14 @@ def old_release_basis(result: PlanResult, spread_: Spread) -> str:
 
 
 def team_evidence(result: PlanResult) -> TeamEvidence | None:
-    """The request's team evidence when it is of this plan's cluster GPU, engine and release line."""
+    """The request's team evidence when it is of this plan's cluster GPU, engine and release line: its logs of
+    the chosen layout's replica shape (None when it has none of that shape)."""
     evidence = result.request.evidence
     if evidence is None or not evidence.applies(result.engine, result.gpu.key):
         return None
-    return evidence
+    layout = result.chosen.layout
+    shaped = evidence.of_shape(layout.tp * layout.pp)
+    return shaped if shaped.logs else None
 
 
 def _team_bytes(evidence: TeamEvidence) -> tuple[float, float]:
@@ -702,6 +750,15 @@ def judge(result: PlanResult) -> Judged:
     verdict, notes = _verdict(result, sequences_at(pool_low), pool_low, coverage)
     if evidence is not None:
         notes = (evidence.note(), *notes)
+    elif result.request.evidence is not None and result.request.evidence.applies(result.engine, result.gpu.key):
+        other = result.request.evidence
+        shape = replica_shape(layout.tp * layout.pp)
+        notes = (
+            f"Your startup logs: {other.logs} on {other.where} ({other.engine} {other.release_line}, {other.gpu}), "
+            f"none of {shape} as this plan's are: the catalog's reserve and intervals stand (a replica's reserve "
+            "differs by its shape: several GPUs keep NCCL and all-reduce buffers one GPU does not).",
+            *notes,
+        )
     return Judged(intervals, verdict, notes)
 
 

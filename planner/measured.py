@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from planner.intervals import COVERAGE, MIN_TEAM_LOGS, quantile_bounds
+from planner.intervals import COVERAGE, MIN_TEAM_LOGS, quantile_bounds, replica_shape
 
 if TYPE_CHECKING:
     from planner.engines import EngineProfile
@@ -51,8 +51,7 @@ MEASURED_FIGURES: dict[str, tuple[str, str]] = {
 TOKENS_PATH = "throughput.decode_tokens_per_s"  # derived from TPOT: output tokens/s = concurrency / TPOT
 
 
-def _shape(gpus_per_replica: int) -> str:
-    return "several GPUs per replica" if gpus_per_replica > 1 else "one GPU per replica"
+_shape = replica_shape  # as the startup logs' notes say it
 
 
 @dataclass(frozen=True, slots=True)

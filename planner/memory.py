@@ -418,11 +418,10 @@ def rope_cache_bytes(model: ModelSpec, engine: EngineProfile) -> int:
     return positions * rotary * engine.rope_cache_value_bytes
 
 
-def corrected_reserves(non_torch: int, activations: int, engine: EngineProfile) -> tuple[int, int]:
+def corrected_reserves(non_torch: int, activations: int, engine: EngineProfile, correction: int) -> tuple[int, int]:
     """(non-torch, activations) bytes less the team's reserve correction: off the non-torch reserve first, then
     off the activations where they come out of the pool (not SGLang's static fraction), neither below zero; a
     negative correction (the logs' pools ran smaller) adds to the non-torch reserve."""
-    correction = engine.reserve_correction_bytes
     if correction <= 0:
         return non_torch - correction, activations
     from_non_torch = min(non_torch, correction)
@@ -459,8 +458,12 @@ def memory_breakdown(
     activations = activation_bytes(model, layout.tp, engine, batched, seqs)
     # GPUs with no NVLink (PCIe cards) keep no NVLink buffers (custom all-reduce, NVLink SHARP).
     non_torch = engine.non_torch_bytes(layout.gpus, pcie=gpu.nvlink_gb_per_s < PCIE_CLASS_GB_PER_S)
-    if engine.reserve_correction_bytes:
-        non_torch, activations = corrected_reserves(non_torch, activations, engine)
+    # the team's correction of this layout's replica shape (planner.intervals.corrected_profile)
+    correction = (
+        engine.reserve_correction_multi_gpu_bytes if layout.tp * layout.pp > 1 else engine.reserve_correction_bytes
+    )
+    if correction:
+        non_torch, activations = corrected_reserves(non_torch, activations, engine, correction)
     total = gpu.memory_bytes
     capacity = int(total * gpu_memory_utilization)
 

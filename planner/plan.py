@@ -231,8 +231,8 @@ class PlanSetup:
         device = request.gpu if isinstance(request.gpu, GpuSpec) else gpu(request.gpu)
         engine = engine_profile(request.engine, request.engine_version)
         evidence = request.evidence
-        if evidence is not None and evidence.enough and evidence.applies(engine, device.key):
-            engine = corrected_profile(engine, evidence.reserve_correction_bytes)  # ahead of the catalog's
+        if evidence is not None and evidence.applies(engine, device.key):
+            engine = corrected_profile(engine, evidence)  # ahead of the catalog's, per replica shape
         return cls(
             request=request,
             model=spec,

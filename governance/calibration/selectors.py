@@ -54,15 +54,24 @@ def team_evidence_for(*, cluster: Cluster, gpu: str, engine: str, release_line: 
     rows = list(
         StartupLog.objects.filter(cluster=cluster, gpu=gpu, engine=engine, release_line=release_line)
         .order_by("created_at")
-        .values_list("kv_pool_residual_bytes", "weights_ratio")
+        .values_list("kv_pool_residual_bytes", "weights_ratio", "planned")
     )
     if not rows:
         return None
+    # GPUs per replica of each log's own plan (its tp x pp): the planner takes a log for layouts of its shape only
+    shaped = [(pool, ratio, _replica_gpus(planned)) for pool, ratio, planned in rows]
     return TeamEvidence(
         where=f"cluster {cluster.name}",
         gpu=gpu,
         engine=engine,
         release_line=release_line,
-        kv_pool_residuals_bytes=tuple(int(pool) for pool, _ in rows),
-        weights_ratios=tuple(float(ratio) for _, ratio in rows if ratio is not None),
+        kv_pool_residuals_bytes=tuple(int(pool) for pool, _, _ in shaped),
+        weights_ratios=tuple(float(ratio) for _, ratio, _ in shaped if ratio is not None),
+        replica_gpus=tuple(gpus for _, _, gpus in shaped),
+        weights_replica_gpus=tuple(gpus for _, ratio, gpus in shaped if ratio is not None),
     )
+
+
+def _replica_gpus(planned: dict[str, object] | None) -> int:
+    tp, pp = (planned or {}).get("tp"), (planned or {}).get("pp")
+    return max(1, tp if isinstance(tp, int) else 1) * max(1, pp if isinstance(pp, int) else 1)

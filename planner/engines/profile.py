@@ -65,7 +65,8 @@ class EngineProfile:
     # What the team's own startup logs say the engine keeps outside its pool less than this profile does (bytes
     # per GPU; negative: more), planner.intervals.TeamEvidence: taken off the non-torch reserve, then off the
     # activations, neither below zero (planner.memory.memory_breakdown).
-    reserve_correction_bytes: int = 0
+    reserve_correction_bytes: int = 0  # of one-GPU replicas (the team's logs of such)
+    reserve_correction_multi_gpu_bytes: int = 0  # of replicas over several GPUs (the team's logs of such)
 
     def defaults(self, gpu: GpuSpec, max_model_len: int) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) the engine picks for `serve` when the user does not."""

@@ -25,6 +25,8 @@ def _evidence(residuals_gib: tuple[float, ...], **changes: object) -> TeamEviden
         "release_line": "0.11",
         "kv_pool_residuals_bytes": tuple(int(r * GIB) for r in residuals_gib),
         "weights_ratios": (1.0, 1.004, 0.998)[: len(residuals_gib)],
+        "replica_gpus": (1,) * len(residuals_gib),
+        "weights_replica_gpus": (1,) * min(3, len(residuals_gib)),
     }
     fields.update(changes)
     return TeamEvidence(**fields)  # type: ignore[arg-type]
@@ -109,3 +111,27 @@ def test_an_engine_release_older_than_every_profile_is_planned_with_the_oldest_w
     assert list(intervals.check_contract(old)) == []
     with pytest.raises(ValueError, match="engine_version"):
         engine_profile("vllm", "9.0")  # newer than every profile: still refused
+
+
+def test_logs_of_one_gpu_replicas_do_not_correct_a_multi_gpu_plan() -> None:
+    """Three one-GPU logs whose pools ran 1 GiB over the plan took 1 GiB off a TP2 replica's reserve, most of
+    it NCCL and all-reduce buffers a one-GPU engine never allocates: a plan short of a sequence became `fits`."""
+    tp2 = PlanRequest(
+        model="llama-3.1-70b", precision="fp8", gpu="h100-80g", tp=2, dp=1, max_model_len=32768, concurrency=7
+    )
+    catalog = plan(tp2).as_contract()
+    assert catalog["verdict"] == "does_not_fit"
+    one_gpu_logs = _evidence((1.0, 1.0, 1.0))
+    taken = plan(dataclasses.replace(tp2, evidence=one_gpu_logs)).as_contract()
+    assert taken["verdict"] == "does_not_fit"
+    assert taken["memory_per_gpu"] == catalog["memory_per_gpu"]
+    assert taken["intervals"]["memory_per_gpu.kv_cache"] == catalog["intervals"]["memory_per_gpu.kv_cache"]
+    assert any("none of several GPUs per replica" in note for note in taken["notes"]), taken["notes"]
+    # logs of TP2 replicas are of its shape: they correct it, and say which shape they are
+    tp2_logs = _evidence((1.0, 1.0, 1.0), replica_gpus=(2, 2, 2), weights_replica_gpus=(2, 2, 2))
+    corrected = plan(dataclasses.replace(tp2, evidence=tp2_logs)).as_contract()
+    assert corrected["memory_per_gpu"]["kv_cache"] > catalog["memory_per_gpu"]["kv_cache"] + 0.9 * GIB
+    assert any("several GPUs per replica): their KV pools ran +1.00 GiB" in note for note in corrected["notes"])
+    # and a one-GPU plan still takes the one-GPU logs
+    one = plan(dataclasses.replace(BASE, evidence=one_gpu_logs)).as_contract()
+    assert any(note.startswith("KV reserve from 3 of your startup logs") for note in one["notes"])
