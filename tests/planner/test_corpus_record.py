@@ -27,9 +27,11 @@ def test_the_in_sample_errors_are_no_worse_than_recorded() -> None:
     assert corpus.record_regressions(_recorded(), now) == []
 
 
-@pytest.mark.cpu_bound  # the refits: about 12 s of CPU (docs/testing.md runs these in the serial process)
-def test_the_leave_one_source_out_errors_are_no_worse_than_recorded() -> None:
-    now = corpus.error_record([], corpus.leave_one_source_out())
+@pytest.mark.cpu_bound  # the shared refits (tests/planner/conftest.py), in the serial process (docs/testing.md)
+def test_the_leave_one_source_out_errors_are_no_worse_than_recorded(
+    corpus_held_out: tuple[corpus.HeldOut, ...],
+) -> None:
+    now = corpus.error_record([], list(corpus_held_out))
     now.pop("in_sample")
     assert corpus.record_regressions(_recorded(), now) == []
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from planner import intervals
+from planner import corpus, intervals
 from planner.intervals import MIN_RUNS, MIN_SOURCES, Residual, conformal_bounds, quantile_bounds, spread
 from planner.plan import PlanRequest, plan
 from tests.planner.cli import planner_cli
@@ -169,12 +169,13 @@ def test_the_intervals_cover_between_75_and_90_percent_of_held_out_runs(path: st
 
 
 @pytest.mark.slow
-def test_the_committed_residuals_are_the_corpora_s() -> None:
+@pytest.mark.cpu_bound  # the corpus's refits, shared with the other cpu_bound tests (tests/planner/conftest.py)
+def test_the_committed_residuals_are_the_corpora_s(corpus_held_out: tuple[corpus.HeldOut, ...]) -> None:
     """catalog/intervals.json is current: the residuals bench/intervals.py collects today (both corpora held
     out) are the committed ones. Regenerate with `bench/intervals.py --write`."""
     from bench.intervals import memory_residuals, throughput_residuals
 
-    residuals = {**memory_residuals(), **throughput_residuals()}
+    residuals = {**memory_residuals(), **throughput_residuals(corpus_held_out)}
     assert intervals.build_table(residuals) == json.loads(intervals.DATA.read_text(encoding="utf-8"))
 
 

@@ -94,9 +94,9 @@ def test_a_substituted_catalog_is_what_plans_read_and_only_inside_the_block() ->
     assert default_factors("mi300x", "mxfp4").moe_memory == pytest.approx(moe * own)
 
 
-@pytest.fixture(scope="module")
-def held() -> list[corpus.HeldOut]:
-    return corpus.leave_one_source_out()
+@pytest.fixture
+def held(corpus_held_out: tuple[corpus.HeldOut, ...]) -> list[corpus.HeldOut]:
+    return list(corpus_held_out)  # the session's refits (tests/planner/conftest.py)
 
 
 def _held_out_summary(held: list[corpus.HeldOut], *, with_outside: bool) -> dict[str, dict[str, float]]:

@@ -1,7 +1,7 @@
 """The committed tiny model and its two derivatives on a `local` cluster, the path a real review
-takes: registered with lineage, located, and given a served eval through `transformers serve`. Shared
-by tests/quantization/test_derivative_gate.py (the careless one denied, the good one allowed) and
-tests/canary/test_canary_served.py (the good one's canary through `transformers serve`)."""
+takes: registered with lineage, located, and given a served eval through `transformers serve`. Used by
+tests/quantization/test_derivative_gate.py (the careless one denied, the good one allowed, then its
+canary through `transformers serve`)."""
 
 from __future__ import annotations
 
