@@ -84,6 +84,15 @@ def _flush_with_audit_triggers_suspended() -> None:
 _flush_with_audit_triggers_suspended()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compiled_messages() -> None:
+    """Every test process compiles the zh_Hans catalog before its first test: a process that reads a
+    stale or missing .mo keeps it (gettext caches catalogs per process), so compiling it when the first
+    web test starts, after other tests already translated, failed their zh-Hans assertions in a fresh
+    worktree. Compiling an up-to-date catalog is a file-time check."""
+    compile_messages()
+
+
 @pytest.fixture(autouse=True)
 def fresh_local_cache() -> None:
     """Each test starts with an empty in-process cache: throttle budgets (10 sign-offs a minute per
