@@ -38,22 +38,22 @@ def fetch_all_prepared(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> l
 def _run(sql: str, params: Sequence[Any] | Mapping[str, Any], *, many: bool) -> list[dict[str, Any]]:
     connection.ensure_connection()
     started = time.monotonic()
-    found: dict[str, Any] = {"rows": [], "names": []}
-
-    def fetch(cursor: Any, description: Any, name: Any) -> None:
-        if description:  # built on each access: read once
-            found["rows"] = cursor.fetchall() if many else cursor.fetchmany(1)
-            found["names"] = [name(column) for column in description]
+    rows: list[dict[str, Any]] = []
 
     def execute(cursor: Any, sql: str, params: Any, many_: bool, context: dict[str, Any]) -> None:
         cursor.execute(sql, params, prepare=True)
-        fetch(cursor, cursor.description, lambda column: column.name)
+        if cursor.pgresult is not None and cursor.pgresult.nfields:
+            rows.extend(cursor.fetchall() if many else cursor.fetchmany(1))
 
     with connection.wrap_database_errors:
         if connection.vendor == "postgresql":
             import psycopg
+            from psycopg.rows import dict_row
 
-            with psycopg.Cursor(connection.connection) as cursor:  # server-side binding: can prepare
+            # Server-side binding (can prepare); rows as dicts named from the result itself.
+            # Not from cursor.description: it builds a Column (type lookup, encoding) per column on
+            # every access, which for the gate's 49-column read cost more CPU than loading the row.
+            with psycopg.Cursor(connection.connection, row_factory=dict_row) as cursor:
                 executor = partial(execute, cursor)
                 for wrapper in reversed(connection.execute_wrappers):
                     executor = partial(wrapper, executor)
@@ -61,12 +61,15 @@ def _run(sql: str, params: Sequence[Any] | Mapping[str, Any], *, many: bool) -> 
         else:
             with connection.cursor() as django_cursor:
                 django_cursor.execute(sql, params)
-                fetch(django_cursor, django_cursor.description, lambda column: column[0])
+                if django_cursor.description:
+                    names = [column[0] for column in django_cursor.description]
+                    found = django_cursor.fetchall() if many else django_cursor.fetchmany(1)
+                    rows.extend(dict(zip(names, row, strict=True)) for row in found)
     if connection.queries_logged:
         connection.queries_log.append(
             {"sql": f"{sql} -- prepared, params {params!r}", "time": f"{time.monotonic() - started:.3f}"}
         )
-    return [dict(zip(found["names"], row, strict=True)) for row in found["rows"]]
+    return rows
 
 
 def instance_from_row(model: Any, row: dict[str, Any], prefix: str = "") -> Any:

@@ -40,7 +40,7 @@ from governance.gate.models import GateDecision
 # check than the query itself; the unique index on code and the foreign-key indexes of the
 # sign-off and usage tables serve it. Plain SQL that PostgreSQL and SQLite both run.
 _GATE_SQL = f"""
-SELECT d.id, d.code, d.team_id, d.status, d.approved_at, d.approval_expires_at, d.environments, d.evidence,
+SELECT d.id, d.code, d.team_id, d.status, d.approval_expires_at, d.environments, d.evidence,
        d.evidence_digest, d.flagged, d.flag_reason,
        legal.evidence_digest AS gate_legal_digest,
        CASE WHEN legal.voided_at IS NULL THEN 0 ELSE 1 END AS gate_legal_voided,
