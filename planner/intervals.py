@@ -158,6 +158,19 @@ class Spread:
     symmetric: bool = False  # too few runs for a rank in each tail: the distance rank, either side
 
 
+def evidence_applies(engine_name: str, release_line: str, gpu: str, engine: EngineProfile, gpu_key: str) -> bool:
+    """Whether a team's evidence (startup logs, canary measurements) of this engine, release line and GPU
+    speaks for a plan of `engine` on `gpu_key`: a release older than every profile is planned wide, never
+    calibrated."""
+    release = engine.release
+    return (
+        engine_name == engine.name
+        and release_line == f"{release[0]}.{release[1]}"
+        and gpu == gpu_key
+        and not engine.predates_profiles
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class TeamEvidence:
     """The team's startup logs of one cluster, GPU, engine and release line, as residuals against the plan of
@@ -228,13 +241,7 @@ class TeamEvidence:
         return int(statistics.median(self.kv_pool_residuals_bytes)) if self.kv_pool_residuals_bytes else 0
 
     def applies(self, engine: EngineProfile, gpu_key: str) -> bool:
-        release = engine.release
-        return (
-            self.engine == engine.name
-            and self.release_line == f"{release[0]}.{release[1]}"
-            and self.gpu == gpu_key
-            and not engine.predates_profiles
-        )
+        return evidence_applies(self.engine, self.release_line, self.gpu, engine, gpu_key)
 
     def note(self) -> str:
         head = f"{self.logs} of your startup logs"

@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from planner.intervals import COVERAGE, MIN_TEAM_LOGS, quantile_bounds, replica_shape
+from planner.intervals import COVERAGE, MIN_TEAM_LOGS, evidence_applies, quantile_bounds, replica_shape
 
 if TYPE_CHECKING:
     from planner.engines import EngineProfile
@@ -95,13 +95,7 @@ class MeasuredEvidence:
             raise ValueError("ratios: must be LatencyRatio measurements")
 
     def applies(self, engine: EngineProfile, gpu_key: str) -> bool:
-        release = engine.release
-        return (
-            self.engine == engine.name
-            and self.release_line == f"{release[0]}.{release[1]}"
-            and self.gpu == gpu_key
-            and not engine.predates_profiles
-        )
+        return evidence_applies(self.engine, self.release_line, self.gpu, engine, gpu_key)
 
     def comparable(self, figure: str, gpus_per_replica: int) -> tuple[float, ...]:
         """The ratios of `figure` measured on replicas of the plan's shape (one GPU, or several)."""
