@@ -158,6 +158,13 @@ class Spread:
     symmetric: bool = False  # too few runs for a rank in each tail: the distance rank, either side
 
 
+def check_release_line(release_line: str) -> None:
+    """A team's evidence names the release line it ran as major.minor ("0.10"): anything else is refused."""
+    parts = release_line.split(".")
+    if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
+        raise ValueError(f"release_line: {release_line!r} is not a major.minor release line like 0.10")
+
+
 def evidence_applies(engine_name: str, release_line: str, gpu: str, engine: EngineProfile, gpu_key: str) -> bool:
     """Whether a team's evidence (startup logs, canary measurements) of this engine, release line and GPU
     speaks for a plan of `engine` on `gpu_key`: a release older than every profile is planned wide, never
@@ -190,9 +197,7 @@ class TeamEvidence:
     weights_replica_gpus: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        parts = self.release_line.split(".")
-        if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
-            raise ValueError(f"release_line: {self.release_line!r} is not a major.minor release line like 0.10")
+        check_release_line(self.release_line)
         if any(not isinstance(r, int) for r in self.kv_pool_residuals_bytes):
             raise ValueError("kv_pool_residuals_bytes: must be whole bytes")
         if any(not (isinstance(r, int | float) and math.isfinite(r) and r > 0) for r in self.weights_ratios):

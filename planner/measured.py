@@ -28,7 +28,14 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from planner.intervals import COVERAGE, MIN_TEAM_LOGS, evidence_applies, quantile_bounds, replica_shape
+from planner.intervals import (
+    COVERAGE,
+    MIN_TEAM_LOGS,
+    check_release_line,
+    evidence_applies,
+    quantile_bounds,
+    replica_shape,
+)
 
 if TYPE_CHECKING:
     from planner.engines import EngineProfile
@@ -88,9 +95,7 @@ class MeasuredEvidence:
     ratios: tuple[LatencyRatio, ...]
 
     def __post_init__(self) -> None:
-        parts = self.release_line.split(".")
-        if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
-            raise ValueError(f"release_line: {self.release_line!r} is not a major.minor release line like 0.10")
+        check_release_line(self.release_line)
         if any(not isinstance(r, LatencyRatio) for r in self.ratios):
             raise ValueError("ratios: must be LatencyRatio measurements")
 
