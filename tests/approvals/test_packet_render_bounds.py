@@ -4,10 +4,10 @@ packet's own embedded (data:) assets."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
+from weasyprint.layout import inline
 
 from governance.approvals import packet_render
 from governance.approvals.packet_render import PacketInput, html_to_pdfa, render_packet
@@ -37,27 +37,38 @@ def _input(how_met: str) -> PacketInput:
     )
 
 
-def _render_seconds(how_met: str) -> float:
-    start = time.perf_counter()
-    pdf = render_packet(_input(how_met))
-    elapsed = time.perf_counter() - start
-    assert pdf.startswith(b"%PDF")
-    return elapsed
+def _line_splits(how_met: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many times WeasyPrint lays out a line of text (Pango's line splitting) to render the packet:
+    the work a long unbreakable text multiplies, counted rather than timed."""
+    calls = 0
+    real = inline.split_first_line
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(inline, "split_first_line", counting)
+        assert render_packet(_input(how_met)).startswith(b"%PDF")
+    return calls
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("text", ["义" * MAX_TEXT, "x" * MAX_TEXT], ids=["cjk", "one-long-token"])
-def test_the_longest_allowed_text_renders_in_well_under_10_s(text: str) -> None:
-    """A ratio to the same packet with a one-word answer, measured in turn in the same process, so a
-    loaded machine slows both alike (bench/approvals.py reports the seconds: 2.7 s, target 10 s).
-    Without break opportunities the longest text took 40-140x the short one (20-73 s vs 0.5 s);
-    with them about 1.5x idle, and up to 5.6x in CI with the serial suites beside the workers (it failed
-    a 5x bound there once). 15x sits between that noise and the defect's 40x; the best of two runs of
-    each keeps one scheduling hiccup out."""
-    render_packet(_input("warm"))  # fonts and fontconfig caches, as in a running worker
-    short = min(_render_seconds("on the box") for _ in range(2))
-    longest = min(_render_seconds(text) for _ in range(2))
-    assert longest < 15 * short, f"{longest:.2f} s vs {short:.2f} s for a one-word answer"
+def test_the_longest_allowed_text_costs_a_few_times_a_short_answers_layout(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted, not timed (a timed bound failed under CI's load: 4.5 s against 0.27 s in one run,
+    16x): bench/approvals.py reports the seconds (target 10 s). The line-layout calls are the same on
+    any machine: 221 for a one-word answer, 706 for 4,000 CJK characters, 510 for one 4,000-character
+    token (WeasyPrint 70). The defect (automatic table layout measuring an unbroken text again and
+    again) took 40-140x the short packet's time; 10x the short answer's line layouts leaves room for a
+    longer page and none for that. (WeasyPrint 70 keeps these counts with the packet's break rules
+    taken out: the rules are kept for older WeasyPrints and for the page's look.)"""
+    short = _line_splits("on the box", monkeypatch)
+    longest = _line_splits(text, monkeypatch)
+    assert short > 0, "the count reaches WeasyPrint's line layout"
+    assert longest < 10 * short, f"{longest} line layouts against {short} for a one-word answer"
 
 
 def test_the_fetcher_serves_data_urls_only() -> None:
