@@ -41,8 +41,8 @@ run: migrate
 	$(BIN)/python -m governance.core.startnotes --passwords-file $(DEMO_PASSWORDS) & exec $(BIN)/honcho start -f Procfile
 
 # Two pytest-xdist workers (the CI machine has 2 cores), each with a test database of its own, and
-# alongside them the fault, cluster and browser suites in one process (scripts/test-suite;
-# SERIAL_AFTER=1: after the workers). PYTEST_WORKERS=0: the workers' part in one process.
+# alongside them the fault, cluster and browser suites in two processes (scripts/test-suite;
+# SERIAL_AFTER=1: after the workers, in one). PYTEST_WORKERS=0: the workers' part in one process.
 PYTEST_WORKERS ?= 2
 
 test: setup

@@ -32,8 +32,41 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "cpu_bound: busy on the CPU for tens of seconds (the planner's leave-one-source-out refits); "
-        "scripts/test-suite runs them in its serial process, beside suites that mostly wait",
+        "scripts/test-suite runs them in a serial lane, beside suites that mostly wait",
     )
+
+
+_DB_FIXTURES = frozenset(
+    {"db", "transactional_db", "live_server", "django_db_reset_sequences", "django_db_serialized_rollback"}
+)
+
+
+def _uses_no_database(item: pytest.Item) -> bool:
+    return item.get_closest_marker("django_db") is None and not _DB_FIXTURES & set(getattr(item, "fixturenames", ()))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of a module holding a `slow` test that use no database run first; everything else
+    keeps pytest-django's order (database tests, then transactional ones, whose flush empties the
+    tables, e.g. the roles' groups a migration made; then the rest). On the xdist workers the fresh
+    clone's two minutes (no database of the suite's: it is last in that order) started when
+    everything else was done and ran alone, one core idle; started first, the other worker takes
+    the short tests meanwhile."""
+    slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: not (item.nodeid.split("::", 1)[0] in slow and _uses_no_database(item)))
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """scripts/test-suite runs the serial suites in lanes side by side (GOVERNANCE_TEST_LANE): each
+    on a test database of its own, test_<name>_<lane>, as pytest-django names the xdist workers'
+    (test_<name>_gw0) with the same helper."""
+    lane = os.environ.get("GOVERNANCE_TEST_LANE")
+    if lane:
+        from pytest_django.fixtures import _set_suffix_to_test_databases
+
+        _set_suffix_to_test_databases(suffix=lane)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -46,7 +79,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 # Under pytest-xdist (`make test`, scripts/test-suite) each worker has a test database of its own
 # (pytest-django suffixes its name: test_<name>_gw0, var/test.sqlite3_gw0), which every URL handed
 # to a subprocess is derived from (`_database_url_for_tests`). The fault, cluster and browser suites
-# run alongside the workers in one process of their own (scripts/test-suite), on `test_<name>`.
+# run alongside the workers in two lanes of their own (scripts/test-suite), on `test_<name>_<lane>`.
 
 
 def compile_messages() -> None:

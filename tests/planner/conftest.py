@@ -13,5 +13,5 @@ def corpus_held_out() -> tuple[corpus.HeldOut, ...]:
     about 18 s of CPU. The record (test_corpus_record), the issue-31 bounds (test_leave_one_source_out)
     and the committed interval residuals (test_intervals) read the same refits: computed once here rather
     than once each. A tuple of frozen results, so no test can change what another reads; the tests that
-    take it are all `cpu_bound`, so they run in scripts/test-suite's one serial process and share it."""
+    take it are all `cpu_bound`, so they run in one of scripts/test-suite's serial lanes and share it."""
     return tuple(corpus.leave_one_source_out())
