@@ -8,6 +8,7 @@ from pathlib import Path
 
 from governance.capacity.models import CapacityPlan
 from governance.core.models import OutboxMessage
+from governance.deployments.models import DeploymentRequest
 from governance.evaluations.models import ACTIVE_STATES, Cluster, EvalRun, ExecutorKind, JobRun
 from tests.conftest import ROOT
 from tests.deployments.conftest import FACTS, SERVING
@@ -71,6 +72,20 @@ def wait_plans_done(codes: list[str], timeout_s: float) -> None:
         return bool(plans) and all(plan.status == "done" for plan in plans)
 
     wait_until(done, timeout_s, f"the capacity plans of {codes}")
+
+
+def wait_evidence_holds_plans(codes: list[str], timeout_s: float) -> None:
+    """Until each request's evidence records its plan as done: a plan is saved `done` first and its
+    request's evidence refreshed after that commit (capacity.signals.plan_computed), so a test that
+    changes the evidence as soon as the plan is done can have that refresh undo its change."""
+
+    def held() -> bool:
+        rows = list(DeploymentRequest.objects.filter(code__in=codes).values_list("evidence", flat=True))
+        return len(rows) == len(codes) and all(
+            ((evidence or {}).get("capacity_plan") or {}).get("status") == "done" for evidence in rows
+        )
+
+    wait_until(held, timeout_s, f"the evidence of {codes} to hold their plans")
 
 
 def wait_eval_finished(eval_code: str, timeout_s: float) -> EvalRun:

@@ -24,6 +24,7 @@ from tests.resilience.flows import (
     request_eval,
     to_review,
     wait_eval_finished,
+    wait_evidence_holds_plans,
     wait_outbox_acked,
     wait_plans_done,
 )
@@ -77,6 +78,9 @@ def test_license_reevaluation_killed_is_done_once(stack: Stack) -> None:
     data = seed(1)
     code = to_review(stack, data, "re-evaluated")
     wait_plans_done([code], 60)
+    # The plan's own evidence refresh follows its commit: it must be in before the digest is spoiled, or
+    # it puts the digest right itself and the held re-evaluation has nothing to record (failed once in CI).
+    wait_evidence_holds_plans([code], 60)
     # Stored evidence that no longer matches the license: the re-evaluation has one change to record.
     DeploymentRequest.objects.filter(code=code).update(evidence_digest="0" * 64)
     before = AuditEvent.objects.filter(action=AuditAction.DEPLOYMENT_REEVALUATED, object_id=code).count()
