@@ -40,6 +40,45 @@ def test_catalog_has_every_reference_license_with_sources() -> None:
     assert documents["llama-3.1"].scancode_key == "llama-3.1-license-2024"
 
 
+def test_documents_are_parsed_once_per_content_and_an_edit_within_the_same_tick_is_read(tmp_path: Path) -> None:
+    """load_documents keeps what it parsed, keyed by the files' contents: the same catalog is parsed
+    once per process, and an edit that keeps the file's size and modification time (two writes in
+    one tick) or a new or removed file is read again."""
+    import os
+
+    from governance.licenses import catalog as catalog_module
+
+    catalog = _copy_catalog(tmp_path)
+    calls = []
+    original = catalog_module._documents
+
+    def counted(directory: Path, texts: dict[Path, str]) -> tuple:
+        calls.append(directory)
+        return original(directory, texts)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(catalog_module, "_documents", counted)
+        first = load_documents(catalog)
+        assert load_documents(catalog) == first
+        assert len(calls) == 1
+        mit = catalog / "licenses" / "mit.yaml"
+        stat = mit.stat()
+        text = mit.read_text()
+        assert "Keep the copyright" in text
+        mit.write_text(text.replace("Keep the copyright", "Keep THE copyright"))  # same size
+        os.utime(mit, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same modification time
+        edited = {doc.key: doc for doc in load_documents(catalog)}
+        assert len(calls) == 2
+        assert any("Keep THE copyright" in term.message for term in edited["mit"].terms), edited["mit"].terms
+        (catalog / "licenses" / "apache-2.0.yaml").unlink()
+        assert "apache-2.0" not in {doc.key for doc in load_documents(catalog)}
+        assert len(calls) == 3
+    # what a caller does with the list it was given does not reach the next caller's
+    documents = load_documents(catalog)
+    documents.clear()
+    assert load_documents(catalog)
+
+
 def test_load_is_idempotent_and_reports_changes(db: None) -> None:
     out = StringIO()
     call_command("load_license_catalog", stdout=out)
@@ -70,9 +109,10 @@ def test_a_new_versions_digest_is_the_one_its_stored_terms_give(db: None) -> Non
 def test_loading_reads_the_stored_catalog_in_a_few_queries(
     db: None, django_assert_max_num_queries, tmp_path: Path
 ) -> None:
-    """The licenses and versions are read once, not looked up per document: into an empty database
-    the load took 382 queries (each test that needs licenses pays it), a reload 142."""
-    with django_assert_max_num_queries(100):
+    """The licenses and versions are read once, not looked up per document, and what is new is
+    written in one insert per table: into an empty database the load took 382 queries (each test that
+    needs licenses pays it; 88 when read once), a reload 142; now 17 and 7."""
+    with django_assert_max_num_queries(20):
         license_catalog_load(actor="system:test")
     with django_assert_max_num_queries(10):
         report = license_catalog_load(actor="system:test")
