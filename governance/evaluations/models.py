@@ -223,6 +223,16 @@ class EvalRun(BaseModel):
     def __str__(self) -> str:
         return f"eval {self.scheme} ({self.status})"
 
+    @property
+    def in_flight(self) -> bool:
+        """Still to change by itself (what a page polls for): its job queued or running, or the job
+        done and the verdict not yet written, which comes in the next transaction, on the job's
+        commit (evaluations.signals.job_finished). In one query: `EVAL_IN_FLIGHT`."""
+        return self.status == EvalStatus.RUNNING or (self.job is not None and self.job.state in ACTIVE_STATES)
+
+
+EVAL_IN_FLIGHT = models.Q(status=EvalStatus.RUNNING) | models.Q(job__state__in=ACTIVE_STATES)
+
 
 class InspectionStatus(models.TextChoices):
     RUNNING = "running"

@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 from django.test import Client
 from django.utils import translation
 
+from governance.deployments.models import DeploymentRequest
 from governance.evaluations.evals import summarise
 from governance.evaluations.models import Cluster, EvalKind, EvalRun, EvalStatus, JobRun, JobRunState
 from governance.web.selectors.deployment import eval_progress
@@ -133,3 +134,38 @@ def test_the_packet_shows_each_categorys_accuracy_and_the_difference() -> None:
         html = render_html(data)
     assert "Candidate accuracy" in html
     assert "-0.050" in html
+
+
+def test_the_panel_keeps_polling_until_the_verdict_is_written(flow: Any, artifacts: Any) -> None:
+    """A job is saved finished in one transaction and its eval run's verdict written in the next
+    (evaluations.signals.job_finished on commit). A poll between the two read the job as done and
+    the run as still running: the panel and the blocker list stopped polling with the run shown as
+    running, for good (the browser walkthrough waited its 10 minutes on a run that had passed)."""
+    code = flow.to_review(artifacts["apache"])
+    flow.compute_capacity(code)  # nothing else pending: the eval alone keeps the blocker list polled
+    cluster = Cluster.objects.create(name="local", executor="local", remote_root="/tmp/evals")
+    job = JobRun.objects.create(
+        cluster=cluster, kind="eval", command=["true"], time_limit_s=60, state=JobRunState.SUCCEEDED, log_tail=LOG
+    )
+    run = EvalRun.objects.create(
+        request=DeploymentRequest.objects.get(code=code),
+        cluster=cluster,
+        scheme="w4a16",
+        status=EvalStatus.RUNNING,
+        job=job,
+    )
+    client = Client()
+    client.force_login(flow.p.engineer)
+    panel = client.get(f"/requests/{code}/evals", HTTP_HX_REQUEST="true").content.decode()
+    assert 'hx-trigger="every 2s"' in panel
+    blockers = client.get(f"/requests/{code}/blockers", HTTP_HX_REQUEST="true").content.decode()
+    assert 'hx-trigger="every 2s"' in blockers
+    page = client.get(f"/requests/{code}/").content.decode()
+    assert page.count('hx-trigger="every 2s"') >= 2  # the panel and the blocker list, polled
+    # the verdict written: both stop polling
+    run.status = EvalStatus.PASSED
+    run.save(update_fields=["status"])
+    assert 'hx-trigger="every 2s"' not in client.get(f"/requests/{code}/evals", HTTP_HX_REQUEST="true").content.decode()
+    assert (
+        'hx-trigger="every 2s"' not in client.get(f"/requests/{code}/blockers", HTTP_HX_REQUEST="true").content.decode()
+    )

@@ -31,7 +31,7 @@ from governance.deployments.selectors import (
     deployments_visible_to,
     latest_capacity_plan,
 )
-from governance.evaluations.models import ACTIVE_STATES, EvalKind, EvalRun
+from governance.evaluations.models import EVAL_IN_FLIGHT, EvalKind, EvalRun
 from governance.gate.selectors import gate_decisions_visible_to
 from governance.licenses.choices import BLOCKING_SEVERITIES
 from governance.web import labels
@@ -198,7 +198,7 @@ def eval_progress(run: EvalRun) -> dict[str, Any]:
         "accuracy": any(c.get("quantized_accuracy") is not None for c in categories),
         "state": job.state if job else run.status,
         "state_label": labels.label("job_state", job.state) if job else labels.label("eval_status", run.status),
-        "active": bool(job and job.state in ACTIVE_STATES),
+        "active": run.in_flight,
         "done": done,
         "total": total,
         "log_tail": "\n".join(log.splitlines()[-12:]),
@@ -271,7 +271,7 @@ def deployment_blockers_part(user: Any, code: Any) -> dict[str, Any]:
     request = deployment_get(user, code)
     deployment_attach_capacity_plan(request)
     drafting = lifecycle_phase(request).drafting
-    active = EvalRun.objects.filter(request=request, job__state__in=ACTIVE_STATES).exists()
+    active = EvalRun.objects.filter(EVAL_IN_FLIGHT, request=request).exists()
     state = blockers_state(request, latest_capacity_plan(request), active)
     blockers = [] if drafting or not state["blockers_shown"] else deployment_blockers(request)
     return {
