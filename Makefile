@@ -17,8 +17,9 @@ system-deps:
 	@scripts/system-deps
 
 # Compiled translation catalogs (.mo) are build output, not committed. DEBUG=1: compiling needs no
-# secret, and CI (or a first `make test`) has no .env yet.
-messages: $(STAMP)
+# secret, and CI (or a first `make test`) has no .env yet. After system-deps (order only: msgfmt is
+# one of its packages), which `make -j2` would otherwise run beside it.
+messages: $(STAMP) | system-deps
 	DEBUG=1 $(BIN)/python manage.py compilemessages --ignore=.venv --ignore=var -v0
 
 setup: system-deps $(STAMP) messages

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import posixpath
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils import timezone
 
 from governance.artifacts.manifest import manifest_lines
 from governance.artifacts.models import ModelArtifact
@@ -18,6 +20,7 @@ from governance.core.errors import invalid_input
 from governance.core.services import write_service
 from governance.evaluations.inspections import artifact_inspection_request
 from governance.evaluations.models import (
+    ACTIVE_STATES,
     ArtifactLocation,
     Cluster,
     EvalKind,
@@ -566,6 +569,26 @@ def on_job_finished(sender: Any = None, *, run: JobRun, **kwargs: Any) -> None:
             },
         )
         transaction.on_commit(lambda: eval_finished.send(sender=EvalRun, evaluation=evaluation))
+
+
+def evals_reconcile(*, grace: timedelta = timedelta(seconds=60)) -> list[int]:
+    """Eval runs still `running` whose job ended over `grace` ago: their verdict, written on the job's
+    commit (on_job_finished), was missed (a worker killed between the two, a receiver that failed),
+    and is written now (beat's jobs.resume). Without it readiness said `eval.pending` and the request
+    page polled (EvalRun.in_flight) for good. Returns the eval runs' ids."""
+    stale = (
+        EvalRun.objects.filter(
+            status=EvalStatus.RUNNING, job__isnull=False, job__finished_at__lte=timezone.now() - grace
+        )
+        .exclude(job__state__in=ACTIVE_STATES)
+        .select_related("job")
+    )
+    done = []
+    for evaluation in stale:
+        if evaluation.job is not None:  # filtered above; for the type checker
+            on_job_finished(run=evaluation.job)
+            done.append(evaluation.pk)
+    return done
 
 
 def _evidence_key(run: EvalRun) -> tuple[Any, ...]:

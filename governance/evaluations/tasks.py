@@ -6,6 +6,7 @@ from typing import Any
 
 from celery import shared_task
 
+from governance.evaluations.evals import evals_reconcile
 from governance.evaluations.services import NextStep, jobrun_poll, jobrun_submit, jobs_resume
 
 
@@ -29,6 +30,7 @@ def jobrun_poll_task(run_id: int) -> None:
 @shared_task(name="jobs.resume", soft_time_limit=60, time_limit=120)
 def jobs_resume_task(on_start: bool = False) -> dict[str, list[int]]:
     found = jobs_resume(on_start=on_start)
+    found["verdicts"] = evals_reconcile()  # eval runs whose job ended but whose verdict was missed
     for run_id in found["poll"]:
         jobrun_poll_task.delay(run_id)
     for run_id in found["submit"]:

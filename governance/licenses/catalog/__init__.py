@@ -120,11 +120,12 @@ def load_documents(directory: Path = CATALOG_DIR) -> list[LicenseDocument]:
         str(directory),
         tuple((path.name, hashlib.sha256(text.encode()).hexdigest()) for path, text in texts.items()),
     )
-    if key not in _PARSED:
+    documents = _PARSED.get(key)
+    if documents is None:
         if len(_PARSED) >= 8:  # a test's own catalogs in temporary folders: keep the cache small
             _PARSED.clear()
-        _PARSED[key] = _documents(directory, texts)
-    return list(_PARSED[key])
+        documents = _PARSED[key] = _documents(directory, texts)
+    return list(documents)
 
 
 _PARSED: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[LicenseDocument, ...]] = {}
