@@ -34,6 +34,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "cpu_bound: busy on the CPU for tens of seconds (the planner's leave-one-source-out refits); "
         "scripts/test-suite runs them in a serial lane, beside suites that mostly wait",
     )
+    config.addinivalue_line(
+        "markers",
+        "fresh_clone: a fresh clone's `make run` and every documented command, waited on for ~2 minutes; "
+        "scripts/test-suite runs it in the fault suite's lane, which ends minutes before the workers",
+    )
 
 
 _DB_FIXTURES = frozenset(

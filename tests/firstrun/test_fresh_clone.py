@@ -160,6 +160,7 @@ def _start_up_notes(log_path: Path, make: subprocess.Popen[bytes]) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.fresh_clone
 def test_fresh_clone_runs_every_documented_command(tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
