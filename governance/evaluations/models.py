@@ -227,7 +227,8 @@ class EvalRun(BaseModel):
     def in_flight(self) -> bool:
         """Still to change by itself (what a page polls for): its job queued or running, or the job
         done and the verdict not yet written, which comes in the next transaction, on the job's
-        commit (evaluations.signals.job_finished). In one query: `EVAL_IN_FLIGHT`."""
+        commit (evaluations.signals.job_finished), or, where that was missed, from beat's jobs.resume
+        (evaluations.evals.evals_reconcile). In one query: `EVAL_IN_FLIGHT`."""
         return self.status == EvalStatus.RUNNING or (self.job is not None and self.job.state in ACTIVE_STATES)
 
 

@@ -68,12 +68,16 @@ class CatalogReport:
         return bool(self.created or self.updated or self.fx_created)
 
 
-def _write_terms(version: LicenseVersion, terms: tuple[TermSpec, ...]) -> None:
-    version.terms.all().delete()
-    LicenseTerm.objects.bulk_create(
+def _term_rows(version: LicenseVersion, terms: tuple[TermSpec, ...]) -> list[LicenseTerm]:
+    return [
         LicenseTerm(version=version, position=index, **{**term.as_document(), "value_from": term.value_from or ""})
         for index, term in enumerate(terms)
-    )
+    ]
+
+
+def _write_terms(version: LicenseVersion, terms: tuple[TermSpec, ...]) -> None:
+    version.terms.all().delete()
+    LicenseTerm.objects.bulk_create(_term_rows(version, terms))
 
 
 def _license_fields(document: LicenseDocument) -> dict[str, str]:
@@ -132,9 +136,7 @@ def _versions_create(
         for document in documents
     )
     LicenseTerm.objects.bulk_create(
-        LicenseTerm(version=version, position=index, **{**term.as_document(), "value_from": term.value_from or ""})
-        for version, document in zip(created, documents, strict=True)
-        for index, term in enumerate(document.terms)
+        row for version, document in zip(created, documents, strict=True) for row in _term_rows(version, document.terms)
     )
     for version, document in zip(created, documents, strict=True):
         report.created.append(f"{document.key} {document.version}")
