@@ -54,10 +54,10 @@ def _uses_no_database(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests of a module holding a `slow` test that use no database run first; everything else
     keeps pytest-django's order (database tests, then transactional ones, whose flush empties the
-    tables, e.g. the roles' groups a migration made; then the rest). On the xdist workers the fresh
-    clone's two minutes (no database of the suite's: it is last in that order) started when
-    everything else was done and ran alone, one core idle; started first, the other worker takes
-    the short tests meanwhile."""
+    tables, e.g. the roles' groups a migration made; then the rest). A long test that needs no
+    database of the suite's (the real engines' jobs, the gloo profile; the fresh clone, in its lane)
+    is last in that order, started when everything else was done and ran alone, one core idle;
+    started first, the other worker takes the short tests meanwhile."""
     slow = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: not (item.nodeid.split("::", 1)[0] in slow and _uses_no_database(item)))
 

@@ -67,25 +67,21 @@ def plans_of(code: str) -> list[CapacityPlan]:
 
 
 def wait_plans_done(codes: list[str], timeout_s: float) -> None:
+    """Until each request's plans are done and its evidence records that: a plan is saved `done`
+    first and its request's evidence refreshed after that commit (capacity.signals.plan_computed), so
+    a test that read or changed the evidence as soon as the plan was done could have that refresh
+    undo its change (failed once in CI) or read a digest about to change."""
+
     def done() -> bool:
         plans = [plan for code in codes for plan in plans_of(code)]
-        return bool(plans) and all(plan.status == "done" for plan in plans)
-
-    wait_until(done, timeout_s, f"the capacity plans of {codes}")
-
-
-def wait_evidence_holds_plans(codes: list[str], timeout_s: float) -> None:
-    """Until each request's evidence records its plan as done: a plan is saved `done` first and its
-    request's evidence refreshed after that commit (capacity.signals.plan_computed), so a test that
-    changes the evidence as soon as the plan is done can have that refresh undo its change."""
-
-    def held() -> bool:
+        if not plans or any(plan.status != "done" for plan in plans):
+            return False
         rows = list(DeploymentRequest.objects.filter(code__in=codes).values_list("evidence", flat=True))
         return len(rows) == len(codes) and all(
             ((evidence or {}).get("capacity_plan") or {}).get("status") == "done" for evidence in rows
         )
 
-    wait_until(held, timeout_s, f"the evidence of {codes} to hold their plans")
+    wait_until(done, timeout_s, f"the capacity plans of {codes} and their evidence")
 
 
 def wait_eval_finished(eval_code: str, timeout_s: float) -> EvalRun:

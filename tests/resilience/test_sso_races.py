@@ -39,7 +39,7 @@ from governance.deployments.models import SignOff
 from governance.sso.models import StepUp
 from tests.deployments.conftest import ensure_passed_eval
 from tests.resilience.conftest import Stack, wait_until
-from tests.resilience.flows import to_review, wait_evidence_holds_plans, wait_plans_done
+from tests.resilience.flows import to_review, wait_plans_done
 from tests.resilience.helpers import Seed, seed
 from tests.sso.conftest import CLIENT_ID, CLIENT_SECRET, ROLE_GROUPS, Provider, start_provider, stop_provider
 from tests.sso.forged import forged_id_tokens
@@ -201,7 +201,6 @@ def _ready(stack: Stack, data: Seed, names: list[str]) -> dict[str, str]:
     their obligations accepted: a legal approval of each would be recorded. Code -> evidence digest."""
     codes = [to_review(stack, data, name) for name in names]
     wait_plans_done(codes, 120)
-    wait_evidence_holds_plans(codes, 60)  # the digest read below is the one after the plan's refresh
     digests = {}
     for code in codes:
         ensure_passed_eval(code)
